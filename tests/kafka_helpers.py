@@ -1,0 +1,63 @@
+"""Small produce/consume helpers shared by the Kafka tests."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+
+from confluent_kafka import Consumer, KafkaError, Producer
+
+
+def produce_numbered(bootstrap: str, topic: str, count: int, partitions: int) -> set[bytes]:
+    """Produce ``count`` records keyed ``0..count-1`` round-robin over partitions; wait for acks."""
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+    failures: list[KafkaError] = []
+
+    def on_delivery(err: KafkaError | None, _msg: object) -> None:
+        if err is not None:
+            failures.append(err)
+
+    keys = {str(i).encode() for i in range(count)}
+    for i in range(count):
+        producer.produce(
+            topic,
+            key=str(i).encode(),
+            value=b"v" * 64,
+            partition=i % partitions,
+            on_delivery=on_delivery,
+        )
+        producer.poll(0)
+    remaining = producer.flush(30)
+    assert remaining == 0, f"{remaining} records not acknowledged"
+    assert not failures, failures
+    return keys
+
+
+def consume_keys(
+    bootstrap: str, topics: Iterable[str], expected: int, group: str, deadline_s: float = 30.0
+) -> list[bytes]:
+    """Consume with confluent-kafka until ``expected`` records arrived or the deadline passed."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "fetch.queue.backoff.ms": 10,
+            "enable.partition.eof": False,
+        }
+    )
+    consumer.subscribe(list(topics))
+    keys: list[bytes] = []
+    end = time.monotonic() + deadline_s
+    try:
+        while len(keys) < expected and time.monotonic() < end:
+            message = consumer.poll(0.2)
+            if message is None:
+                continue
+            assert message.error() is None, message.error()
+            key = message.key()
+            assert key is not None, f"record without key at {message.offset()}"
+            keys.append(key)
+    finally:
+        consumer.close()
+    return keys
