@@ -1,0 +1,96 @@
+"""Fitting a partition into full consumers by ejecting smaller ones (pure planning).
+
+When a partition of speed ``s`` fits in no consumer, a consumer ``y`` can still take it if
+up to ``max_eject`` of its smaller partitions leave for other consumers where they fit.
+This is a one-level ejection chain; it saves a consumer at the price of moving the ejected
+partitions, which are always slower than the one placed.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+from assignor.types import TopicPartition
+
+# Only this many of a consumer's slowest partitions are considered for ejection: keeps the
+# search bounded (pairs of 10) on consumers holding hundreds of partitions.
+EJECT_CANDIDATES = 10
+
+
+@dataclass
+class Move:
+    """Partition ``tp`` goes from consumer ``source`` to ``target``."""
+
+    tp: TopicPartition
+    source: str
+    target: str
+
+
+@dataclass
+class Layout:
+    """A scratch copy of loads and contents that plans are tried against."""
+
+    speeds: dict[TopicPartition, float]
+    bound: float
+    load: dict[str, float]
+    items: dict[str, list[TopicPartition]] = field(default_factory=dict)
+
+    def apply(self, move: Move) -> None:
+        """Record ``move`` in this layout."""
+        speed = self.speeds[move.tp]
+        self.load[move.source] -= speed
+        self.items[move.source].remove(move.tp)
+        self.load[move.target] += speed
+        self.items[move.target].append(move.tp)
+
+    def best_fit(self, speed: float, exclude: str | None = None) -> str | None:
+        """Fullest consumer (not ``exclude``) that takes ``speed`` within the bound."""
+        chosen: str | None = None
+        for consumer, load in self.load.items():
+            fits = consumer != exclude and load + speed <= self.bound
+            if fits and (chosen is None or load > self.load[chosen]):
+                chosen = consumer
+        return chosen
+
+
+def plan_ejection(
+    layout: Layout, tp: TopicPartition, max_eject: int
+) -> tuple[str, list[Move]] | None:
+    """A consumer that takes ``tp`` after ejecting at most ``max_eject`` slower partitions
+    to other consumers, and the ejection moves; None if there is none. ``tp`` itself is not
+    in the layout. Tries the fullest consumers first, then the fewest, slowest ejections."""
+    speed = layout.speeds[tp]
+    for host in sorted(layout.load, key=lambda c: (-layout.load[c], c)):
+        excess = layout.load[host] + speed - layout.bound
+        slower = sorted(
+            (z for z in layout.items[host] if layout.speeds[z] < speed),
+            key=lambda z: (layout.speeds[z], z),
+        )[:EJECT_CANDIDATES]
+        for count in range(1, max_eject + 1):
+            for combo in itertools.combinations(slower, count):
+                if sum(layout.speeds[z] for z in combo) < excess:
+                    continue
+                moves = _place_elsewhere(layout, host, combo)
+                if moves is not None:
+                    return host, moves
+    return None
+
+
+def _place_elsewhere(
+    layout: Layout, host: str, combo: tuple[TopicPartition, ...]
+) -> list[Move] | None:
+    trial = dict(layout.load)
+    moves: list[Move] = []
+    for z in sorted(combo, key=lambda z: (-layout.speeds[z], z)):
+        speed = layout.speeds[z]
+        target = max(
+            (c for c, load in trial.items() if c != host and load + speed <= layout.bound),
+            key=lambda c: (trial[c], c),
+            default=None,
+        )
+        if target is None:
+            return None
+        trial[target] += speed
+        moves.append(Move(z, host, target))
+    return moves

@@ -1,0 +1,163 @@
+"""Repair-and-consolidate: our rebalance-aware heuristic (the default).
+
+The paper's heuristics rebuild the packing every round, so even consumers that are fine see
+their partitions shuffled. Repair starts from the current assignment instead:
+
+1. shed: every current consumer keeps the subset of its partitions with the largest total
+   speed that fits in C, so the speed it sheds (the Rscore it costs) is the least possible;
+2. place: the shed and the new partitions, fastest first, go to the fullest consumer they
+   fit in below ``(1 - headroom) * C``; if none, to a full consumer that can make room by
+   ejecting up to two slower partitions to others; only then is a consumer opened;
+3. consolidate: while the count is above the lower bound, the lightest consumer whose
+   partitions can all be placed elsewhere (same rules) is emptied. Consumers are emptied
+   only when that lowers the count.
+
+``headroom`` is the knob: moved partitions are placed below ``(1 - headroom) * C``, leaving
+room for the next drift (fewer moves later) at the price of more consumers.
+"""
+
+from __future__ import annotations
+
+from assignor.base import Heuristic
+from assignor.binpool import EPSILON, BinPool, Fit, decreasing, group_by_owner
+from assignor.ejection import Layout, Move, plan_ejection
+from assignor.metrics import lower_bound
+from assignor.types import Assignment, TopicPartition
+from assignor.validation import Problem
+
+# Up to this many partitions on one consumer, the kept subset is found exactly.
+EXACT_SUBSET_LIMIT = 14
+# Consolidation tries to empty this many of the lightest consumers before giving up.
+CONSOLIDATION_ATTEMPTS = 8
+
+
+def keep_most(
+    tps: list[TopicPartition], speeds: dict[TopicPartition, float], capacity: float
+) -> list[TopicPartition]:
+    """The subset of ``tps`` with the largest total speed that fits in ``capacity``.
+
+    A partition faster than C stays alone where it is (it cannot share, and moving it costs
+    the most). Exact up to ``EXACT_SUBSET_LIMIT`` partitions, greedy (fastest first) beyond.
+    """
+    bound = capacity * (1 + EPSILON)
+    if sum(speeds[tp] for tp in tps) <= bound:
+        return list(tps)
+    ordered = decreasing(tps, speeds)
+    if speeds[ordered[0]] > bound:
+        return [ordered[0]]
+    if len(ordered) > EXACT_SUBSET_LIMIT:
+        kept: list[TopicPartition] = []
+        load = 0.0
+        for tp in ordered:
+            if load + speeds[tp] <= bound:
+                kept.append(tp)
+                load += speeds[tp]
+        return kept
+    # Reachable sums, each with the first subset (in decreasing order) that reaches it.
+    best: dict[float, tuple[int, ...]] = {0.0: ()}
+    for index, tp in enumerate(ordered):
+        speed = speeds[tp]
+        for total, subset in list(best.items()):
+            candidate = total + speed
+            if candidate <= bound and candidate not in best:
+                best[candidate] = (*subset, index)
+    return [ordered[i] for i in best[max(best)]]
+
+
+class Repair(Heuristic):
+    """Repair the previous assignment, then consolidate when that lowers the count."""
+
+    def __init__(
+        self,
+        name: str = "repair",
+        headroom: float = 0.0,
+        max_eject: int = 2,
+        consolidate: bool = True,
+    ) -> None:
+        if not 0.0 <= headroom < 1.0:
+            raise ValueError(f"headroom must be in [0, 1), got {headroom!r}")
+        if max_eject not in (0, 1, 2, 3):
+            raise ValueError(f"max_eject must be in [0, 3], got {max_eject!r}")
+        self.name = name
+        self.headroom = headroom
+        self.max_eject = max_eject
+        self.consolidate = consolidate
+
+    def pack(self, problem: Problem, lags: dict[TopicPartition, float] | None) -> Assignment:
+        speeds = problem.speeds
+        pool = self.new_pool(problem)
+        moving = [tp for tp in speeds if tp not in problem.previous]
+        for consumer, tps in group_by_owner(problem.previous).items():
+            pool.open(consumer)
+            kept = keep_most(tps, speeds, problem.capacity)
+            for tp in kept:
+                pool.add(consumer, tp)
+            kept_set = set(kept)
+            moving.extend(tp for tp in tps if tp not in kept_set)
+        limit = problem.capacity * (1.0 - self.headroom)
+        for tp in decreasing(moving, speeds):
+            if not self._place_in_open(pool, tp, limit):
+                pool.place(tp, Fit.BEST, limit)  # opens a consumer, or spreads overload
+        if self.consolidate:
+            self._consolidate(pool, limit)
+        return pool.assignment()
+
+    def _layout(self, pool: BinPool, limit: float, without: str | None = None) -> Layout:
+        consumers = [c for c in pool.load if c != without]
+        return Layout(
+            pool.speeds,
+            limit * (1 + EPSILON),
+            {c: pool.load[c] for c in consumers},
+            {c: list(pool.items[c]) for c in consumers},
+        )
+
+    def _place_in_open(self, pool: BinPool, tp: TopicPartition, limit: float) -> bool:
+        """Put ``tp`` into an open consumer, directly or by ejection; False if impossible."""
+        direct = pool.choose(pool.speeds[tp], Fit.BEST, limit)
+        if direct is not None:
+            pool.add(direct, tp)
+            return True
+        if not pool.load or self.max_eject == 0:
+            return False
+        planned = plan_ejection(self._layout(pool, limit), tp, self.max_eject)
+        if planned is None:
+            return False
+        host, moves = planned
+        self._apply(pool, moves)
+        pool.add(host, tp)
+        return True
+
+    def _consolidate(self, pool: BinPool, limit: float) -> None:
+        floor = lower_bound(pool.speeds, pool.capacity)
+        while len(pool.load) > floor:
+            lightest = sorted(pool.load, key=lambda c: (pool.load[c], c))
+            if not any(self._try_empty(pool, c, limit) for c in lightest[:CONSOLIDATION_ATTEMPTS]):
+                return
+
+    def _try_empty(self, pool: BinPool, victim: str, limit: float) -> bool:
+        """Move all of ``victim``'s partitions elsewhere and close it, or change nothing."""
+        layout = self._layout(pool, limit, without=victim)
+        plan: list[Move] = []
+        for tp in decreasing(pool.items[victim], pool.speeds):
+            host = layout.best_fit(pool.speeds[tp])
+            moves: list[Move] = []
+            if host is None and self.max_eject:
+                planned = plan_ejection(layout, tp, self.max_eject)
+                if planned is not None:
+                    host, moves = planned
+            if host is None:
+                return False
+            for move in moves:
+                layout.apply(move)
+            layout.load[host] += pool.speeds[tp]
+            layout.items[host].append(tp)
+            plan.extend([*moves, Move(tp, victim, host)])
+        self._apply(pool, plan)
+        pool.close(victim)
+        return True
+
+    @staticmethod
+    def _apply(pool: BinPool, moves: list[Move]) -> None:
+        for move in moves:
+            pool.remove(move.source, move.tp)
+            pool.add(move.target, move.tp)

@@ -1,0 +1,213 @@
+"""Reproduce the paper's experiment: every heuristic on the paper's streams.
+
+Per delta and heuristic: mean bins / lower bound, CBS (over the compared set) and mean
+Rscore; a markdown table, JSON, and a Pareto-front PNG per delta (bins vs Rscore) with the
+headroom curve of our heuristic. ``python -m benchmarks.paper`` (``--quick`` for a short run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from assignor import (
+    DEFAULT_HEURISTIC,
+    HEURISTIC_NAMES,
+    Heuristic,
+    Repair,
+    bins_used,
+    cbs,
+    get_heuristic,
+    lower_bound,
+    rscore,
+)
+from assignor.types import Assignment
+from benchmarks.machine import machine_info, machine_line
+from benchmarks.streams import Measurement, paper_stream
+
+RESULTS = Path(__file__).parent / "results"
+CAPACITY = 100.0
+DELTAS = (0, 5, 10, 15, 20, 25)
+HEADROOMS = (0.02, 0.05, 0.1, 0.15, 0.2)
+
+
+@dataclass
+class Row:
+    """One heuristic on one stream."""
+
+    delta: int
+    heuristic: str
+    bins_ratio: float
+    cbs: float
+    mean_rscore: float
+    mean_bins: float
+
+
+def run_stream(
+    heuristic: Heuristic, stream: Sequence[Measurement]
+) -> tuple[list[int], list[float]]:
+    """Bins and Rscore of each measurement, each round starting from the last one's result."""
+    previous: Assignment = {}
+    bins: list[int] = []
+    scores: list[float] = []
+    for speeds in stream:
+        new = heuristic.assign(speeds, capacity=CAPACITY, previous=previous)
+        bins.append(bins_used(new))
+        scores.append(rscore(previous, new, speeds, CAPACITY))
+        previous = new
+    return bins, scores
+
+
+def knob_heuristics() -> list[Heuristic]:
+    """Our heuristic at several headroom settings (the curve on the Pareto plot)."""
+    return [Repair(name=f"repair-h{round(h * 100)}", headroom=h) for h in HEADROOMS]
+
+
+def evaluate(partitions: int, measurements: int, deltas: Sequence[int], seed: int) -> list[Row]:
+    """Run every heuristic and knob setting on one stream per delta."""
+    rows: list[Row] = []
+    heuristics = [get_heuristic(n) for n in HEURISTIC_NAMES] + knob_heuristics()
+    for delta in deltas:
+        stream = paper_stream(partitions, measurements, delta, CAPACITY, seed + delta)
+        bounds = [lower_bound(m, CAPACITY) for m in stream]
+        bins: dict[str, list[int]] = {}
+        scores: dict[str, list[float]] = {}
+        for heuristic in heuristics:
+            bins[heuristic.name], scores[heuristic.name] = run_stream(heuristic, stream)
+        # CBS is over the paper's compared set plus ours at its default setting.
+        cbs_all = cbs({n: bins[n] for n in HEURISTIC_NAMES})
+        cbs_knob = {
+            h.name: cbs({**{n: bins[n] for n in HEURISTIC_NAMES}, h.name: bins[h.name]})[h.name]
+            for h in knob_heuristics()
+        }
+        for heuristic in heuristics:
+            name = heuristic.name
+            series = bins[name]
+            rows.append(
+                Row(
+                    delta=delta,
+                    heuristic=name,
+                    bins_ratio=sum(b / lb for b, lb in zip(series, bounds, strict=True))
+                    / len(series),
+                    cbs={**cbs_all, **cbs_knob}[name],
+                    mean_rscore=sum(scores[name]) / len(scores[name]),
+                    mean_bins=sum(series) / len(series),
+                )
+            )
+    return rows
+
+
+def markdown(rows: Sequence[Row], header: str) -> str:
+    """One table per delta, sorted by CBS then Rscore."""
+    lines = [header, ""]
+    for delta in sorted({r.delta for r in rows}):
+        lines += [
+            f"### delta = {delta}",
+            "",
+            "| heuristic | mean bins / lower bound | CBS | mean Rscore | mean bins |",
+            "|---|---:|---:|---:|---:|",
+        ]
+        for r in sorted(
+            (r for r in rows if r.delta == delta), key=lambda r: (r.cbs, r.mean_rscore)
+        ):
+            mark = " **(default)**" if r.heuristic == DEFAULT_HEURISTIC else ""
+            lines.append(
+                f"| {r.heuristic}{mark} | {r.bins_ratio:.4f} | {r.cbs:.4f} | "
+                f"{r.mean_rscore:.4f} | {r.mean_bins:.2f} |"
+            )
+        lines.append("")
+    return "\n".join(lines)
+
+
+def plot(rows: Sequence[Row], path: Path) -> None:
+    """Pareto plots: CBS vs mean Rscore per delta, the headroom curve drawn as a line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    deltas = sorted({r.delta for r in rows if r.delta > 0})
+    fig, axes = plt.subplots(1, len(deltas), figsize=(4.2 * len(deltas), 4.2), squeeze=False)
+    for ax, delta in zip(axes[0], deltas, strict=True):
+        subset = [r for r in rows if r.delta == delta]
+        for r in subset:
+            if r.heuristic.startswith("repair-h"):
+                continue
+            colour = (
+                "tab:red"
+                if r.heuristic == DEFAULT_HEURISTIC
+                else ("tab:blue" if r.heuristic.startswith("m") else "tab:gray")
+            )
+            ax.scatter(r.mean_rscore, r.cbs, color=colour, s=18)
+            ax.annotate(
+                r.heuristic,
+                (r.mean_rscore, r.cbs),
+                fontsize=7,
+                xytext=(3, 2),
+                textcoords="offset points",
+            )
+        curve = sorted(
+            (r for r in subset if r.heuristic.startswith("repair")), key=lambda r: r.mean_rscore
+        )
+        ax.plot(
+            [r.mean_rscore for r in curve],
+            [r.cbs for r in curve],
+            "-o",
+            color="tab:red",
+            ms=3,
+            lw=1,
+            label="repair, headroom 0..20 %",
+        )
+        ax.set_title(f"delta = {delta}")
+        ax.set_xlabel("mean Rscore (lower is better)")
+        ax.set_ylabel("CBS (lower is better)")
+        ax.set_xscale("symlog", linthresh=0.05)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="upper right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the benchmark and write results (or print only, with --quick)."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--partitions", type=int, default=100)
+    parser.add_argument("--measurements", type=int, default=500)
+    parser.add_argument("--seed", type=int, default=20260422)
+    parser.add_argument("--quick", action="store_true", help="P=40, N=60, print only")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.partitions, args.measurements = 40, 60
+    rows = evaluate(args.partitions, args.measurements, DELTAS, args.seed)
+    header = (
+        f"# Paper reproduction: P = {args.partitions}, N = {args.measurements}, "
+        f"C = {CAPACITY:g}, seed {args.seed}\n\n{machine_line()}"
+    )
+    table = markdown(rows, header)
+    print(table)
+    if not args.quick:
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        (RESULTS / "paper.md").write_text(table + "\n")
+        (RESULTS / "paper.json").write_text(
+            json.dumps(
+                {
+                    "machine": machine_info(),
+                    "partitions": args.partitions,
+                    "measurements": args.measurements,
+                    "seed": args.seed,
+                    "rows": [asdict(r) for r in rows],
+                },
+                indent=1,
+            )
+            + "\n"
+        )
+        plot(rows, RESULTS / "paper_pareto.png")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
