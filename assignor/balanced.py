@@ -39,7 +39,8 @@ def smallest_feasible(problem: Problem, build: Builder, ids: Sequence[str]) -> A
         assignment = build(ids[:n])
         if within_capacity(assignment, problem.speeds, problem.capacity):
             return assignment
-    return build(ids[: len(problem.speeds)])
+    # Nothing balanced fits: one partition per consumer always respects the capacity rule.
+    return {tp: ids[i] for i, tp in enumerate(sorted(problem.speeds))}
 
 
 def candidate_ids(problem: Problem) -> list[str]:
@@ -96,7 +97,8 @@ class Sticky(Heuristic):
 
 class LagAware(Heuristic):
     """KAFKA-5337: per topic, partitions by decreasing lag, each to the consumer with the
-    fewest partitions of that topic, ties by least lag of that topic. Ignores ``previous``.
+    fewest partitions of that topic, ties by least total lag (all topics, the KIP's
+    ``consumerTotalLags``), then fewest partitions in all. Ignores ``previous``.
     Without ``lags`` the speeds stand in for them (backlog grows with speed)."""
 
     name = "lag-aware"
@@ -121,10 +123,14 @@ class LagAware(Heuristic):
         for tp in lags:
             by_topic.setdefault(tp.topic, []).append(tp)
         result: Assignment = {}
+        total_lag = dict.fromkeys(members, 0.0)
+        total_count = dict.fromkeys(members, 0)
         for topic in sorted(by_topic):
-            heap = [(0, 0.0, rank, m) for rank, m in enumerate(members)]
+            heap = [(0, total_lag[m], total_count[m], rank, m) for rank, m in enumerate(members)]
             for tp in sorted(by_topic[topic], key=lambda tp: (-lags[tp], tp)):
-                count, total, rank, member = heapq.heappop(heap)
+                count, _, _, rank, member = heapq.heappop(heap)
                 result[tp] = member
-                heapq.heappush(heap, (count + 1, total + lags[tp], rank, member))
+                total_lag[member] += lags[tp]
+                total_count[member] += 1
+                heapq.heappush(heap, (count + 1, total_lag[member], total_count[member], rank, member))
         return result

@@ -54,13 +54,13 @@ class Layout:
         return chosen
 
 
-def plan_ejection(
-    layout: Layout, tp: TopicPartition, max_eject: int
-) -> tuple[str, list[Move]] | None:
+def plan_ejection(layout: Layout, tp: TopicPartition, max_eject: int) -> tuple[str, list[Move]] | None:
     """A consumer that takes ``tp`` after ejecting at most ``max_eject`` slower partitions
     to other consumers, and the ejection moves; None if there is none. ``tp`` itself is not
-    in the layout. Tries the fullest consumers first, then the fewest, slowest ejections."""
+    in the layout. Of all such plans, the one ejecting the least speed (the least Rscore)
+    wins; ties go to the fullest host."""
     speed = layout.speeds[tp]
+    best: tuple[float, str, list[Move]] | None = None
     for host in sorted(layout.load, key=lambda c: (-layout.load[c], c)):
         excess = layout.load[host] + speed - layout.bound
         slower = sorted(
@@ -69,12 +69,13 @@ def plan_ejection(
         )[:EJECT_CANDIDATES]
         for count in range(1, max_eject + 1):
             for combo in itertools.combinations(slower, count):
-                if sum(layout.speeds[z] for z in combo) < excess:
+                ejected = sum(layout.speeds[z] for z in combo)
+                if ejected < excess or (best is not None and ejected >= best[0]):
                     continue
                 moves = _place_elsewhere(layout, host, combo)
                 if moves is not None:
-                    return host, moves
-    return None
+                    best = (ejected, host, moves)
+    return None if best is None else (best[1], best[2])
 
 
 def _place_elsewhere(

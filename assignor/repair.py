@@ -7,7 +7,8 @@ their partitions shuffled. Repair starts from the current assignment instead:
    speed that fits in C, so the speed it sheds (the Rscore it costs) is the least possible;
 2. place: the shed and the new partitions, fastest first, go to the fullest consumer they
    fit in below ``(1 - headroom) * C``; if none, to a full consumer that can make room by
-   ejecting up to two slower partitions to others; only then is a consumer opened;
+   ejecting up to two slower partitions to others (the cheapest such plan); only then is a
+   consumer opened;
 3. consolidate: while the count is above the lower bound, the lightest consumer whose
    partitions can all be placed elsewhere (same rules) is emptied. Consumers are emptied
    only when that lowers the count.
