@@ -108,6 +108,7 @@ class LagAware(Heuristic):
             tp: (lags or {}).get(tp, problem.speeds[tp] if lags is None else 0.0)
             for tp in problem.speeds
         }
+
         def build(members: Sequence[str]) -> Assignment:
             return self.balance(weights, members)
 
@@ -132,5 +133,7 @@ class LagAware(Heuristic):
                 result[tp] = member
                 total_lag[member] += lags[tp]
                 total_count[member] += 1
-                heapq.heappush(heap, (count + 1, total_lag[member], total_count[member], rank, member))
+                heapq.heappush(
+                    heap, (count + 1, total_lag[member], total_count[member], rank, member)
+                )
         return result

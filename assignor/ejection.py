@@ -54,7 +54,9 @@ class Layout:
         return chosen
 
 
-def plan_ejection(layout: Layout, tp: TopicPartition, max_eject: int) -> tuple[str, list[Move]] | None:
+def plan_ejection(
+    layout: Layout, tp: TopicPartition, max_eject: int
+) -> tuple[str, list[Move]] | None:
     """A consumer that takes ``tp`` after ejecting at most ``max_eject`` slower partitions
     to other consumers, and the ejection moves; None if there is none. ``tp`` itself is not
     in the layout. Of all such plans, the one ejecting the least speed (the least Rscore)

@@ -111,8 +111,11 @@ def test_modified_any_fit_overflow_goes_to_a_new_consumer() -> None:
 
 
 def test_kip_5337_example() -> None:
-    lags = {TopicPartition("t0", 0): 100_000.0, TopicPartition("t0", 1): 60_000.0,
-            TopicPartition("t0", 2): 50_000.0}
+    lags = {
+        TopicPartition("t0", 0): 100_000.0,
+        TopicPartition("t0", 1): 60_000.0,
+        TopicPartition("t0", 2): 50_000.0,
+    }
     speeds = dict.fromkeys(lags, 1.0)
     result = get_heuristic("lag-aware").assign(speeds, capacity=10, members=["C0", "C1"], lags=lags)
     assert result == {
@@ -125,8 +128,9 @@ def test_kip_5337_example() -> None:
 def test_sticky_balances_counts_and_moves_few() -> None:
     speeds = {TopicPartition("t", i): 1.0 for i in range(6)}
     previous = {tp: f"m{tp.partition % 3}" for tp in speeds}
-    result = get_heuristic("sticky").assign(speeds, capacity=10, previous=previous,
-                                            members=["m0", "m1", "m2", "m3"])
+    result = get_heuristic("sticky").assign(
+        speeds, capacity=10, previous=previous, members=["m0", "m1", "m2", "m3"]
+    )
     counts = sorted(list(result.values()).count(m) for m in ["m0", "m1", "m2", "m3"])
     assert counts == [1, 1, 2, 2]
     assert sum(previous[tp] != owner for tp, owner in result.items()) == 1  # 2,2,2 -> 2,2,1,1
@@ -188,9 +192,13 @@ def test_members_mode_empties_remove_first_members() -> None:
     speeds = {TopicPartition("t", i): 1.0 for i in range(3)}
     previous = dict.fromkeys(speeds, "pod-2")
     for name in ["repair", "mbf", "ffd"]:
-        result = get_heuristic(name).assign(speeds, capacity=10, previous=previous,
-                                            members=["pod-0", "pod-1", "pod-2"],
-                                            remove_first=["pod-2", "pod-1"])
+        result = get_heuristic(name).assign(
+            speeds,
+            capacity=10,
+            previous=previous,
+            members=["pod-0", "pod-1", "pod-2"],
+            remove_first=["pod-2", "pod-1"],
+        )
         assert set(result.values()) == {"pod-0"}, name
 
 
@@ -218,7 +226,10 @@ def test_thousands_of_partitions(name: str) -> None:
     ("kwargs", "message"),
     [
         ({"speeds": {TopicPartition("t", 0): -1.0}}, r"speeds\[t:0\] must be a finite number >= 0"),
-        ({"speeds": {TopicPartition("t", 0): math.nan}}, r"speeds\[t:0\] must be a finite number >= 0"),
+        (
+            {"speeds": {TopicPartition("t", 0): math.nan}},
+            r"speeds\[t:0\] must be a finite number >= 0",
+        ),
         ({"capacity": 0}, r"capacity must be a finite number > 0, got 0"),
         ({"capacity": math.inf}, r"capacity must be a finite number > 0"),
         ({"speeds": {("t", -1): 1.0}}, r"speeds keys must be TopicPartition"),
@@ -240,7 +251,7 @@ def test_bad_input_names_the_field(kwargs: dict[str, object], message: str) -> N
 
 
 def test_unknown_heuristic_lists_the_valid_names() -> None:
-    with pytest.raises(ValueError, match="heuristic must be one of nf, nfd, .*repair"):
+    with pytest.raises(ValueError, match=r"heuristic must be one of nf, nfd, .*repair"):
         get_heuristic("quantum")
     assert get_heuristic(" MBFP ").name == "mbfp"
     assert DEFAULT_HEURISTIC in HEURISTIC_NAMES
@@ -251,12 +262,14 @@ FORBIDDEN = ("aiokafka", "confluent_kafka", "kafka", "pyspark", "kubernetes", "s
 
 def test_assignor_imports_no_kafka_and_no_io() -> None:
     code = "import sys, assignor, assignor.registry; print('\\n'.join(sys.modules))"
-    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            check=True).stdout.split()
+    loaded = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split()
     bad = [m for m in loaded if m.split(".")[0] in FORBIDDEN]
     assert bad == []
-    sources = [p for p in (Path(__file__).parent.parent / "assignor").glob("*.py")
-               if p.name != "plugin.py"]
+    sources = [
+        p for p in (Path(__file__).parent.parent / "assignor").glob("*.py") if p.name != "plugin.py"
+    ]
     assert sources
     for source in sources:
         text = source.read_text()
