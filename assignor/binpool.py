@@ -165,6 +165,6 @@ def decreasing(
 def group_by_owner(previous: dict[TopicPartition, str]) -> dict[str, list[TopicPartition]]:
     """Owner -> its partitions (sorted), owners in sorted order."""
     grouped: dict[str, list[TopicPartition]] = {}
-    for tp, owner in sorted(previous.items(), key=lambda item: (item[1], item[0])):
+    for tp, owner in previous.items():
         grouped.setdefault(owner, []).append(tp)
-    return grouped
+    return {owner: sorted(grouped[owner]) for owner in sorted(grouped)}

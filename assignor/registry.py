@@ -9,6 +9,8 @@ from assignor.modified import MODIFIED_ANY_FIT
 from assignor.repair import Repair
 
 DEFAULT_HEURISTIC = "repair"
+HEURISTIC_ENV = "AUTOSCALER_HEURISTIC"
+"""The environment variable every component reads the heuristic from (flag: --heuristic)."""
 
 _HEURISTICS: dict[str, Heuristic] = {
     **ANY_FIT,

@@ -71,7 +71,12 @@ def check_speeds(
             f"{field} must be a mapping of TopicPartition to a number, got {type(speeds).__name__}"
         )
     checked: dict[TopicPartition, float] = {}
+    isfinite = math.isfinite
     for key, value in speeds.items():
+        # Fast path for the common case; anything else goes through the full checks.
+        if type(key) is TopicPartition and type(value) is float and isfinite(value) and value >= 0:
+            checked[key] = value
+            continue
         tp = _as_partition(key, field)
         checked[tp] = check_non_negative(value, f"{field}[{tp.topic}:{tp.partition}]")
     return checked
@@ -127,8 +132,8 @@ def make_problem(
     allowed = set(ordered_members) if ordered_members is not None else None
     kept_previous: dict[TopicPartition, str] = {}
     for key, owner in (previous or {}).items():
-        tp = _as_partition(key, "previous")
-        if not isinstance(owner, str) or not owner:
+        tp = key if type(key) is TopicPartition else _as_partition(key, "previous")
+        if type(owner) is not str or not owner:
             raise ValueError(
                 f"previous[{tp.topic}:{tp.partition}] must be a non-empty member id, got {owner!r}"
             )
