@@ -12,6 +12,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from assignor import (
     DEFAULT_HEURISTIC,
@@ -123,9 +124,52 @@ def markdown(rows: Sequence[Row], header: str) -> str:
     return "\n".join(lines)
 
 
-def plot(rows: Sequence[Row], path: Path) -> None:
-    """Pareto plots, one panel per delta > 0: CBS vs mean Rscore (like the paper's Fig. 9),
-    the headroom curve of our heuristic drawn as a line; far-off algorithms listed."""
+def _draw_panel(ax: Any, rows: Sequence[Row], delta: int) -> None:
+    """One delta: CBS vs mean Rscore (like the paper's Fig. 9), our headroom curve as a line,
+    algorithms far off the chart listed in the title."""
+    subset = [r for r in rows if r.delta == delta]
+    near = [r for r in subset if r.cbs <= CBS_SHOWN]
+    x_max = 1.1 * max(r.mean_rscore for r in near)
+    for r in near:
+        if r.heuristic.startswith("repair-h") or r.mean_rscore > x_max:
+            continue
+        ours = r.heuristic == DEFAULT_HEURISTIC
+        colour = "tab:red" if ours else ("tab:blue" if r.heuristic[0] == "m" else "tab:gray")
+        ax.scatter(r.mean_rscore, r.cbs, color=colour, s=30 if ours else 18, zorder=3)
+        ax.annotate(
+            r.heuristic,
+            (r.mean_rscore, r.cbs),
+            fontsize=8,
+            xytext=(3, 3),
+            textcoords="offset points",
+        )
+    curve = sorted(
+        (r for r in subset if r.heuristic.startswith("repair")), key=lambda r: r.mean_rscore
+    )
+    ax.plot(
+        [r.mean_rscore for r in curve],
+        [r.cbs for r in curve],
+        "-o",
+        color="tab:red",
+        ms=3,
+        lw=1,
+        label="repair, headroom 0, 2, 5, 10, 15, 20 %",
+    )
+    far = sorted(r.heuristic for r in subset if r.cbs > CBS_SHOWN or r.mean_rscore > x_max)
+    ax.set_title(
+        f"delta = {delta}" + (f"   (off chart: {', '.join(far)})" if far else ""), fontsize=10
+    )
+    ax.set_xlim(0, x_max)
+    ax.set_ylim(-0.005, CBS_SHOWN)
+    ax.set_xlabel("mean Rscore per measurement (lower is better)")
+    ax.set_ylabel("CBS (lower is better)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper right")
+
+
+def plot(rows: Sequence[Row], directory: Path) -> None:
+    """Pareto plots: ``paper_pareto.png`` with every delta > 0, and one
+    ``paper_pareto_delta<D>.png`` per delta."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -137,50 +181,19 @@ def plot(rows: Sequence[Row], path: Path) -> None:
         (len(deltas) + columns - 1) // columns, columns, figsize=(15, 9.5), squeeze=False
     )
     for ax, delta in zip(axes.flat, deltas, strict=False):
-        subset = [r for r in rows if r.delta == delta]
-        near = [r for r in subset if r.cbs <= CBS_SHOWN]
-        x_max = 1.1 * max(r.mean_rscore for r in near)
-        for r in near:
-            if r.heuristic.startswith("repair-h") or r.mean_rscore > x_max:
-                continue
-            ours = r.heuristic == DEFAULT_HEURISTIC
-            colour = "tab:red" if ours else ("tab:blue" if r.heuristic[0] == "m" else "tab:gray")
-            ax.scatter(r.mean_rscore, r.cbs, color=colour, s=30 if ours else 18, zorder=3)
-            ax.annotate(
-                r.heuristic,
-                (r.mean_rscore, r.cbs),
-                fontsize=8,
-                xytext=(3, 3),
-                textcoords="offset points",
-            )
-        curve = sorted(
-            (r for r in subset if r.heuristic.startswith("repair")), key=lambda r: r.mean_rscore
-        )
-        ax.plot(
-            [r.mean_rscore for r in curve],
-            [r.cbs for r in curve],
-            "-o",
-            color="tab:red",
-            ms=3,
-            lw=1,
-            label="repair, headroom 0, 2, 5, 10, 15, 20 %",
-        )
-        far = sorted(r.heuristic for r in subset if r.cbs > CBS_SHOWN or r.mean_rscore > x_max)
-        ax.set_title(
-            f"delta = {delta}" + (f"   (off chart: {', '.join(far)})" if far else ""), fontsize=10
-        )
-        ax.set_xlim(0, x_max)
-        ax.set_ylim(-0.005, CBS_SHOWN)
-        ax.set_xlabel("mean Rscore per measurement (lower is better)")
-        ax.set_ylabel("CBS (lower is better)")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8, loc="upper right")
+        _draw_panel(ax, rows, delta)
     for ax in list(axes.flat)[len(deltas) :]:
         ax.set_visible(False)
     fig.suptitle("Paper streams: consumers (CBS) vs disruption (Rscore); red = ours", fontsize=12)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    fig.savefig(directory / "paper_pareto.png", dpi=100)
     plt.close(fig)
+    for delta in deltas:
+        fig, ax = plt.subplots(figsize=(6, 4.8))
+        _draw_panel(ax, rows, delta)
+        fig.tight_layout()
+        fig.savefig(directory / f"paper_pareto_delta{delta}.png", dpi=100)
+        plt.close(fig)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -194,7 +207,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.replot:
         data = json.loads((RESULTS / "paper.json").read_text())
-        plot([Row(**r) for r in data["rows"]], RESULTS / "paper_pareto.png")
+        plot([Row(**r) for r in data["rows"]], RESULTS)
         return 0
     if args.quick:
         args.partitions, args.measurements = 40, 60
@@ -221,7 +234,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             + "\n"
         )
-        plot(rows, RESULTS / "paper_pareto.png")
+        plot(rows, RESULTS)
     return 0
 
 

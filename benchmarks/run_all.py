@@ -1,0 +1,19 @@
+"""``make bench``: every benchmark, one after another (not in parallel: timings are noisy
+enough on shared machines). Results land in benchmarks/results/."""
+
+from __future__ import annotations
+
+from benchmarks import embedded_memory, latency, paper
+
+
+def main() -> int:
+    """Run all benchmarks; non-zero if any failed."""
+    status = 0
+    for module in (paper, latency, embedded_memory):
+        print(f"== {module.__name__}", flush=True)
+        status |= module.main([])
+    return status
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
