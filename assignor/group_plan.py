@@ -1,0 +1,154 @@
+"""The leader's decision for a whole group, as a pure function (no Kafka, no I/O).
+
+The Kafka plugin (``assignor.plugin``) decodes the members' metadata, calls
+:func:`plan_group`, and encodes the result. Rules, all deterministic whatever member leads:
+
+* heuristic: the one most members are configured with (ties: alphabetical first), so a
+  group mid-way through a configuration rollout still agrees; unknown names are ignored;
+* capacity: the smallest capacity any member declares (never overload the weakest);
+* previous owner of a partition: the member claiming it with the highest generation;
+* removal order: members whose identity ends in an ordinal (``sink-3``, a StatefulSet
+  pod) are removed highest ordinal first, so they are emptied first; others after them;
+* no fresh speeds, no capacity, or a heuristic that fails: fall back to ``sticky``
+  (count-balanced, sticky), which never fails a rebalance;
+* partitions of a topic go only to the members subscribed to it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from assignor.member_data import MemberData
+from assignor.metrics import rscore
+from assignor.registry import HEURISTIC_NAMES, get_heuristic
+from assignor.types import Assignment, TopicPartition
+
+FALLBACK_HEURISTIC = "sticky"
+_ORDINAL = re.compile(r"^(.*?)(\d+)$")
+
+
+@dataclass(frozen=True)
+class SpeedView:
+    """Fresh per-partition speeds (and lags) from the latest snapshot."""
+
+    speeds: Mapping[TopicPartition, float]
+    lags: Mapping[TopicPartition, float] = field(default_factory=dict)
+
+
+@dataclass
+class GroupPlan:
+    """The leader's result: partitions per member, and why."""
+
+    assignment: dict[str, list[TopicPartition]]
+    heuristic: str
+    fallback_reason: str | None
+    planned_rscore: float
+    capacity: float | None
+
+
+def choose_heuristic(data: Mapping[str, MemberData | None]) -> str | None:
+    """Most common valid heuristic among members; ties alphabetical; None if none valid."""
+    votes = Counter(
+        d.heuristic.strip().lower()
+        for d in data.values()
+        if d is not None and d.heuristic.strip().lower() in HEURISTIC_NAMES
+    )
+    if not votes:
+        return None
+    return min(votes, key=lambda name: (-votes[name], name))
+
+
+def removal_order(identities: Mapping[str, str]) -> list[str]:
+    """Member ids, first to be removed first: identities ending in an ordinal, highest
+    ordinal first; then the others by identity, descending (ties by member id)."""
+    with_ordinal: list[tuple[int, str, str]] = []
+    others: list[str] = []
+    for member, identity in identities.items():
+        match = _ORDINAL.match(identity)
+        if match:
+            with_ordinal.append((int(match.group(2)), identity, member))
+        else:
+            others.append(member)
+    with_ordinal.sort(key=lambda item: (-item[0], item[1], item[2]))
+    others.sort(key=lambda m: (identities[m], m), reverse=True)
+    return [member for _, _, member in with_ordinal] + others
+
+
+def previous_owners(data: Mapping[str, MemberData | None]) -> dict[TopicPartition, str]:
+    """Partition -> member claiming it with the highest generation (ties: lowest member id)."""
+    best: dict[TopicPartition, tuple[int, str]] = {}
+    for member in sorted(data):
+        info = data[member]
+        if info is None:
+            continue
+        for tp in info.owned:
+            if tp not in best or info.generation > best[tp][0]:
+                best[tp] = (info.generation, member)
+    return {tp: member for tp, (_, member) in best.items()}
+
+
+def plan_group(
+    members: Mapping[str, MemberData | None],
+    subscriptions: Mapping[str, set[str]],
+    partitions: Mapping[str, set[int]],
+    view: SpeedView | None,
+) -> GroupPlan:
+    """Assign every partition of every subscribed topic to exactly one member."""
+    identities = {
+        m: (d.identity if d is not None and d.identity else m) for m, d in members.items()
+    }
+    capacities = [d.capacity for d in members.values() if d is not None and d.capacity]
+    capacity = min(capacities) if capacities else None
+    chosen = choose_heuristic(members)
+    reason: str | None = None
+    if view is None:
+        reason = "no fresh speed snapshot"
+    elif capacity is None:
+        reason = "no member declares a capacity"
+    elif chosen is None:
+        reason = "no member names a known heuristic"
+    name = FALLBACK_HEURISTIC if reason else str(chosen)
+    previous = previous_owners(members)
+    order = removal_order(identities)
+    # Members sharing the same subscribed topics form one packing problem.
+    classes: dict[frozenset[str], list[TopicPartition]] = {}
+    for topic in sorted(set().union(*subscriptions.values()) if subscriptions else set()):
+        subscribers = frozenset(m for m, topics in subscriptions.items() if topic in topics)
+        for p in sorted(partitions.get(topic, ())):
+            classes.setdefault(subscribers, []).append(TopicPartition(topic, p))
+    result: Assignment = {}
+    speeds_all: dict[TopicPartition, float] = {}
+    for subscribers, tps in sorted(classes.items(), key=lambda item: sorted(item[0])):
+        ids = sorted(subscribers)
+        remove_first = [m for m in order if m in subscribers]
+        speeds = {tp: float(view.speeds.get(tp, 0.0)) if view else 0.0 for tp in tps}
+        speeds_all.update(speeds)
+        lags = {tp: float(view.lags.get(tp, 0.0)) for tp in tps} if view else None
+        part_previous = {tp: m for tp, m in previous.items() if tp in speeds and m in subscribers}
+        try:
+            part = get_heuristic(name).assign(
+                speeds,
+                capacity=capacity or 1.0,
+                previous=part_previous,
+                members=ids,
+                remove_first=remove_first,
+                lags=lags,
+            )
+        except ValueError as exc:  # a bad snapshot value must not fail the rebalance
+            reason, name = f"{name} failed: {exc}", FALLBACK_HEURISTIC
+            part = get_heuristic(name).assign(
+                dict.fromkeys(tps, 0.0),
+                capacity=1.0,
+                previous=part_previous,
+                members=ids,
+                remove_first=remove_first,
+            )
+        result.update(part)
+    assignment: dict[str, list[TopicPartition]] = {m: [] for m in members}
+    for tp, member in sorted(result.items()):
+        assignment[member].append(tp)
+    planned = rscore(previous, result, speeds_all, capacity) if capacity else 0.0
+    return GroupPlan(assignment, name, reason, planned, capacity)

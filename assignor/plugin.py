@@ -1,0 +1,140 @@
+"""The aiokafka partition-assignor plugin: the group is packed by write speed.
+
+aiokafka calls an assignor's methods on the class, so :func:`build_assignor` binds the
+configuration into a fresh subclass. It runs :func:`assignor.group_plan.plan_group` on the
+leader. One protocol name (``autoscaler``) for every member whatever its heuristic: the
+heuristic travels in user_data (mixed assignor lists abort the embedded broker, and a
+rollout that changes the heuristic must not split the group).
+
+Imported lazily: ``import assignor`` does not import aiokafka.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiokafka.coordinator.assignors.abstract import AbstractPartitionAssignor
+from aiokafka.coordinator.protocol import (
+    ConsumerProtocolMemberAssignment,
+    ConsumerProtocolMemberMetadata,
+)
+
+from assignor.group_plan import GroupPlan, SpeedView, plan_group
+from assignor.member_data import MemberData, decode_member_data
+from assignor.types import TopicPartition
+
+PROTOCOL_NAME = "autoscaler"
+PROTOCOL_VERSION = 0
+log = logging.getLogger(__name__)
+
+SpeedSource = Callable[[], SpeedView | None]
+"""Returns the latest fresh speeds, or None when there is no fresh snapshot."""
+
+
+@dataclass
+class MemberState:
+    """What this member reports about itself; the SDK updates it after every join."""
+
+    identity: str
+    heuristic: str
+    capacity: float | None = None
+    generation: int = -1
+    owned: tuple[TopicPartition, ...] = ()
+
+
+@dataclass
+class PluginStats:
+    """Counters the SDK exports as metrics."""
+
+    plans: int = 0
+    fallbacks: int = 0
+    undecodable_members: int = 0
+    last_plan: GroupPlan | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def record(self, plan: GroupPlan, undecodable: int) -> None:
+        """Count one leader decision."""
+        with self._lock:
+            self.plans += 1
+            self.fallbacks += plan.fallback_reason is not None
+            self.undecodable_members += undecodable
+            self.last_plan = plan
+
+
+def build_assignor(
+    state: MemberState,
+    speeds: SpeedSource,
+    stats: PluginStats | None = None,
+    *,
+    leader_delay_s: float = 0.0,
+) -> type[AbstractPartitionAssignor]:
+    """An assignor class bound to this member's state and speed source.
+
+    ``leader_delay_s`` delays the leader's answer so followers' SyncGroup reach the broker
+    first: needed with the embedded broker only (DESIGN.md section 6), keep 0 elsewhere.
+    """
+    if leader_delay_s < 0 or leader_delay_s > 5:
+        raise ValueError(f"leader_delay_s must be in [0, 5], got {leader_delay_s!r}")
+    counters = stats if stats is not None else PluginStats()
+    warned_reasons: set[str] = set()
+
+    class AutoscalerAssignor(AbstractPartitionAssignor):
+        name = PROTOCOL_NAME
+        version = PROTOCOL_VERSION
+
+        @classmethod
+        def metadata(cls, topics: Iterable[str]) -> ConsumerProtocolMemberMetadata:
+            data = MemberData(
+                state.identity,
+                state.heuristic,
+                state.capacity,
+                state.generation,
+                tuple(state.owned),
+            )
+            return ConsumerProtocolMemberMetadata(cls.version, sorted(topics), data.encode())
+
+        @classmethod
+        def assign(
+            cls, cluster: Any, members: Mapping[str, ConsumerProtocolMemberMetadata]
+        ) -> dict[str, ConsumerProtocolMemberAssignment]:
+            decoded = {m: decode_member_data(meta.user_data) for m, meta in members.items()}
+            undecodable = sum(d is None for d in decoded.values())
+            if undecodable:
+                log.warning(
+                    "%d member(s) sent undecodable user_data: treated as owning nothing",
+                    undecodable,
+                )
+            subscriptions = {m: set(meta.subscription) for m, meta in members.items()}
+            topics = set().union(*subscriptions.values()) if subscriptions else set()
+            partitions = {t: set(cluster.partitions_for_topic(t) or ()) for t in topics}
+            plan = plan_group(decoded, subscriptions, partitions, speeds())
+            counters.record(plan, undecodable)
+            if plan.fallback_reason and plan.fallback_reason not in warned_reasons:
+                warned_reasons.add(plan.fallback_reason)
+                log.warning("assignment falls back to %s: %s", plan.heuristic, plan.fallback_reason)
+            if leader_delay_s:
+                time.sleep(leader_delay_s)
+            return {
+                member: ConsumerProtocolMemberAssignment(cls.version, _by_topic(tps), b"")
+                for member, tps in plan.assignment.items()
+            }
+
+        @classmethod
+        def on_assignment(cls, assignment: ConsumerProtocolMemberAssignment) -> None:
+            state.owned = tuple(
+                TopicPartition(topic, p) for topic, ps in assignment.assignment for p in ps
+            )
+
+    return AutoscalerAssignor
+
+
+def _by_topic(tps: list[TopicPartition]) -> list[tuple[str, list[int]]]:
+    grouped: dict[str, list[int]] = {}
+    for tp in tps:
+        grouped.setdefault(tp.topic, []).append(tp.partition)
+    return sorted(grouped.items())

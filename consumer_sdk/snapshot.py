@@ -1,0 +1,151 @@
+"""The speed snapshot: what the sidecar measured, as the SDK's assignor reads it.
+
+One JSON object per Kafka record on the speeds topic (``<group>.autoscaler.speeds`` unless
+configured)::
+
+    {"version": 1, "group": "orders-sink", "sequence": 42, "timestamp": 1795339869.04,
+     "unit": "records/s",
+     "partitions": [{"topic": "orders", "partition": 0, "speed": 812.5, "lag": 120,
+                     "end_offset": 98211}, ...]}
+
+Pure: encoding, decoding with field-by-field validation, freshness. No I/O.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from assignor import TopicPartition
+
+SNAPSHOT_VERSION = 1
+UNITS = ("records/s", "bytes/s")
+SPEEDS_TOPIC_SUFFIX = ".autoscaler.speeds"
+
+
+class SnapshotError(ValueError):
+    """A snapshot that cannot be used, with the field at fault in the message."""
+
+
+@dataclass(frozen=True)
+class PartitionStat:
+    """What was measured for one partition."""
+
+    speed: float
+    lag: float
+    end_offset: int
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Write speeds of a group's partitions at one moment."""
+
+    group: str
+    sequence: int
+    timestamp: float
+    unit: str
+    partitions: Mapping[TopicPartition, PartitionStat] = field(default_factory=dict)
+    version: int = SNAPSHOT_VERSION
+
+    @property
+    def speeds(self) -> dict[TopicPartition, float]:
+        """Partition -> speed, for the heuristics."""
+        return {tp: stat.speed for tp, stat in self.partitions.items()}
+
+    @property
+    def lags(self) -> dict[TopicPartition, float]:
+        """Partition -> lag, for lag-aware heuristics."""
+        return {tp: stat.lag for tp, stat in self.partitions.items()}
+
+    def age(self, now: float) -> float:
+        """Seconds since the snapshot was taken (negative if it claims to be from the future)."""
+        return now - self.timestamp
+
+    def is_fresh(self, now: float, max_age_s: float) -> bool:
+        """Taken at most ``max_age_s`` ago (and not more than that in the future: clock skew)."""
+        return abs(self.age(now)) <= max_age_s
+
+    def encode(self) -> bytes:
+        """The JSON record value."""
+        return json.dumps(
+            {
+                "version": self.version,
+                "group": self.group,
+                "sequence": self.sequence,
+                "timestamp": self.timestamp,
+                "unit": self.unit,
+                "partitions": [
+                    {
+                        "topic": tp.topic,
+                        "partition": tp.partition,
+                        "speed": stat.speed,
+                        "lag": stat.lag,
+                        "end_offset": stat.end_offset,
+                    }
+                    for tp, stat in sorted(self.partitions.items())
+                ],
+            },
+            separators=(",", ":"),
+        ).encode()
+
+
+def speeds_topic(group: str) -> str:
+    """Default speeds topic of ``group``."""
+    return group + SPEEDS_TOPIC_SUFFIX
+
+
+def _number(raw: Mapping[str, Any], key: str, where: str, *, integer: bool = False) -> float:
+    value = raw.get(key)
+    kind = "an integer" if integer else "a finite number"
+    if isinstance(value, bool) or not isinstance(value, int if integer else int | float):
+        raise SnapshotError(f"{where}{key} must be {kind} >= 0, got {value!r}")
+    if not math.isfinite(value) or value < 0:
+        raise SnapshotError(f"{where}{key} must be {kind} >= 0, got {value!r}")
+    return float(value)
+
+
+def decode(data: bytes | str) -> Snapshot:
+    """Parse and validate one snapshot record; SnapshotError names the bad field."""
+    try:
+        raw = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise SnapshotError(f"snapshot is not JSON: {exc}") from None
+    if not isinstance(raw, dict):
+        raise SnapshotError("snapshot must be a JSON object")
+    if raw.get("version") != SNAPSHOT_VERSION:
+        raise SnapshotError(f"version must be {SNAPSHOT_VERSION}, got {raw.get('version')!r}")
+    group = raw.get("group")
+    if not isinstance(group, str) or not group:
+        raise SnapshotError(f"group must be a non-empty string, got {group!r}")
+    unit = raw.get("unit")
+    if unit not in UNITS:
+        raise SnapshotError(f"unit must be one of {', '.join(UNITS)}, got {unit!r}")
+    entries = raw.get("partitions")
+    if not isinstance(entries, list):
+        raise SnapshotError("partitions must be a list of objects")
+    partitions: dict[TopicPartition, PartitionStat] = {}
+    for index, entry in enumerate(entries):
+        where = f"partitions[{index}]."
+        if not isinstance(entry, dict):
+            raise SnapshotError(f"partitions[{index}] must be an object")
+        topic = entry.get("topic")
+        if not isinstance(topic, str) or not topic:
+            raise SnapshotError(f"{where}topic must be a non-empty string, got {topic!r}")
+        tp = TopicPartition(topic, int(_number(entry, "partition", where, integer=True)))
+        if tp in partitions:
+            raise SnapshotError(f"{where}: {topic}:{tp.partition} appears twice")
+        partitions[tp] = PartitionStat(
+            speed=float(_number(entry, "speed", where)),
+            lag=float(_number(entry, "lag", where)),
+            end_offset=int(_number(entry, "end_offset", where, integer=True)),
+        )
+    return Snapshot(
+        group=group,
+        sequence=int(_number(raw, "sequence", "", integer=True)),
+        timestamp=float(_number(raw, "timestamp", "")),
+        unit=unit,
+        partitions=partitions,
+    )

@@ -1,0 +1,151 @@
+"""The leader's group decision (pure): heuristic vote, capacity, owners, removal, fallback."""
+
+from __future__ import annotations
+
+import pytest
+
+from assignor import TopicPartition, get_heuristic
+from assignor.group_plan import (
+    SpeedView,
+    choose_heuristic,
+    plan_group,
+    previous_owners,
+    removal_order,
+)
+from assignor.member_data import MemberData, decode_member_data
+
+T = "orders"
+
+
+def tp(p: int) -> TopicPartition:
+    return TopicPartition(T, p)
+
+
+def member(
+    identity: str,
+    heuristic: str = "repair",
+    capacity: float | None = 10.0,
+    generation: int = 1,
+    owned: tuple[TopicPartition, ...] = (),
+) -> MemberData:
+    return MemberData(identity, heuristic, capacity, generation, owned)
+
+
+def test_member_data_round_trip_and_garbage() -> None:
+    data = member("sink-1", owned=(tp(0), tp(2), TopicPartition("b", 1)))
+    assert decode_member_data(data.encode()) == MemberData(
+        "sink-1", "repair", 10.0, 1, (TopicPartition("b", 1), tp(0), tp(2))
+    )
+    for garbage in (
+        b"",
+        b"\x00\x01garbage",
+        b"[]",
+        b'{"v": 2}',
+        b'{"v":1,"owned":{"t":[-1]},"generation":1,"identity":"a","heuristic":"x"}',
+        b'{"v":1,"owned":[],"generation":1,"identity":"a","heuristic":"x"}',
+        b'{"v":1,"owned":{},"generation":1,"identity":"a","heuristic":"x","capacity":-3}',
+    ):
+        assert decode_member_data(garbage) is None, garbage
+
+
+def test_heuristic_vote_is_majority_then_alphabetical() -> None:
+    assert (
+        choose_heuristic(
+            {"a": member("a", "mbf"), "b": member("b", "repair"), "c": member("c", "repair")}
+        )
+        == "repair"
+    )
+    assert choose_heuristic({"a": member("a", "mwf"), "b": member("b", "mbf")}) == "mbf"
+    assert choose_heuristic({"a": member("a", "bogus"), "b": None}) is None
+
+
+def test_highest_generation_wins_a_contested_partition() -> None:
+    owners = previous_owners(
+        {
+            "old": member("x", generation=3, owned=(tp(0), tp(1))),
+            "new": member("y", generation=4, owned=(tp(0),)),
+        }
+    )
+    assert owners == {tp(0): "new", tp(1): "old"}
+
+
+def test_removal_order_highest_ordinal_first() -> None:
+    order = removal_order(
+        {"m1": "sink-2", "m2": "sink-10", "m3": "sink-0", "m4": "alpha", "m5": "beta"}
+    )
+    assert order == ["m2", "m1", "m3", "m5", "m4"]
+
+
+def test_plan_follows_the_heuristic_with_fresh_speeds() -> None:
+    speeds = {tp(p): s for p, s in enumerate([6.0, 5.0, 4.0, 3.0, 2.0])}
+    members = {"m-a": member("sink-0"), "m-b": member("sink-1"), "m-c": member("sink-2")}
+    plan = plan_group(members, {m: {T} for m in members}, {T: set(range(5))}, SpeedView(speeds))
+    assert plan.fallback_reason is None and plan.heuristic == "repair"
+    loads = {m: sum(speeds[t] for t in tps) for m, tps in plan.assignment.items()}
+    assert sorted(loads.values()) == [0.0, 10.0, 10.0]  # 20 of load in two consumers of 10
+    assert plan.assignment["m-c"] == []  # sink-2, the highest ordinal, is emptied
+    expected = get_heuristic("repair").assign(
+        speeds, capacity=10.0, members=["m-a", "m-b", "m-c"], remove_first=["m-c", "m-b", "m-a"]
+    )
+    assert {t: m for m, tps in plan.assignment.items() for t in tps} == expected
+
+
+def test_capacity_is_the_smallest_declared() -> None:
+    speeds = {tp(0): 6.0, tp(1): 6.0}
+    members = {"a": member("a", capacity=20.0), "b": member("b", capacity=10.0)}
+    plan = plan_group(members, {m: {T} for m in members}, {T: {0, 1}}, SpeedView(speeds))
+    assert plan.capacity == 10.0
+    assert sorted(len(tps) for tps in plan.assignment.values()) == [1, 1]
+
+
+@pytest.mark.parametrize(
+    ("members", "view", "reason"),
+    [
+        ({"a": member("a"), "b": member("b")}, None, "no fresh speed snapshot"),
+        ({"a": member("a", capacity=None), "b": None}, SpeedView({}), "no member declares"),
+        ({"a": member("a", "bogus")}, SpeedView({}), "no member names a known heuristic"),
+    ],
+)
+def test_falls_back_to_sticky(
+    members: dict[str, MemberData | None], view: SpeedView | None, reason: str
+) -> None:
+    owned = {m: (tp(i),) for i, m in enumerate(members)}
+    members = {
+        m: (d and MemberData(d.identity, d.heuristic, d.capacity, 1, owned[m]))
+        for m, d in members.items()
+    }
+    plan = plan_group(members, {m: {T} for m in members}, {T: set(range(4))}, view)
+    assert plan.heuristic == "sticky"
+    assert plan.fallback_reason is not None and reason in plan.fallback_reason
+    assigned = [t for tps in plan.assignment.values() for t in tps]
+    assert sorted(assigned) == [tp(p) for p in range(4)]
+    counts = [len(tps) for tps in plan.assignment.values()]
+    assert max(counts) - min(counts) <= 1
+
+
+def test_undecodable_member_owns_nothing_but_still_gets_work() -> None:
+    members = {"good": member("a", owned=(tp(0), tp(1))), "bad": None}
+    plan = plan_group(
+        members, {m: {T} for m in members}, {T: {0, 1}}, SpeedView({tp(0): 9.0, tp(1): 9.0})
+    )
+    assert plan.assignment["good"] in ([tp(0)], [tp(1)])
+    assert len(plan.assignment["bad"]) == 1
+
+
+def test_partitions_go_only_to_subscribers() -> None:
+    members = {"a": member("a"), "b": member("b")}
+    subscriptions = {"a": {"x", "y"}, "b": {"y"}}
+    plan = plan_group(
+        members,
+        subscriptions,
+        {"x": {0, 1}, "y": {0}},
+        SpeedView(
+            {TopicPartition("x", 0): 9.0, TopicPartition("x", 1): 9.0, TopicPartition("y", 0): 9.0}
+        ),
+    )
+    assert {t.topic for t in plan.assignment["b"]} <= {"y"}
+    assert sorted(t for tps in plan.assignment.values() for t in tps) == [
+        TopicPartition("x", 0),
+        TopicPartition("x", 1),
+        TopicPartition("y", 0),
+    ]

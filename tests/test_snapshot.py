@@ -1,0 +1,96 @@
+"""The speed snapshot codec: round trip, validation naming the field, freshness."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from assignor import TopicPartition
+from consumer_sdk.snapshot import PartitionStat, Snapshot, SnapshotError, decode, speeds_topic
+
+TP = TopicPartition("orders", 3)
+
+
+def sample(**changes: object) -> dict[str, object]:
+    raw: dict[str, object] = {
+        "version": 1,
+        "group": "g",
+        "sequence": 4,
+        "timestamp": 1000.0,
+        "unit": "records/s",
+        "partitions": [
+            {"topic": "orders", "partition": 3, "speed": 12.5, "lag": 7, "end_offset": 900}
+        ],
+    }
+    raw.update(changes)
+    return raw
+
+
+def test_round_trip() -> None:
+    snapshot = Snapshot("g", 4, 1000.0, "bytes/s", {TP: PartitionStat(12.5, 7.0, 900)})
+    decoded = decode(snapshot.encode())
+    assert decoded == snapshot
+    assert decoded.speeds == {TP: 12.5} and decoded.lags == {TP: 7.0}
+    assert speeds_topic("g") == "g.autoscaler.speeds"
+
+
+def test_freshness() -> None:
+    snapshot = decode(json.dumps(sample()))
+    assert snapshot.is_fresh(now=1010.0, max_age_s=30)
+    assert not snapshot.is_fresh(now=1031.0, max_age_s=30)
+    assert not snapshot.is_fresh(now=900.0, max_age_s=30)  # from the future: clock skew
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        (b"\xff\xfe", "not JSON"),
+        (json.dumps([1]), "must be a JSON object"),
+        (json.dumps(sample(version=2)), "version must be 1, got 2"),
+        (json.dumps(sample(group="")), "group must be a non-empty string"),
+        (json.dumps(sample(unit="MB/h")), "unit must be one of records/s, bytes/s"),
+        (json.dumps(sample(sequence=-1)), "sequence must be an integer >= 0"),
+        (json.dumps(sample(timestamp="now")), "timestamp must be a finite number"),
+        (json.dumps(sample(partitions={})), "partitions must be a list"),
+        (
+            json.dumps(
+                sample(
+                    partitions=[
+                        {"topic": "t", "partition": 0, "speed": -1, "lag": 0, "end_offset": 0}
+                    ]
+                )
+            ),
+            r"partitions\[0\].speed must be a finite number >= 0, got -1",
+        ),
+        (
+            json.dumps(
+                sample(
+                    partitions=[
+                        {"topic": "t", "partition": 1.5, "speed": 1, "lag": 0, "end_offset": 0}
+                    ]
+                )
+            ),
+            r"partitions\[0\].partition must be an integer",
+        ),
+        (
+            json.dumps(
+                sample(
+                    partitions=[
+                        {"topic": "t", "partition": 0, "speed": 1, "lag": 0, "end_offset": 0}
+                    ]
+                    * 2
+                )
+            ),
+            "appears twice",
+        ),
+        (
+            '{"version": 1, "group": "g", "unit": "records/s", "sequence": 1, '
+            '"timestamp": NaN, "partitions": []}',
+            "timestamp must be a finite number",
+        ),
+    ],
+)
+def test_malformed_snapshots_name_the_field(raw: bytes | str, message: str) -> None:
+    with pytest.raises(SnapshotError, match=message):
+        decode(raw)
