@@ -1,0 +1,175 @@
+"""Consumer configuration: keyword arguments, else ``AUTOSCALER_*`` environment variables.
+
+Every field is validated with a message naming it (and its environment variable) and the
+accepted range. Client security settings (SASL/SSL) pass through to aiokafka unchanged.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from assignor import DEFAULT_HEURISTIC, HEURISTIC_NAMES
+from consumer_sdk.snapshot import UNITS, speeds_topic
+
+ENV_PREFIX = "AUTOSCALER_"
+MIB = 1024 * 1024
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI", "OAUTHBEARER")
+
+
+class ConfigError(ValueError):
+    """A configuration value out of range, naming the field and its environment variable."""
+
+
+def env_name(field_name: str) -> str:
+    """``batch_bytes`` -> ``AUTOSCALER_BATCH_BYTES``."""
+    return ENV_PREFIX + field_name.upper()
+
+
+def default_identity() -> str:
+    """Pod name on Kubernetes (``POD_NAME`` or ``HOSTNAME``), else the host name."""
+    return os.environ.get("POD_NAME") or os.environ.get("HOSTNAME") or socket.gethostname()
+
+
+@dataclass(frozen=True)
+class ConsumerConfig:
+    """Everything an :class:`~consumer_sdk.consumer.AutoscalingConsumer` needs."""
+
+    bootstrap_servers: str
+    group: str
+    topics: tuple[str, ...]
+    capacity: float
+    capacity_unit: str = "records/s"
+    heuristic: str = DEFAULT_HEURISTIC
+    batch_bytes: int = 16 * MIB
+    wait_time_secs: float = 5.0
+    snapshot_topic: str = ""
+    snapshot_max_age_secs: float = 30.0
+    member_identity: str = field(default_factory=default_identity)
+    session_timeout_ms: int = 10_000
+    heartbeat_interval_ms: int = 3_000
+    auto_offset_reset: str = "earliest"
+    leader_delay_secs: float = 0.0
+    security_protocol: str = "PLAINTEXT"
+    sasl_mechanism: str | None = None
+    sasl_plain_username: str | None = None
+    sasl_plain_password: str | None = None
+    ssl_cafile: str | None = None
+
+    def __post_init__(self) -> None:
+        self._check()
+        if not self.snapshot_topic:
+            object.__setattr__(self, "snapshot_topic", speeds_topic(self.group))
+
+    def _fail(self, name: str, accepted: str) -> None:
+        raise ConfigError(
+            f"{name} ({env_name(name)}) must be {accepted}, got {getattr(self, name)!r}"
+        )
+
+    def _check(self) -> None:
+        if not isinstance(self.bootstrap_servers, str) or not all(
+            ":" in s for s in self.bootstrap_servers.split(",")
+        ):
+            self._fail("bootstrap_servers", "a comma-separated list of host:port")
+        if not isinstance(self.group, str) or not self.group.strip():
+            self._fail("group", "a non-empty consumer group id")
+        if not self.topics or not all(isinstance(t, str) and t for t in self.topics):
+            self._fail("topics", "one or more non-empty topic names")
+        if _bad_number(self.capacity, minimum=0.0, exclusive=True):
+            self._fail("capacity", "a finite number > 0 (records/s or bytes/s one consumer drains)")
+        if self.capacity_unit not in UNITS:
+            self._fail("capacity_unit", f"one of {', '.join(UNITS)}")
+        if self.heuristic not in HEURISTIC_NAMES:
+            self._fail("heuristic", f"one of {', '.join(HEURISTIC_NAMES)}")
+        if (
+            isinstance(self.batch_bytes, bool)
+            or not isinstance(self.batch_bytes, int)
+            or not (1024 <= self.batch_bytes <= 1024 * MIB)
+        ):
+            self._fail("batch_bytes", "an integer in [1024, 1073741824]")
+        if _bad_number(self.wait_time_secs, minimum=0.01) or self.wait_time_secs > 3600:
+            self._fail("wait_time_secs", "a number of seconds in [0.01, 3600]")
+        if (
+            _bad_number(self.snapshot_max_age_secs, minimum=1.0)
+            or self.snapshot_max_age_secs > 86400
+        ):
+            self._fail("snapshot_max_age_secs", "a number of seconds in [1, 86400]")
+        if not isinstance(self.member_identity, str) or not self.member_identity:
+            self._fail("member_identity", "a non-empty string (pod name or StatefulSet ordinal)")
+        if not 1000 <= self.session_timeout_ms <= 300_000:
+            self._fail("session_timeout_ms", "in [1000, 300000]")
+        if not 50 <= self.heartbeat_interval_ms < self.session_timeout_ms:
+            self._fail("heartbeat_interval_ms", "in [50, session_timeout_ms)")
+        if self.auto_offset_reset not in ("earliest", "latest"):
+            self._fail("auto_offset_reset", "earliest or latest")
+        if _bad_number(self.leader_delay_secs, minimum=0.0) or self.leader_delay_secs > 5:
+            self._fail("leader_delay_secs", "in [0, 5] (non-zero only for the embedded broker)")
+        if self.security_protocol not in SECURITY_PROTOCOLS:
+            self._fail("security_protocol", f"one of {', '.join(SECURITY_PROTOCOLS)}")
+        if self.sasl_mechanism is not None and self.sasl_mechanism not in SASL_MECHANISMS:
+            self._fail("sasl_mechanism", f"one of {', '.join(SASL_MECHANISMS)}")
+        if self.security_protocol.startswith("SASL") and self.sasl_mechanism is None:
+            self._fail("sasl_mechanism", "set when security_protocol is SASL_*")
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> ConsumerConfig:
+        """Keyword arguments win; missing fields come from ``AUTOSCALER_*`` variables."""
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            if f.name in overrides:
+                values[f.name] = overrides.pop(f.name)
+            elif env_name(f.name) in env:
+                values[f.name] = _parse(f.name, str(f.type), env[env_name(f.name)])
+        if overrides:
+            raise ConfigError(f"unknown configuration field(s): {', '.join(sorted(overrides))}")
+        for required in ("bootstrap_servers", "group", "topics", "capacity"):
+            if required not in values:
+                raise ConfigError(f"{required} is required (argument or {env_name(required)})")
+        if isinstance(values["topics"], str):
+            values["topics"] = _topics(values["topics"])
+        values["topics"] = tuple(values["topics"])
+        return cls(**values)
+
+    def client_options(self) -> dict[str, Any]:
+        """Security settings for aiokafka clients."""
+        options: dict[str, Any] = {"security_protocol": self.security_protocol}
+        if self.sasl_mechanism:
+            options["sasl_mechanism"] = self.sasl_mechanism
+            options["sasl_plain_username"] = self.sasl_plain_username
+            options["sasl_plain_password"] = self.sasl_plain_password
+        if self.security_protocol.endswith("SSL"):
+            from aiokafka.helpers import create_ssl_context
+
+            options["ssl_context"] = create_ssl_context(cafile=self.ssl_cafile)
+        return options
+
+
+def _bad_number(value: object, minimum: float, exclusive: bool = False) -> bool:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return True
+    return value <= minimum if exclusive else value < minimum
+
+
+def _topics(raw: str) -> tuple[str, ...]:
+    return tuple(t.strip() for t in raw.split(",") if t.strip())
+
+
+def _parse(name: str, type_name: str, raw: str) -> Any:
+    """Convert an environment string to the field's type, naming the variable on failure."""
+    try:
+        if type_name.startswith("int"):
+            return int(raw)
+        if type_name.startswith("float"):
+            return float(raw)
+    except ValueError:
+        kind = "an integer" if type_name.startswith("int") else "a number"
+        raise ConfigError(f"{env_name(name)} must be {kind}, got {raw!r}") from None
+    if type_name.startswith("tuple"):
+        return _topics(raw)
+    return raw

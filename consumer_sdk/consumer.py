@@ -1,0 +1,305 @@
+"""The drop-in consumer: group membership packed by write speed, batches into a sink.
+
+Loop (the paper's Fig. 4): fetch until ``batch_bytes`` or ``wait_time_secs``; group the
+records by topic; write each topic's records to the sink concurrently; commit offsets only
+after every write of the batch succeeded. A failing write is retried with backoff and never
+committed past. When partitions are revoked, their pending records are written and committed
+first. SIGTERM (with :meth:`AutoscalingConsumer.run`): flush, commit, leave the group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
+from aiokafka.errors import KafkaError
+from aiokafka.structs import TopicPartition as KafkaTopicPartition
+
+from assignor import TopicPartition
+from assignor.plugin import MemberState, PluginStats, build_assignor
+from consumer_sdk import metrics
+from consumer_sdk.config import ConsumerConfig
+from consumer_sdk.sink import Record, Sink
+from consumer_sdk.snapshot_cache import SnapshotCache
+
+log = logging.getLogger(__name__)
+POLL_SLICE_MS = 200
+
+
+class WriteAbandoned(RuntimeError):
+    """A sink write kept failing until shutdown; its records were not committed."""
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Backoff of failed sink writes: first delay, growth factor, ceiling."""
+
+    first_delay_s: float = 0.2
+    factor: float = 2.0
+    max_delay_s: float = 30.0
+
+    def delays(self) -> Iterable[float]:
+        """Delays between attempts, forever."""
+        delay = self.first_delay_s
+        while True:
+            yield delay
+            delay = min(self.max_delay_s, delay * self.factor)
+
+
+class _Listener(ConsumerRebalanceListener):
+    def __init__(self, owner: AutoscalingConsumer) -> None:
+        self._owner = owner
+
+    async def on_partitions_revoked(self, revoked: set[KafkaTopicPartition]) -> None:
+        await self._owner._on_revoked(revoked)
+
+    async def on_partitions_assigned(self, assigned: set[KafkaTopicPartition]) -> None:
+        await self._owner._on_assigned(assigned)
+
+
+class AutoscalingConsumer:
+    """An asyncio Kafka consumer whose group is packed by write speed; see module doc."""
+
+    def __init__(
+        self, config: ConsumerConfig, sink: Sink, *, retry: RetryPolicy | None = None
+    ) -> None:
+        if not isinstance(sink, Sink):
+            raise TypeError("sink must implement write(topic, records) and resume_offsets()")
+        self.config = config
+        self.sink = sink
+        self.retry = retry or RetryPolicy()
+        self.state = MemberState(config.member_identity, config.heuristic, config.capacity)
+        self.plugin_stats = PluginStats()
+        self.snapshots = SnapshotCache(
+            config.bootstrap_servers,
+            config.snapshot_topic,
+            config.group,
+            config.snapshot_max_age_secs,
+            client_options=config.client_options(),
+        )
+        self._consumer: AIOKafkaConsumer | None = None
+        self._pending: dict[KafkaTopicPartition, list[Record]] = {}
+        self._pending_bytes = 0
+        self._lock = asyncio.Lock()
+        self._stopping = asyncio.Event()
+        self._window_started = time.monotonic()
+        self._fallbacks_seen = 0
+        self.assigned: set[TopicPartition] = set()
+
+    # lifecycle ---------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Read the latest speed snapshot, then join the group."""
+        await self.snapshots.start()
+        await self._start_client()
+
+    async def _start_client(self) -> None:
+        config = self.config
+        assignor = build_assignor(
+            self.state,
+            self.snapshots.view,
+            self.plugin_stats,
+            leader_delay_s=config.leader_delay_secs,
+        )
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=config.bootstrap_servers,
+            group_id=config.group,
+            enable_auto_commit=False,
+            auto_offset_reset=config.auto_offset_reset,
+            session_timeout_ms=config.session_timeout_ms,
+            heartbeat_interval_ms=config.heartbeat_interval_ms,
+            fetch_max_wait_ms=100,
+            partition_assignment_strategy=(assignor,),
+            **config.client_options(),
+        )
+        consumer.subscribe(list(config.topics), listener=_Listener(self))
+        self._consumer = consumer  # before start(): the join may call back at once
+        await consumer.start()
+
+    def request_stop(self) -> None:
+        """Ask the loop to flush, commit and leave (safe from a signal handler)."""
+        self._stopping.set()
+
+    async def run_async(self) -> None:
+        """Consume until :meth:`request_stop`; then flush, commit, leave the group."""
+        if self._consumer is None:
+            await self.start()
+        try:
+            while not self._stopping.is_set():
+                await self._fill_batch()
+                async with self._lock:
+                    await self._flush(None)
+        finally:
+            await self.close()
+
+    def run(self) -> None:
+        """Blocking run for non-async apps; SIGTERM and SIGINT stop it gracefully."""
+
+        async def main() -> None:
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, self.request_stop)
+            await self.run_async()
+
+        asyncio.run(main())
+
+    async def close(self) -> None:
+        """Flush what is pending (best effort), commit, leave the group, stop readers."""
+        self._stopping.set()
+        consumer, self._consumer = self._consumer, None
+        if consumer is not None:
+            async with self._lock:
+                with contextlib.suppress(WriteAbandoned):
+                    await self._flush(None)
+            await consumer.stop()  # sends LeaveGroup
+        await self.snapshots.stop()
+
+    # batching ----------------------------------------------------------------------------
+    async def _fill_batch(self) -> None:
+        """Fetch until batch_bytes, wait_time_secs, or a stop request."""
+        deadline = time.monotonic() + self.config.wait_time_secs
+        while not self._stopping.is_set() and self._pending_bytes < self.config.batch_bytes:
+            remaining_ms = int((deadline - time.monotonic()) * 1000)
+            if remaining_ms <= 0:
+                return
+            consumer = self._consumer
+            assert consumer is not None
+            try:
+                batch = await consumer.getmany(timeout_ms=min(POLL_SLICE_MS, remaining_ms))
+            except KafkaError as exc:
+                # The client recovers by itself from retriable errors; log and keep polling.
+                log.warning("fetch failed: %r", exc)
+                await asyncio.sleep(0.5)
+                continue
+            for ktp, messages in batch.items():
+                held = self._pending.setdefault(ktp, [])
+                for m in messages:
+                    record = Record(
+                        m.topic,
+                        m.partition,
+                        m.offset,
+                        m.timestamp,
+                        m.key,
+                        m.value,
+                        tuple((k, v) for k, v in (m.headers or ())),
+                    )
+                    held.append(record)
+                    self._pending_bytes += record.size
+
+    async def _flush(self, partitions: set[KafkaTopicPartition] | None) -> None:
+        """Write pending records of ``partitions`` (all if None) and commit them.
+
+        Caller holds ``self._lock``. Raises WriteAbandoned if a write kept failing until
+        shutdown; then nothing of this batch is committed.
+        """
+        chosen = {
+            tp: recs
+            for tp, recs in self._pending.items()
+            if recs and (partitions is None or tp in partitions)
+        }
+        if not chosen:
+            return
+        by_topic: dict[str, list[Record]] = {}
+        for recs in chosen.values():
+            by_topic.setdefault(recs[0].topic, []).extend(recs)
+        await asyncio.gather(*(self._write(topic, recs) for topic, recs in by_topic.items()))
+        await self._commit({tp: recs[-1].offset + 1 for tp, recs in chosen.items()})
+        self._account(chosen)
+
+    def _account(self, flushed: dict[KafkaTopicPartition, list[Record]]) -> None:
+        group = self.config.group
+        total_bytes = total_records = 0
+        for tp, recs in flushed.items():
+            size = sum(r.size for r in recs)
+            total_bytes += size
+            total_records += len(recs)
+            metrics.RECORDS.labels(group, tp.topic, str(tp.partition)).inc(len(recs))
+            metrics.BYTES.labels(group, tp.topic, str(tp.partition)).inc(size)
+            del self._pending[tp]
+        self._pending_bytes -= total_bytes
+        now = time.monotonic()
+        elapsed = max(1e-6, now - self._window_started)
+        self._window_started = now
+        metrics.THROUGHPUT.labels(group).set(total_bytes / elapsed)
+        metrics.THROUGHPUT_RECORDS.labels(group).set(total_records / elapsed)
+        metrics.BATCHES.labels(group).inc()
+        fallbacks = self.plugin_stats.fallbacks
+        if fallbacks > self._fallbacks_seen:
+            metrics.ASSIGNOR_FALLBACKS.labels(group).inc(fallbacks - self._fallbacks_seen)
+            self._fallbacks_seen = fallbacks
+
+    async def _write(self, topic: str, records: Sequence[Record]) -> None:
+        delays = iter(self.retry.delays())
+        while True:
+            try:
+                await self.sink.write(topic, records)
+                return
+            except Exception as exc:
+                if self._stopping.is_set():
+                    raise WriteAbandoned(
+                        f"write of {len(records)} records of {topic} failed at shutdown: {exc!r}"
+                    ) from exc
+                delay = next(delays)
+                metrics.WRITE_RETRIES.labels(self.config.group, topic).inc()
+                log.warning(
+                    "sink write of %d records of %s failed (%r); retry in %.1f s",
+                    len(records),
+                    topic,
+                    exc,
+                    delay,
+                )
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stopping.wait(), delay)
+
+    async def _commit(self, offsets: dict[KafkaTopicPartition, int]) -> None:
+        consumer = self._consumer
+        if consumer is None:
+            return
+        try:
+            await consumer.commit(offsets)
+        except (KafkaError, AssertionError) as exc:
+            # Typically a rebalance in progress: the next owner re-reads from the last
+            # committed offset (duplicates at most this batch, never a loss).
+            metrics.COMMIT_FAILURES.labels(self.config.group).inc()
+            log.warning("offset commit failed (%r): records may be re-delivered", exc)
+
+    # rebalance callbacks -------------------------------------------------------------------
+    async def _on_revoked(self, revoked: set[KafkaTopicPartition]) -> None:
+        async with self._lock:
+            try:
+                await self._flush(set(revoked))
+            except WriteAbandoned as exc:
+                log.error("%s", exc)
+            for tp in revoked:  # records we could not write go back to the next owner
+                self._pending_bytes -= sum(r.size for r in self._pending.pop(tp, []))
+        self.assigned -= {TopicPartition(tp.topic, tp.partition) for tp in revoked}
+
+    async def _on_assigned(self, assigned: set[KafkaTopicPartition]) -> None:
+        consumer = self._consumer
+        coordinator: Any = getattr(consumer, "_coordinator", None)
+        if coordinator is not None:
+            self.state.generation = int(coordinator.generation)
+        self.assigned = {TopicPartition(tp.topic, tp.partition) for tp in assigned}
+        if consumer is None or not assigned:
+            return
+        stored = await self.sink.resume_offsets(sorted(self.assigned))
+        for tp, next_offset in stored.items():
+            ktp = KafkaTopicPartition(tp.topic, tp.partition)
+            if ktp not in assigned:
+                continue
+            committed = await consumer.committed(ktp)
+            if committed is None or next_offset > committed:
+                log.info(
+                    "%s:%d resumes at %d (sink holds data past committed %s)",
+                    tp.topic,
+                    tp.partition,
+                    next_offset,
+                    committed,
+                )
+                consumer.seek(ktp, next_offset)

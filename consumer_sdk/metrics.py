@@ -1,0 +1,41 @@
+"""Prometheus metrics of the consumer SDK (process-wide registry, labelled by group)."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge
+
+RECORDS = Counter(
+    "autoscaler_consumer_records_total",
+    "Records handed to the sink",
+    ["group", "topic", "partition"],
+)
+BYTES = Counter(
+    "autoscaler_consumer_bytes_total",
+    "Key+value bytes handed to the sink",
+    ["group", "topic", "partition"],
+)
+BATCHES = Counter("autoscaler_consumer_batches_total", "Batches flushed and committed", ["group"])
+WRITE_RETRIES = Counter(
+    "autoscaler_consumer_write_retries_total", "Sink writes retried", ["group", "topic"]
+)
+COMMIT_FAILURES = Counter(
+    "autoscaler_consumer_commit_failures_total",
+    "Offset commits that failed (records may be re-delivered)",
+    ["group"],
+)
+THROUGHPUT = Gauge(
+    "autoscaler_consumer_throughput_bytes_per_second",
+    "Bytes per second of the last flushed batch window",
+    ["group"],
+)
+THROUGHPUT_RECORDS = Gauge(
+    "autoscaler_consumer_throughput_records_per_second",
+    "Records per second of the last flushed batch window",
+    ["group"],
+)
+ASSIGNOR_FALLBACKS = Counter(
+    "autoscaler_assignor_fallbacks_total", "Leader assignments that fell back to sticky", ["group"]
+)
+SNAPSHOTS_IGNORED = Counter(
+    "autoscaler_snapshots_ignored_total", "Speed snapshots ignored", ["group", "reason"]
+)

@@ -1,0 +1,161 @@
+"""Keeps the latest speed snapshot in memory for the assignor (a background reader).
+
+Reads the speeds topic without joining a group (every partition assigned, starting at its
+last record), keeps the newest valid snapshot of this group, and counts what it ignored.
+The assignor asks :meth:`SnapshotCache.view` during a rebalance: fresh speeds, or None.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer
+from aiokafka.structs import TopicPartition as KafkaTopicPartition
+
+from assignor.group_plan import SpeedView
+from consumer_sdk.snapshot import Snapshot, SnapshotError, decode
+
+log = logging.getLogger(__name__)
+TAIL_RECORDS = 10
+
+
+@dataclass
+class SnapshotCounters:
+    """What the cache saw."""
+
+    accepted: int = 0
+    malformed: int = 0
+    other_group: int = 0
+    out_of_order: int = 0
+    stale_views: int = 0
+
+
+class SnapshotCache:
+    """Background reader of ``topic``; :meth:`view` returns fresh speeds or None."""
+
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        topic: str,
+        group: str,
+        max_age_s: float,
+        *,
+        client_options: dict[str, Any] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.topic = topic
+        self.group = group
+        self.max_age_s = max_age_s
+        self.counters = SnapshotCounters()
+        self.latest: Snapshot | None = None
+        self._clock = clock
+        self._bootstrap = bootstrap_servers
+        self._options = client_options or {}
+        self._consumer: AIOKafkaConsumer | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._caught_up = asyncio.Event()
+
+    def offer(self, value: bytes | None) -> None:
+        """Consider one record value (public for tests and for in-process publishers)."""
+        try:
+            snapshot = decode(value or b"")
+        except SnapshotError as exc:
+            self.counters.malformed += 1
+            log.warning("ignoring malformed speed snapshot on %s: %s", self.topic, exc)
+            return
+        if snapshot.group != self.group:
+            self.counters.other_group += 1
+            return
+        latest = self.latest
+        if latest is not None and (snapshot.timestamp, snapshot.sequence) <= (
+            latest.timestamp,
+            latest.sequence,
+        ):
+            self.counters.out_of_order += 1
+            return
+        self.latest = snapshot
+        self.counters.accepted += 1
+
+    def view(self) -> SpeedView | None:
+        """Speeds of the latest snapshot if it is fresh, else None (counted)."""
+        snapshot = self.latest
+        if snapshot is None:
+            return None
+        if not snapshot.is_fresh(self._clock(), self.max_age_s):
+            self.counters.stale_views += 1
+            log.warning(
+                "latest speed snapshot is %.0f s old (max %.0f s): not used",
+                snapshot.age(self._clock()),
+                self.max_age_s,
+            )
+            return None
+        return SpeedView(snapshot.speeds, snapshot.lags)
+
+    async def start(self, catch_up_timeout_s: float = 5.0) -> None:
+        """Start reading; wait (bounded) until the topic's current end has been read."""
+        self._task = asyncio.create_task(self._run(), name=f"snapshot-cache-{self.topic}")
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._caught_up.wait(), catch_up_timeout_s)
+
+    async def stop(self) -> None:
+        """Stop the reader."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+            self._task = None
+
+    async def _run(self) -> None:
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=self._bootstrap,
+            enable_auto_commit=False,
+            fetch_max_wait_ms=200,
+            **self._options,
+        )
+        await consumer.start()
+        try:
+            partitions = await self._wait_for_topic(consumer)
+            consumer.assign(partitions)
+            ends = await consumer.end_offsets(partitions)
+            for tp, end in ends.items():
+                # A few records back: a malformed newest record must not hide a good one.
+                consumer.seek(tp, max(0, end - TAIL_RECORDS))
+            if all(end == 0 for end in ends.values()):
+                self._caught_up.set()
+            while True:
+                batch = await consumer.getmany(timeout_ms=500)
+                for records in batch.values():
+                    for record in records:
+                        self.offer(record.value)
+                if not self._caught_up.is_set():
+                    positions = {tp: await consumer.position(tp) for tp in partitions}
+                    if all(positions[tp] >= ends[tp] for tp in partitions):
+                        self._caught_up.set()
+        finally:
+            await consumer.stop()
+
+    async def _wait_for_topic(self, consumer: AIOKafkaConsumer) -> list[KafkaTopicPartition]:
+        """The topic's partitions, waiting for it to exist (no sidecar yet: keep waiting)."""
+        warned = False
+        while True:
+            partitions = None
+            if self.topic in await consumer.topics():
+                # topics() does not update the client's metadata cache; this does (aiokafka
+                # internal, stable across the pinned 0.14 series).
+                await consumer._client.force_metadata_update()
+                partitions = consumer.partitions_for_topic(self.topic)
+            if partitions:
+                return [KafkaTopicPartition(self.topic, p) for p in sorted(partitions)]
+            if not warned:
+                log.info(
+                    "speeds topic %s does not exist yet; assignor uses sticky meanwhile", self.topic
+                )
+                warned = True
+            self._caught_up.set()  # nothing to catch up with
+            await asyncio.sleep(2.0)

@@ -1,0 +1,140 @@
+"""Run AutoscalingConsumer members for tests: in threads (own loop each) or processes."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from confluent_kafka import Producer
+
+from consumer_sdk.config import ConsumerConfig
+from consumer_sdk.consumer import AutoscalingConsumer, RetryPolicy
+from consumer_sdk.sink import CallbackSink, Record, Sink
+from consumer_sdk.snapshot import Snapshot
+
+# Short timings for the embedded broker (DESIGN.md section 6).
+FAST_GROUP = {
+    "session_timeout_ms": 1500,
+    "heartbeat_interval_ms": 100,
+    "leader_delay_secs": 0.1,
+    "wait_time_secs": 0.3,
+}
+
+
+class SeenRecords:
+    """Thread-safe count of (topic, partition, offset) handed to sinks."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[tuple[str, int, int]] = Counter()
+        self._lock = threading.Lock()
+
+    def write(self, topic: str, records: Sequence[Record]) -> None:
+        with self._lock:
+            for r in records:
+                self.counts[(r.topic, r.partition, r.offset)] += 1
+
+    def total(self) -> int:
+        with self._lock:
+            return len(self.counts)
+
+    def duplicates(self) -> int:
+        with self._lock:
+            return sum(n - 1 for n in self.counts.values())
+
+
+class ThreadedMember:
+    """One consumer in its own thread and event loop (members must not share a loop: the
+    leader's delay in assign() would block the followers' SyncGroup)."""
+
+    def __init__(self, config: ConsumerConfig, sink: Sink, retry: RetryPolicy | None = None):
+        self.config = config
+        self.consumer: AutoscalingConsumer | None = None
+        self._sink, self._retry = sink, retry
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._ready = threading.Event()
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._main, name=config.member_identity)
+
+    def start(self) -> ThreadedMember:
+        self._thread.start()
+        assert self._ready.wait(30), "member did not start"
+        return self
+
+    def _main(self) -> None:
+        async def go() -> None:
+            self._loop = asyncio.get_running_loop()
+            self.consumer = AutoscalingConsumer(self.config, self._sink, retry=self._retry)
+            self._ready.set()
+            await self.consumer.run_async()
+
+        try:
+            asyncio.run(go())
+        except BaseException as exc:  # surfaced by stop()
+            self.error = exc
+            self._ready.set()
+
+    def stop(self) -> None:
+        if self._loop is not None and self.consumer is not None:
+            self._loop.call_soon_threadsafe(self.consumer.request_stop)
+        self._thread.join(30)
+        assert not self._thread.is_alive(), "member did not stop"
+        if self.error is not None:
+            raise self.error
+
+
+def member_config(
+    kafka: str, group: str, topics: Sequence[str], identity: str, **overrides: Any
+) -> ConsumerConfig:
+    values: dict[str, Any] = {**FAST_GROUP, "capacity": 10.0, **overrides}
+    return ConsumerConfig(
+        bootstrap_servers=kafka,
+        group=group,
+        topics=tuple(topics),
+        member_identity=identity,
+        **values,
+    )
+
+
+def start_members(
+    kafka: str,
+    group: str,
+    topics: Sequence[str],
+    count: int,
+    sink: Callable[[str, Sequence[Record]], None],
+    **overrides: Any,
+) -> list[ThreadedMember]:
+    return [
+        ThreadedMember(
+            member_config(kafka, group, topics, f"sink-{i}", **overrides), CallbackSink(sink)
+        ).start()
+        for i in range(count)
+    ]
+
+
+def wait_until(condition: Callable[[], bool], timeout_s: float = 30.0) -> bool:
+    """Poll ``condition`` every 50 ms until true or timeout; returns its last value."""
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return condition()
+
+
+def group_stable(members: Sequence[ThreadedMember], partitions: int) -> bool:
+    """Every partition assigned to exactly one member."""
+    owned = [m.consumer.assigned for m in members if m.consumer is not None]
+    flat = [tp for held in owned for tp in held]
+    return len(owned) == len(members) and len(flat) == len(set(flat)) == partitions
+
+
+def publish_snapshot(kafka: str, topic: str, snapshot: Snapshot | bytes) -> None:
+    """Write one snapshot record (or raw bytes) to the speeds topic."""
+    producer = Producer({"bootstrap.servers": kafka})
+    value = snapshot if isinstance(snapshot, bytes) else snapshot.encode()
+    producer.produce(topic, value=value)
+    assert producer.flush(30) == 0

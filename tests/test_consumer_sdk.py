@@ -1,0 +1,213 @@
+"""The consumer SDK on the `kafka` fixture: exactly once, packing by speed, fallbacks."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+
+import pytest
+
+from assignor import TopicPartition
+from assignor.group_plan import GroupPlan
+from assignor.plugin import MemberState, PluginStats, build_assignor
+from consumer_sdk.consumer import RetryPolicy
+from consumer_sdk.sink import CallbackSink, Record
+from consumer_sdk.snapshot import PartitionStat, Snapshot
+from tests.kafka_helpers import produce_numbered
+from tests.sdk_helpers import (
+    SeenRecords,
+    ThreadedMember,
+    group_stable,
+    member_config,
+    publish_snapshot,
+    start_members,
+    wait_until,
+)
+
+SPEEDS = [6.0, 5.0, 4.0, 3.0, 2.0, 0.0]  # 20 in all: two consumers of capacity 10
+
+
+def snapshot_for(group: str, topic: str, timestamp: float | None = None) -> Snapshot:
+    return Snapshot(
+        group=group,
+        sequence=1,
+        timestamp=time.time() if timestamp is None else timestamp,
+        unit="records/s",
+        partitions={
+            TopicPartition(topic, p): PartitionStat(s, 0.0, 0) for p, s in enumerate(SPEEDS)
+        },
+    )
+
+
+def leaders_plans(members: Sequence[ThreadedMember]) -> list[GroupPlan]:
+    return [
+        m.consumer.plugin_stats.last_plan
+        for m in members
+        if m.consumer is not None and m.consumer.plugin_stats.last_plan is not None
+    ]
+
+
+def test_three_members_hand_every_record_to_the_sink_once(
+    kafka: str, topic_factory: Callable[..., str]
+) -> None:
+    topic = topic_factory(6)
+    seen = SeenRecords()
+    members = start_members(kafka, f"g-{topic}", [topic], 3, seen.write)
+    try:
+        assert wait_until(lambda: group_stable(members, 6))
+        # No snapshot was published: the leader fell back to count-balanced sticky.
+        assert sorted(len(m.consumer.assigned) for m in members if m.consumer) == [2, 2, 2]
+        plans = leaders_plans(members)
+        assert plans and all(getattr(p, "heuristic", None) == "sticky" for p in plans)
+        produced = produce_numbered(kafka, topic, 3000, 6)
+        assert wait_until(lambda: seen.total() == len(produced))
+    finally:
+        for member in members:
+            member.stop()
+    assert seen.total() == 3000 and seen.duplicates() == 0
+
+
+def test_assignment_follows_the_heuristic_with_a_fresh_snapshot(
+    kafka: str, topic_factory: Callable[..., str]
+) -> None:
+    topic = topic_factory(6)
+    speeds_topic = topic_factory(1, prefix="speeds")
+    group = f"g-{topic}"
+    publish_snapshot(kafka, speeds_topic, snapshot_for(group, topic))
+    members = start_members(
+        kafka, group, [topic], 3, SeenRecords().write, snapshot_topic=speeds_topic, capacity=10.0
+    )
+    try:
+        assert wait_until(lambda: group_stable(members, 6) and not members[2].consumer.assigned)  # type: ignore[union-attr]
+        loads = {
+            m.config.member_identity: sum(SPEEDS[tp.partition] for tp in m.consumer.assigned)
+            for m in members
+            if m.consumer
+        }
+        plans = leaders_plans(members)
+    finally:
+        for member in members:
+            member.stop()
+    # 20 of load in consumers of 10: two full, and sink-2 (highest ordinal) left empty.
+    assert loads == {"sink-0": 10.0, "sink-1": 10.0, "sink-2": 0.0}
+    last = plans[-1]
+    assert last.heuristic == "repair" and last.fallback_reason is None
+
+
+def test_stale_snapshot_falls_back_to_sticky(kafka: str, topic_factory: Callable[..., str]) -> None:
+    topic = topic_factory(6)
+    speeds_topic = topic_factory(1, prefix="speeds")
+    group = f"g-{topic}"
+    publish_snapshot(kafka, speeds_topic, snapshot_for(group, topic, time.time() - 3600))
+    publish_snapshot(kafka, speeds_topic, b"{not json")  # malformed, after it
+    members = start_members(
+        kafka, group, [topic], 3, SeenRecords().write, snapshot_topic=speeds_topic
+    )
+    try:
+        assert wait_until(lambda: group_stable(members, 6))
+        plans = leaders_plans(members)
+        caches = [m.consumer.snapshots for m in members if m.consumer]
+    finally:
+        for member in members:
+            member.stop()
+    assert plans and all(p.fallback_reason == "no fresh speed snapshot" for p in plans)
+    assert any(c.counters.stale_views > 0 for c in caches)
+    assert all(c.counters.malformed == 1 and c.counters.accepted == 1 for c in caches)
+
+
+def test_member_with_garbage_user_data_still_gets_work(
+    kafka: str, topic_factory: Callable[..., str]
+) -> None:
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka.coordinator.protocol import ConsumerProtocolMemberMetadata
+
+    topic = topic_factory(6)
+    group = f"g-{topic}"
+    members = start_members(kafka, group, [topic], 2, SeenRecords().write)
+    raw_stats = PluginStats()
+    plugin = build_assignor(
+        MemberState("raw", "repair", 10.0), lambda: None, raw_stats, leader_delay_s=0.1
+    )
+
+    class GarbageAssignor(plugin):  # type: ignore[misc, valid-type]
+        @classmethod
+        def metadata(cls, topics: object) -> ConsumerProtocolMemberMetadata:
+            return ConsumerProtocolMemberMetadata(0, [topic], b"\x00garbage\xff")
+
+    owned: list[set[int]] = []
+
+    async def raw_member() -> None:
+        consumer = AIOKafkaConsumer(
+            topic,
+            bootstrap_servers=kafka,
+            group_id=group,
+            enable_auto_commit=False,
+            session_timeout_ms=1500,
+            heartbeat_interval_ms=100,
+            partition_assignment_strategy=(GarbageAssignor,),
+        )
+        await consumer.start()
+        try:
+            end = time.monotonic() + 30
+            while time.monotonic() < end:
+                await consumer.getmany(timeout_ms=100)
+                mine = {tp.partition for tp in consumer.assignment()}
+                if mine and group_stable(members, 6 - len(mine)):
+                    owned.append(mine)
+                    return
+        finally:
+            await consumer.stop()
+
+    try:
+        asyncio.run(raw_member())
+        # Whoever led counted the garbage member (the raw member may have led).
+        undecodable = raw_stats.undecodable_members + sum(
+            m.consumer.plugin_stats.undecodable_members for m in members if m.consumer
+        )
+    finally:
+        for member in members:
+            member.stop()
+    assert owned and len(owned[0]) == 2  # sticky fallback: 2 each, the garbage member too
+    assert undecodable >= 1
+
+
+def test_failing_writes_are_retried_and_never_committed_past(
+    kafka: str, topic_factory: Callable[..., str]
+) -> None:
+    topic = topic_factory(2)
+    seen = SeenRecords()
+    failures = {"left": 3}
+
+    def flaky(topic_name: str, records: Sequence[Record]) -> None:
+        if failures["left"] > 0:
+            failures["left"] -= 1
+            raise OSError("table unavailable")
+        seen.write(topic_name, records)
+
+    produce_numbered(kafka, topic, 500, 2)
+    config = member_config(kafka, f"g-{topic}", [topic], "sink-0")
+    member = ThreadedMember(config, CallbackSink(flaky), RetryPolicy(first_delay_s=0.01)).start()
+    try:
+        assert wait_until(lambda: seen.total() == 500)
+    finally:
+        member.stop()
+    assert failures["left"] == 0 and seen.duplicates() == 0
+    # A second member of the same group starts after the committed offsets: nothing again.
+    again = SeenRecords()
+    second = ThreadedMember(config, CallbackSink(again.write)).start()
+    try:
+        assert wait_until(lambda: group_stable([second], 2))
+        produce_numbered(kafka, topic, 10, 2)
+        assert wait_until(lambda: again.total() == 10)
+    finally:
+        second.stop()
+    assert again.total() == 10
+
+
+@pytest.mark.parametrize("identity", ["sink-0"])
+def test_sink_must_implement_the_protocol(kafka: str, identity: str) -> None:
+    from consumer_sdk.consumer import AutoscalingConsumer
+
+    with pytest.raises(TypeError, match="sink must implement"):
+        AutoscalingConsumer(member_config(kafka, "g", ["t"], identity), object())  # type: ignore[arg-type]
