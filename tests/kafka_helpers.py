@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Producer
 
@@ -61,3 +62,33 @@ def consume_keys(
     finally:
         consumer.close()
     return keys
+
+
+def produce_tracked(
+    bootstrap: str,
+    topic: str,
+    count: int,
+    partitions: int,
+    pause_every: int = 0,
+    pause_s: float = 0.0,
+) -> set[tuple[int, int]]:
+    """Produce ``count`` records round-robin; return the acknowledged (partition, offset)."""
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+    acked: set[tuple[int, int]] = set()
+    failures: list[KafkaError] = []
+
+    def on_delivery(err: KafkaError | None, msg: Any) -> None:
+        if err is not None:
+            failures.append(err)
+        else:
+            acked.add((msg.partition(), msg.offset()))
+
+    for i in range(count):
+        producer.produce(topic, value=b"v" * 100, partition=i % partitions, on_delivery=on_delivery)
+        producer.poll(0)
+        if pause_every and i % pause_every == pause_every - 1:
+            producer.flush(30)
+            time.sleep(pause_s)  # paces the load so a kill lands mid-stream
+    assert producer.flush(30) == 0
+    assert not failures, failures
+    return acked

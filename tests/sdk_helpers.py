@@ -138,3 +138,18 @@ def publish_snapshot(kafka: str, topic: str, snapshot: Snapshot | bytes) -> None
     value = snapshot if isinstance(snapshot, bytes) else snapshot.encode()
     producer.produce(topic, value=value)
     assert producer.flush(30) == 0
+
+
+def group_settled(members: Sequence[ThreadedMember], partitions: int) -> bool:
+    """Stable, and what the members hold is what some leader planned for all of them (a
+    lone early member holding everything before the others joined does not count)."""
+    if not group_stable(members, partitions):
+        return False
+    actual = sorted(sorted(m.consumer.assigned) for m in members if m.consumer is not None)
+    for member in members:
+        plan = member.consumer.plugin_stats.last_plan if member.consumer else None
+        if plan is None or len(plan.assignment) != len(members):
+            continue
+        if sorted(sorted(tps) for tps in plan.assignment.values()) == actual:
+            return True
+    return False

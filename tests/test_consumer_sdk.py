@@ -18,6 +18,7 @@ from tests.kafka_helpers import produce_numbered
 from tests.sdk_helpers import (
     SeenRecords,
     ThreadedMember,
+    group_settled,
     group_stable,
     member_config,
     publish_snapshot,
@@ -55,7 +56,7 @@ def test_three_members_hand_every_record_to_the_sink_once(
     seen = SeenRecords()
     members = start_members(kafka, f"g-{topic}", [topic], 3, seen.write)
     try:
-        assert wait_until(lambda: group_stable(members, 6))
+        assert wait_until(lambda: group_settled(members, 6))
         # No snapshot was published: the leader fell back to count-balanced sticky.
         assert sorted(len(m.consumer.assigned) for m in members if m.consumer) == [2, 2, 2]
         plans = leaders_plans(members)
@@ -79,7 +80,7 @@ def test_assignment_follows_the_heuristic_with_a_fresh_snapshot(
         kafka, group, [topic], 3, SeenRecords().write, snapshot_topic=speeds_topic, capacity=10.0
     )
     try:
-        assert wait_until(lambda: group_stable(members, 6) and not members[2].consumer.assigned)  # type: ignore[union-attr]
+        assert wait_until(lambda: group_settled(members, 6) and not members[2].consumer.assigned)  # type: ignore[union-attr]
         loads = {
             m.config.member_identity: sum(SPEEDS[tp.partition] for tp in m.consumer.assigned)
             for m in members
@@ -105,7 +106,7 @@ def test_stale_snapshot_falls_back_to_sticky(kafka: str, topic_factory: Callable
         kafka, group, [topic], 3, SeenRecords().write, snapshot_topic=speeds_topic
     )
     try:
-        assert wait_until(lambda: group_stable(members, 6))
+        assert wait_until(lambda: group_settled(members, 6))
         plans = leaders_plans(members)
         caches = [m.consumer.snapshots for m in members if m.consumer]
     finally:
@@ -197,7 +198,7 @@ def test_failing_writes_are_retried_and_never_committed_past(
     again = SeenRecords()
     second = ThreadedMember(config, CallbackSink(again.write)).start()
     try:
-        assert wait_until(lambda: group_stable([second], 2))
+        assert wait_until(lambda: group_settled([second], 2))
         produce_numbered(kafka, topic, 10, 2)
         assert wait_until(lambda: again.total() == 10)
     finally:

@@ -1,0 +1,101 @@
+"""Consumer members as real processes: kill -9 loses nothing; SIGTERM flushes and commits."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import threading
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+from confluent_kafka import Consumer
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+from tests.kafka_helpers import produce_tracked
+from tests.sdk_helpers import wait_until
+
+ROOT = Path(__file__).parent.parent
+
+
+def start_member(
+    kafka: str, group: str, topic: str, identity: str, out: Path
+) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.sdk_member_process", kafka, group, topic, identity, str(out)],
+        cwd=ROOT,
+    )
+
+
+def read_rows(path: Path) -> Counter[tuple[int, int]]:
+    if not path.exists():
+        return Counter()
+    rows: Counter[tuple[int, int]] = Counter()
+    for line in path.read_text().splitlines():
+        partition, offset = line.split()
+        rows[(int(partition), int(offset))] += 1
+    return rows
+
+
+def test_killed_member_partitions_move_and_nothing_is_lost(
+    kafka: str, topic_factory: Callable[..., str], tmp_path: Path
+) -> None:
+    topic = topic_factory(6)
+    group = f"g-{topic}"
+    outs = [tmp_path / f"member-{i}.txt" for i in range(3)]
+    members = [start_member(kafka, group, topic, f"sink-{i}", out) for i, out in enumerate(outs)]
+    produced: set[tuple[int, int]] = set()
+    producer = threading.Thread(
+        target=lambda: produced.update(produce_tracked(kafka, topic, 6000, 6, 300, 0.1))
+    )
+    try:
+        # Trickle records until all three members have written some: the group is formed.
+        def all_reading() -> bool:
+            produced.update(produce_tracked(kafka, topic, 6, 6))
+            return all(read_rows(o) for o in outs)
+
+        assert wait_until(all_reading)
+        producer.start()
+        assert wait_until(lambda: sum(read_rows(o).total() for o in outs) > 1500)
+        members[1].kill()  # kill -9: no flush, no commit, no LeaveGroup
+        members[1].wait(10)
+        producer.join(120)
+        assert not producer.is_alive()
+        assert wait_until(lambda: produced <= set().union(*map(read_rows, outs)), timeout_s=60)
+    finally:
+        for member in members:
+            if member.poll() is None:
+                member.send_signal(signal.SIGTERM)
+        for member in members:
+            member.wait(30)
+    rows = [read_rows(o) for o in outs]
+    assert len(produced) >= 6000
+    assert produced <= set().union(*rows)  # nothing lost
+    total = sum(rows, Counter())
+    duplicated = {key for key, n in total.items() if n > 1}
+    # Duplicates only for what the killed member wrote but had not committed.
+    assert duplicated <= set(rows[1])
+
+
+def test_sigterm_flushes_commits_and_exits(
+    kafka: str, topic_factory: Callable[..., str], tmp_path: Path
+) -> None:
+    topic = topic_factory(2)
+    group = f"g-{topic}"
+    out = tmp_path / "member.txt"
+    produced = produce_tracked(kafka, topic, 1000, 2)
+    member = start_member(kafka, group, topic, "sink-0", out)
+    try:
+        assert wait_until(lambda: set(read_rows(out)) >= produced)
+    finally:
+        member.send_signal(signal.SIGTERM)
+        assert member.wait(30) == 0
+    consumer = Consumer({"bootstrap.servers": kafka, "group.id": group})
+    try:
+        committed = consumer.committed([KafkaTopicPartition(topic, p) for p in (0, 1)], timeout=10)
+    finally:
+        consumer.close()
+    ends = {p: max(o for q, o in produced if q == p) + 1 for p in (0, 1)}
+    assert {tp.partition: tp.offset for tp in committed} == ends
+    assert max(read_rows(out).values()) == 1
