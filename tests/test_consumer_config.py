@@ -1,0 +1,118 @@
+"""Consumer configuration: keyword arguments, AUTOSCALER_* variables, clear errors."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from consumer_sdk.config import ConfigError, ConsumerConfig
+from consumer_sdk.sink import CallbackSink, Record, Sink
+
+BASE: dict[str, Any] = {
+    "bootstrap_servers": "k1:9092,k2:9092",
+    "group": "orders-sink",
+    "topics": ("orders",),
+    "capacity": 5000.0,
+}
+
+
+def test_keyword_arguments_and_defaults() -> None:
+    config = ConsumerConfig(**BASE, member_identity="sink-0")
+    assert config.snapshot_topic == "orders-sink.autoscaler.speeds"
+    assert config.heuristic == "repair" and config.capacity_unit == "records/s"
+    assert config.batch_bytes == 16 * 1024 * 1024 and config.wait_time_secs == 5.0
+
+
+def test_environment_fills_what_arguments_leave_out() -> None:
+    env = {
+        "AUTOSCALER_BOOTSTRAP_SERVERS": "k:9092",
+        "AUTOSCALER_GROUP": "g",
+        "AUTOSCALER_TOPICS": "a, b ,c",
+        "AUTOSCALER_CAPACITY": "250.5",
+        "AUTOSCALER_HEURISTIC": "mbfp",
+        "AUTOSCALER_BATCH_BYTES": "4194304",
+        "AUTOSCALER_WAIT_TIME_SECS": "2.5",
+        "AUTOSCALER_MEMBER_IDENTITY": "sink-3",
+    }
+    config = ConsumerConfig.from_env(env, heuristic="mwf")
+    assert config.topics == ("a", "b", "c") and config.capacity == 250.5
+    assert config.heuristic == "mwf"  # the argument wins over the variable
+    assert config.batch_bytes == 4194304 and config.wait_time_secs == 2.5
+    assert config.member_identity == "sink-3"
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        (
+            {"bootstrap_servers": "nohost"},
+            r"bootstrap_servers \(AUTOSCALER_BOOTSTRAP_SERVERS\) must",
+        ),
+        ({"group": " "}, r"group \(AUTOSCALER_GROUP\) must be a non-empty"),
+        ({"topics": ()}, r"topics \(AUTOSCALER_TOPICS\) must be one or more"),
+        ({"capacity": 0.0}, r"capacity \(AUTOSCALER_CAPACITY\) must be a finite number > 0"),
+        ({"capacity": float("nan")}, r"capacity \(AUTOSCALER_CAPACITY\) must be a finite"),
+        ({"capacity_unit": "MB"}, r"capacity_unit .* must be one of records/s, bytes/s"),
+        ({"heuristic": "magic"}, r"heuristic \(AUTOSCALER_HEURISTIC\) must be one of nf"),
+        ({"batch_bytes": 10}, r"batch_bytes .* must be an integer in \[1024, 1073741824\]"),
+        ({"wait_time_secs": 0}, r"wait_time_secs .* must be a number of seconds in \[0.01, 3600\]"),
+        (
+            {"heartbeat_interval_ms": 20_000},
+            r"heartbeat_interval_ms .* in \[50, session_timeout_ms\)",
+        ),
+        ({"security_protocol": "SASL_SSL"}, r"sasl_mechanism .* set when security_protocol"),
+        ({"sasl_mechanism": "MD5"}, r"sasl_mechanism .* must be one of PLAIN"),
+        ({"leader_delay_secs": 9}, r"leader_delay_secs .* must be in \[0, 5\]"),
+    ],
+)
+def test_bad_values_name_the_field_and_range(changes: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        ConsumerConfig(**{**BASE, **changes})
+
+
+def test_environment_errors_name_the_variable() -> None:
+    with pytest.raises(ConfigError, match=r"AUTOSCALER_CAPACITY must be a number, got 'fast'"):
+        ConsumerConfig.from_env(
+            {"AUTOSCALER_CAPACITY": "fast"}, **{k: v for k, v in BASE.items() if k != "capacity"}
+        )
+    with pytest.raises(ConfigError, match=r"group is required \(argument or AUTOSCALER_GROUP\)"):
+        ConsumerConfig.from_env({}, bootstrap_servers="k:1", topics="t", capacity=1.0)
+    with pytest.raises(ConfigError, match="unknown configuration field"):
+        ConsumerConfig.from_env({}, **BASE, colour="red")
+
+
+def test_sasl_settings_pass_through_to_the_client() -> None:
+    config = ConsumerConfig(
+        **BASE,
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="PLAIN",
+        sasl_plain_username="u",
+        sasl_plain_password="p",
+    )
+    assert config.client_options() == {
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": "PLAIN",
+        "sasl_plain_username": "u",
+        "sasl_plain_password": "p",
+    }
+
+
+def test_callback_sink_accepts_sync_and_async_functions() -> None:
+    got: list[int] = []
+
+    async def async_write(topic: str, records: Sequence[Record]) -> None:
+        got.extend(r.offset for r in records)
+
+    async def exercise(sink: CallbackSink) -> None:
+        assert isinstance(sink, Sink)
+        await sink.write("t", [Record("t", 0, 7, 0, None, b"v")])
+        assert await sink.resume_offsets([]) == {}
+
+    asyncio.run(exercise(CallbackSink(lambda t, rs: got.extend(r.offset for r in rs))))
+    asyncio.run(exercise(CallbackSink(async_write)))
+    assert got == [7, 7]
+    with pytest.raises(TypeError, match="function must be callable"):
+        CallbackSink(42)  # type: ignore[arg-type]
