@@ -25,7 +25,7 @@ from aiokafka.structs import TopicPartition as KafkaTopicPartition
 from assignor import TopicPartition
 from assignor.plugin import MemberState, PluginStats, build_assignor
 from consumer_sdk import metrics
-from consumer_sdk.config import ConsumerConfig
+from consumer_sdk.config import MIB, ConsumerConfig
 from consumer_sdk.sink import Record, Sink
 from consumer_sdk.snapshot_cache import SnapshotCache
 
@@ -91,6 +91,7 @@ class AutoscalingConsumer:
         self._stopping = asyncio.Event()
         self._window_started = time.monotonic()
         self._fallbacks_seen = 0
+        self._commit_task: asyncio.Task[None] | None = None
         self.assigned: set[TopicPartition] = set()
 
     # lifecycle ---------------------------------------------------------------------------
@@ -115,6 +116,9 @@ class AutoscalingConsumer:
             session_timeout_ms=config.session_timeout_ms,
             heartbeat_interval_ms=config.heartbeat_interval_ms,
             fetch_max_wait_ms=100,
+            # Fetch big enough to fill a batch in a few round trips (defaults: 1 MiB/partition).
+            max_partition_fetch_bytes=4 * MIB,
+            fetch_max_bytes=max(64 * MIB, config.batch_bytes),
             partition_assignment_strategy=(assignor,),
             **config.client_options(),
         )
@@ -157,6 +161,7 @@ class AutoscalingConsumer:
             async with self._lock:
                 with contextlib.suppress(WriteAbandoned):
                     await self._flush(None)
+                await self._settle_commit()
             await consumer.stop()  # sends LeaveGroup
         await self.snapshots.stop()
 
@@ -180,17 +185,18 @@ class AutoscalingConsumer:
             for ktp, messages in batch.items():
                 held = self._pending.setdefault(ktp, [])
                 for m in messages:
-                    record = Record(
-                        m.topic,
-                        m.partition,
-                        m.offset,
-                        m.timestamp,
-                        m.key,
-                        m.value,
-                        tuple((k, v) for k, v in (m.headers or ())),
+                    held.append(
+                        Record(
+                            m.topic,
+                            m.partition,
+                            m.offset,
+                            m.timestamp,
+                            m.key,
+                            m.value,
+                            tuple(m.headers) if m.headers else (),
+                        )
                     )
-                    held.append(record)
-                    self._pending_bytes += record.size
+                    self._pending_bytes += len(m.key or b"") + len(m.value or b"")
 
     async def _flush(self, partitions: set[KafkaTopicPartition] | None) -> None:
         """Write pending records of ``partitions`` (all if None) and commit them.
@@ -209,8 +215,18 @@ class AutoscalingConsumer:
         for recs in chosen.values():
             by_topic.setdefault(recs[0].topic, []).extend(recs)
         await asyncio.gather(*(self._write(topic, recs) for topic, recs in by_topic.items()))
-        await self._commit({tp: recs[-1].offset + 1 for tp, recs in chosen.items()})
+        # Every write succeeded: commit. The commit runs while the next batch fills (it is
+        # off the critical path); commits stay in order because each waits for the last.
+        offsets = {tp: recs[-1].offset + 1 for tp, recs in chosen.items()}
+        await self._settle_commit()
+        self._commit_task = asyncio.create_task(self._commit(offsets))
         self._account(chosen)
+
+    async def _settle_commit(self) -> None:
+        """Wait for the commit in flight, if any."""
+        task, self._commit_task = self._commit_task, None
+        if task is not None:
+            await task
 
     def _account(self, flushed: dict[KafkaTopicPartition, list[Record]]) -> None:
         group = self.config.group
@@ -276,6 +292,7 @@ class AutoscalingConsumer:
                 await self._flush(set(revoked))
             except WriteAbandoned as exc:
                 log.error("%s", exc)
+            await self._settle_commit()  # the next owner starts from these offsets
             for tp in revoked:  # records we could not write go back to the next owner
                 self._pending_bytes -= sum(r.size for r in self._pending.pop(tp, []))
         self.assigned -= {TopicPartition(tp.topic, tp.partition) for tp in revoked}

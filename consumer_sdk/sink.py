@@ -10,7 +10,7 @@ from typing import Protocol, runtime_checkable
 from assignor import TopicPartition
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Record:
     """One Kafka record as the sink sees it."""
 

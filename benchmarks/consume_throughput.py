@@ -1,0 +1,230 @@
+"""Raw consume throughput on the embedded broker: confluent-kafka, aiokafka, and our SDK
+with a no-op sink, on the same data, in the same run, alternating rounds.
+
+Per value size, one topic of 32 partitions is filled (well under the mock's 5 MiB per
+partition retention), then each client reads it all in a fresh group. Time runs from the
+moment partitions are assigned to the last record (group join excluded).
+``python -m benchmarks.consume_throughput``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
+from confluent_kafka import Consumer, Producer
+
+from benchmarks.machine import machine_info, machine_line
+from consumer_sdk.config import ConsumerConfig
+from consumer_sdk.consumer import AutoscalingConsumer
+from consumer_sdk.embedded_process import EmbeddedKafkaProcess
+from consumer_sdk.sink import CallbackSink, Record
+
+RESULTS = Path(__file__).parent / "results"
+PARTITIONS = 32
+MIB = 1024 * 1024
+
+
+def fill(bootstrap: str, topic: str, value_size: int, total_mib: int) -> int:
+    """Produce ``total_mib`` MiB of values evenly over the partitions; return the count."""
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 20,
+            "batch.num.messages": 10000,
+            "queue.buffering.max.kbytes": 512 * 1024,
+        }
+    )
+    value = b"x" * value_size
+    count = total_mib * MIB // value_size
+    for i in range(count):
+        while True:
+            try:
+                producer.produce(topic, value=value, partition=i % PARTITIONS)
+                break
+            except BufferError:
+                producer.poll(0.01)
+    if producer.flush(120) != 0:
+        raise RuntimeError("not all records acknowledged")
+    return count
+
+
+def run_confluent(bootstrap: str, topic: str, group: str, expected: int) -> float:
+    """Seconds from assignment to the last record, confluent-kafka tuned (DESIGN.md s. 6)."""
+    assigned_at: list[float] = []
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "fetch.queue.backoff.ms": 10,
+            "enable.auto.commit": False,
+            "max.partition.fetch.bytes": 4 * MIB,
+            "fetch.max.bytes": 64 * MIB,
+        }
+    )
+    consumer.subscribe([topic], on_assign=lambda c, ps: assigned_at.append(time.perf_counter()))
+    seen = 0
+    try:
+        while seen < expected:
+            for message in consumer.consume(10000, timeout=0.5):
+                if message.error() is None:
+                    seen += 1
+        return time.perf_counter() - assigned_at[0]
+    finally:
+        consumer.close()
+
+
+class _Stamp(ConsumerRebalanceListener):
+    def __init__(self) -> None:
+        self.at: float | None = None
+
+    async def on_partitions_revoked(self, revoked: Any) -> None:
+        return None
+
+    async def on_partitions_assigned(self, assigned: Any) -> None:
+        if assigned and self.at is None:
+            self.at = time.perf_counter()
+
+
+def run_aiokafka(bootstrap: str, topic: str, group: str, expected: int) -> float:
+    """Seconds from assignment to the last record with aiokafka's getmany."""
+
+    async def go() -> float:
+        stamp = _Stamp()
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=bootstrap,
+            group_id=group,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            max_partition_fetch_bytes=4 * MIB,
+            fetch_max_bytes=64 * MIB,
+        )
+        consumer.subscribe([topic], listener=stamp)
+        await consumer.start()
+        seen = 0
+        try:
+            while seen < expected:
+                batch = await consumer.getmany(timeout_ms=500)
+                seen += sum(len(records) for records in batch.values())
+            assert stamp.at is not None
+            return time.perf_counter() - stamp.at
+        finally:
+            await consumer.stop()
+
+    return asyncio.run(go())
+
+
+def run_sdk(bootstrap: str, topic: str, group: str, expected: int) -> float:
+    """Seconds from assignment to the last record through AutoscalingConsumer, no-op sink."""
+
+    async def go() -> float:
+        seen = 0
+        done = asyncio.Event()
+
+        def write(_topic: str, records: Sequence[Record]) -> None:
+            nonlocal seen
+            seen += len(records)
+            if seen >= expected:
+                done.set()
+
+        config = ConsumerConfig(
+            bootstrap_servers=bootstrap,
+            group=group,
+            topics=(topic,),
+            capacity=1.0,
+            member_identity="bench-0",
+            wait_time_secs=0.25,
+            batch_bytes=16 * MIB,
+        )
+        consumer = AutoscalingConsumer(config, CallbackSink(write))
+        await consumer.start()
+        runner = asyncio.create_task(consumer.run_async())
+        while not consumer.assigned:
+            await asyncio.sleep(0.005)
+        started = time.perf_counter()
+        await done.wait()
+        elapsed = time.perf_counter() - started
+        consumer.request_stop()
+        await runner
+        return elapsed
+
+    return asyncio.run(go())
+
+
+CLIENTS: dict[str, Callable[[str, str, str, int], float]] = {
+    "confluent-kafka": run_confluent,
+    "aiokafka": run_aiokafka,
+    "sdk (no-op sink)": run_sdk,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run and write ``results/consume_throughput.{md,json}``."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--mib", type=int, default=128, help="MiB per value size (<= 160)")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--no-write", action="store_true")
+    args = parser.parse_args(argv)
+    rows: list[dict[str, Any]] = []
+    with EmbeddedKafkaProcess(brokers=3) as broker:
+        for value_size in (200, 1024):
+            topic = f"throughput-{value_size}"
+            broker.create_topic(topic, PARTITIONS, 1)
+            count = fill(broker.bootstrap_servers, topic, value_size, args.mib)
+            timings: dict[str, list[float]] = {name: [] for name in CLIENTS}
+            for round_ in range(args.rounds):
+                for name, client in CLIENTS.items():  # alternating: noise hits all alike
+                    group = f"{name}-{value_size}-{round_}".replace(" ", "")
+                    timings[name].append(client(broker.bootstrap_servers, topic, group, count))
+                    print(f"{value_size} B {name}: {timings[name][-1]:.2f} s", flush=True)
+            for name, seconds in timings.items():
+                median = statistics.median(seconds)
+                rows.append(
+                    {
+                        "value_bytes": value_size,
+                        "client": name,
+                        "records": count,
+                        "median_s": median,
+                        "mb_per_s": count * value_size / MIB / median,
+                        "records_per_s": count / median,
+                        "runs_s": seconds,
+                    }
+                )
+    lines = [
+        "# Consume throughput on the embedded broker (one consumer, 32 partitions)",
+        "",
+        machine_line(),
+        f"{args.mib} MiB per value size, median of {args.rounds} alternating rounds; time from "
+        "partition assignment to the last record. SDK: 16 MiB batches, 0.25 s wait (the "
+        "last partial batch waits it out), no-op sink, commit after every batch.",
+        "",
+        "| value | client | records | MiB/s | records/s |",
+        "|---:|---|---:|---:|---:|",
+    ]
+    for row in rows:
+        lines.append(
+            f"| {row['value_bytes']} B | {row['client']} | {row['records']} | "
+            f"{row['mb_per_s']:.1f} | {row['records_per_s']:,.0f} |"
+        )
+    table = "\n".join(lines)
+    print(table)
+    if not args.no_write:
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        (RESULTS / "consume_throughput.md").write_text(table + "\n")
+        (RESULTS / "consume_throughput.json").write_text(
+            json.dumps({"machine": machine_info(), "args": vars(args), "rows": rows}, indent=1)
+            + "\n"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
