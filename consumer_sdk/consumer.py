@@ -101,6 +101,31 @@ class AutoscalingConsumer:
         await self._start_client()
 
     async def _start_client(self) -> None:
+        """Create the client and join; if joining fails (e.g. SyncGroup refused), start
+        over with backoff instead of dying, until a stop is requested."""
+        delays = iter(RetryPolicy(first_delay_s=0.5, max_delay_s=10.0).delays())
+        while True:
+            consumer = self._new_client()
+            self._consumer = consumer  # before start(): the join may call back at once
+            try:
+                await consumer.start()  # returns once the first assignment arrived
+                return
+            except KafkaError as exc:
+                metrics.POLL_ERRORS.labels(self.config.group, type(exc).__name__).inc()
+                await consumer.stop()
+                self._consumer = None
+                if self._stopping.is_set():
+                    raise
+                delay = next(delays)
+                log.warning(
+                    "joining group %s failed (%r); retrying in %.1f s",
+                    self.config.group,
+                    exc,
+                    delay,
+                )
+                await asyncio.sleep(delay)
+
+    def _new_client(self) -> AIOKafkaConsumer:
         config = self.config
         assignor = build_assignor(
             self.state,
@@ -123,8 +148,7 @@ class AutoscalingConsumer:
             **config.client_options(),
         )
         consumer.subscribe(list(config.topics), listener=_Listener(self))
-        self._consumer = consumer  # before start(): the join may call back at once
-        await consumer.start()
+        return consumer
 
     def request_stop(self) -> None:
         """Ask the loop to flush, commit and leave (safe from a signal handler)."""
@@ -178,8 +202,10 @@ class AutoscalingConsumer:
             try:
                 batch = await consumer.getmany(timeout_ms=min(POLL_SLICE_MS, remaining_ms))
             except KafkaError as exc:
-                # The client recovers by itself from retriable errors; log and keep polling.
-                log.warning("fetch failed: %r", exc)
+                # aiokafka hands group errors (e.g. a failed SyncGroup) to the caller once and
+                # keeps its coordination loop running: polling again is the rejoin retry.
+                metrics.POLL_ERRORS.labels(self.config.group, type(exc).__name__).inc()
+                log.warning("poll failed, retrying (group rejoins by itself): %r", exc)
                 await asyncio.sleep(0.5)
                 continue
             for ktp, messages in batch.items():

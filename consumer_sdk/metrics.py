@@ -39,3 +39,8 @@ ASSIGNOR_FALLBACKS = Counter(
 SNAPSHOTS_IGNORED = Counter(
     "autoscaler_snapshots_ignored_total", "Speed snapshots ignored", ["group", "reason"]
 )
+POLL_ERRORS = Counter(
+    "autoscaler_consumer_poll_errors_total",
+    "Errors raised while polling (retried)",
+    ["group", "error"],
+)

@@ -19,6 +19,7 @@ from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import TopicPartition as KafkaTopicPartition
 
 from assignor.group_plan import SpeedView
+from consumer_sdk import metrics
 from consumer_sdk.snapshot import Snapshot, SnapshotError, decode
 
 log = logging.getLogger(__name__)
@@ -67,10 +68,12 @@ class SnapshotCache:
             snapshot = decode(value or b"")
         except SnapshotError as exc:
             self.counters.malformed += 1
+            metrics.SNAPSHOTS_IGNORED.labels(self.group, "malformed").inc()
             log.warning("ignoring malformed speed snapshot on %s: %s", self.topic, exc)
             return
         if snapshot.group != self.group:
             self.counters.other_group += 1
+            metrics.SNAPSHOTS_IGNORED.labels(self.group, "other_group").inc()
             return
         latest = self.latest
         if latest is not None and (snapshot.timestamp, snapshot.sequence) <= (
@@ -78,6 +81,7 @@ class SnapshotCache:
             latest.sequence,
         ):
             self.counters.out_of_order += 1
+            metrics.SNAPSHOTS_IGNORED.labels(self.group, "out_of_order").inc()
             return
         self.latest = snapshot
         self.counters.accepted += 1
@@ -89,6 +93,7 @@ class SnapshotCache:
             return None
         if not snapshot.is_fresh(self._clock(), self.max_age_s):
             self.counters.stale_views += 1
+            metrics.SNAPSHOTS_IGNORED.labels(self.group, "stale").inc()
             log.warning(
                 "latest speed snapshot is %.0f s old (max %.0f s): not used",
                 snapshot.age(self._clock()),

@@ -78,7 +78,7 @@ class ThreadedMember:
             self._ready.set()
 
     def stop(self) -> None:
-        if self._loop is not None and self.consumer is not None:
+        if self._thread.is_alive() and self._loop is not None and self.consumer is not None:
             self._loop.call_soon_threadsafe(self.consumer.request_stop)
         self._thread.join(30)
         assert not self._thread.is_alive(), "member did not stop"

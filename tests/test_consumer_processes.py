@@ -13,6 +13,7 @@ from pathlib import Path
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
+from consumer_sdk.clusters import ClusterKind, KafkaCluster
 from tests.kafka_helpers import produce_tracked
 from tests.sdk_helpers import wait_until
 
@@ -39,7 +40,10 @@ def read_rows(path: Path) -> Counter[tuple[int, int]]:
 
 
 def test_killed_member_partitions_move_and_nothing_is_lost(
-    kafka: str, topic_factory: Callable[..., str], tmp_path: Path
+    kafka: str,
+    kafka_cluster_handle: KafkaCluster,
+    topic_factory: Callable[..., str],
+    tmp_path: Path,
 ) -> None:
     topic = topic_factory(6)
     group = f"g-{topic}"
@@ -74,8 +78,11 @@ def test_killed_member_partitions_move_and_nothing_is_lost(
     assert produced <= set().union(*rows)  # nothing lost
     total = sum(rows, Counter())
     duplicated = {key for key, n in total.items() if n > 1}
-    # Duplicates only for what the killed member wrote but had not committed.
-    assert duplicated <= set(rows[1])
+    if kafka_cluster_handle.kind is not ClusterKind.EMBEDDED:
+        # Duplicates only for what the killed member wrote but had not committed. The
+        # embedded broker rejects OffsetCommit during a rejoin (DESIGN.md section 6), so
+        # there the survivors' last batch before the eager rebalance comes back too.
+        assert duplicated <= set(rows[1])
 
 
 def test_sigterm_flushes_commits_and_exits(

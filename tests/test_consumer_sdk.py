@@ -11,6 +11,7 @@ import pytest
 from assignor import TopicPartition
 from assignor.group_plan import GroupPlan
 from assignor.plugin import MemberState, PluginStats, build_assignor
+from consumer_sdk.clusters import KafkaCluster
 from consumer_sdk.consumer import RetryPolicy
 from consumer_sdk.sink import CallbackSink, Record
 from consumer_sdk.snapshot import PartitionStat, Snapshot
@@ -212,3 +213,52 @@ def test_sink_must_implement_the_protocol(kafka: str, identity: str) -> None:
 
     with pytest.raises(TypeError, match="sink must implement"):
         AutoscalingConsumer(member_config(kafka, "g", ["t"], identity), object())  # type: ignore[arg-type]
+
+
+def test_members_with_different_heuristics_agree_on_the_majority(
+    kafka: str, topic_factory: Callable[..., str]
+) -> None:
+    topic = topic_factory(6)
+    speeds_topic = topic_factory(1, prefix="speeds")
+    group = f"g-{topic}"
+    publish_snapshot(kafka, speeds_topic, snapshot_for(group, topic))
+    members = [
+        ThreadedMember(
+            member_config(
+                kafka, group, [topic], f"sink-{i}", heuristic=heuristic, snapshot_topic=speeds_topic
+            ),
+            CallbackSink(SeenRecords().write),
+        ).start()
+        for i, heuristic in enumerate(["mbf", "repair", "mbf"])
+    ]
+    try:
+        assert wait_until(lambda: group_settled(members, 6))
+        plans = leaders_plans(members)
+    finally:
+        for member in members:
+            member.stop()
+    full_plans = [p for p in plans if len(p.assignment) == 3]
+    assert full_plans and all(p.heuristic == "mbf" for p in full_plans)
+
+
+def test_a_failed_sync_group_is_retried(
+    kafka_cluster_handle: KafkaCluster, topic_factory: Callable[..., str]
+) -> None:
+    broker = kafka_cluster_handle.embedded
+    if broker is None:
+        pytest.skip("error injection needs the embedded broker")
+    topic = topic_factory(4)
+    seen = SeenRecords()
+    sync_group, invalid_request = 14, 42
+    broker.push_request_errors(sync_group, [invalid_request, invalid_request])
+    members = start_members(
+        kafka_cluster_handle.bootstrap_servers, f"g-{topic}", [topic], 2, seen.write
+    )
+    try:
+        assert wait_until(lambda: group_settled(members, 4))
+        produced = produce_numbered(kafka_cluster_handle.bootstrap_servers, topic, 400, 4)
+        assert wait_until(lambda: seen.total() == len(produced))
+    finally:
+        for member in members:
+            member.stop()
+    assert seen.duplicates() == 0
