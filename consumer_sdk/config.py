@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -19,6 +20,7 @@ from consumer_sdk.snapshot import UNITS, speeds_topic
 ENV_PREFIX = "AUTOSCALER_"
 MIB = 1024 * 1024
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI", "OAUTHBEARER")
 
 
@@ -60,11 +62,18 @@ class ConsumerConfig:
     sasl_plain_username: str | None = None
     sasl_plain_password: str | None = None
     ssl_cafile: str | None = None
+    metrics_port: int | None = None
 
     def __post_init__(self) -> None:
         self._check()
         if not self.snapshot_topic:
             object.__setattr__(self, "snapshot_topic", speeds_topic(self.group))
+        if not _TOPIC_NAME.fullmatch(self.snapshot_topic):
+            self._fail(
+                "snapshot_topic",
+                "a topic name of 1-249 characters from [a-zA-Z0-9._-] (the default, "
+                "<group>.autoscaler.speeds, is invalid when the group id has other characters)",
+            )
 
     def _fail(self, name: str, accepted: str) -> None:
         raise ConfigError(
@@ -115,6 +124,8 @@ class ConsumerConfig:
             self._fail("sasl_mechanism", f"one of {', '.join(SASL_MECHANISMS)}")
         if self.security_protocol.startswith("SASL") and self.sasl_mechanism is None:
             self._fail("sasl_mechanism", "set when security_protocol is SASL_*")
+        if self.metrics_port is not None and not 1 <= self.metrics_port <= 65535:
+            self._fail("metrics_port", "a TCP port in [1, 65535], or unset for no endpoint")
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> ConsumerConfig:

@@ -96,7 +96,9 @@ class AutoscalingConsumer:
 
     # lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
-        """Read the latest speed snapshot, then join the group."""
+        """Serve metrics if configured, read the latest speed snapshot, join the group."""
+        if self.config.metrics_port is not None:
+            metrics.serve(self.config.metrics_port)
         await self.snapshots.start()
         await self._start_client()
 

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Gauge
+import threading
+
+from prometheus_client import Counter, Gauge, start_http_server
+
+_served: set[int] = set()
+_serve_lock = threading.Lock()
 
 RECORDS = Counter(
     "autoscaler_consumer_records_total",
@@ -44,3 +49,11 @@ POLL_ERRORS = Counter(
     "Errors raised while polling (retried)",
     ["group", "error"],
 )
+
+
+def serve(port: int) -> None:
+    """Serve ``/metrics`` on ``port`` (once per process and port)."""
+    with _serve_lock:
+        if port not in _served:
+            start_http_server(port)
+            _served.add(port)

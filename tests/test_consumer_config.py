@@ -66,6 +66,9 @@ def test_environment_fills_what_arguments_leave_out() -> None:
         ({"security_protocol": "SASL_SSL"}, r"sasl_mechanism .* set when security_protocol"),
         ({"sasl_mechanism": "MD5"}, r"sasl_mechanism .* must be one of PLAIN"),
         ({"leader_delay_secs": 9}, r"leader_delay_secs .* must be in \[0, 5\]"),
+        ({"group": "sink (eu)"}, r"snapshot_topic .* invalid when the group id has other"),
+        ({"snapshot_topic": "a/b"}, r"snapshot_topic \(AUTOSCALER_SNAPSHOT_TOPIC\) must be"),
+        ({"metrics_port": 70000}, r"metrics_port .* must be a TCP port in \[1, 65535\]"),
     ],
 )
 def test_bad_values_name_the_field_and_range(changes: dict[str, Any], message: str) -> None:

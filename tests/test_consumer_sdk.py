@@ -262,3 +262,46 @@ def test_a_failed_sync_group_is_retried(
         for member in members:
             member.stop()
     assert seen.duplicates() == 0
+
+
+def test_consumed_records_and_bytes_are_metrics(
+    kafka: str, topic_factory: Callable[..., str]
+) -> None:
+    import socket
+    import urllib.request
+
+    from prometheus_client import REGISTRY
+
+    topic = topic_factory(2)
+    group = f"g-{topic}"
+    with socket.socket() as probe:  # a free port for this member's /metrics
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    seen = SeenRecords()
+    member = ThreadedMember(
+        member_config(kafka, group, [topic], "sink-0", metrics_port=port), CallbackSink(seen.write)
+    ).start()
+    try:
+        produce_numbered(kafka, topic, 100, 2)
+        assert wait_until(lambda: seen.total() == 100)
+        page = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read()
+    finally:
+        member.stop()
+    records = [
+        REGISTRY.get_sample_value(
+            "autoscaler_consumer_records_total",
+            {"group": group, "topic": topic, "partition": str(p)},
+        )
+        for p in (0, 1)
+    ]
+    assert records == [50.0, 50.0]
+    value_bytes = 64 + len("99")  # kafka_helpers values are 64 B, keys "0".."99"
+    total_bytes = sum(
+        REGISTRY.get_sample_value(
+            "autoscaler_consumer_bytes_total", {"group": group, "topic": topic, "partition": str(p)}
+        )
+        or 0
+        for p in (0, 1)
+    )
+    assert 100 * 64 < total_bytes <= 100 * value_bytes
+    assert f'autoscaler_consumer_records_total{{group="{group}"'.encode() in page
