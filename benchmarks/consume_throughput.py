@@ -11,23 +11,22 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
+import re
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
 from confluent_kafka import Consumer, Producer
 
-from benchmarks.machine import machine_info, machine_line
+from benchmarks.machine import machine_line
+from benchmarks.report import publish
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.consumer import AutoscalingConsumer
 from consumer_sdk.embedded_process import EmbeddedKafkaProcess
 from consumer_sdk.sink import CallbackSink, Record
 
-RESULTS = Path(__file__).parent / "results"
 PARTITIONS = 32
 MIB = 1024 * 1024
 
@@ -182,7 +181,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             timings: dict[str, list[float]] = {name: [] for name in CLIENTS}
             for round_ in range(args.rounds):
                 for name, client in CLIENTS.items():  # alternating: noise hits all alike
-                    group = f"{name}-{value_size}-{round_}".replace(" ", "")
+                    group = re.sub(r"[^a-zA-Z0-9._-]", "", f"{name}-{value_size}-{round_}")
                     timings[name].append(client(broker.bootstrap_servers, topic, group, count))
                     print(f"{value_size} B {name}: {timings[name][-1]:.2f} s", flush=True)
             for name, seconds in timings.items():
@@ -214,15 +213,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"| {row['value_bytes']} B | {row['client']} | {row['records']} | "
             f"{row['mb_per_s']:.1f} | {row['records_per_s']:,.0f} |"
         )
-    table = "\n".join(lines)
-    print(table)
-    if not args.no_write:
-        RESULTS.mkdir(parents=True, exist_ok=True)
-        (RESULTS / "consume_throughput.md").write_text(table + "\n")
-        (RESULTS / "consume_throughput.json").write_text(
-            json.dumps({"machine": machine_info(), "args": vars(args), "rows": rows}, indent=1)
-            + "\n"
-        )
+    publish(
+        "consume_throughput",
+        "\n".join(lines),
+        {"args": vars(args), "rows": rows},
+        write=not args.no_write,
+    )
     return 0
 
 

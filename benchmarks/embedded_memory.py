@@ -8,16 +8,15 @@ retention (5 MiB) to show where growth stops. ``python -m benchmarks.embedded_me
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Sequence
 from pathlib import Path
 
 from confluent_kafka import Producer
 
-from benchmarks.machine import machine_info, machine_line
+from benchmarks.machine import machine_line
+from benchmarks.report import publish
 from consumer_sdk.embedded_process import EmbeddedKafkaProcess
 
-RESULTS = Path(__file__).parent / "results"
 MIB = 1024 * 1024
 
 
@@ -81,15 +80,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"| {row['produced_mib']} | {row['produced_mib'] / args.partitions:.1f} | "
             f"{row['rss_mib']:.1f} |"
         )
-    table = "\n".join(lines)
-    print(table)
-    if not args.no_write:
-        RESULTS.mkdir(parents=True, exist_ok=True)
-        (RESULTS / "embedded_memory.md").write_text(table + "\n")
-        (RESULTS / "embedded_memory.json").write_text(
-            json.dumps({"machine": machine_info(), "args": vars(args), "rows": rows}, indent=1)
-            + "\n"
-        )
+    publish(
+        "embedded_memory",
+        "\n".join(lines),
+        {"args": vars(args), "rows": rows},
+        write=not args.no_write,
+    )
     return 0
 
 

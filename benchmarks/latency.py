@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import random
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 from assignor import (
@@ -27,9 +25,9 @@ from assignor import (
     get_heuristic,
     rscore,
 )
-from benchmarks.machine import machine_info, machine_line
+from benchmarks.machine import machine_line
+from benchmarks.report import publish
 
-RESULTS = Path(__file__).parent / "results"
 CAPACITY = 100.0
 
 
@@ -176,23 +174,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"Default heuristic ({DEFAULT_HEURISTIC}) is {speedup:.0f}x faster than "
         "aiokafka's StickyPartitionAssignor on the same input.",
     ]
-    table = "\n".join(lines)
-    print(table)
-    if not args.no_write:
-        RESULTS.mkdir(parents=True, exist_ok=True)
-        (RESULTS / "latency.md").write_text(table + "\n")
-        (RESULTS / "latency.json").write_text(
-            json.dumps(
-                {
-                    "machine": machine_info(),
-                    "args": vars(args),
-                    "rows": rows,
-                    "speedup_vs_aiokafka_sticky": speedup,
-                },
-                indent=1,
-            )
-            + "\n"
-        )
+    publish(
+        "latency",
+        "\n".join(lines),
+        {"args": vars(args), "rows": rows, "speedup_vs_aiokafka_sticky": speedup},
+        write=not args.no_write,
+    )
     return 0
 
 

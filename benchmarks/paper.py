@@ -26,10 +26,10 @@ from assignor import (
     rscore,
 )
 from assignor.types import Assignment
-from benchmarks.machine import machine_info, machine_line
+from benchmarks.machine import machine_line
+from benchmarks.report import RESULTS, publish
 from benchmarks.streams import Measurement, paper_stream
 
-RESULTS = Path(__file__).parent / "results"
 CAPACITY = 100.0
 DELTAS = (0, 5, 10, 15, 20, 25)
 HEADROOMS = (0.02, 0.05, 0.1, 0.15, 0.2)
@@ -216,24 +216,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"# Paper reproduction: P = {args.partitions}, N = {args.measurements}, "
         f"C = {CAPACITY:g}, seed {args.seed}\n\n{machine_line()}"
     )
-    table = markdown(rows, header)
-    print(table)
+    data = {
+        "partitions": args.partitions,
+        "measurements": args.measurements,
+        "seed": args.seed,
+        "rows": [asdict(r) for r in rows],
+    }
+    publish("paper", markdown(rows, header), data, write=not args.quick)
     if not args.quick:
-        RESULTS.mkdir(parents=True, exist_ok=True)
-        (RESULTS / "paper.md").write_text(table + "\n")
-        (RESULTS / "paper.json").write_text(
-            json.dumps(
-                {
-                    "machine": machine_info(),
-                    "partitions": args.partitions,
-                    "measurements": args.measurements,
-                    "seed": args.seed,
-                    "rows": [asdict(r) for r in rows],
-                },
-                indent=1,
-            )
-            + "\n"
-        )
         plot(rows, RESULTS)
     return 0
 

@@ -19,9 +19,11 @@ import os
 import signal
 import sys
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
+from typing import Self
 
 RD_KAFKA_PRODUCER = 0
 _ERRSTR_SIZE = 512
@@ -81,7 +83,41 @@ def _load_library() -> ctypes.CDLL:
     return lib
 
 
-class EmbeddedKafka:
+class BrokerHandle(ABC):
+    """What both broker handles share: start/stop as a context manager, and the bootstrap
+    string once started. Subclasses implement :meth:`start` and :meth:`stop` and set
+    ``_bootstrap``."""
+
+    _bootstrap: str | None = None
+
+    @abstractmethod
+    def start(self) -> Self:
+        """Start the cluster; idempotent. Returns self."""
+
+    @abstractmethod
+    def stop(self) -> None:
+        """Stop the cluster."""
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """Comma-separated ``host:port`` list of the brokers (ports are random per start)."""
+        if self._bootstrap is None:
+            raise EmbeddedKafkaError("the embedded broker is not started: call start() first")
+        return self._bootstrap
+
+
+class EmbeddedKafka(BrokerHandle):
     """A Kafka-protocol cluster in this process, reachable over TCP on 127.0.0.1.
 
     Use as a context manager, or call :meth:`start` and :meth:`stop`. Broker ids run from
@@ -101,10 +137,10 @@ class EmbeddedKafka:
         self._lib: ctypes.CDLL | None = None
         self._rk: int | None = None
         self._cluster: int | None = None
-        self._bootstrap: str | None = None
+        self._bootstrap = None
 
     # lifecycle -------------------------------------------------------------------------
-    def start(self) -> EmbeddedKafka:
+    def start(self) -> Self:
         """Start the cluster; idempotent. Returns self."""
         if self._cluster is not None:
             return self
@@ -143,25 +179,7 @@ class EmbeddedKafka:
         """Whether the cluster is started."""
         return self._cluster is not None
 
-    def __enter__(self) -> EmbeddedKafka:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()
-
     # accessors -------------------------------------------------------------------------
-    @property
-    def bootstrap_servers(self) -> str:
-        """Comma-separated ``host:port`` list of the brokers (ports are random per start)."""
-        if self._bootstrap is None:
-            raise EmbeddedKafkaError("the embedded broker is not started: call start() first")
-        return self._bootstrap
-
     def _checked(self) -> tuple[ctypes.CDLL, int]:
         if self._lib is None or self._cluster is None:
             raise EmbeddedKafkaError("the embedded broker is not started: call start() first")

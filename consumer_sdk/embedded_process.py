@@ -11,14 +11,14 @@ import subprocess
 import sys
 import threading
 from collections.abc import Sequence
-from types import TracebackType
+from typing import Self
 
-from consumer_sdk.embedded import EmbeddedKafkaError
+from consumer_sdk.embedded import BrokerHandle, EmbeddedKafkaError
 
 _START_TIMEOUT_S = 30.0
 
 
-class EmbeddedKafkaProcess:
+class EmbeddedKafkaProcess(BrokerHandle):
     """An embedded broker in a child process (``python -m consumer_sdk.embedded --control``)."""
 
     def __init__(self, brokers: int = 3) -> None:
@@ -26,10 +26,10 @@ class EmbeddedKafkaProcess:
             raise ValueError(f"brokers must be an integer in [1, 64], got {brokers!r}")
         self.brokers = brokers
         self._process: subprocess.Popen[str] | None = None
-        self._bootstrap: str | None = None
+        self._bootstrap = None
         self._lock = threading.Lock()
 
-    def start(self) -> EmbeddedKafkaProcess:
+    def start(self) -> Self:
         """Start the child and wait for its bootstrap string; idempotent."""
         if self._process is not None:
             return self
@@ -67,24 +67,6 @@ class EmbeddedKafkaProcess:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-
-    def __enter__(self) -> EmbeddedKafkaProcess:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-    @property
-    def bootstrap_servers(self) -> str:
-        """Bootstrap string of the child's brokers."""
-        if self._bootstrap is None:
-            raise EmbeddedKafkaError("the embedded broker is not started: call start() first")
-        return self._bootstrap
 
     @property
     def pid(self) -> int:

@@ -42,6 +42,17 @@ def snapshot_for(group: str, topic: str, timestamp: float | None = None) -> Snap
     )
 
 
+def group_with_snapshot(
+    kafka: str, topic_factory: Callable[..., str], timestamp: float | None = None
+) -> tuple[str, str, str]:
+    """A 6-partition topic, its group, and a speeds topic holding one snapshot of SPEEDS."""
+    topic = topic_factory(6)
+    speeds_topic = topic_factory(1, prefix="speeds")
+    group = f"g-{topic}"
+    publish_snapshot(kafka, speeds_topic, snapshot_for(group, topic, timestamp))
+    return topic, group, speeds_topic
+
+
 def leaders_plans(members: Sequence[ThreadedMember]) -> list[GroupPlan]:
     return [
         m.consumer.plugin_stats.last_plan
@@ -73,10 +84,7 @@ def test_three_members_hand_every_record_to_the_sink_once(
 def test_assignment_follows_the_heuristic_with_a_fresh_snapshot(
     kafka: str, topic_factory: Callable[..., str]
 ) -> None:
-    topic = topic_factory(6)
-    speeds_topic = topic_factory(1, prefix="speeds")
-    group = f"g-{topic}"
-    publish_snapshot(kafka, speeds_topic, snapshot_for(group, topic))
+    topic, group, speeds_topic = group_with_snapshot(kafka, topic_factory)
     members = start_members(
         kafka, group, [topic], 3, SeenRecords().write, snapshot_topic=speeds_topic, capacity=10.0
     )
@@ -98,10 +106,7 @@ def test_assignment_follows_the_heuristic_with_a_fresh_snapshot(
 
 
 def test_stale_snapshot_falls_back_to_sticky(kafka: str, topic_factory: Callable[..., str]) -> None:
-    topic = topic_factory(6)
-    speeds_topic = topic_factory(1, prefix="speeds")
-    group = f"g-{topic}"
-    publish_snapshot(kafka, speeds_topic, snapshot_for(group, topic, time.time() - 3600))
+    topic, group, speeds_topic = group_with_snapshot(kafka, topic_factory, time.time() - 3600)
     publish_snapshot(kafka, speeds_topic, b"{not json")  # malformed, after it
     members = start_members(
         kafka, group, [topic], 3, SeenRecords().write, snapshot_topic=speeds_topic
@@ -218,10 +223,7 @@ def test_sink_must_implement_the_protocol(kafka: str, identity: str) -> None:
 def test_members_with_different_heuristics_agree_on_the_majority(
     kafka: str, topic_factory: Callable[..., str]
 ) -> None:
-    topic = topic_factory(6)
-    speeds_topic = topic_factory(1, prefix="speeds")
-    group = f"g-{topic}"
-    publish_snapshot(kafka, speeds_topic, snapshot_for(group, topic))
+    topic, group, speeds_topic = group_with_snapshot(kafka, topic_factory)
     members = [
         ThreadedMember(
             member_config(
