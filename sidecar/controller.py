@@ -1,0 +1,208 @@
+"""The replica controller: a pure state machine (synchronise -> watch -> plan -> scale).
+
+No I/O and no clock of its own: every :meth:`Controller.step` gets an observation stamped
+with the time it was measured, and the controller reads "now" from an injected clock.
+
+* synchronise: until the scaler reports the actual replica count, nothing is decided;
+* watch: no data, or data older than ``max_data_age_s``, means hold (never act on stale data);
+* plan: the chosen heuristic packs the partitions (members=None, starting from its last
+  plan, so the plan stays sticky) on *effective* speeds ``s + lag / drain_seconds``, so a
+  backlog raises the count until it can be paid off within ``drain_seconds``;
+* scale: clamp to [min_replicas, min(max_replicas, partitions)] (the partition count wins
+  over min_replicas: extra members would sit idle); scale up at once; scale down only after
+  ``scale_down_window_s`` of lower demand, and then to the highest demand of that window;
+  a group with no traffic and no backlog needs no consumer (``min_replicas=0`` scales to 0).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from assignor import DEFAULT_HEURISTIC, Assignment, TopicPartition, bins_used, get_heuristic
+from assignor import rscore as plan_rscore
+
+
+class Phase(StrEnum):
+    """Where the controller is."""
+
+    SYNCHRONISE = "synchronise"
+    WATCH = "watch"
+    PLAN = "plan"
+    SCALE = "scale"
+
+
+class Action(StrEnum):
+    """What a decision asks the scaler to do."""
+
+    WAIT = "wait"  # not synchronised with the scaler yet
+    HOLD = "hold"
+    SCALE_UP = "scale_up"
+    SCALE_DOWN = "scale_down"
+
+
+@dataclass(frozen=True)
+class ControllerConfig:
+    """Knobs of the controller; validated with messages naming the flag."""
+
+    capacity: float
+    heuristic: str = DEFAULT_HEURISTIC
+    min_replicas: int = 1
+    max_replicas: int = 100
+    scale_down_window_s: float = 120.0
+    drain_seconds: float = 300.0
+    max_data_age_s: float = 10.0
+
+    def __post_init__(self) -> None:
+        get_heuristic(self.heuristic)  # ValueError listing the valid names
+
+        def fail(flag: str, accepted: str, value: object) -> None:
+            raise ValueError(f"{flag} must be {accepted}, got {value!r}")
+
+        if not (_finite(self.capacity) and self.capacity > 0):
+            fail("--capacity", "a finite number > 0", self.capacity)
+        if not (_int(self.min_replicas) and self.min_replicas >= 0):
+            fail("--min-replicas", "an integer >= 0", self.min_replicas)
+        if not (_int(self.max_replicas) and self.max_replicas >= max(1, self.min_replicas)):
+            fail("--max-replicas", "an integer >= max(1, --min-replicas)", self.max_replicas)
+        if not (_finite(self.scale_down_window_s) and self.scale_down_window_s >= 0):
+            fail("--scale-down-window", "a number of seconds >= 0", self.scale_down_window_s)
+        if not (_finite(self.drain_seconds) and self.drain_seconds > 0):
+            fail("--drain-seconds", "a number of seconds > 0", self.drain_seconds)
+        if not (_finite(self.max_data_age_s) and self.max_data_age_s > 0):
+            fail("--max-data-age", "a number of seconds > 0", self.max_data_age_s)
+
+
+def _finite(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What the monitor measured, and when (on the controller's clock)."""
+
+    at: float
+    speeds: Mapping[TopicPartition, float]
+    lags: Mapping[TopicPartition, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One step's outcome; every decision carries its reason and planned Rscore."""
+
+    at: float
+    action: Action
+    current: int
+    desired: int
+    demand: int | None
+    reason: str
+    planned_rscore: float = 0.0
+
+
+class Controller:
+    """See the module docstring."""
+
+    def __init__(self, config: ControllerConfig, clock: Callable[[], float]) -> None:
+        self.config = config
+        self.clock = clock
+        self.phase = Phase.SYNCHRONISE
+        self.replicas: int | None = None
+        self.plan: Assignment = {}
+        self._lower_since: float | None = None
+        self._window_peak = 0
+
+    def synchronise(self, actual_replicas: int) -> None:
+        """Adopt the replica count the scaler reports (at start, after a failed scale)."""
+        if not _int(actual_replicas) or actual_replicas < 0:
+            raise ValueError(f"actual_replicas must be an integer >= 0, got {actual_replicas!r}")
+        self.replicas = actual_replicas
+        self._lower_since = None
+        self.phase = Phase.WATCH
+
+    def step(self, observation: Observation | None) -> Decision:
+        """Decide from the latest observation (None: nothing measured yet)."""
+        now = self.clock()
+        if self.replicas is None:
+            return Decision(now, Action.WAIT, 0, 0, None, "synchronising with the scaler")
+        current = self.replicas
+        self.phase = Phase.WATCH
+        if observation is None or not observation.speeds:
+            return Decision(now, Action.HOLD, current, current, None, "no speeds measured yet")
+        age = now - observation.at
+        if age > self.config.max_data_age_s:
+            return Decision(
+                now,
+                Action.HOLD,
+                current,
+                current,
+                None,
+                f"data is {age:.0f} s old (max {self.config.max_data_age_s:.0f} s)",
+            )
+        self.phase = Phase.PLAN
+        plan, demand, backlog = self._plan(observation)
+        planned = plan_rscore(self.plan, plan, observation.speeds, self.config.capacity)
+        self.plan = plan
+        ceiling = max(1, min(self.config.max_replicas, len(observation.speeds)))
+        target = min(ceiling, max(self.config.min_replicas, demand))
+        self.phase = Phase.SCALE
+        why = f"{demand} consumer(s) needed for the speeds" + (
+            f" plus a backlog of {backlog:.0f} drained in {self.config.drain_seconds:.0f} s"
+            if backlog
+            else ""
+        )
+        if target != demand:
+            why += f", clamped to {target}"
+        if target > current:
+            self._lower_since = None
+            self.replicas = target
+            return Decision(now, Action.SCALE_UP, current, target, demand, why, planned)
+        if target == current:
+            self._lower_since = None
+            return Decision(now, Action.HOLD, current, current, demand, why, planned)
+        if self._lower_since is None:
+            self._lower_since, self._window_peak = now, target
+        self._window_peak = max(self._window_peak, target)
+        waited = now - self._lower_since
+        if waited < self.config.scale_down_window_s:
+            return Decision(
+                now,
+                Action.HOLD,
+                current,
+                current,
+                demand,
+                f"{why}; lower for {waited:.0f} of "
+                f"{self.config.scale_down_window_s:.0f} s before scaling down",
+                planned,
+            )
+        desired = self._window_peak
+        self._lower_since = None
+        self.replicas = desired
+        return Decision(
+            now,
+            Action.SCALE_DOWN,
+            current,
+            desired,
+            demand,
+            f"{why}; lower for {waited:.0f} s, down to the window's peak {desired}",
+            planned,
+        )
+
+    def _plan(self, observation: Observation) -> tuple[Assignment, int, float]:
+        drain = self.config.drain_seconds
+        effective = {
+            tp: speed + observation.lags.get(tp, 0.0) / drain
+            for tp, speed in observation.speeds.items()
+        }
+        backlog = sum(observation.lags.get(tp, 0.0) for tp in observation.speeds)
+        heuristic = get_heuristic(self.config.heuristic)
+        previous = {tp: c for tp, c in self.plan.items() if tp in effective}
+        plan = heuristic.assign(effective, capacity=self.config.capacity, previous=previous)
+        # Nothing written and nothing owed: no consumer is needed (min_replicas decides).
+        demand = bins_used(plan) if any(effective.values()) else 0
+        return plan, demand, backlog

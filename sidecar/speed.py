@@ -1,0 +1,97 @@
+"""Write speed of each partition from its end offsets: the slope over a sliding window.
+
+Pure: feed ``(time, end offset)`` samples, read speeds. The slope is a least-squares fit over
+the window (robust to a late or early sample), reported only once the window spans at least
+``min_span_s``. An end offset that goes backwards (topic re-created, truncated) restarts that
+partition's window instead of reporting a negative speed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from assignor import TopicPartition
+
+
+@dataclass
+class SpeedWindow:
+    """Samples of one partition's end offset over the last ``window_s`` seconds."""
+
+    window_s: float = 30.0
+    min_span_s: float = 3.0
+    samples: deque[tuple[float, int]] = field(default_factory=deque)
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.window_s) and self.window_s > 0):
+            raise ValueError(f"window_s must be a finite number > 0, got {self.window_s!r}")
+        if not (0 < self.min_span_s <= self.window_s):
+            raise ValueError(
+                f"min_span_s must be in (0, window_s={self.window_s}], got {self.min_span_s!r}"
+            )
+
+    def add(self, at: float, end_offset: int) -> None:
+        """Record the end offset seen at time ``at`` (seconds, monotonic)."""
+        if end_offset < 0:
+            raise ValueError(f"end_offset must be >= 0, got {end_offset!r}")
+        if self.samples and at <= self.samples[-1][0]:
+            return  # a sample not newer than the last adds nothing
+        if self.samples and end_offset < self.samples[-1][1]:
+            self.samples.clear()  # offsets went backwards: a new log, a new window
+        self.samples.append((at, end_offset))
+        while self.samples and self.samples[0][0] < at - self.window_s:
+            self.samples.popleft()
+
+    def span(self) -> float:
+        """Seconds between the oldest and newest sample."""
+        return self.samples[-1][0] - self.samples[0][0] if len(self.samples) > 1 else 0.0
+
+    def speed(self) -> float | None:
+        """Records per second (least-squares slope), or None with less than ``min_span_s``."""
+        if self.span() < self.min_span_s:
+            return None
+        n = len(self.samples)
+        mean_t = sum(t for t, _ in self.samples) / n
+        mean_o = sum(o for _, o in self.samples) / n
+        var = sum((t - mean_t) ** 2 for t, _ in self.samples)
+        cov = sum((t - mean_t) * (o - mean_o) for t, o in self.samples)
+        return max(0.0, cov / var)
+
+
+class SpeedTracker:
+    """Speed windows for many partitions; partitions that disappear are forgotten."""
+
+    def __init__(self, window_s: float = 30.0, min_span_s: float = 3.0) -> None:
+        SpeedWindow(window_s, min_span_s)  # validates
+        self.window_s = window_s
+        self.min_span_s = min_span_s
+        self.windows: dict[TopicPartition, SpeedWindow] = {}
+
+    def observe(self, at: float, end_offsets: Mapping[TopicPartition, int]) -> None:
+        """Record one round of end offsets (partitions missing this round are kept)."""
+        for tp, offset in end_offsets.items():
+            window = self.windows.get(tp)
+            if window is None:
+                window = self.windows[tp] = SpeedWindow(self.window_s, self.min_span_s)
+            window.add(at, offset)
+
+    def forget(self, keep: Iterable[TopicPartition]) -> None:
+        """Drop windows of partitions not in ``keep`` (deleted topics)."""
+        kept = set(keep)
+        for tp in [tp for tp in self.windows if tp not in kept]:
+            del self.windows[tp]
+
+    def speeds(self) -> dict[TopicPartition, float]:
+        """Speed of every partition with enough data."""
+        result = {}
+        for tp, window in self.windows.items():
+            speed = window.speed()
+            if speed is not None:
+                result[tp] = speed
+        return result
+
+    def ready(self) -> bool:
+        """Whether every tracked partition has a speed."""
+        return bool(self.windows) and all(w.speed() is not None for w in self.windows.values())

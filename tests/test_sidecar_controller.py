@@ -1,0 +1,140 @@
+"""Controller decisions, table-driven, on a fake clock."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from assignor import TopicPartition
+from sidecar.controller import Action, Controller, ControllerConfig, Observation
+
+CAPACITY = 10.0
+PARTITIONS = 12
+
+
+def speeds(full: int, partitions: int = PARTITIONS) -> dict[TopicPartition, float]:
+    """``full`` partitions at exactly C (one consumer each), the rest idle: demand = full."""
+    return {TopicPartition("t", p): CAPACITY if p < full else 0.0 for p in range(partitions)}
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclass
+class Step:
+    at: float
+    full: int
+    action: Action
+    desired: int
+
+
+def run(steps: list[Step], start: int, **config: float) -> list[str]:
+    clock = FakeClock()
+    controller = Controller(ControllerConfig(capacity=CAPACITY, **config), clock)  # type: ignore[arg-type]
+    controller.synchronise(start)
+    reasons = []
+    for step in steps:
+        clock.now = step.at
+        decision = controller.step(Observation(step.at, speeds(step.full)))
+        assert (decision.action, decision.desired) == (step.action, step.desired), (step, decision)
+        reasons.append(decision.reason)
+    return reasons
+
+
+def test_spike_scales_up_at_once() -> None:
+    run(
+        [Step(0, 2, Action.HOLD, 2), Step(1, 5, Action.SCALE_UP, 5), Step(2, 5, Action.HOLD, 5)],
+        start=2,
+    )
+
+
+def test_drop_scales_down_after_the_window_to_its_peak() -> None:
+    reasons = run(
+        [
+            Step(0, 3, Action.HOLD, 5),
+            Step(60, 3, Action.HOLD, 5),
+            Step(119, 2, Action.HOLD, 5),
+            Step(120, 2, Action.SCALE_DOWN, 3),  # the highest demand seen in the window
+            Step(121, 2, Action.HOLD, 3),
+        ],
+        start=5,
+        scale_down_window_s=120,
+    )
+    assert "before scaling down" in reasons[0] and "window's peak 3" in reasons[3]
+
+
+def test_flapping_demand_never_scales_down() -> None:
+    steps = [Step(30.0 * i, 2 if i % 2 else 3, Action.HOLD, 3) for i in range(12)]
+    run(steps, start=3, scale_down_window_s=120)
+
+
+def test_clamps() -> None:
+    run([Step(0, 6, Action.SCALE_UP, 4)], start=1, max_replicas=4)
+    run([Step(0, 1, Action.SCALE_UP, 3)], start=1, min_replicas=3)
+    run([Step(0, 0, Action.HOLD, 1)], start=1)  # idle group keeps one consumer
+    run([Step(0, 0, Action.SCALE_DOWN, 0)], start=1, min_replicas=0, scale_down_window_s=0)
+
+
+def test_partition_count_caps_min_replicas() -> None:
+    clock = FakeClock()
+    controller = Controller(ControllerConfig(capacity=CAPACITY, min_replicas=5), clock)
+    controller.synchronise(1)
+    decision = controller.step(Observation(0.0, speeds(1, partitions=2)))
+    assert (decision.action, decision.desired) == (Action.SCALE_UP, 2)
+
+
+def test_backlog_raises_the_count_until_drained() -> None:
+    clock = FakeClock()
+    controller = Controller(ControllerConfig(capacity=CAPACITY, drain_seconds=300), clock)
+    controller.synchronise(2)
+    lag = {TopicPartition("t", 5): 3000.0}  # 3000 / 300 s = 10 more records/s: one consumer
+    decision = controller.step(Observation(0.0, speeds(2), lag))
+    assert (decision.action, decision.desired) == (Action.SCALE_UP, 3)
+    assert "backlog of 3000" in decision.reason
+
+
+def test_never_acts_on_stale_or_missing_data() -> None:
+    clock = FakeClock()
+    controller = Controller(ControllerConfig(capacity=CAPACITY, max_data_age_s=10), clock)
+    assert controller.step(None).action is Action.WAIT  # not synchronised yet
+    controller.synchronise(2)
+    assert controller.step(None).action is Action.HOLD
+    clock.now = 100.0
+    stale = controller.step(Observation(89.0, speeds(6)))
+    assert (stale.action, stale.desired) == (Action.HOLD, 2) and "11 s old" in stale.reason
+
+
+def test_plan_rscore_is_reported_and_zero_when_nothing_moves() -> None:
+    clock = FakeClock()
+    controller = Controller(ControllerConfig(capacity=CAPACITY), clock)
+    controller.synchronise(3)
+    observation = Observation(0.0, speeds(3))
+    controller.step(observation)
+    assert controller.step(observation).planned_rscore == 0.0
+    moved = controller.step(Observation(0.0, speeds(2)))
+    assert moved.planned_rscore >= 0.0 and moved.demand == 2
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"capacity": 0}, r"--capacity must be a finite number > 0, got 0"),
+        ({"min_replicas": -1}, r"--min-replicas must be an integer >= 0"),
+        ({"min_replicas": 5, "max_replicas": 3}, r"--max-replicas must be an integer >= max"),
+        ({"scale_down_window_s": -5}, r"--scale-down-window must be a number of seconds >= 0"),
+        ({"drain_seconds": 0}, r"--drain-seconds must be a number of seconds > 0"),
+        ({"heuristic": "nope"}, r"heuristic must be one of"),
+    ],
+)
+def test_bad_config(kwargs: dict[str, object], message: str) -> None:
+    arguments: dict[str, object] = {"capacity": CAPACITY, **kwargs}
+    with pytest.raises(ValueError, match=message):
+        ControllerConfig(**arguments)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="actual_replicas must be an integer >= 0"):
+        Controller(ControllerConfig(capacity=CAPACITY), FakeClock()).synchronise(-1)

@@ -1,0 +1,80 @@
+"""Speed = slope of end offsets over a sliding window, on scripted offsets."""
+
+from __future__ import annotations
+
+import pytest
+
+from assignor import TopicPartition
+from sidecar.speed import SpeedTracker, SpeedWindow
+
+TP = TopicPartition("t", 0)
+
+
+def test_constant_rate_with_jittered_sampling() -> None:
+    window = SpeedWindow(window_s=30, min_span_s=3)
+    for i in range(20):
+        at = i + (0.2 if i % 2 else -0.1)  # samples arrive early and late
+        window.add(at, int(100 * at) + 5_000)
+    assert window.speed() == pytest.approx(100, rel=0.02)
+
+
+def test_no_speed_before_the_minimum_span() -> None:
+    window = SpeedWindow(window_s=30, min_span_s=3)
+    for at in (0.0, 1.0, 2.0):
+        window.add(at, int(at * 10))
+    assert window.speed() is None
+    window.add(3.0, 30)
+    assert window.speed() == pytest.approx(10)
+
+
+def test_window_forgets_old_rate() -> None:
+    window = SpeedWindow(window_s=10, min_span_s=3)
+    offset = 0
+    for at in range(0, 40):
+        offset += 100 if at < 20 else 10
+        window.add(float(at), offset)
+    assert window.speed() == pytest.approx(10)
+
+
+def test_offsets_going_backwards_restart_the_window() -> None:
+    window = SpeedWindow(window_s=30, min_span_s=3)
+    for at in range(10):
+        window.add(float(at), 1000 + at * 50)
+    window.add(10.0, 5)  # topic re-created
+    assert window.speed() is None
+    for at in range(11, 15):
+        window.add(float(at), 5 + (at - 10) * 7)
+    assert window.speed() == pytest.approx(7)
+
+
+def test_idle_partition_has_speed_zero_and_stale_samples_are_ignored() -> None:
+    window = SpeedWindow(window_s=30, min_span_s=3)
+    for at in range(5):
+        window.add(float(at), 42)
+    window.add(2.0, 99)  # older than the last sample: ignored
+    assert window.speed() == 0.0
+
+
+def test_tracker_follows_partitions() -> None:
+    tracker = SpeedTracker(window_s=30, min_span_s=2)
+    other = TopicPartition("t", 1)
+    for at in range(4):
+        tracker.observe(float(at), {TP: at * 10, other: at * 3})
+    assert tracker.ready()
+    assert tracker.speeds() == pytest.approx({TP: 10.0, other: 3.0})
+    tracker.forget([TP])
+    assert set(tracker.speeds()) == {TP}
+
+
+@pytest.mark.parametrize(
+    ("window_s", "min_span_s", "message"),
+    [
+        (0.0, 3.0, r"window_s must be a finite number > 0"),
+        (10.0, 11.0, r"min_span_s must be in \(0, window_s=10.0\]"),
+    ],
+)
+def test_bad_windows(window_s: float, min_span_s: float, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        SpeedWindow(window_s, min_span_s)
+    with pytest.raises(ValueError, match="end_offset must be >= 0"):
+        SpeedWindow().add(1.0, -1)
