@@ -1,0 +1,112 @@
+"""The monitor and publisher against the `kafka` fixture, on a fake clock."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+from assignor import TopicPartition
+from consumer_sdk.snapshot_cache import SnapshotCache
+from sidecar.monitor import Monitor
+from sidecar.publisher import SnapshotPublisher
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def produce_per_partition(kafka: str, topic: str, counts: dict[int, int]) -> None:
+    producer = Producer({"bootstrap.servers": kafka, "linger.ms": 5})
+    for partition, count in counts.items():
+        for _ in range(count):
+            producer.produce(topic, value=b"x" * 50, partition=partition)
+    assert producer.flush(30) == 0
+
+
+def commit(kafka: str, group: str, topic: str, offsets: dict[int, int]) -> None:
+    consumer = Consumer({"bootstrap.servers": kafka, "group.id": group})
+    try:
+        consumer.commit(
+            offsets=[KafkaTopicPartition(topic, p, o) for p, o in offsets.items()],
+            asynchronous=False,
+        )
+    finally:
+        consumer.close()
+
+
+def test_speeds_lags_and_problems(kafka: str, topic_factory: Callable[..., str]) -> None:
+    topic = topic_factory(3)
+    group = f"g-{topic}"
+    rates = {0: 10, 1: 20, 2: 30}  # records per (fake) second
+    clock = FakeClock()
+
+    async def run() -> tuple[dict[TopicPartition, float], dict[TopicPartition, float], list[str]]:
+        monitor = Monitor(
+            kafka, group, [topic, "no-such-topic"], window_s=30, min_span_s=3, clock=clock
+        )
+        await monitor.start()
+        try:
+            for _ in range(5):
+                produce_per_partition(kafka, topic, rates)
+                clock.now += 1.0
+                reading = await monitor.poll()
+            commit(kafka, group, topic, {0: 15, 1: 0, 2: 150})
+            reading = await monitor.poll()
+            return monitor.tracker.speeds(), reading.lags(), reading.problems
+        finally:
+            await monitor.stop()
+
+    speeds, lags, problems = asyncio.run(run())
+    assert speeds == pytest.approx({TopicPartition(topic, p): float(r) for p, r in rates.items()})
+    assert lags == {
+        TopicPartition(topic, 0): 35.0,
+        TopicPartition(topic, 1): 100.0,
+        TopicPartition(topic, 2): 0.0,
+    }
+    assert problems == ["topic no-such-topic not found"]
+
+
+def test_published_snapshot_reaches_the_sdk_cache(
+    kafka: str, topic_factory: Callable[..., str]
+) -> None:
+    topic = topic_factory(2)
+    speeds_topic = topic_factory(1, prefix="speeds")
+    group = f"g-{topic}"
+    clock = FakeClock()
+
+    async def run() -> tuple[dict[TopicPartition, float], dict[TopicPartition, float] | None]:
+        monitor = Monitor(kafka, group, [topic], min_span_s=2, clock=clock)
+        publisher = SnapshotPublisher(kafka, speeds_topic)
+        await monitor.start()
+        await publisher.start()
+        try:
+            for _ in range(3):
+                produce_per_partition(kafka, topic, {0: 5, 1: 50})
+                clock.now += 1.0
+                reading = await monitor.poll()
+            snapshot = monitor.snapshot(reading)
+            await publisher.publish(snapshot)
+        finally:
+            await publisher.stop()
+            await monitor.stop()
+        cache = SnapshotCache(kafka, speeds_topic, group, max_age_s=30)
+        await cache.start()
+        try:
+            view = cache.view()
+        finally:
+            await cache.stop()
+        return dict(snapshot.speeds), dict(view.speeds) if view else None
+
+    measured, cached = asyncio.run(run())
+    assert measured == pytest.approx(
+        {TopicPartition(topic, 0): 5.0, TopicPartition(topic, 1): 50.0}
+    )
+    assert cached == measured
