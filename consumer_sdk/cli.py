@@ -1,0 +1,80 @@
+"""``kafka-autoscaler-consumer``: run one SDK consumer with its config from the environment.
+
+The sidecar's local scaler starts these (one per replica, each with its own
+``AUTOSCALER_MEMBER_IDENTITY``). Sinks: ``null`` (discard), ``jsonl:PATH`` (append one JSON
+line per record: topic, partition, offset, key, value as text). The Spark table sink plugs in
+here once it exists (issue 5).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from consumer_sdk.config import ConfigError, ConsumerConfig
+from consumer_sdk.consumer import AutoscalingConsumer
+from consumer_sdk.sink import CallbackSink, Record, Sink
+
+
+def _null(_topic: str, _records: Sequence[Record]) -> None:
+    return None
+
+
+def jsonl_sink(path: Path) -> Sink:
+    """Append records as JSON lines, fsynced before the write returns (then committed)."""
+    handle = path.open("a")
+
+    def write(_topic: str, records: Sequence[Record]) -> None:
+        handle.write(
+            "".join(
+                json.dumps(
+                    {
+                        "topic": r.topic,
+                        "partition": r.partition,
+                        "offset": r.offset,
+                        "key": (r.key or b"").decode("utf-8", "replace"),
+                        "value": (r.value or b"").decode("utf-8", "replace"),
+                    }
+                )
+                + "\n"
+                for r in records
+            )
+        )
+        handle.flush()
+        os.fsync(handle.fileno())
+
+    return CallbackSink(write)
+
+
+def parse_sink(spec: str) -> Sink:
+    """``null`` or ``jsonl:PATH``."""
+    if spec == "null":
+        return CallbackSink(_null)
+    kind, sep, target = spec.partition(":")
+    if kind == "jsonl" and sep and target:
+        return jsonl_sink(Path(target))
+    raise ConfigError(f"--sink (AUTOSCALER_SINK) must be null or jsonl:PATH, got {spec!r}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point: configuration from AUTOSCALER_* variables (see the README)."""
+    parser = argparse.ArgumentParser(prog="kafka-autoscaler-consumer", description=__doc__)
+    parser.add_argument("--sink", default=os.environ.get("AUTOSCALER_SINK", "null"))
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    try:
+        consumer = AutoscalingConsumer(ConsumerConfig.from_env(), parse_sink(args.sink))
+    except ConfigError as exc:
+        print(f"kafka-autoscaler-consumer: error: {exc}", file=sys.stderr)
+        return 2
+    consumer.run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

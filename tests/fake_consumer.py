@@ -1,0 +1,30 @@
+"""A stand-in consumer process for scaler tests: marks start and SIGTERM in a folder."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+
+def main() -> int:
+    folder = Path(sys.argv[1])
+    identity = os.environ["AUTOSCALER_MEMBER_IDENTITY"]
+    ignore_term = len(sys.argv) > 2 and sys.argv[2] == "--ignore-sigterm"
+
+    def on_term(*_: object) -> None:
+        if ignore_term:
+            return
+        (folder / f"{identity}.stopped").write_text("sigterm")
+        sys.exit(0)
+
+    signal.signal(signal.SIGTERM, on_term)
+    (folder / f"{identity}.started").write_text(str(os.getpid()))
+    while True:
+        time.sleep(0.05)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

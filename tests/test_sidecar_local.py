@@ -1,0 +1,117 @@
+"""The local scaler really starts and stops processes; the file lease elects one leader."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sidecar.leader import FileLease
+from sidecar.scalers.local import LocalScaler
+from tests.sdk_helpers import wait_until
+
+ROOT = Path(__file__).parent.parent
+
+
+def scaler_for(folder: Path, *extra: str, stop_timeout_s: float = 30.0) -> LocalScaler:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return LocalScaler(
+        [sys.executable, "-m", "tests.fake_consumer", str(folder), *extra],
+        identity_prefix="sink",
+        env=env,
+        stop_timeout_s=stop_timeout_s,
+    )
+
+
+def started(folder: Path) -> set[str]:
+    return {p.stem for p in folder.glob("*.started")}
+
+
+def stopped(folder: Path) -> set[str]:
+    return {p.stem for p in folder.glob("*.stopped")}
+
+
+def test_scale_up_and_down_by_ordinal(tmp_path: Path) -> None:
+    scaler = scaler_for(tmp_path)
+    try:
+        scaler.scale(3)
+        assert wait_until(lambda: started(tmp_path) == {"sink-0", "sink-1", "sink-2"})
+        assert scaler.replicas() == 3
+        scaler.scale(1)  # the highest ordinals go, each by SIGTERM
+        assert stopped(tmp_path) == {"sink-1", "sink-2"}
+        assert scaler.replicas() == 1
+        scaler.scale(2)  # the lowest free ordinal comes back
+        assert sorted(scaler.processes) == [0, 1]
+    finally:
+        scaler.close()
+    assert scaler.replicas() == 0
+
+
+def test_crashed_consumer_is_noticed(tmp_path: Path) -> None:
+    scaler = scaler_for(tmp_path)
+    try:
+        scaler.scale(2)
+        assert wait_until(lambda: len(started(tmp_path)) == 2)
+        os.kill(scaler.processes[1].pid, signal.SIGKILL)
+        assert wait_until(lambda: scaler.replicas() == 1)
+    finally:
+        scaler.close()
+
+
+def test_consumer_ignoring_sigterm_is_killed(tmp_path: Path) -> None:
+    scaler = scaler_for(tmp_path, "--ignore-sigterm", stop_timeout_s=0.5)
+    scaler.scale(1)
+    assert wait_until(lambda: len(started(tmp_path)) == 1)
+    process = scaler.processes[0]
+    scaler.scale(0)
+    assert process.returncode == -signal.SIGKILL
+    assert stopped(tmp_path) == set()
+
+
+def test_bad_scale_requests(tmp_path: Path) -> None:
+    scaler = scaler_for(tmp_path)
+    with pytest.raises(ValueError, match=r"replicas must be in \[0, 64\]"):
+        scaler.scale(65)
+    with pytest.raises(ValueError, match="command must name"):
+        LocalScaler([])
+
+
+def test_file_lease_admits_one_holder(tmp_path: Path) -> None:
+    path = tmp_path / "locks" / "sidecar.lock"
+    first, second = FileLease(path), FileLease(path)
+    assert first.acquire() and first.held
+    assert not second.acquire()
+    first.release()
+    assert second.acquire()
+    second.release()
+
+
+def test_file_lease_is_freed_when_the_holder_dies(tmp_path: Path) -> None:
+    path = tmp_path / "sidecar.lock"
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from pathlib import Path; from sidecar.leader import FileLease;"
+            f"assert FileLease(Path({str(path)!r})).acquire(); print('held', flush=True);"
+            "time.sleep(60)",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        lease = FileLease(path)
+        assert not lease.acquire()
+        holder.kill()
+        holder.wait(10)
+        assert lease.acquire()
+        lease.release()
+    finally:
+        if holder.poll() is None:
+            holder.kill()
