@@ -1,0 +1,205 @@
+"""The sidecar's loop: measure -> publish the snapshot -> (leader only) decide -> scale.
+
+Every ``interval``: the monitor reads offsets; a snapshot of the speeds goes to the speeds
+topic (every sidecar publishes, so the consumers' assignor stays fed even while the leader
+restarts); the leader steps the controller and applies its decision through the scaler.
+When the scaler's replica count differs from the controller's (a crash, a manual scale, a
+failed scale), the controller resynchronises first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from assignor import TopicPartition
+from sidecar import metrics
+from sidecar.config import SidecarConfig
+from sidecar.controller import Action, Controller, ControllerConfig, Decision, Observation
+from sidecar.leader import FileLease
+from sidecar.monitor import Monitor, Reading
+from sidecar.publisher import SnapshotPublisher
+from sidecar.scalers.base import Scaler
+
+log = logging.getLogger(__name__)
+
+
+class Sidecar:
+    """One sidecar process: see the module docstring."""
+
+    def __init__(
+        self,
+        config: SidecarConfig,
+        scaler: Scaler | None,
+        lease: FileLease | None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.config = config
+        self.scaler = scaler
+        self.lease = lease
+        self.clock = clock
+        self.monitor = Monitor(
+            config.bootstrap_servers,
+            config.group,
+            config.topics,
+            window_s=config.window,
+            min_span_s=config.min_window,
+            clock=clock,
+        )
+        self.publisher = SnapshotPublisher(config.bootstrap_servers, config.snapshot_topic)
+        self.controller = Controller(
+            ControllerConfig(
+                capacity=config.capacity,
+                heuristic=config.heuristic,
+                min_replicas=config.min_replicas,
+                max_replicas=config.max_replicas,
+                scale_down_window_s=config.scale_down_window,
+                drain_seconds=config.drain_seconds,
+                max_data_age_s=config.max_data_age,
+            ),
+            clock,
+        )
+        self.last_tick: float | None = None
+        self.last_reading: Reading | None = None
+        self.last_decision: Decision | None = None
+        self.decisions: list[Decision] = []
+
+    async def start(self) -> None:
+        """Connect the monitor and publisher."""
+        await self.monitor.start()
+        await self.publisher.start()
+
+    async def stop(self) -> None:
+        """Disconnect; release leadership; the scaler's consumers are left to the caller."""
+        await self.publisher.stop()
+        await self.monitor.stop()
+        if self.lease is not None:
+            self.lease.release()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Tick every ``interval`` until ``stop`` is set."""
+        await self.start()
+        try:
+            while not stop.is_set():
+                started = self.clock()
+                try:
+                    await self.tick()
+                except Exception as exc:  # the loop must survive anything one tick meets
+                    metrics.ERRORS.labels("tick").inc()
+                    log.exception("tick failed: %r", exc)
+                elapsed = self.clock() - started
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), max(0.0, self.config.interval - elapsed))
+        finally:
+            await self.stop()
+
+    @property
+    def leader(self) -> bool:
+        """Whether this sidecar scales (no lease configured: always)."""
+        return self.lease is None or self.lease.acquire()
+
+    async def tick(self) -> Decision | None:
+        """One round; returns the controller's decision if this sidecar leads."""
+        reading = await self.monitor.poll()
+        self.last_reading = reading
+        speeds = self.monitor.tracker.speeds()
+        lags = reading.lags()
+        self._export(speeds, lags)
+        if speeds:
+            await self.publisher.publish(self.monitor.snapshot(reading, self.config.capacity_unit))
+            metrics.SNAPSHOTS.inc()
+        self.last_tick = self.clock()
+        leading = self.leader
+        metrics.LEADER.set(1 if leading else 0)
+        if not leading or self.scaler is None:
+            return None
+        actual = self.scaler.replicas()
+        metrics.ACTUAL.set(actual)
+        if self.controller.replicas != actual:
+            self.controller.synchronise(actual)
+        observation = Observation(reading.at, speeds, lags) if speeds else None
+        decision = self.controller.step(observation)
+        self._record(decision)
+        if decision.action in (Action.SCALE_UP, Action.SCALE_DOWN):
+            try:
+                self.scaler.scale(decision.desired)
+            except Exception as exc:
+                metrics.ERRORS.labels("scale").inc()
+                log.error("scaling to %d failed: %r; resynchronising", decision.desired, exc)
+                self.controller.synchronise(self.scaler.replicas())
+        return decision
+
+    def _export(
+        self, speeds: dict[TopicPartition, float], lags: dict[TopicPartition, float]
+    ) -> None:
+        metrics.SPEED.clear()
+        metrics.LAG.clear()
+        for tp, speed in speeds.items():
+            metrics.SPEED.labels(tp.topic, str(tp.partition)).set(speed)
+        for tp, lag in lags.items():
+            metrics.LAG.labels(tp.topic, str(tp.partition)).set(lag)
+
+    def _record(self, decision: Decision) -> None:
+        self.last_decision = decision
+        self.decisions = [*self.decisions[-99:], decision]
+        metrics.DECISIONS.labels(decision.action.value).inc()
+        metrics.DESIRED.set(decision.desired)
+        if decision.demand is not None:
+            metrics.DEMAND.set(decision.demand)
+        metrics.PLAN_RSCORE.set(decision.planned_rscore)
+        level = (
+            logging.INFO
+            if decision.action in (Action.SCALE_UP, Action.SCALE_DOWN)
+            else (logging.DEBUG)
+        )
+        log.log(
+            level,
+            "%s %d -> %d: %s (planned Rscore %.2f)",
+            decision.action.value,
+            decision.current,
+            decision.desired,
+            decision.reason,
+            decision.planned_rscore,
+        )
+
+    def healthy(self) -> bool:
+        """A tick completed recently (within three intervals plus 5 s)."""
+        return self.last_tick is not None and (
+            self.clock() - self.last_tick <= 3 * self.config.interval + 5
+        )
+
+    def status(self) -> dict[str, Any]:
+        """What /status shows."""
+        decision = self.last_decision
+        reading = self.last_reading
+        return {
+            "group": self.config.group,
+            "heuristic": self.config.heuristic,
+            "leader": self.lease is None or self.lease.held,
+            "healthy": self.healthy(),
+            "replicas": self.controller.replicas,
+            "phase": self.controller.phase.value,
+            "speeds": {
+                f"{tp.topic}:{tp.partition}": s
+                for tp, s in sorted(self.monitor.tracker.speeds().items())
+            },
+            "lags": {f"{tp.topic}:{tp.partition}": v for tp, v in sorted(reading.lags().items())}
+            if reading
+            else {},
+            "problems": reading.problems if reading else [],
+            "last_decision": None
+            if decision is None
+            else {
+                "action": decision.action.value,
+                "current": decision.current,
+                "desired": decision.desired,
+                "demand": decision.demand,
+                "reason": decision.reason,
+                "planned_rscore": decision.planned_rscore,
+            },
+        }

@@ -1,0 +1,187 @@
+"""Sidecar configuration: command-line flags, each with an ``AUTOSCALER_*`` variable as
+its default; validated with messages naming the flag, the variable and the range."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import re
+import shlex
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from assignor import DEFAULT_HEURISTIC, HEURISTIC_NAMES
+from consumer_sdk.snapshot import UNITS, speeds_topic
+
+SCALERS = ("local", "kubernetes", "none")
+WORKLOAD_KINDS = ("deployment", "statefulset")
+_TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+
+
+class SidecarConfigError(ValueError):
+    """A flag or variable out of range."""
+
+
+@dataclass(frozen=True)
+class SidecarConfig:
+    """Everything the sidecar needs."""
+
+    bootstrap_servers: str
+    group: str
+    topics: tuple[str, ...]
+    capacity: float
+    capacity_unit: str = "records/s"
+    heuristic: str = DEFAULT_HEURISTIC
+    interval: float = 1.0
+    window: float = 30.0
+    min_window: float = 3.0
+    snapshot_topic: str = ""
+    min_replicas: int = 1
+    max_replicas: int = 100
+    scale_down_window: float = 120.0
+    drain_seconds: float = 300.0
+    max_data_age: float = 10.0
+    scaler: str = "local"
+    consumer_command: str = f"{shlex.quote(sys.executable)} -m consumer_sdk.cli"
+    identity_prefix: str = "consumer"
+    namespace: str = "default"
+    workload_kind: str = "deployment"
+    workload_name: str = ""
+    lock_file: str = ""
+    lease_name: str = ""
+    http_host: str = "127.0.0.1"
+    http_port: int = 8080
+
+    def __post_init__(self) -> None:
+        def fail(name: str, accepted: str) -> None:
+            flag = "--" + name.replace("_", "-")
+            raise SidecarConfigError(
+                f"{flag} ({env_name(name)}) must be {accepted}, got {getattr(self, name)!r}"
+            )
+
+        if not all(":" in s for s in self.bootstrap_servers.split(",")):
+            fail("bootstrap_servers", "a comma-separated list of host:port")
+        if not self.group.strip():
+            fail("group", "a non-empty consumer group id")
+        if not self.topics or not all(_TOPIC.fullmatch(t) for t in self.topics):
+            fail("topics", "one or more topic names")
+        positive = {
+            "capacity": self.capacity,
+            "interval": self.interval,
+            "window": self.window,
+            "drain_seconds": self.drain_seconds,
+            "max_data_age": self.max_data_age,
+        }
+        for name, value in positive.items():
+            if not (math.isfinite(value) and value > 0):
+                fail(name, "a finite number > 0")
+        if not 0 < self.min_window <= self.window:
+            fail("min_window", f"in (0, --window={self.window}]")
+        if not (math.isfinite(self.scale_down_window) and self.scale_down_window >= 0):
+            fail("scale_down_window", "a number of seconds >= 0")
+        if self.capacity_unit not in UNITS:
+            fail("capacity_unit", f"one of {', '.join(UNITS)}")
+        if self.heuristic not in HEURISTIC_NAMES:
+            fail("heuristic", f"one of {', '.join(HEURISTIC_NAMES)}")
+        if self.min_replicas < 0:
+            fail("min_replicas", "an integer >= 0")
+        if self.max_replicas < max(1, self.min_replicas):
+            fail("max_replicas", "an integer >= max(1, --min-replicas)")
+        if self.scaler not in SCALERS:
+            fail("scaler", f"one of {', '.join(SCALERS)}")
+        if self.workload_kind not in WORKLOAD_KINDS:
+            fail("workload_kind", f"one of {', '.join(WORKLOAD_KINDS)}")
+        if self.scaler == "kubernetes" and not self.workload_name:
+            fail("workload_name", "the Deployment or StatefulSet to scale (--scaler kubernetes)")
+        if self.scaler == "local" and not shlex.split(self.consumer_command):
+            fail("consumer_command", "the consumer program to start")
+        if not 0 <= self.http_port <= 65535:
+            fail("http_port", "a TCP port in [0, 65535] (0: no HTTP endpoint)")
+        if not self.snapshot_topic:
+            object.__setattr__(self, "snapshot_topic", speeds_topic(self.group))
+        if not _TOPIC.fullmatch(self.snapshot_topic):
+            fail(
+                "snapshot_topic",
+                "a valid topic name (set it when the group id has other "
+                "characters than [a-zA-Z0-9._-])",
+            )
+        if not self.lock_file:
+            safe = re.sub(r"[^a-zA-Z0-9._-]", "_", self.group)
+            object.__setattr__(self, "lock_file", f"/tmp/kafka-autoscaler-{safe}.lock")
+        if not self.lease_name:
+            safe = re.sub(r"[^a-z0-9-]", "-", self.group.lower())[:50].strip("-") or "group"
+            object.__setattr__(self, "lease_name", f"kafka-autoscaler-{safe}")
+
+    @property
+    def lock_path(self) -> Path:
+        """The local leader lock."""
+        return Path(self.lock_file)
+
+
+def env_name(field_name: str) -> str:
+    """``max_replicas`` -> ``AUTOSCALER_MAX_REPLICAS``."""
+    return "AUTOSCALER_" + field_name.upper()
+
+
+def _converter(name: str, kind: str) -> Callable[[str], Any]:
+    def convert(raw: str) -> Any:
+        try:
+            if kind.startswith("int"):
+                return int(raw)
+            if kind.startswith("float"):
+                return float(raw)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"--{name.replace('_', '-')} ({env_name(name)}) must be "
+                f"{'an integer' if kind.startswith('int') else 'a number'}, got {raw!r}"
+            ) from None
+        if kind.startswith("tuple"):
+            return tuple(t.strip() for t in raw.split(",") if t.strip())
+        return raw
+
+    return convert
+
+
+REQUIRED = ("bootstrap_servers", "group", "topics", "capacity")
+
+
+def parse_args(
+    argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None
+) -> SidecarConfig:
+    """Flags first, then ``AUTOSCALER_*`` variables, then defaults."""
+    env = os.environ if environ is None else environ
+    parser = argparse.ArgumentParser(
+        prog="kafka-autoscaler-sidecar",
+        description="Measure partition write speeds, publish them for the consumers' "
+        "assignor, and scale the consumer group to what the load needs.",
+    )
+    for f in fields(SidecarConfig):
+        parser.add_argument(
+            "--" + f.name.replace("_", "-"),
+            dest=f.name,
+            type=_converter(f.name, str(f.type)),
+            help=f"env {env_name(f.name)}" + (" (required)" if f.name in REQUIRED else ""),
+        )
+    defaults: dict[str, Any] = {}
+    try:
+        for f in fields(SidecarConfig):
+            if env_name(f.name) in env:
+                defaults[f.name] = _converter(f.name, str(f.type))(env[env_name(f.name)])
+    except argparse.ArgumentTypeError as exc:
+        parser.error(str(exc))
+    parser.set_defaults(**defaults)
+    values = {k: v for k, v in vars(parser.parse_args(argv)).items() if v is not None}
+    missing = [name for name in REQUIRED if name not in values]
+    if missing:
+        parser.error(
+            "missing " + ", ".join(f"--{m.replace('_', '-')} ({env_name(m)})" for m in missing)
+        )
+    try:
+        return SidecarConfig(**values)
+    except SidecarConfigError as exc:
+        parser.error(str(exc))
+    raise AssertionError("unreachable")

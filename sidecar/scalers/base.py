@@ -1,0 +1,21 @@
+"""What the sidecar needs from a scaler."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+
+class Scaler(Protocol):
+    """Reads and sets the number of consumer replicas."""
+
+    def replicas(self) -> int:
+        """Replicas running (or requested) now."""
+        ...
+
+    def scale(self, replicas: int) -> None:
+        """Run exactly ``replicas`` consumers; raise if the platform refuses."""
+        ...
+
+    def close(self) -> None:
+        """Release what the scaler holds (local: stop the consumers)."""
+        ...

@@ -1,0 +1,165 @@
+"""The sidecar: configuration errors, and the loop on a fake clock with a recording scaler."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+
+from consumer_sdk.snapshot_cache import SnapshotCache
+from sidecar.app import Sidecar
+from sidecar.config import SidecarConfig, parse_args
+from sidecar.controller import Action
+from sidecar.http import serve
+from sidecar.leader import FileLease
+
+BASE = ["--bootstrap-servers", "k:9092", "--group", "g", "--topics", "a,b", "--capacity", "100"]
+
+
+def test_flags_and_environment() -> None:
+    config = parse_args(
+        [*BASE, "--max-replicas", "7"],
+        {"AUTOSCALER_HEURISTIC": "mbf", "AUTOSCALER_MAX_REPLICAS": "3"},
+    )
+    assert config.topics == ("a", "b") and config.heuristic == "mbf"
+    assert config.max_replicas == 7  # the flag wins over the variable
+    assert config.snapshot_topic == "g.autoscaler.speeds"
+    assert config.lock_file == "/tmp/kafka-autoscaler-g.lock"
+
+
+@pytest.mark.parametrize(
+    ("argv", "environ", "message"),
+    [
+        ([], {}, "missing --bootstrap-servers (AUTOSCALER_BOOTSTRAP_SERVERS), --group"),
+        (
+            BASE,
+            {"AUTOSCALER_INTERVAL": "soon"},
+            "--interval (AUTOSCALER_INTERVAL) must be a number, got 'soon'",
+        ),
+        ([*BASE, "--capacity", "-1"], {}, "--capacity (AUTOSCALER_CAPACITY) must be a finite"),
+        ([*BASE, "--min-window", "60"], {}, "--min-window (AUTOSCALER_MIN_WINDOW) must be in"),
+        ([*BASE, "--heuristic", "best"], {}, "--heuristic (AUTOSCALER_HEURISTIC) must be one of"),
+        ([*BASE, "--scaler", "kubernetes"], {}, "--workload-name (AUTOSCALER_WORKLOAD_NAME)"),
+        ([*BASE, "--min-replicas", "5", "--max-replicas", "2"], {}, "--max-replicas"),
+        ([*BASE, "--http-port", "99999"], {}, "--http-port (AUTOSCALER_HTTP_PORT) must be"),
+    ],
+)
+def test_bad_configuration_exits_2_naming_the_flag(
+    argv: list[str], environ: dict[str, str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        parse_args(argv, environ)
+    assert exited.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 5000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class RecordingScaler:
+    def __init__(self, replicas: int) -> None:
+        self.count = replicas
+        self.calls: list[int] = []
+
+    def replicas(self) -> int:
+        return self.count
+
+    def scale(self, replicas: int) -> None:
+        self.calls.append(replicas)
+        self.count = replicas
+
+    def close(self) -> None:
+        return None
+
+
+def test_loop_scales_publishes_and_serves(
+    kafka: str, topic_factory: Callable[..., str], tmp_path: Path
+) -> None:
+    topic = topic_factory(4)
+    speeds_topic = topic_factory(1, prefix="speeds")
+    config = SidecarConfig(
+        bootstrap_servers=kafka,
+        group=f"g-{topic}",
+        topics=(topic,),
+        capacity=100.0,
+        snapshot_topic=speeds_topic,
+        min_window=2.0,
+        scaler="none",
+        lock_file=str(tmp_path / "lock"),
+    )
+    clock = FakeClock()
+    scaler = RecordingScaler(1)
+    sidecar = Sidecar(config, scaler, FileLease(config.lock_path), clock=clock)
+    standby = Sidecar(config, RecordingScaler(1), FileLease(config.lock_path), clock=clock)
+    producer = Producer({"bootstrap.servers": kafka, "linger.ms": 5})
+
+    def check_http() -> None:
+        server = serve("127.0.0.1", 0, sidecar.healthy, sidecar.status)
+        try:
+            base = f"http://127.0.0.1:{server.server_port}"
+            status = json.loads(urllib.request.urlopen(base + "/status", timeout=10).read())
+            assert status["replicas"] == 4 and status["leader"] is True
+            assert status["speeds"] == pytest.approx({f"{topic}:{p}": 90.0 for p in range(4)})
+            page = urllib.request.urlopen(base + "/metrics", timeout=10).read().decode()
+            assert f'autoscaler_partition_speed{{partition="0",topic="{topic}"}} 90.0' in page
+            assert 'autoscaler_decisions_total{action="scale_up"}' in page
+            assert urllib.request.urlopen(base + "/healthz", timeout=10).status == 200
+            clock.now += 60  # no tick for a minute: unhealthy
+            with pytest.raises(urllib.error.HTTPError) as unhealthy:
+                urllib.request.urlopen(base + "/healthz", timeout=10)
+            assert unhealthy.value.code == 503
+        finally:
+            server.shutdown()
+
+    async def run() -> list[Action]:
+        await sidecar.start()
+        await standby.start()
+        actions = []
+        try:
+            for second in range(5):  # 90 records/s on each of 4 partitions: 360 of 100 per consumer
+                for partition in range(4):
+                    for _ in range(90):
+                        producer.produce(topic, value=b"v", partition=partition)
+                assert producer.flush(30) == 0
+                clock.now += 1.0
+                decision = await sidecar.tick()
+                assert await standby.tick() is None  # standby measures, never scales
+                actions.append(decision.action if decision else Action.WAIT)
+                if second == 3:
+                    scaler.count = 2  # a consumer crashed: the controller resynchronises
+            check_http()
+            return actions
+        finally:
+            await standby.stop()
+            await sidecar.stop()
+
+    actions = asyncio.run(run())
+    assert Action.SCALE_UP in actions
+    assert scaler.calls[0] == 4 and scaler.count == 4  # 4 x 90 cannot share a consumer of 100
+    assert (
+        sidecar.last_decision is not None
+        and "needed for the speeds" in sidecar.last_decision.reason
+    )
+
+    async def cached() -> dict[str, float]:
+        cache = SnapshotCache(kafka, speeds_topic, config.group, max_age_s=60)
+        await cache.start()
+        try:
+            view = cache.view()
+            assert view is not None
+            return {f"{tp.topic}:{tp.partition}": s for tp, s in view.speeds.items()}
+        finally:
+            await cache.stop()
+
+    assert asyncio.run(cached()) == pytest.approx({f"{topic}:{p}": 90.0 for p in range(4)})
