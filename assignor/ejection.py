@@ -8,6 +8,8 @@ partitions, which are always slower than the one placed.
 
 from __future__ import annotations
 
+import bisect
+import heapq
 import itertools
 from dataclasses import dataclass, field
 
@@ -16,6 +18,8 @@ from assignor.types import TopicPartition
 # Only this many of a consumer's slowest partitions are considered for ejection: keeps the
 # search bounded (pairs of 10) on consumers holding hundreds of partitions.
 EJECT_CANDIDATES = 10
+# Only this many hosts (those closest to fitting the partition) are tried.
+EJECT_HOSTS = 16
 
 
 @dataclass
@@ -54,16 +58,37 @@ class Layout:
         return chosen
 
 
+class _Residuals:
+    """Consumers sorted by free room, for best-fit look-ups by bisection."""
+
+    def __init__(self, layout: Layout) -> None:
+        self.entries = sorted((layout.bound - load, c) for c, load in layout.load.items())
+        self.rooms = [room for room, _ in self.entries]
+
+    def best_fit(self, speed: float, host: str, taken: dict[str, float]) -> str | None:
+        """The fullest consumer other than ``host`` with room for ``speed``, counting
+        what ``taken`` already put there."""
+        for room, consumer in self.entries[bisect.bisect_left(self.rooms, speed) :]:
+            if consumer != host and room - taken.get(consumer, 0.0) >= speed:
+                return consumer
+        return None
+
+
 def plan_ejection(
     layout: Layout, tp: TopicPartition, max_eject: int
 ) -> tuple[str, list[Move]] | None:
     """A consumer that takes ``tp`` after ejecting at most ``max_eject`` slower partitions
     to other consumers, and the ejection moves; None if there is none. ``tp`` itself is not
-    in the layout. Of all such plans, the one ejecting the least speed (the least Rscore)
-    wins; ties go to the fullest host."""
+    in the layout. Among the ``EJECT_HOSTS`` consumers closest to fitting ``tp``, the plan
+    ejecting the least speed (the least Rscore) wins."""
     speed = layout.speeds[tp]
+    residuals = _Residuals(layout)
+    # The least loaded consumers need the least ejected to make room: the cheapest plans.
+    hosts = heapq.nsmallest(
+        EJECT_HOSTS, layout.load, key=lambda c: (layout.load[c] + speed - layout.bound, c)
+    )
     best: tuple[float, str, list[Move]] | None = None
-    for host in sorted(layout.load, key=lambda c: (-layout.load[c], c)):
+    for host in hosts:
         excess = layout.load[host] + speed - layout.bound
         slower = sorted(
             (z for z in layout.items[host] if layout.speeds[z] < speed),
@@ -74,26 +99,22 @@ def plan_ejection(
                 ejected = sum(layout.speeds[z] for z in combo)
                 if ejected < excess or (best is not None and ejected >= best[0]):
                     continue
-                moves = _place_elsewhere(layout, host, combo)
+                moves = _place_elsewhere(layout, residuals, host, combo)
                 if moves is not None:
                     best = (ejected, host, moves)
     return None if best is None else (best[1], best[2])
 
 
 def _place_elsewhere(
-    layout: Layout, host: str, combo: tuple[TopicPartition, ...]
+    layout: Layout, residuals: _Residuals, host: str, combo: tuple[TopicPartition, ...]
 ) -> list[Move] | None:
-    trial = dict(layout.load)
+    taken: dict[str, float] = {}
     moves: list[Move] = []
     for z in sorted(combo, key=lambda z: (-layout.speeds[z], z)):
         speed = layout.speeds[z]
-        target = max(
-            (c for c, load in trial.items() if c != host and load + speed <= layout.bound),
-            key=lambda c: (trial[c], c),
-            default=None,
-        )
+        target = residuals.best_fit(speed, host, taken)
         if target is None:
             return None
-        trial[target] += speed
+        taken[target] = taken.get(target, 0.0) + speed
         moves.append(Move(z, host, target))
     return moves

@@ -27,7 +27,7 @@ from assignor.types import Assignment, TopicPartition
 from assignor.validation import Problem
 
 # Up to this many partitions on one consumer, the kept subset is found exactly.
-EXACT_SUBSET_LIMIT = 14
+EXACT_SUBSET_LIMIT = 10
 # Consolidation tries to empty this many of the lightest consumers before giving up.
 CONSOLIDATION_ATTEMPTS = 8
 
@@ -38,22 +38,25 @@ def keep_most(
     """The subset of ``tps`` with the largest total speed that fits in ``capacity``.
 
     A partition faster than C stays alone where it is (it cannot share, and moving it costs
-    the most). Exact up to ``EXACT_SUBSET_LIMIT`` partitions, greedy (fastest first) beyond.
+    the most). Exact up to ``EXACT_SUBSET_LIMIT`` partitions; beyond, the cheapest single
+    partition or pair that clears the overload is shed, else the slowest ones greedily.
     """
     bound = capacity * (1 + EPSILON)
-    if sum(speeds[tp] for tp in tps) <= bound:
+    total = sum(speeds[tp] for tp in tps)
+    if total <= bound:
         return list(tps)
     ordered = decreasing(tps, speeds)
     if speeds[ordered[0]] > bound:
         return [ordered[0]]
-    if len(ordered) > EXACT_SUBSET_LIMIT:
-        kept: list[TopicPartition] = []
-        load = 0.0
-        for tp in ordered:
-            if load + speeds[tp] <= bound:
-                kept.append(tp)
-                load += speeds[tp]
-        return kept
+    if len(ordered) <= EXACT_SUBSET_LIMIT:
+        return _keep_exact(ordered, speeds, bound)
+    shed = _cheapest_shed(ordered, speeds, total - bound)
+    return [tp for tp in ordered if tp not in shed]
+
+
+def _keep_exact(
+    ordered: list[TopicPartition], speeds: dict[TopicPartition, float], bound: float
+) -> list[TopicPartition]:
     # Reachable sums, each with the first subset (in decreasing order) that reaches it.
     best: dict[float, tuple[int, ...]] = {0.0: ()}
     for index, tp in enumerate(ordered):
@@ -63,6 +66,30 @@ def keep_most(
             if candidate <= bound and candidate not in best:
                 best[candidate] = (*subset, index)
     return [ordered[i] for i in best[max(best)]]
+
+
+def _cheapest_shed(
+    ordered: list[TopicPartition], speeds: dict[TopicPartition, float], excess: float
+) -> set[TopicPartition]:
+    """Partitions to shed, totalling at least ``excess``, as little speed as this finds."""
+    best: tuple[float, tuple[TopicPartition, ...]] | None = None
+    for tp in ordered:  # one partition
+        if speeds[tp] >= excess and (best is None or speeds[tp] < best[0]):
+            best = (speeds[tp], (tp,))
+    for i, first in enumerate(ordered):  # two partitions
+        for second in ordered[i + 1 :]:
+            pair = speeds[first] + speeds[second]
+            if pair >= excess and (best is None or pair < best[0]):
+                best = (pair, (first, second))
+    if best is not None:
+        return set(best[1])
+    shed: set[TopicPartition] = set()
+    for tp in reversed(ordered):  # slowest first until the overload is gone
+        if excess <= 0:
+            break
+        shed.add(tp)
+        excess -= speeds[tp]
+    return shed
 
 
 class Repair(Heuristic):

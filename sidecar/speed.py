@@ -18,11 +18,18 @@ from assignor import TopicPartition
 
 @dataclass
 class SpeedWindow:
-    """Samples of one partition's end offset over the last ``window_s`` seconds."""
+    """Samples of one partition's end offset over the last ``window_s`` seconds.
+
+    Keeps running sums for the least-squares slope, so reading the speed costs O(1). The
+    sums are over values relative to a base sample (precision: offsets reach 1e12), and the
+    base is moved, with the sums rebuilt, once it is far behind the window.
+    """
 
     window_s: float = 30.0
     min_span_s: float = 3.0
     samples: deque[tuple[float, int]] = field(default_factory=deque)
+    _base: tuple[float, int] = (0.0, 0)
+    _sums: list[float] = field(default_factory=lambda: [0.0] * 5)  # n, t, o, tt, to
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.window_s) and self.window_s > 0):
@@ -40,9 +47,30 @@ class SpeedWindow:
             return  # a sample not newer than the last adds nothing
         if self.samples and end_offset < self.samples[-1][1]:
             self.samples.clear()  # offsets went backwards: a new log, a new window
+        if not self.samples:
+            self._rebase(at, end_offset)
         self.samples.append((at, end_offset))
-        while self.samples and self.samples[0][0] < at - self.window_s:
-            self.samples.popleft()
+        self._account(at, end_offset, +1)
+        while self.samples[0][0] < at - self.window_s:
+            old_at, old_offset = self.samples.popleft()
+            self._account(old_at, old_offset, -1)
+        if at - self._base[0] > 10 * self.window_s:
+            self._rebase(*self.samples[0])
+
+    def _account(self, at: float, offset: int, sign: int) -> None:
+        t, o = at - self._base[0], float(offset - self._base[1])
+        sums = self._sums
+        sums[0] += sign
+        sums[1] += sign * t
+        sums[2] += sign * o
+        sums[3] += sign * t * t
+        sums[4] += sign * t * o
+
+    def _rebase(self, at: float, offset: int) -> None:
+        self._base = (at, offset)
+        self._sums = [0.0] * 5
+        for sample_at, sample_offset in self.samples:
+            self._account(sample_at, sample_offset, +1)
 
     def span(self) -> float:
         """Seconds between the oldest and newest sample."""
@@ -52,12 +80,9 @@ class SpeedWindow:
         """Records per second (least-squares slope), or None with less than ``min_span_s``."""
         if self.span() < self.min_span_s:
             return None
-        n = len(self.samples)
-        mean_t = sum(t for t, _ in self.samples) / n
-        mean_o = sum(o for _, o in self.samples) / n
-        var = sum((t - mean_t) ** 2 for t, _ in self.samples)
-        cov = sum((t - mean_t) * (o - mean_o) for t, o in self.samples)
-        return max(0.0, cov / var)
+        n, st, so, stt, sto = self._sums
+        denominator = n * stt - st * st
+        return max(0.0, (n * sto - st * so) / denominator) if denominator > 0 else 0.0
 
 
 class SpeedTracker:

@@ -78,3 +78,12 @@ def test_bad_windows(window_s: float, min_span_s: float, message: str) -> None:
         SpeedWindow(window_s, min_span_s)
     with pytest.raises(ValueError, match="end_offset must be >= 0"):
         SpeedWindow().add(1.0, -1)
+
+
+def test_long_runs_with_huge_offsets_stay_exact() -> None:
+    window = SpeedWindow(window_s=30, min_span_s=3)
+    offset = 10**12  # a partition that has seen a trillion records
+    for second in range(2000):  # past many rebasings of the running sums
+        offset += 250 if second < 1000 else 40
+        window.add(float(second), offset)
+    assert window.speed() == pytest.approx(40, rel=1e-9)

@@ -19,12 +19,16 @@ def sample(**changes: object) -> dict[str, object]:
         "sequence": 4,
         "timestamp": 1000.0,
         "unit": "records/s",
-        "partitions": [
-            {"topic": "orders", "partition": 3, "speed": 12.5, "lag": 7, "end_offset": 900}
-        ],
+        "topics": {"orders": {"partition": [3], "speed": [12.5], "lag": [7], "end_offset": [900]}},
     }
     raw.update(changes)
     return raw
+
+
+def columns(**changes: object) -> dict[str, object]:
+    base: dict[str, object] = {"partition": [0], "speed": [1], "lag": [0], "end_offset": [0]}
+    base.update(changes)
+    return {"t": base}
 
 
 def test_round_trip() -> None:
@@ -52,41 +56,29 @@ def test_freshness() -> None:
         (json.dumps(sample(unit="MB/h")), "unit must be one of records/s, bytes/s"),
         (json.dumps(sample(sequence=-1)), "sequence must be an integer >= 0"),
         (json.dumps(sample(timestamp="now")), "timestamp must be a finite number"),
-        (json.dumps(sample(partitions={})), "partitions must be a list"),
+        (json.dumps(sample(topics=[])), "topics must be an object"),
+        (json.dumps(sample(topics={"t": []})), r"topics\['t'\] must be an object of columns"),
         (
-            json.dumps(
-                sample(
-                    partitions=[
-                        {"topic": "t", "partition": 0, "speed": -1, "lag": 0, "end_offset": 0}
-                    ]
-                )
-            ),
-            r"partitions\[0\].speed must be a finite number >= 0, got -1",
+            json.dumps(sample(topics=columns(speed=[-1]))),
+            r"topics\['t'\].speed\[0\] must be a finite number >= 0, got -1",
         ),
         (
-            json.dumps(
-                sample(
-                    partitions=[
-                        {"topic": "t", "partition": 1.5, "speed": 1, "lag": 0, "end_offset": 0}
-                    ]
-                )
-            ),
-            r"partitions\[0\].partition must be an integer",
+            json.dumps(sample(topics=columns(partition=[1.5]))),
+            r"topics\['t'\].partition\[0\] must be an integer >= 0",
         ),
+        (json.dumps(sample(topics=columns(lag="x"))), r"topics\['t'\].lag must be a list"),
+        (json.dumps(sample(topics=columns(speed=[1, 2]))), "columns must have equal lengths"),
         (
             json.dumps(
                 sample(
-                    partitions=[
-                        {"topic": "t", "partition": 0, "speed": 1, "lag": 0, "end_offset": 0}
-                    ]
-                    * 2
+                    topics=columns(partition=[0, 0], speed=[1, 1], lag=[0, 0], end_offset=[0, 0])
                 )
             ),
-            "appears twice",
+            "lists a partition twice",
         ),
         (
             '{"version": 1, "group": "g", "unit": "records/s", "sequence": 1, '
-            '"timestamp": NaN, "partitions": []}',
+            '"timestamp": NaN, "topics": {}}',
             "timestamp must be a finite number",
         ),
     ],
