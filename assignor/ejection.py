@@ -18,8 +18,9 @@ from assignor.types import TopicPartition
 # Only this many of a consumer's slowest partitions are considered for ejection: keeps the
 # search bounded (pairs of 10) on consumers holding hundreds of partitions.
 EJECT_CANDIDATES = 10
-# Only this many hosts (those closest to fitting the partition) are tried.
-EJECT_HOSTS = 16
+# Only this many hosts (those closest to fitting the partition) are tried: at the paper's
+# scale that is all of them; at 10k partitions it keeps a tight repack near 0.2 s.
+EJECT_HOSTS = 64
 
 
 @dataclass

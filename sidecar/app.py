@@ -20,7 +20,7 @@ from assignor import TopicPartition
 from sidecar import metrics
 from sidecar.config import SidecarConfig
 from sidecar.controller import Action, Controller, ControllerConfig, Decision, Observation
-from sidecar.leader import FileLease
+from sidecar.leader import Lease
 from sidecar.monitor import Monitor, Reading
 from sidecar.publisher import SnapshotPublisher
 from sidecar.scalers.base import Scaler
@@ -35,7 +35,7 @@ class Sidecar:
         self,
         config: SidecarConfig,
         scaler: Scaler | None,
-        lease: FileLease | None,
+        lease: Lease | None,
         *,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:

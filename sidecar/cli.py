@@ -4,17 +4,31 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import shlex
 import signal
+import socket
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from sidecar.app import Sidecar
 from sidecar.config import SidecarConfig, parse_args
 from sidecar.http import serve
-from sidecar.leader import FileLease
+from sidecar.leader import FileLease, Lease
 from sidecar.scalers.base import Scaler
 from sidecar.scalers.local import LocalScaler
+
+
+def kubernetes_client() -> Any:
+    """In-cluster credentials when running in a pod, else the local kubeconfig."""
+    from kubernetes import client, config
+
+    try:
+        config.load_incluster_config()  # type: ignore[no-untyped-call]
+    except config.ConfigException:
+        config.load_kube_config()  # type: ignore[no-untyped-call]
+    return client.ApiClient()
 
 
 def build_scaler(config: SidecarConfig) -> Scaler | None:
@@ -26,17 +40,28 @@ def build_scaler(config: SidecarConfig) -> Scaler | None:
             max_replicas=config.max_replicas,
         )
     if config.scaler == "kubernetes":
-        raise SystemExit(
-            "kafka-autoscaler-sidecar: error: --scaler kubernetes is not "
-            "available yet (issue 6); use local or none"
+        from sidecar.scalers.kubernetes import KubernetesScaler
+
+        return KubernetesScaler(
+            kubernetes_client(), config.namespace, config.workload_kind, config.workload_name
         )
     return None
+
+
+def build_lease(config: SidecarConfig) -> Lease:
+    """A Kubernetes Lease next to a Kubernetes workload, else a local file lock."""
+    if config.scaler == "kubernetes":
+        from sidecar.k8s_lease import KubernetesLease
+
+        identity = os.environ.get("POD_NAME") or socket.gethostname()
+        return KubernetesLease(kubernetes_client(), config.namespace, config.lease_name, identity)
+    return FileLease(config.lock_path)
 
 
 async def run(config: SidecarConfig) -> None:
     """Run until SIGTERM/SIGINT; the local scaler's consumers are stopped on the way out."""
     scaler = build_scaler(config)
-    sidecar = Sidecar(config, scaler, FileLease(config.lock_path))
+    sidecar = Sidecar(config, scaler, build_lease(config))
     server = (
         serve(config.http_host, config.http_port, sidecar.healthy, sidecar.status)
         if config.http_port

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from assignor import DEFAULT_HEURISTIC, HEURISTIC_NAMES
+from consumer_sdk.config import env_name
 from consumer_sdk.snapshot import UNITS, speeds_topic
 
 SCALERS = ("local", "kubernetes", "none")
@@ -120,11 +121,6 @@ class SidecarConfig:
     def lock_path(self) -> Path:
         """The local leader lock."""
         return Path(self.lock_file)
-
-
-def env_name(field_name: str) -> str:
-    """``max_replicas`` -> ``AUTOSCALER_MAX_REPLICAS``."""
-    return "AUTOSCALER_" + field_name.upper()
 
 
 def _converter(name: str, kind: str) -> Callable[[str], Any]:

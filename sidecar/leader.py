@@ -3,7 +3,7 @@
 Several sidecars may watch the same group; only the one holding the lock scales, the
 others keep measuring and publishing metrics. The lock is released when the holder exits,
 however it exits (the kernel drops flock locks with the process). On Kubernetes a Lease
-replaces this (issue 6, not built yet).
+replaces this (sidecar.k8s_lease).
 """
 
 from __future__ import annotations
@@ -11,6 +11,24 @@ from __future__ import annotations
 import fcntl
 import os
 from pathlib import Path
+from typing import Protocol
+
+
+class Lease(Protocol):
+    """Leader election as the sidecar uses it: try (never wait), ask, give up."""
+
+    @property
+    def held(self) -> bool:
+        """Whether this sidecar leads."""
+        ...
+
+    def acquire(self) -> bool:
+        """Take or renew leadership if possible; True if leading afterwards."""
+        ...
+
+    def release(self) -> None:
+        """Step down."""
+        ...
 
 
 class FileLease:
