@@ -49,6 +49,7 @@ class Sidecar:
             config.topics,
             window_s=config.window,
             min_span_s=config.min_window,
+            unit=config.capacity_unit,
             clock=clock,
         )
         self.publisher = SnapshotPublisher(config.bootstrap_servers, config.snapshot_topic)
@@ -107,11 +108,11 @@ class Sidecar:
         """One round; returns the controller's decision if this sidecar leads."""
         reading = await self.monitor.poll()
         self.last_reading = reading
-        speeds = self.monitor.tracker.speeds()
+        speeds = self.monitor.speeds()
         lags = reading.lags()
         self._export(speeds, lags)
         if speeds:
-            await self.publisher.publish(self.monitor.snapshot(reading, self.config.capacity_unit))
+            await self.publisher.publish(self.monitor.snapshot(reading))
             metrics.SNAPSHOTS.inc()
         self.last_tick = self.clock()
         leading = self.leader
@@ -122,6 +123,15 @@ class Sidecar:
         metrics.ACTUAL.set(actual)
         if self.controller.replicas != actual:
             self.controller.synchronise(actual)
+        if self.monitor.unit != self.config.capacity_unit:
+            # Capacity in bytes/s but the cluster only tells records/s: scaling on mixed
+            # units would be wrong, so hold and say why.
+            metrics.ERRORS.labels("unit").inc()
+            reading.problems.append(
+                f"speeds are in {self.monitor.unit} but --capacity-unit is "
+                f"{self.config.capacity_unit}: not scaling"
+            )
+            return None
         observation = Observation(reading.at, speeds, lags) if speeds else None
         decision = self.controller.step(observation)
         self._record(decision)
@@ -184,9 +194,9 @@ class Sidecar:
             "healthy": self.healthy(),
             "replicas": self.controller.replicas,
             "phase": self.controller.phase.value,
+            "unit": self.monitor.unit,
             "speeds": {
-                f"{tp.topic}:{tp.partition}": s
-                for tp, s in sorted(self.monitor.tracker.speeds().items())
+                f"{tp.topic}:{tp.partition}": s for tp, s in sorted(self.monitor.speeds().items())
             },
             "lags": {f"{tp.topic}:{tp.partition}": v for tp, v in sorted(reading.lags().items())}
             if reading

@@ -16,11 +16,12 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer
 from aiokafka.admin import AIOKafkaAdminClient
-from aiokafka.errors import KafkaError
+from aiokafka.errors import IncompatibleBrokerVersion, KafkaError
 from aiokafka.structs import TopicPartition as KafkaTopicPartition
 
 from assignor import TopicPartition
-from consumer_sdk.snapshot import PartitionStat, Snapshot
+from consumer_sdk.snapshot import UNITS, PartitionStat, Snapshot
+from sidecar.log_dirs import DescribeLogDirsRequest, partition_sizes
 from sidecar.speed import SpeedTracker
 
 log = logging.getLogger(__name__)
@@ -33,6 +34,7 @@ class Reading:
     at: float
     end_offsets: dict[TopicPartition, int] = field(default_factory=dict)
     committed: dict[TopicPartition, int] = field(default_factory=dict)
+    sizes: dict[TopicPartition, int] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
 
     def lags(self) -> dict[TopicPartition, float]:
@@ -54,18 +56,26 @@ class Monitor:
         *,
         window_s: float = 30.0,
         min_span_s: float = 3.0,
+        unit: str = "records/s",
+        request_timeout_ms: int = 10_000,
         client_options: dict[str, Any] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if not topics:
             raise ValueError("topics must name at least one topic")
+        if unit not in UNITS:
+            raise ValueError(f"unit must be one of {', '.join(UNITS)}, got {unit!r}")
+        self.requested_unit = unit
+        self.log_dirs_supported: bool | None = None  # unknown until asked
+        self.size_tracker = SpeedTracker(window_s, min_span_s)
         self.group = group
         self.topics = tuple(topics)
         self.tracker = SpeedTracker(window_s, min_span_s)
         self.clock = clock
         self.sequence = 0
         self._bootstrap = bootstrap_servers
-        self._options = client_options or {}
+        # A round must not hang for aiokafka's default 40 s when a broker is down.
+        self._options = {"request_timeout_ms": request_timeout_ms, **(client_options or {})}
         self._consumer: AIOKafkaConsumer | None = None
         self._admin: AIOKafkaAdminClient | None = None
 
@@ -110,9 +120,52 @@ class Monitor:
                 reading.problems.append(f"committed offsets unavailable: {exc!r}")
         self.tracker.observe(reading.at, reading.end_offsets)
         self.tracker.forget(TopicPartition(tp.topic, tp.partition) for tp in partitions)
+        if self.requested_unit == "bytes/s" and partitions and self.log_dirs_supported is not False:
+            sizes = await self._sizes(partitions, reading)
+            self.size_tracker.observe(reading.at, sizes)
+            self.size_tracker.forget(TopicPartition(tp.topic, tp.partition) for tp in partitions)
         for problem in reading.problems:
             log.warning("monitor: %s", problem)
         return reading
+
+    @property
+    def unit(self) -> str:
+        """The unit speeds are in: bytes/s when asked for and the cluster can tell sizes."""
+        if self.requested_unit == "bytes/s" and self.log_dirs_supported is not False:
+            return "bytes/s"
+        return "records/s"
+
+    def speeds(self) -> dict[TopicPartition, float]:
+        """Current speeds in :attr:`unit`."""
+        tracker = self.size_tracker if self.unit == "bytes/s" else self.tracker
+        return tracker.speeds()
+
+    async def _sizes(
+        self, partitions: list[KafkaTopicPartition], reading: Reading
+    ) -> dict[TopicPartition, int]:
+        """Bytes on disk per partition (largest current replica) from every broker."""
+        assert self._consumer is not None
+        client = self._consumer._client
+        request = DescribeLogDirsRequest((tp.topic, tp.partition) for tp in partitions)
+        sizes: dict[TopicPartition, int] = {}
+        for broker in sorted(client.cluster.brokers(), key=lambda b: b.nodeId):
+            try:
+                response = await client.send(broker.nodeId, request)
+            except IncompatibleBrokerVersion:
+                self.log_dirs_supported = False
+                reading.problems.append(
+                    "DescribeLogDirs is not supported by this cluster: speeds in records/s"
+                )
+                return {}
+            except KafkaError as exc:
+                reading.problems.append(f"log dirs of broker {broker.nodeId} unavailable: {exc!r}")
+                continue
+            for (topic, partition), size in partition_sizes(response).items():
+                tp = TopicPartition(topic, partition)
+                sizes[tp] = max(sizes.get(tp, 0), size)
+        self.log_dirs_supported = True
+        reading.sizes = sizes
+        return sizes
 
     async def _partitions(self, reading: Reading) -> list[KafkaTopicPartition]:
         assert self._consumer is not None
@@ -131,19 +184,18 @@ class Monitor:
             found.extend(KafkaTopicPartition(topic, p) for p in sorted(ids))
         return found
 
-    def snapshot(
-        self,
-        reading: Reading,
-        unit: str = "records/s",
-        wall_time: float | None = None,
-    ) -> Snapshot:
+    def snapshot(self, reading: Reading, wall_time: float | None = None) -> Snapshot:
         """The speed snapshot for the SDK's assignor (partitions with a speed only)."""
         self.sequence += 1
         lags = reading.lags()
         stats = {
             tp: PartitionStat(speed, lags.get(tp, 0.0), reading.end_offsets.get(tp, 0))
-            for tp, speed in self.tracker.speeds().items()
+            for tp, speed in self.speeds().items()
         }
         return Snapshot(
-            self.group, self.sequence, time.time() if wall_time is None else wall_time, unit, stats
+            self.group,
+            self.sequence,
+            time.time() if wall_time is None else wall_time,
+            self.unit,
+            stats,
         )

@@ -110,3 +110,40 @@ def test_published_snapshot_reaches_the_sdk_cache(
         {TopicPartition(topic, 0): 5.0, TopicPartition(topic, 1): 50.0}
     )
     assert cached == measured
+
+
+def test_broker_down_is_reported_and_survived() -> None:
+    from consumer_sdk.embedded import EmbeddedKafka
+
+    clock = FakeClock()
+    with EmbeddedKafka(brokers=3) as broker:
+        broker.create_topic("down", 3, 1)  # one leader per broker
+        kafka = broker.bootstrap_servers
+
+        async def run() -> tuple[list[str], int, list[str], int]:
+            monitor = Monitor(kafka, "g-down", ["down"], request_timeout_ms=2000, clock=clock)
+            await monitor.start()
+            try:
+                produce_per_partition(kafka, "down", {0: 5, 1: 5, 2: 5})
+                broker.broker_down(2)
+                clock.now += 1
+                while_down = await monitor.poll()
+                broker.broker_up(2)
+                clock.now += 1
+                for _ in range(20):  # the client reconnects on its own
+                    after = await monitor.poll()
+                    if len(after.end_offsets) == 3 and not after.problems:
+                        break
+                    await asyncio.sleep(0.25)
+                return (
+                    while_down.problems,
+                    len(while_down.end_offsets),
+                    after.problems,
+                    len(after.end_offsets),
+                )
+            finally:
+                await monitor.stop()
+
+        problems_down, read_down, problems_after, read_after = asyncio.run(run())
+    assert problems_down and read_down < 3  # said what it could not read
+    assert problems_after == [] and read_after == 3
