@@ -1,9 +1,9 @@
 """``kafka-autoscaler-consumer``: run one SDK consumer with its config from the environment.
 
 The sidecar's local scaler starts these (one per replica, each with its own
-``AUTOSCALER_MEMBER_IDENTITY``). Sinks: ``null`` (discard), ``jsonl:PATH`` (append one JSON
-line per record: topic, partition, offset, key, value as text). The Spark table sink plugs in
-here once it exists (issue 5).
+``AUTOSCALER_MEMBER_IDENTITY``). Sinks: ``null`` (discard), or ``jsonl:PATH`` (append one
+JSON line per record: topic, partition, offset, key, value as text; ``{identity}`` in PATH
+becomes the member identity). The Spark table sink plugs in here once it exists (issue 5).
 """
 
 from __future__ import annotations
@@ -51,13 +51,13 @@ def jsonl_sink(path: Path) -> Sink:
     return CallbackSink(write)
 
 
-def parse_sink(spec: str) -> Sink:
-    """``null`` or ``jsonl:PATH``."""
+def parse_sink(spec: str, identity: str = "") -> Sink:
+    """``null`` or ``jsonl:PATH`` (``{identity}`` in PATH becomes the member identity)."""
     if spec == "null":
         return CallbackSink(_null)
     kind, sep, target = spec.partition(":")
     if kind == "jsonl" and sep and target:
-        return jsonl_sink(Path(target))
+        return jsonl_sink(Path(target.replace("{identity}", identity)))
     raise ConfigError(f"--sink (AUTOSCALER_SINK) must be null or jsonl:PATH, got {spec!r}")
 
 
@@ -68,7 +68,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     try:
-        consumer = AutoscalingConsumer(ConsumerConfig.from_env(), parse_sink(args.sink))
+        config = ConsumerConfig.from_env()
+        consumer = AutoscalingConsumer(config, parse_sink(args.sink, config.member_identity))
     except ConfigError as exc:
         print(f"kafka-autoscaler-consumer: error: {exc}", file=sys.stderr)
         return 2
