@@ -12,7 +12,7 @@ import re
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, NoReturn
 
 from assignor import DEFAULT_HEURISTIC, HEURISTIC_NAMES
 from consumer_sdk.snapshot import UNITS, speeds_topic
@@ -39,8 +39,9 @@ def default_identity() -> str:
 
 
 @dataclass(frozen=True)
-class ConsumerConfig:
-    """Everything an :class:`~consumer_sdk.consumer.AutoscalingConsumer` needs."""
+class GroupSettings:
+    """What the consumers and the sidecar share: the same fields, the same ``AUTOSCALER_*``
+    variables, the same checks. Subclasses say how a field is named in messages."""
 
     bootstrap_servers: str
     group: str
@@ -48,9 +49,49 @@ class ConsumerConfig:
     capacity: float
     capacity_unit: str = "records/s"
     heuristic: str = DEFAULT_HEURISTIC
+    snapshot_topic: str = ""
+
+    def label(self, name: str) -> str:
+        """How field ``name`` is called in an error message."""
+        return f"{name} ({env_name(name)})"
+
+    def _fail(self, name: str, accepted: str) -> NoReturn:
+        raise ConfigError(f"{self.label(name)} must be {accepted}, got {getattr(self, name)!r}")
+
+    def _check_group(self) -> None:
+        """Check the shared fields; derive the default snapshot topic."""
+        if not isinstance(self.bootstrap_servers, str) or not all(
+            ":" in s for s in self.bootstrap_servers.split(",")
+        ):
+            self._fail("bootstrap_servers", "a comma-separated list of host:port")
+        if not isinstance(self.group, str) or not self.group.strip():
+            self._fail("group", "a non-empty consumer group id")
+        if not self.topics or not all(
+            isinstance(t, str) and _TOPIC_NAME.fullmatch(t) for t in self.topics
+        ):
+            self._fail("topics", "one or more topic names of [a-zA-Z0-9._-]")
+        if _bad_number(self.capacity, minimum=0.0, exclusive=True):
+            self._fail("capacity", "a finite number > 0 (records/s or bytes/s one consumer drains)")
+        if self.capacity_unit not in UNITS:
+            self._fail("capacity_unit", f"one of {', '.join(UNITS)}")
+        if self.heuristic not in HEURISTIC_NAMES:
+            self._fail("heuristic", f"one of {', '.join(HEURISTIC_NAMES)}")
+        if not self.snapshot_topic:
+            object.__setattr__(self, "snapshot_topic", speeds_topic(self.group))
+        if not _TOPIC_NAME.fullmatch(self.snapshot_topic):
+            self._fail(
+                "snapshot_topic",
+                "a topic name of 1-249 characters from [a-zA-Z0-9._-] (the default, "
+                "<group>.autoscaler.speeds, is invalid when the group id has other characters)",
+            )
+
+
+@dataclass(frozen=True)
+class ConsumerConfig(GroupSettings):
+    """Everything an :class:`~consumer_sdk.consumer.AutoscalingConsumer` needs."""
+
     batch_bytes: int = 16 * MIB
     wait_time_secs: float = 5.0
-    snapshot_topic: str = ""
     snapshot_max_age_secs: float = 30.0
     member_identity: str = field(default_factory=default_identity)
     session_timeout_ms: int = 10_000
@@ -65,36 +106,10 @@ class ConsumerConfig:
     metrics_port: int | None = None
 
     def __post_init__(self) -> None:
+        self._check_group()
         self._check()
-        if not self.snapshot_topic:
-            object.__setattr__(self, "snapshot_topic", speeds_topic(self.group))
-        if not _TOPIC_NAME.fullmatch(self.snapshot_topic):
-            self._fail(
-                "snapshot_topic",
-                "a topic name of 1-249 characters from [a-zA-Z0-9._-] (the default, "
-                "<group>.autoscaler.speeds, is invalid when the group id has other characters)",
-            )
-
-    def _fail(self, name: str, accepted: str) -> None:
-        raise ConfigError(
-            f"{name} ({env_name(name)}) must be {accepted}, got {getattr(self, name)!r}"
-        )
 
     def _check(self) -> None:
-        if not isinstance(self.bootstrap_servers, str) or not all(
-            ":" in s for s in self.bootstrap_servers.split(",")
-        ):
-            self._fail("bootstrap_servers", "a comma-separated list of host:port")
-        if not isinstance(self.group, str) or not self.group.strip():
-            self._fail("group", "a non-empty consumer group id")
-        if not self.topics or not all(isinstance(t, str) and t for t in self.topics):
-            self._fail("topics", "one or more non-empty topic names")
-        if _bad_number(self.capacity, minimum=0.0, exclusive=True):
-            self._fail("capacity", "a finite number > 0 (records/s or bytes/s one consumer drains)")
-        if self.capacity_unit not in UNITS:
-            self._fail("capacity_unit", f"one of {', '.join(UNITS)}")
-        if self.heuristic not in HEURISTIC_NAMES:
-            self._fail("heuristic", f"one of {', '.join(HEURISTIC_NAMES)}")
         if (
             isinstance(self.batch_bytes, bool)
             or not isinstance(self.batch_bytes, int)

@@ -14,33 +14,19 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from assignor import DEFAULT_HEURISTIC, HEURISTIC_NAMES
-from consumer_sdk.config import env_name
-from consumer_sdk.snapshot import UNITS, speeds_topic
+from consumer_sdk.config import ConfigError, GroupSettings, env_name
 
 SCALERS = ("local", "kubernetes", "none")
 WORKLOAD_KINDS = ("deployment", "statefulset")
-_TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
-
-
-class SidecarConfigError(ValueError):
-    """A flag or variable out of range."""
 
 
 @dataclass(frozen=True)
-class SidecarConfig:
-    """Everything the sidecar needs."""
+class SidecarConfig(GroupSettings):
+    """Everything the sidecar needs (the shared fields come from GroupSettings)."""
 
-    bootstrap_servers: str
-    group: str
-    topics: tuple[str, ...]
-    capacity: float
-    capacity_unit: str = "records/s"
-    heuristic: str = DEFAULT_HEURISTIC
     interval: float = 1.0
     window: float = 30.0
     min_window: float = 3.0
-    snapshot_topic: str = ""
     min_replicas: int = 1
     max_replicas: int = 100
     scale_down_window: float = 120.0
@@ -57,21 +43,14 @@ class SidecarConfig:
     http_host: str = "127.0.0.1"
     http_port: int = 8080
 
-    def __post_init__(self) -> None:
-        def fail(name: str, accepted: str) -> None:
-            flag = "--" + name.replace("_", "-")
-            raise SidecarConfigError(
-                f"{flag} ({env_name(name)}) must be {accepted}, got {getattr(self, name)!r}"
-            )
+    def label(self, name: str) -> str:
+        """Flags are how sidecar users meet a field."""
+        return f"--{name.replace('_', '-')} ({env_name(name)})"
 
-        if not all(":" in s for s in self.bootstrap_servers.split(",")):
-            fail("bootstrap_servers", "a comma-separated list of host:port")
-        if not self.group.strip():
-            fail("group", "a non-empty consumer group id")
-        if not self.topics or not all(_TOPIC.fullmatch(t) for t in self.topics):
-            fail("topics", "one or more topic names")
+    def __post_init__(self) -> None:
+        self._check_group()
+        fail = self._fail
         positive = {
-            "capacity": self.capacity,
             "interval": self.interval,
             "window": self.window,
             "drain_seconds": self.drain_seconds,
@@ -84,10 +63,6 @@ class SidecarConfig:
             fail("min_window", f"in (0, --window={self.window}]")
         if not (math.isfinite(self.scale_down_window) and self.scale_down_window >= 0):
             fail("scale_down_window", "a number of seconds >= 0")
-        if self.capacity_unit not in UNITS:
-            fail("capacity_unit", f"one of {', '.join(UNITS)}")
-        if self.heuristic not in HEURISTIC_NAMES:
-            fail("heuristic", f"one of {', '.join(HEURISTIC_NAMES)}")
         if self.min_replicas < 0:
             fail("min_replicas", "an integer >= 0")
         if self.max_replicas < max(1, self.min_replicas):
@@ -102,14 +77,6 @@ class SidecarConfig:
             fail("consumer_command", "the consumer program to start")
         if not 0 <= self.http_port <= 65535:
             fail("http_port", "a TCP port in [0, 65535] (0: no HTTP endpoint)")
-        if not self.snapshot_topic:
-            object.__setattr__(self, "snapshot_topic", speeds_topic(self.group))
-        if not _TOPIC.fullmatch(self.snapshot_topic):
-            fail(
-                "snapshot_topic",
-                "a valid topic name (set it when the group id has other "
-                "characters than [a-zA-Z0-9._-])",
-            )
         if not self.lock_file:
             safe = re.sub(r"[^a-zA-Z0-9._-]", "_", self.group)
             object.__setattr__(self, "lock_file", f"/tmp/kafka-autoscaler-{safe}.lock")
@@ -178,6 +145,6 @@ def parse_args(
         )
     try:
         return SidecarConfig(**values)
-    except SidecarConfigError as exc:
+    except ConfigError as exc:
         parser.error(str(exc))
     raise AssertionError("unreachable")
