@@ -3,13 +3,20 @@ enough on shared machines). Results land in benchmarks/results/."""
 
 from __future__ import annotations
 
-from benchmarks import consume_throughput, embedded_memory, latency, paper, sidecar_cycle
+from benchmarks import (
+    consume_throughput,
+    embedded_memory,
+    latency,
+    paper,
+    sidecar_cycle,
+    simulate,
+)
 
 
 def main() -> int:
     """Run all benchmarks; non-zero if any failed."""
     status = 0
-    for module in (paper, latency, embedded_memory, consume_throughput, sidecar_cycle):
+    for module in (paper, latency, embedded_memory, consume_throughput, sidecar_cycle, simulate):
         print(f"== {module.__name__}", flush=True)
         status |= module.main([])
     return status

@@ -1,0 +1,206 @@
+"""Our policy against KEDA-style scaling, in the simulator (sidecar.simulation), same traces.
+
+Per trace: our default policy (the sidecar's defaults and heuristic), and KEDA-style over
+lagThreshold 100..100,000 (log-spaced) with eager range and with cooperative-sticky
+assignment. Target: every KEDA setting whose p99 lag is no worse than ours uses at least
+1/0.6 of our consumer-seconds. Also a 10,000-partition run to show the simulator scales.
+``python -m benchmarks.simulate``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Sequence
+from dataclasses import asdict
+from typing import Any
+
+from assignor import DEFAULT_HEURISTIC
+from benchmarks.machine import machine_line
+from benchmarks.report import RESULTS, publish
+from sidecar.controller import ControllerConfig
+from sidecar.simulation import (
+    KedaPolicy,
+    OurPolicy,
+    Rates,
+    Result,
+    bursty,
+    diurnal,
+    random_walk,
+    simulate,
+    spikes,
+)
+
+CAPACITY = 1000.0
+THRESHOLDS = (100, 300, 1000, 3000, 10_000, 30_000, 100_000)
+TARGET_RATIO = 1 / 0.6
+
+
+def traces(partitions: int, seed: int) -> dict[str, Rates]:
+    """Fresh, seeded traces (each call starts them over)."""
+    return {
+        "paper random walk": random_walk(partitions, CAPACITY, 5, seed),
+        "diurnal": diurnal(partitions, CAPACITY, 1800, seed),
+        "spikes": spikes(partitions, CAPACITY, seed),
+        "bursty": bursty(partitions, CAPACITY, seed),
+    }
+
+
+def ours(partitions: int) -> OurPolicy:
+    """Our default policy: the sidecar's default controller settings."""
+    defaults = ControllerConfig(capacity=CAPACITY)
+    return OurPolicy(
+        DEFAULT_HEURISTIC,
+        CAPACITY,
+        partitions,
+        scale_down_window_s=defaults.scale_down_window_s,
+        drain_seconds=defaults.drain_seconds,
+    )
+
+
+def verdict(mine: Result, keda: list[Result]) -> tuple[bool, list[str]]:
+    """Whether every KEDA run with p99 lag <= ours used >= 1/0.6 of our consumer-seconds."""
+    lines, ok = [], True
+    for r in keda:
+        if r.lag_p99 <= mine.lag_p99:
+            ratio = r.consumer_seconds / mine.consumer_seconds
+            ok &= ratio >= TARGET_RATIO
+            lines.append(
+                f"{r.policy}: p99 lag {r.lag_p99:,.0f} <= ours, consumer-seconds x{ratio:.2f}"
+            )
+    return ok, lines
+
+
+def plot(runs: dict[str, list[Result]], path: Any) -> None:
+    """Consumer-seconds vs p99 lag per trace: the KEDA curves and our point."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, 2, figsize=(12, 9))
+    for ax, (trace, results) in zip(axes.flat, runs.items(), strict=True):
+        for label, coop in (("KEDA eager range", False), ("KEDA cooperative-sticky", True)):
+            curve = [
+                r for r in results if r.policy.startswith("keda") and ("coop" in r.policy) == coop
+            ]
+            ax.plot(
+                [r.lag_p99 for r in curve],
+                [r.consumer_seconds for r in curve],
+                "-o",
+                ms=3,
+                label=label,
+            )
+        mine = next(r for r in results if r.policy.startswith("ours"))
+        ax.scatter(
+            [mine.lag_p99],
+            [mine.consumer_seconds],
+            color="tab:red",
+            s=60,
+            zorder=3,
+            label=mine.policy,
+        )
+        ax.set_xscale("log")
+        ax.set_title(trace)
+        ax.set_xlabel("p99 total lag (records)")
+        ax.set_ylabel("consumer-seconds")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle("Cost vs lag: KEDA-style lagThreshold sweep (100..100,000) and our policy")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run and write ``results/simulate.{md,json,png}``."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--partitions", type=int, default=100)
+    parser.add_argument("--duration", type=int, default=1800)
+    parser.add_argument("--seed", type=int, default=11)
+    parser.add_argument("--large", type=int, default=10_000, help="partitions of the scale run")
+    parser.add_argument("--no-write", action="store_true")
+    args = parser.parse_args(argv)
+    runs: dict[str, list[Result]] = {}
+    lines = [
+        f"# Simulator: our policy vs KEDA-style, {args.partitions} partitions, "
+        f"C = {CAPACITY:g} records/s, {args.duration} s per run, seed {args.seed}",
+        "",
+        machine_line(),
+        "Rebalance pause 3 s per moved partition (eager: all partitions); speeds measured over "
+        "30 s. Lag in records (total over partitions) and seconds (total lag / arrival rate).",
+        "",
+    ]
+    verdicts = {}
+    for trace in traces(args.partitions, args.seed):
+        results = [
+            simulate(
+                traces(args.partitions, args.seed)[trace],
+                args.partitions,
+                CAPACITY,
+                ours(args.partitions),
+                args.duration,
+            )
+        ]
+        for cooperative in (False, True):
+            for threshold in THRESHOLDS:
+                policy = KedaPolicy(threshold, args.partitions, cooperative)
+                results.append(
+                    simulate(
+                        traces(args.partitions, args.seed)[trace],
+                        args.partitions,
+                        CAPACITY,
+                        policy,
+                        args.duration,
+                    )
+                )
+        runs[trace] = results
+        ok, notes = verdict(results[0], results[1:])
+        verdicts[trace] = ok
+        lines += [
+            f"## {trace}: target {'holds' if ok else 'BROKEN'}",
+            "",
+            "| policy | consumer-s | lag p50 | lag p99 | lag max | p50 s | p99 s | max s "
+            "| rebalances | Rscore | paused partition-s |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for r in results:
+            lines.append(
+                f"| {r.policy} | {r.consumer_seconds:,.0f} | {r.lag_p50:,.0f} | {r.lag_p99:,.0f} "
+                f"| {r.lag_max:,.0f} | {r.lag_seconds_p50:.1f} | {r.lag_seconds_p99:.1f} "
+                f"| {r.lag_seconds_max:.1f} | {r.rebalances} | {r.total_rscore:.1f} "
+                f"| {r.paused_partition_seconds:,.0f} |"
+            )
+        lines += ["", *(f"- {n}" for n in notes), ""]
+        print(f"{trace}: {'holds' if ok else 'BROKEN'}", flush=True)
+    started = time.perf_counter()
+    big = simulate(
+        random_walk(args.large, CAPACITY, 5, args.seed), args.large, CAPACITY, ours(args.large), 300
+    )
+    lines += [
+        f"Scale: {args.large} partitions, 300 s of the random walk with our policy ran in "
+        f"{time.perf_counter() - started:.0f} s ({big.rebalances} rebalances, peak "
+        f"{max(big.replicas)} consumers)."
+    ]
+    if not args.no_write:
+        plot(runs, RESULTS / "simulate.png")
+    publish(
+        "simulate",
+        "\n".join(lines),
+        {
+            "args": vars(args),
+            "verdicts": verdicts,
+            "runs": {
+                t: [
+                    {k: v for k, v in asdict(r).items() if k not in ("replicas", "lag")} for r in rs
+                ]
+                for t, rs in runs.items()
+            },
+        },
+        write=not args.no_write,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,312 @@
+"""A discrete-time simulator of a consumer group under a scaling policy (pure, seeded).
+
+Each second: partitions receive records at their trace's rates; every consumer drains at
+most C records/s, spread over its partitions in proportion to their backlog; partitions
+that moved in a rebalance pause for ``rebalance_s`` (an eager rebalance pauses them all).
+Every ``interval_s`` the policy sees measured speeds (the arrivals averaged over a window,
+as the monitor measures them) and lags, and picks a replica count; a change of count is a
+rebalance, with the policy's assignment. Our policy drives the real controller and
+heuristic with a fake clock.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from assignor import Assignment, TopicPartition, get_heuristic
+from assignor.metrics import rscore
+from sidecar.controller import Controller, ControllerConfig, Observation
+
+Rates = Callable[[int], np.ndarray]
+"""Trace: second -> records/s of every partition."""
+
+
+def random_walk(partitions: int, capacity: float, delta: float, seed: int) -> Rates:
+    """The paper's walk (DESIGN.md section 1), per second, scaled so the load needs about
+    ``partitions / 4`` consumers on average."""
+    rng = np.random.default_rng(seed)
+    top = capacity / 2
+    current = rng.uniform(0, top, partitions)
+    last = -1
+
+    def rates(t: int) -> np.ndarray:
+        nonlocal current, last
+        while last < t:
+            current = np.clip(current + rng.uniform(-delta, delta, partitions) / 100 * top, 0, top)
+            last += 1
+        return current
+
+    return rates
+
+
+def diurnal(partitions: int, capacity: float, period_s: int, seed: int) -> Rates:
+    """A daily curve (compressed into ``period_s``) with per-partition noise."""
+    rng = np.random.default_rng(seed)
+    base = rng.uniform(0.05, 0.45, partitions) * capacity
+
+    def rates(t: int) -> np.ndarray:
+        wave = 0.55 + 0.45 * math.sin(2 * math.pi * t / period_s)
+        return np.asarray(base * wave * rng.uniform(0.9, 1.1, partitions))
+
+    return rates
+
+
+def spikes(partitions: int, capacity: float, seed: int) -> Rates:
+    """Steady load with a 5x spike on a random quarter of the partitions for 60 s, every
+    ~10 minutes."""
+    rng = np.random.default_rng(seed)
+    base = rng.uniform(0.05, 0.25, partitions) * capacity
+    hot = rng.random((1000, partitions)) < 0.25
+
+    def rates(t: int) -> np.ndarray:
+        spike = (t % 600) < 60
+        return np.asarray(base * np.where(hot[t // 600 % 1000] & spike, 5.0, 1.0))
+
+    return rates
+
+
+def bursty(partitions: int, capacity: float, seed: int) -> Rates:
+    """On/off sources with heavy-tailed on and off periods (Pareto), like real producers."""
+    rng = np.random.default_rng(seed)
+    peak = rng.uniform(0.1, 0.6, partitions) * capacity
+    on = rng.random(partitions) < 0.5
+    until = rng.pareto(1.5, partitions) * 20
+    last = 0
+
+    def rates(t: int) -> np.ndarray:
+        nonlocal on, until, last
+        while last < t:
+            last += 1
+            flip = until <= last
+            on = np.where(flip, ~on, on)
+            until = np.where(flip, last + 5 + rng.pareto(1.5, partitions) * 20, until)
+        return np.asarray(np.where(on, peak, peak * 0.05))
+
+    return rates
+
+
+class Policy:
+    """Decides the replica count and the assignment."""
+
+    name = "policy"
+    cooperative = True
+
+    def replicas(
+        self,
+        t: float,
+        speeds: dict[TopicPartition, float],
+        lags: dict[TopicPartition, float],
+        current: int,
+    ) -> int:
+        raise NotImplementedError
+
+    def assign(
+        self,
+        speeds: dict[TopicPartition, float],
+        previous: Assignment,
+        members: Sequence[str],
+        capacity: float,
+    ) -> Assignment:
+        raise NotImplementedError
+
+
+class OurPolicy(Policy):
+    """The sidecar's controller and the group's heuristic (cooperative rebalancing)."""
+
+    def __init__(
+        self,
+        heuristic: str,
+        capacity: float,
+        partitions: int,
+        scale_down_window_s: float = 120,
+        drain_seconds: float = 60,
+    ) -> None:
+        self.name = f"ours ({heuristic})"
+        self.heuristic = get_heuristic(heuristic)
+        self.now = 0.0
+        self.controller = Controller(
+            ControllerConfig(
+                capacity=capacity,
+                heuristic=heuristic,
+                max_replicas=partitions,
+                scale_down_window_s=scale_down_window_s,
+                drain_seconds=drain_seconds,
+                max_data_age_s=1e9,
+            ),
+            lambda: self.now,
+        )
+        self.controller.synchronise(1)
+
+    def replicas(
+        self,
+        t: float,
+        speeds: dict[TopicPartition, float],
+        lags: dict[TopicPartition, float],
+        current: int,
+    ) -> int:
+        self.now = t
+        if self.controller.replicas != current:
+            self.controller.synchronise(current)
+        return self.controller.step(Observation(t, speeds, lags)).desired
+
+    def assign(
+        self,
+        speeds: dict[TopicPartition, float],
+        previous: Assignment,
+        members: Sequence[str],
+        capacity: float,
+    ) -> Assignment:
+        kept = {tp: m for tp, m in previous.items() if m in members}
+        return self.heuristic.assign(
+            speeds,
+            capacity=capacity,
+            previous=kept,
+            members=members,
+            remove_first=list(reversed(members)),
+        )
+
+
+class KedaPolicy(Policy):
+    """KEDA's Kafka scaler through the HPA: desired = ceil(total lag / lagThreshold),
+    10 % tolerance, 300 s scale-down stabilisation, capped at the partition count; the
+    group's assignment is eager range or cooperative-sticky."""
+
+    def __init__(self, lag_threshold: float, partitions: int, cooperative: bool) -> None:
+        self.lag_threshold = lag_threshold
+        self.partitions = partitions
+        self.cooperative = cooperative
+        self.name = f"keda {'coop-sticky' if cooperative else 'eager-range'} lag={lag_threshold:g}"
+        self.history: deque[tuple[float, int]] = deque()
+
+    def replicas(
+        self,
+        t: float,
+        speeds: dict[TopicPartition, float],
+        lags: dict[TopicPartition, float],
+        current: int,
+    ) -> int:
+        total = sum(lags.values())
+        desired = max(1, min(self.partitions, math.ceil(total / self.lag_threshold)))
+        # The HPA's tolerance is on the metric's ratio to its target (average lag per
+        # replica over lagThreshold), not on the replica counts.
+        if current and abs(total / (current * self.lag_threshold) - 1) <= 0.1:
+            desired = current
+        self.history.append((t, desired))
+        while self.history[0][0] < t - 300:
+            self.history.popleft()
+        if desired < current:  # scale down to the highest recommendation of 300 s
+            desired = min(current, max(d for _, d in self.history))
+        return desired
+
+    def assign(
+        self,
+        speeds: dict[TopicPartition, float],
+        previous: Assignment,
+        members: Sequence[str],
+        capacity: float,
+    ) -> Assignment:
+        if self.cooperative:
+            kept = {tp: m for tp, m in previous.items() if m in members}
+            return get_heuristic("sticky").assign(
+                speeds, capacity=capacity, previous=kept, members=members
+            )
+        ordered = sorted(speeds)  # range: contiguous blocks per member
+        per = math.ceil(len(ordered) / len(members))
+        return {tp: members[i // per] for i, tp in enumerate(ordered)}
+
+
+@dataclass
+class Result:
+    """What one run cost and how late it was."""
+
+    policy: str
+    consumer_seconds: float
+    lag_p50: float
+    lag_p99: float
+    lag_max: float
+    lag_seconds_p50: float
+    lag_seconds_p99: float
+    lag_seconds_max: float
+    rebalances: int
+    total_rscore: float
+    paused_partition_seconds: float
+    replicas: list[int] = field(default_factory=list, repr=False)
+    lag: list[float] = field(default_factory=list, repr=False)
+
+
+def simulate(
+    rates: Rates,
+    partitions: int,
+    capacity: float,
+    policy: Policy,
+    duration_s: int,
+    *,
+    rebalance_s: float = 3.0,
+    window_s: int = 30,
+    interval_s: int = 1,
+) -> Result:
+    """Run ``policy`` against the trace for ``duration_s`` seconds."""
+    tps = [TopicPartition("t", p) for p in range(partitions)]
+    lag = np.zeros(partitions)
+    paused_until = np.zeros(partitions)
+    window: deque[np.ndarray] = deque(maxlen=window_s)
+    members = ["m0"]
+    owner = np.zeros(partitions, dtype=int)
+    assignment: Assignment = dict.fromkeys(tps, "m0")
+    replicas_seen, lag_seen, lag_secs = [], [], []
+    consumer_seconds = paused = total_rscore = 0.0
+    rebalances = 0
+    for t in range(duration_s):
+        arrivals = rates(t)
+        window.append(arrivals)
+        lag += arrivals
+        active = paused_until <= t
+        paused += float(np.count_nonzero(~active))
+        demand = np.where(active, lag, 0.0)
+        per_member = np.bincount(owner, weights=demand, minlength=len(members))
+        share = np.where(per_member > capacity, capacity / np.maximum(per_member, 1e-12), 1.0)
+        lag -= demand * share[owner]
+        consumer_seconds += len(members)
+        total_lag = float(lag.sum())
+        replicas_seen.append(len(members))
+        lag_seen.append(total_lag)
+        lag_secs.append(total_lag / max(float(arrivals.sum()), 1e-9))
+        if t % interval_s or t < 3:
+            continue
+        measured = np.mean(np.asarray(window), axis=0)
+        speeds = {tp: float(s) for tp, s in zip(tps, measured, strict=True)}
+        lags = {tp: float(v) for tp, v in zip(tps, lag, strict=True)}
+        desired = policy.replicas(float(t), speeds, lags, len(members))
+        if desired == len(members) or desired < 1:
+            continue
+        members = [f"m{i}" for i in range(desired)]
+        new = policy.assign(speeds, assignment, members, capacity)
+        moved = np.array([new[tp] != assignment.get(tp) for tp in tps])
+        pause = moved if policy.cooperative else np.ones(partitions, dtype=bool)
+        paused_until = np.where(pause, t + 1 + rebalance_s, paused_until)
+        total_rscore += rscore(assignment, new, speeds, capacity)
+        rebalances += 1
+        assignment = new
+        index = {m: i for i, m in enumerate(members)}
+        owner = np.array([index[assignment[tp]] for tp in tps])
+    lags_arr, secs_arr = np.array(lag_seen), np.array(lag_secs)
+    return Result(
+        policy.name,
+        consumer_seconds,
+        float(np.percentile(lags_arr, 50)),
+        float(np.percentile(lags_arr, 99)),
+        float(lags_arr.max()),
+        float(np.percentile(secs_arr, 50)),
+        float(np.percentile(secs_arr, 99)),
+        float(secs_arr.max()),
+        rebalances,
+        total_rscore,
+        paused,
+        replicas_seen,
+        lag_seen,
+    )

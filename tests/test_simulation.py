@@ -1,0 +1,80 @@
+"""The simulator's mechanics: conservation, pauses, and the KEDA-style rules."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from assignor import TopicPartition
+from sidecar.simulation import KedaPolicy, OurPolicy, Policy, random_walk, simulate
+
+
+def constant(partitions: int, rate: float):  # type: ignore[no-untyped-def]
+    return lambda t: np.full(partitions, rate)
+
+
+def test_ample_capacity_keeps_lag_at_zero_between_decisions() -> None:
+    # 10 partitions x 50 records/s on one consumer of 1000: never behind.
+    result = simulate(constant(10, 50.0), 10, 1000.0, OurPolicy("repair", 1000.0, 10), 120)
+    assert result.lag_max == 0.0
+    assert result.rebalances == 0 and result.consumer_seconds == 120
+
+
+def test_eager_rebalance_pauses_every_partition() -> None:
+    class StepUp(Policy):
+        name = "step"
+        cooperative = False
+
+        def replicas(self, t: float, speeds: object, lags: object, current: int) -> int:
+            return 2 if t >= 10 else current
+
+        def assign(self, speeds, previous, members, capacity):  # type: ignore[no-untyped-def]
+            return {tp: members[tp.partition % len(members)] for tp in speeds}
+
+    result = simulate(constant(6, 10.0), 6, 1000.0, StepUp(), 40, rebalance_s=3)
+    assert result.rebalances == 1
+    assert result.paused_partition_seconds == 6 * 3  # all six, for three seconds
+
+
+def test_cooperative_rebalance_pauses_only_moved_partitions() -> None:
+    class StepUp(Policy):
+        name = "step"
+
+        def replicas(self, t: float, speeds: object, lags: object, current: int) -> int:
+            return 2 if t >= 10 else current
+
+        def assign(self, speeds, previous, members, capacity):  # type: ignore[no-untyped-def]
+            return {tp: "m1" if tp.partition == 0 else "m0" for tp in speeds}
+
+    result = simulate(constant(6, 10.0), 6, 1000.0, StepUp(), 40, rebalance_s=3)
+    assert result.paused_partition_seconds == 1 * 3
+    assert result.total_rscore == pytest.approx(10.0 / 1000.0)
+
+
+def test_keda_rules() -> None:
+    tps = [TopicPartition("t", p) for p in range(20)]
+    keda = KedaPolicy(lag_threshold=100, partitions=20, cooperative=False)
+    lags = dict.fromkeys(tps, 50.0)  # 1,000 in all: 10 consumers
+    assert keda.replicas(0.0, {}, lags, 1) == 10
+    assert keda.replicas(1.0, {}, dict.fromkeys(tps, 52.0), 10) == 10  # within 10 %
+    assert keda.replicas(2.0, {}, dict.fromkeys(tps, 10.0), 10) == 10  # stabilised for 300 s
+    assert keda.replicas(303.0, {}, dict.fromkeys(tps, 10.0), 10) == 2
+    assert keda.replicas(304.0, {}, dict.fromkeys(tps, 1e6), 2) == 20  # capped at partitions
+    ranged = keda.assign(dict.fromkeys(tps, 1.0), {}, ["m0", "m1"], 100.0)
+    assert [ranged[tp] for tp in tps] == ["m0"] * 10 + ["m1"] * 10
+
+
+def test_our_policy_follows_a_step_in_load() -> None:
+    def step(t: int) -> np.ndarray:
+        return np.full(20, 100.0 if t < 100 else 300.0)  # 2,000 -> 6,000 records/s
+
+    result = simulate(step, 20, 1000.0, OurPolicy("repair", 1000.0, 20), 200)
+    # Two consumers' worth of load; the start-up backlog (one consumer for the first
+    # seconds) may add one until it drains. After the step: six consumers' worth.
+    assert 2 <= max(result.replicas[50:100]) <= 3
+    assert min(result.replicas[150:]) >= 6
+
+
+def test_traces_are_seeded() -> None:
+    first, second = random_walk(5, 1000.0, 5, 3), random_walk(5, 1000.0, 5, 3)
+    assert np.array_equal(first(10), second(10))
