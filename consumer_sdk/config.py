@@ -104,6 +104,7 @@ class ConsumerConfig(GroupSettings):
     sasl_plain_password: str | None = None
     ssl_cafile: str | None = None
     metrics_port: int | None = None
+    replan_after_secs: float = 30.0
 
     def __post_init__(self) -> None:
         self._check_group()
@@ -131,6 +132,8 @@ class ConsumerConfig(GroupSettings):
             self._fail("heartbeat_interval_ms", "in [50, session_timeout_ms)")
         if self.auto_offset_reset not in ("earliest", "latest"):
             self._fail("auto_offset_reset", "earliest or latest")
+        if _bad_number(self.replan_after_secs, minimum=0.0) or self.replan_after_secs > 3600:
+            self._fail("replan_after_secs", "a number of seconds in [0, 3600] (0: never)")
         if _bad_number(self.leader_delay_secs, minimum=0.0) or self.leader_delay_secs > 5:
             self._fail("leader_delay_secs", "in [0, 5] (non-zero only for the embedded broker)")
         if self.security_protocol not in SECURITY_PROTOCOLS:

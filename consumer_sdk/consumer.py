@@ -26,6 +26,7 @@ from assignor import TopicPartition
 from assignor.plugin import MemberState, PluginStats, build_assignor
 from consumer_sdk import metrics
 from consumer_sdk.config import MIB, ConsumerConfig
+from consumer_sdk.overload import OverloadWatch
 from consumer_sdk.sink import Record, Sink
 from consumer_sdk.snapshot_cache import SnapshotCache
 
@@ -93,6 +94,12 @@ class AutoscalingConsumer:
         self._fallbacks_seen = 0
         self._commit_task: asyncio.Task[None] | None = None
         self.assigned: set[TopicPartition] = set()
+        self.overload = (
+            OverloadWatch(config.capacity, sustain_s=config.replan_after_secs)
+            if config.replan_after_secs > 0
+            else None
+        )
+        self.replans_requested = 0
 
     # lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
@@ -165,6 +172,7 @@ class AutoscalingConsumer:
                 await self._fill_batch()
                 async with self._lock:
                     await self._flush(None)
+                self._check_overload()
         finally:
             await self.close()
 
@@ -312,6 +320,25 @@ class AutoscalingConsumer:
             # committed offset (duplicates at most this batch, never a loss).
             metrics.COMMIT_FAILURES.labels(self.config.group).inc()
             log.warning("offset commit failed (%r): records may be re-delivered", exc)
+
+    def _check_overload(self) -> None:
+        """Ask the group for a re-plan when this member stays above its capacity (the
+        speeds of its partitions in the latest fresh snapshot)."""
+        view = self.snapshots.view() if self.overload is not None else None
+        if view is None or self.overload is None or not self.assigned:
+            return
+        load = sum(view.speeds.get(tp, 0.0) for tp in self.assigned)
+        coordinator: Any = getattr(self._consumer, "_coordinator", None)
+        if self.overload.observe(time.monotonic(), load) and coordinator is not None:
+            self.replans_requested += 1
+            metrics.REPLANS.labels(self.config.group).inc()
+            log.info(
+                "load %.0f above capacity %.0f for %.0f s: asking the group to re-plan",
+                load,
+                self.config.capacity,
+                self.config.replan_after_secs,
+            )
+            coordinator.request_rejoin()
 
     # rebalance callbacks -------------------------------------------------------------------
     async def _on_revoked(self, revoked: set[KafkaTopicPartition]) -> None:

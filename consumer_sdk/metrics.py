@@ -44,6 +44,11 @@ ASSIGNOR_FALLBACKS = Counter(
 SNAPSHOTS_IGNORED = Counter(
     "autoscaler_snapshots_ignored_total", "Speed snapshots ignored", ["group", "reason"]
 )
+REPLANS = Counter(
+    "autoscaler_consumer_replans_total",
+    "Re-plans this member asked for (it stayed above capacity)",
+    ["group"],
+)
 POLL_ERRORS = Counter(
     "autoscaler_consumer_poll_errors_total",
     "Errors raised while polling (retried)",

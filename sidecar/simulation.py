@@ -20,6 +20,7 @@ import numpy as np
 
 from assignor import Assignment, TopicPartition, get_heuristic
 from assignor.metrics import rscore
+from consumer_sdk.overload import OverloadWatch
 from sidecar.controller import Controller, ControllerConfig, Observation
 
 Rates = Callable[[int], np.ndarray]
@@ -114,9 +115,17 @@ class Policy:
     ) -> Assignment:
         raise NotImplementedError
 
+    def wants_replan(
+        self, t: float, speeds: dict[TopicPartition, float], assignment: Assignment
+    ) -> bool:
+        """Whether to rebalance with the same members (default: never)."""
+        return False
+
 
 class OurPolicy(Policy):
-    """The sidecar's controller and the group's heuristic (cooperative rebalancing)."""
+    """The sidecar's controller and the group's heuristic (cooperative rebalancing); with
+    ``replan``, each member asks for a re-plan when it stays overloaded
+    (consumer_sdk.overload, as the SDK does)."""
 
     def __init__(
         self,
@@ -125,8 +134,12 @@ class OurPolicy(Policy):
         partitions: int,
         scale_down_window_s: float = 120,
         drain_seconds: float = 60,
+        replan: bool = True,
     ) -> None:
         self.name = f"ours ({heuristic})"
+        self.capacity = capacity
+        self.replan = replan
+        self.watches: dict[str, OverloadWatch] = {}
         self.heuristic = get_heuristic(heuristic)
         self.now = 0.0
         self.controller = Controller(
@@ -153,6 +166,20 @@ class OurPolicy(Policy):
         if self.controller.replicas != current:
             self.controller.synchronise(current)
         return self.controller.step(Observation(t, speeds, lags)).desired
+
+    def wants_replan(
+        self, t: float, speeds: dict[TopicPartition, float], assignment: Assignment
+    ) -> bool:
+        if not self.replan:
+            return False
+        loads: dict[str, float] = {}
+        for tp, member in assignment.items():
+            loads[member] = loads.get(member, 0.0) + speeds.get(tp, 0.0)
+        asks = [
+            self.watches.setdefault(m, OverloadWatch(self.capacity)).observe(t, load)
+            for m, load in sorted(loads.items())
+        ]
+        return any(asks)
 
     def assign(
         self,
@@ -282,7 +309,8 @@ def simulate(
         speeds = {tp: float(s) for tp, s in zip(tps, measured, strict=True)}
         lags = {tp: float(v) for tp, v in zip(tps, lag, strict=True)}
         desired = policy.replicas(float(t), speeds, lags, len(members))
-        if desired == len(members) or desired < 1:
+        replan = desired == len(members) and policy.wants_replan(float(t), speeds, assignment)
+        if (desired == len(members) and not replan) or desired < 1:
             continue
         members = [f"m{i}" for i in range(desired)]
         new = policy.assign(speeds, assignment, members, capacity)

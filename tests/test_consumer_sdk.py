@@ -307,3 +307,57 @@ def test_consumed_records_and_bytes_are_metrics(
     )
     assert 100 * 64 < total_bytes <= 100 * value_bytes
     assert f'autoscaler_consumer_records_total{{group="{group}"'.encode() in page
+
+
+def test_overloaded_member_asks_for_a_replan(kafka: str, topic_factory: Callable[..., str]) -> None:
+    topic = topic_factory(4)
+    speeds_topic = topic_factory(1, prefix="speeds")
+    group = f"g-{topic}"
+
+    def publish(sequence: int, speeds: dict[int, float]) -> None:
+        publish_snapshot(
+            kafka,
+            speeds_topic,
+            Snapshot(
+                group=group,
+                sequence=sequence,
+                timestamp=time.time(),
+                unit="records/s",
+                partitions={
+                    TopicPartition(topic, p): PartitionStat(s, 0.0, 0) for p, s in speeds.items()
+                },
+            ),
+        )
+
+    publish(1, dict.fromkeys(range(4), 4.0))  # 16 in all: two members of 10, 2 + 2
+    members = start_members(
+        kafka,
+        group,
+        [topic],
+        2,
+        SeenRecords().write,
+        snapshot_topic=speeds_topic,
+        replan_after_secs=1.0,
+    )
+    try:
+        assert wait_until(lambda: group_settled(members, 4))
+        first = members[0].consumer
+        assert first is not None and len(first.assigned) == 2
+        # The first member's partitions speed up: 6 + 6 = 12 > 10. The other's slow down.
+        hot = set(first.assigned)
+        speeds = {p: 6.0 if TopicPartition(topic, p) in hot else 2.0 for p in range(4)}
+        publish(2, speeds)
+        assert wait_until(lambda: first.replans_requested >= 1)
+
+        def within_capacity() -> bool:
+            return group_settled(members, 4) and all(
+                sum(speeds[tp.partition] for tp in m.consumer.assigned) <= 10.0
+                for m in members
+                if m.consumer is not None
+            )
+
+        # The leader re-packed: nobody above capacity now (6 | 6 + 2 + 2).
+        assert wait_until(within_capacity)
+    finally:
+        for member in members:
+            member.stop()
