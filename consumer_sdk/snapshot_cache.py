@@ -20,6 +20,7 @@ from aiokafka.structs import TopicPartition as KafkaTopicPartition
 
 from assignor.group_plan import SpeedView
 from consumer_sdk import metrics
+from consumer_sdk.metadata import topic_partitions
 from consumer_sdk.snapshot import Snapshot, SnapshotError, decode
 
 log = logging.getLogger(__name__)
@@ -149,12 +150,7 @@ class SnapshotCache:
         """The topic's partitions, waiting for it to exist (no sidecar yet: keep waiting)."""
         warned = False
         while True:
-            partitions = None
-            if self.topic in await consumer.topics():
-                # topics() does not update the client's metadata cache; this does (aiokafka
-                # internal, stable across the pinned 0.14 series).
-                await consumer._client.force_metadata_update()
-                partitions = consumer.partitions_for_topic(self.topic)
+            partitions = (await topic_partitions(consumer, [self.topic])).get(self.topic)
             if partitions:
                 return [KafkaTopicPartition(self.topic, p) for p in sorted(partitions)]
             if not warned:

@@ -20,6 +20,7 @@ from aiokafka.errors import IncompatibleBrokerVersion, KafkaError
 from aiokafka.structs import TopicPartition as KafkaTopicPartition
 
 from assignor import TopicPartition
+from consumer_sdk.metadata import topic_partitions
 from consumer_sdk.snapshot import UNITS, PartitionStat, Snapshot
 from sidecar.log_dirs import DescribeLogDirsRequest, partition_sizes
 from sidecar.speed import SpeedTracker
@@ -170,18 +171,16 @@ class Monitor:
     async def _partitions(self, reading: Reading) -> list[KafkaTopicPartition]:
         assert self._consumer is not None
         try:
-            existing = await self._consumer.topics()
-            await self._consumer._client.force_metadata_update()  # see snapshot_cache
+            known = await topic_partitions(self._consumer, self.topics)
         except KafkaError as exc:
             reading.problems.append(f"metadata unavailable: {exc!r}")
             return [KafkaTopicPartition(tp.topic, tp.partition) for tp in self.tracker.windows]
         found: list[KafkaTopicPartition] = []
         for topic in self.topics:
-            ids = self._consumer.partitions_for_topic(topic) if topic in existing else None
-            if not ids:
+            if topic not in known:
                 reading.problems.append(f"topic {topic} not found")
                 continue
-            found.extend(KafkaTopicPartition(topic, p) for p in sorted(ids))
+            found.extend(KafkaTopicPartition(topic, p) for p in sorted(known[topic]))
         return found
 
     def snapshot(self, reading: Reading, wall_time: float | None = None) -> Snapshot:
