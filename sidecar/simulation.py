@@ -188,11 +188,10 @@ class OurPolicy(Policy):
         members: Sequence[str],
         capacity: float,
     ) -> Assignment:
-        kept = {tp: m for tp, m in previous.items() if m in members}
         return self.heuristic.assign(
             speeds,
             capacity=capacity,
-            previous=kept,
+            previous=previous,
             members=members,
             remove_first=list(reversed(members)),
         )
@@ -238,9 +237,8 @@ class KedaPolicy(Policy):
         capacity: float,
     ) -> Assignment:
         if self.cooperative:
-            kept = {tp: m for tp, m in previous.items() if m in members}
             return get_heuristic("sticky").assign(
-                speeds, capacity=capacity, previous=kept, members=members
+                speeds, capacity=capacity, previous=previous, members=members
             )
         ordered = sorted(speeds)  # range: contiguous blocks per member
         per = math.ceil(len(ordered) / len(members))
