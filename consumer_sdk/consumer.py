@@ -221,18 +221,17 @@ class AutoscalingConsumer:
             for ktp, messages in batch.items():
                 held = self._pending.setdefault(ktp, [])
                 for m in messages:
-                    held.append(
-                        Record(
-                            m.topic,
-                            m.partition,
-                            m.offset,
-                            m.timestamp,
-                            m.key,
-                            m.value,
-                            tuple(m.headers) if m.headers else (),
-                        )
+                    record = Record(
+                        m.topic,
+                        m.partition,
+                        m.offset,
+                        m.timestamp,
+                        m.key,
+                        m.value,
+                        tuple(m.headers) if m.headers else (),
                     )
-                    self._pending_bytes += len(m.key or b"") + len(m.value or b"")
+                    held.append(record)
+                    self._pending_bytes += record.size
 
     async def _flush(self, partitions: set[KafkaTopicPartition] | None) -> None:
         """Write pending records of ``partitions`` (all if None) and commit them.
