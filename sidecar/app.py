@@ -99,9 +99,8 @@ class Sidecar:
         finally:
             await self.stop()
 
-    @property
-    def leader(self) -> bool:
-        """Whether this sidecar scales (no lease configured: always)."""
+    def take_lead(self) -> bool:
+        """Take or renew leadership; whether this sidecar scales (no lease: always)."""
         return self.lease is None or self.lease.acquire()
 
     async def tick(self) -> Decision | None:
@@ -115,7 +114,7 @@ class Sidecar:
             await self.publisher.publish(self.monitor.snapshot(reading))
             metrics.SNAPSHOTS.inc()
         self.last_tick = self.clock()
-        leading = self.leader
+        leading = self.take_lead()
         metrics.LEADER.set(1 if leading else 0)
         if not leading or self.scaler is None:
             return None
