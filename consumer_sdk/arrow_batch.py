@@ -1,0 +1,240 @@
+"""Records to Arrow tables: the table columns, value decoding, and dead letters.
+
+Pure (no Spark, no files). A batch of one topic becomes two Arrow tables: the rows that
+decoded, and dead letters (topic, partition, offset, error text, raw bytes) for the rest.
+Value formats: ``raw`` (bytes as they came), ``text`` (UTF-8), ``json`` (an object per record,
+its fields as columns of a declared schema such as ``"id BIGINT, name STRING"``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from consumer_sdk.sink import Record
+
+VALUE_FORMATS = ("raw", "text", "json")
+# The partition column of the table directory layout (the batch's UTC ingest date).
+DATE_COLUMN = "date"
+METADATA_COLUMNS = ("topic", "partition", "offset", "timestamp", "key", "headers", "ingest_time")
+TIMESTAMP = pa.timestamp("us", tz="UTC")
+HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+
+# JSON schema types: SQL name -> (Arrow type, Python check of a decoded value).
+_JSON_TYPES: dict[str, tuple[pa.DataType, Callable[[object], bool]]] = {
+    "STRING": (pa.string(), lambda v: isinstance(v, str)),
+    "BIGINT": (pa.int64(), lambda v: _is_int(v, 63)),
+    "INT": (pa.int32(), lambda v: _is_int(v, 31)),
+    "DOUBLE": (pa.float64(), lambda v: _is_number(v)),
+    "FLOAT": (pa.float32(), lambda v: _is_number(v)),
+    "BOOLEAN": (pa.bool_(), lambda v: isinstance(v, bool)),
+}
+_ALIASES = {"LONG": "BIGINT", "INTEGER": "INT", "BOOL": "BOOLEAN", "TEXT": "STRING"}
+_FIELD = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s+([A-Za-z]+)\s*")
+
+
+class SchemaError(ValueError):
+    """A JSON value schema that cannot be parsed."""
+
+
+def _is_int(value: object, bits: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and -(2**bits) <= value < 2**bits
+
+
+def _is_number(value: object) -> bool:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return math.isfinite(value)
+
+
+@dataclass(frozen=True)
+class JsonField:
+    """One declared column of a JSON value."""
+
+    name: str
+    sql_type: str
+
+    @property
+    def arrow_type(self) -> pa.DataType:
+        """The column's Arrow type."""
+        return _JSON_TYPES[self.sql_type][0]
+
+    def accepts(self, value: object) -> bool:
+        """Whether a decoded JSON value fits the column (null always does)."""
+        return value is None or _JSON_TYPES[self.sql_type][1](value)
+
+
+def parse_json_schema(ddl: str) -> tuple[JsonField, ...]:
+    """``"id BIGINT, name STRING"`` -> fields; raises :class:`SchemaError` naming the part."""
+    if not isinstance(ddl, str) or not ddl.strip():
+        raise SchemaError("json_schema must be 'name TYPE, ...', got an empty schema")
+    parsed: list[JsonField] = []
+    for part in ddl.split(","):
+        match = _FIELD.fullmatch(part)
+        if match is None:
+            raise SchemaError(f"json_schema part {part.strip()!r} is not 'name TYPE'")
+        name, raw_type = match.group(1), match.group(2).upper()
+        sql_type = _ALIASES.get(raw_type, raw_type)
+        if sql_type not in _JSON_TYPES:
+            accepted = ", ".join(sorted(_JSON_TYPES))
+            raise SchemaError(
+                f"json_schema type of {name!r} must be one of {accepted}, got {raw_type}"
+            )
+        if name.lower() in (*METADATA_COLUMNS, DATE_COLUMN) or name.lower() in {
+            f.name.lower() for f in parsed
+        }:
+            raise SchemaError(f"json_schema column {name!r} repeats a column name")
+        parsed.append(JsonField(name, sql_type))
+    return tuple(parsed)
+
+
+@dataclass(frozen=True)
+class ValueCodec:
+    """How record values become columns."""
+
+    value_format: str = "raw"
+    json_fields: tuple[JsonField, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.value_format not in VALUE_FORMATS:
+            raise ValueError(
+                f"value_format must be one of {', '.join(VALUE_FORMATS)}, got {self.value_format!r}"
+            )
+        if self.value_format == "json" and not self.json_fields:
+            raise ValueError("value_format json needs json_schema ('name TYPE, ...')")
+
+    def value_fields(self) -> list[pa.Field]:
+        """The columns the value becomes."""
+        if self.value_format == "raw":
+            return [pa.field("value", pa.binary())]
+        if self.value_format == "text":
+            return [pa.field("value", pa.string())]
+        return [pa.field(f.name, f.arrow_type) for f in self.json_fields]
+
+    def schema(self) -> pa.Schema:
+        """Columns of a data file (the table's columns but the date partition column)."""
+        return pa.schema(
+            [
+                pa.field("topic", pa.string()),
+                pa.field("partition", pa.int32()),
+                pa.field("offset", pa.int64()),
+                pa.field("timestamp", TIMESTAMP),
+                pa.field("key", pa.binary()),
+                *self.value_fields(),
+                pa.field("headers", HEADERS),
+                pa.field("ingest_time", TIMESTAMP),
+            ]
+        )
+
+    def decode(self, value: bytes | None) -> list[object]:
+        """The value's column values; raises ValueError (the dead-letter reason)."""
+        if self.value_format == "raw" or value is None:
+            return [value] if self.value_format != "json" else [None] * len(self.json_fields)
+        text = value.decode("utf-8")  # UnicodeDecodeError is a ValueError
+        if self.value_format == "text":
+            return [text]
+        document = json.loads(text)
+        if not isinstance(document, dict):
+            raise ValueError(f"JSON value is a {type(document).__name__}, not an object")
+        out: list[object] = []
+        for f in self.json_fields:
+            item = document.get(f.name)
+            if not f.accepts(item):
+                raise ValueError(f"field {f.name!r}: {item!r} is not {f.sql_type}")
+            out.append(item)
+        return out
+
+
+DEAD_LETTER_SCHEMA = pa.schema(
+    [
+        pa.field("topic", pa.string()),
+        pa.field("partition", pa.int32()),
+        pa.field("offset", pa.int64()),
+        pa.field("timestamp", TIMESTAMP),
+        pa.field("key", pa.binary()),
+        pa.field("value", pa.binary()),
+        pa.field("error", pa.string()),
+        pa.field("ingest_time", TIMESTAMP),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class ArrowBatch:
+    """One topic's batch as Arrow: decoded rows and dead letters."""
+
+    rows: pa.Table
+    dead_letters: pa.Table
+
+
+def to_arrow(records: Sequence[Record], codec: ValueCodec, ingest_time: datetime) -> ArrowBatch:
+    """Build the batch's Arrow tables. Raw and text values take a vectorised path; a text
+    batch with invalid UTF-8 and every JSON batch decode record by record."""
+    good: list[Record] = []
+    values: list[list[object]] = []
+    dead: list[tuple[Record, str]] = []
+    if codec.value_format == "raw":
+        good = list(records)
+    else:
+        for r in records:
+            try:
+                values.append(codec.decode(r.value))
+            except ValueError as exc:
+                dead.append((r, f"{type(exc).__name__}: {exc}"))
+            else:
+                good.append(r)
+    schema = codec.schema()
+    columns: list[pa.Array] = _metadata_columns(good, ingest_time)
+    value_fields = codec.value_fields()
+    if codec.value_format == "raw":
+        value_columns = [pa.array([r.value for r in good], pa.binary())]
+    else:
+        value_columns = [
+            pa.array([row[i] for row in values], f.type) for i, f in enumerate(value_fields)
+        ]
+    ordered = columns[:5] + value_columns + columns[5:]
+    rows = pa.Table.from_arrays(ordered, schema=schema)
+    return ArrowBatch(rows, _dead_letter_table(dead, ingest_time))
+
+
+def _metadata_columns(records: Sequence[Record], ingest_time: datetime) -> list[pa.Array]:
+    """topic, partition, offset, timestamp, key | headers, ingest_time."""
+    timestamps = pa.array([r.timestamp for r in records], pa.int64())
+    return [
+        pa.array([r.topic for r in records], pa.string()),
+        pa.array([r.partition for r in records], pa.int32()),
+        pa.array([r.offset for r in records], pa.int64()),
+        pc.multiply(timestamps, 1000).cast(TIMESTAMP),  # ms -> us
+        pa.array([r.key for r in records], pa.binary()),
+        _headers(records),
+        pa.repeat(pa.scalar(ingest_time, TIMESTAMP), len(records)),
+    ]
+
+
+def _headers(records: Sequence[Record]) -> pa.Array:
+    # Empty lists, not nulls: PySpark cannot convert a sliced list column with a null bitmap.
+    if not any(r.headers for r in records):  # the common case, without a list per record
+        offsets = pa.array([0] * (len(records) + 1), pa.int32())
+        return pa.ListArray.from_arrays(offsets, pa.array([], HEADERS.value_type), type=HEADERS)
+    return pa.array([[{"key": k, "value": v} for k, v in r.headers] for r in records], HEADERS)
+
+
+def _dead_letter_table(dead: Sequence[tuple[Record, str]], ingest_time: datetime) -> pa.Table:
+    recs = [r for r, _ in dead]
+    meta = _metadata_columns(recs, ingest_time)
+    return pa.Table.from_arrays(
+        [
+            *meta[:5],
+            pa.array([r.value for r in recs], pa.binary()),
+            pa.array([error for _, error in dead], pa.string()),
+            meta[6],
+        ],
+        schema=DEAD_LETTER_SCHEMA,
+    )

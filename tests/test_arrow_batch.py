@@ -1,0 +1,99 @@
+"""Records to Arrow: columns, value formats, dead letters (pure, no Spark)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import pytest
+
+from consumer_sdk.arrow_batch import (
+    DEAD_LETTER_SCHEMA,
+    SchemaError,
+    ValueCodec,
+    parse_json_schema,
+    to_arrow,
+)
+from consumer_sdk.sink import Record
+
+NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+
+
+def record(offset: int, value: bytes | None, partition: int = 0) -> Record:
+    return Record(
+        "orders", partition, offset, 1_700_000_000_000 + offset, b"k", value, (("h", b"v"),)
+    )
+
+
+def test_raw_values_keep_every_column_and_header() -> None:
+    records = [record(i, f"v{i}".encode(), partition=i % 2) for i in range(5)]
+    batch = to_arrow(records, ValueCodec(), NOW)
+    rows = batch.rows.to_pylist()
+    assert [(r["partition"], r["offset"], r["value"]) for r in rows] == [
+        (r.partition, r.offset, r.value) for r in records
+    ]
+    assert rows[0]["headers"] == [{"key": "h", "value": b"v"}]
+    assert rows[0]["timestamp"] == datetime.fromtimestamp(records[0].timestamp / 1000, UTC)
+    assert {r["ingest_time"] for r in rows} == {NOW}
+    assert batch.dead_letters.num_rows == 0
+
+
+def test_text_values_that_are_not_utf8_become_dead_letters_with_raw_bytes() -> None:
+    records = [record(0, b"ok"), record(1, b"\xff\xfe"), record(2, None)]
+    batch = to_arrow(records, ValueCodec("text"), NOW)
+    assert [r["value"] for r in batch.rows.to_pylist()] == ["ok", None]
+    (dead,) = batch.dead_letters.to_pylist()
+    assert batch.dead_letters.schema == DEAD_LETTER_SCHEMA
+    assert (dead["topic"], dead["partition"], dead["offset"], dead["value"]) == (
+        "orders",
+        0,
+        1,
+        b"\xff\xfe",
+    )
+    assert "UnicodeDecodeError" in dead["error"]
+
+
+def test_json_values_become_declared_columns_and_misfits_dead_letters() -> None:
+    codec = ValueCodec("json", parse_json_schema("id BIGINT, name STRING, price double, ok bool"))
+    good = {"id": 7, "name": "a", "price": 1.5, "ok": True, "extra": [1]}
+    records = [
+        record(0, json.dumps(good).encode()),
+        record(1, json.dumps({"id": "seven"}).encode()),
+        record(2, b"[1, 2]"),
+        record(3, b"{not json"),
+        record(4, json.dumps({"id": 8}).encode()),
+    ]
+    batch = to_arrow(records, codec, NOW)
+    rows = batch.rows.to_pylist()
+    assert [(r["offset"], r["id"], r["name"], r["price"], r["ok"]) for r in rows] == [
+        (0, 7, "a", 1.5, True),
+        (4, 8, None, None, None),
+    ]
+    assert "value" not in batch.rows.column_names
+    errors = {r["offset"]: r["error"] for r in batch.dead_letters.to_pylist()}
+    assert sorted(errors) == [1, 2, 3]
+    assert "'id'" in errors[1] and "BIGINT" in errors[1]
+    assert "not an object" in errors[2]
+    assert "JSONDecodeError" in errors[3]
+
+
+@pytest.mark.parametrize(
+    ("ddl", "message"),
+    [
+        ("", "empty"),
+        ("id", "'id' is not 'name TYPE'"),
+        ("id DECIMAL", "must be one of"),
+        ("offset BIGINT", "repeats"),
+        ("a INT, A STRING", "repeats"),
+    ],
+)
+def test_bad_json_schema_names_the_part(ddl: str, message: str) -> None:
+    with pytest.raises(SchemaError, match=message):
+        parse_json_schema(ddl)
+
+
+def test_integer_range_is_checked() -> None:
+    codec = ValueCodec("json", parse_json_schema("n INT"))
+    batch = to_arrow([record(0, b'{"n": 3000000000}'), record(1, b'{"n": true}')], codec, NOW)
+    assert batch.rows.num_rows == 0
+    assert batch.dead_letters.num_rows == 2
