@@ -1,9 +1,10 @@
 """``kafka-autoscaler-consumer``: run one SDK consumer with its config from the environment.
 
 The sidecar's local scaler starts these (one per replica, each with its own
-``AUTOSCALER_MEMBER_IDENTITY``). Sinks: ``null`` (discard), or ``jsonl:PATH`` (append one
-JSON line per record: topic, partition, offset, key, value as text; ``{identity}`` in PATH
-becomes the member identity). The Spark table sink plugs in here once it exists (issue 5).
+``AUTOSCALER_MEMBER_IDENTITY``). Sinks: ``spark`` (Spark tables, configured by
+``AUTOSCALER_SPARK_*``; ``spark:WAREHOUSE`` sets the warehouse), ``null`` (discard), or
+``jsonl:PATH`` (append one JSON line per record: topic, partition, offset, key, value as text;
+``{identity}`` in PATH becomes the member identity).
 """
 
 from __future__ import annotations
@@ -52,13 +53,23 @@ def jsonl_sink(path: Path) -> Sink:
 
 
 def parse_sink(spec: str, identity: str = "") -> Sink:
-    """``null`` or ``jsonl:PATH`` (``{identity}`` in PATH becomes the member identity)."""
+    """``spark[:WAREHOUSE]``, ``null`` or ``jsonl:PATH`` (``{identity}`` in PATH becomes the
+    member identity)."""
     if spec == "null":
         return CallbackSink(_null)
     kind, sep, target = spec.partition(":")
+    if kind == "spark":
+        from consumer_sdk.spark_config import SparkSinkConfig
+        from consumer_sdk.spark_sink import SparkTableSink
+
+        if sep and target:
+            return SparkTableSink(SparkSinkConfig.from_env(warehouse=target))
+        return SparkTableSink(SparkSinkConfig.from_env())
     if kind == "jsonl" and sep and target:
         return jsonl_sink(Path(target.replace("{identity}", identity)))
-    raise ConfigError(f"--sink (AUTOSCALER_SINK) must be null or jsonl:PATH, got {spec!r}")
+    raise ConfigError(
+        f"--sink (AUTOSCALER_SINK) must be spark, spark:WAREHOUSE, null or jsonl:PATH, got {spec!r}"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

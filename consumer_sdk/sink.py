@@ -45,6 +45,20 @@ class Sink(Protocol):
         ...
 
 
+@runtime_checkable
+class ManagedSink(Sink, Protocol):
+    """A sink with a start-up cost (a Spark session) and resources to release: the consumer
+    starts it before joining the group and closes it after leaving."""
+
+    async def start(self) -> None:
+        """Acquire what writes need; called once, before the first assignment."""
+        ...
+
+    async def close(self) -> None:
+        """Release it; called once, after the last write."""
+        ...
+
+
 WriteFunction = Callable[[str, Sequence[Record]], Awaitable[None] | None]
 
 

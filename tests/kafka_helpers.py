@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Producer
@@ -71,6 +71,7 @@ def produce_tracked(
     partitions: int,
     pause_every: int = 0,
     pause_s: float = 0.0,
+    value_for: Callable[[int], bytes] | None = None,
 ) -> set[tuple[int, int]]:
     """Produce ``count`` records round-robin; return the acknowledged (partition, offset)."""
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
@@ -84,7 +85,8 @@ def produce_tracked(
             acked.add((msg.partition(), msg.offset()))
 
     for i in range(count):
-        producer.produce(topic, value=b"v" * 100, partition=i % partitions, on_delivery=on_delivery)
+        value = value_for(i) if value_for is not None else b"v" * 100
+        producer.produce(topic, value=value, partition=i % partitions, on_delivery=on_delivery)
         producer.poll(0)
         if pause_every and i % pause_every == pause_every - 1:
             producer.flush(30)

@@ -1,0 +1,255 @@
+"""``SparkTableSink``: batches into Spark tables, exactly once per (topic, partition, offset).
+
+Each topic's batch becomes Arrow (:mod:`consumer_sdk.arrow_batch`), Spark writes it with
+``createDataFrame(arrow)`` into a staging directory private to this write, and
+:mod:`consumer_sdk.table_store` publishes the files into the table by atomic rename under
+names holding their offset range, advancing a per-partition offset ledger. Concurrent writer
+processes never share Spark's ``_temporary`` directory or a metastore. On assignment,
+:meth:`SparkTableSink.resume_offsets` reports where the table already is, so the consumer
+seeks past rows a killed process wrote but did not commit to Kafka.
+
+Records whose value does not decode go to the dead-letter table (topic, partition, offset,
+error, raw bytes), published under the same ledger step as the good rows of their batch.
+``delta`` and ``iceberg`` formats append through Spark's own table commit and resume from
+``max(offset)`` per partition; they need those jars on the user's Spark.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import shutil
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from assignor import TopicPartition
+from consumer_sdk.arrow_batch import DATE_COLUMN, ArrowBatch, ValueCodec, to_arrow
+from consumer_sdk.sink import Record
+from consumer_sdk.spark_config import SparkSinkConfig
+from consumer_sdk.spark_tables import (
+    DESCRIPTOR,
+    create_table,
+    describe_table,
+    spark_session,
+    table_root,
+)
+from consumer_sdk.table_store import OffsetLedger, staged_parquet
+
+log = logging.getLogger(__name__)
+STAGING_DIR = ".staging"
+
+
+class SparkTableSink:
+    """A :class:`~consumer_sdk.sink.Sink` writing Spark tables; see module doc."""
+
+    def __init__(self, config: SparkSinkConfig) -> None:
+        self.config = config
+        self.codec = ValueCodec(config.value_format, config.json_fields())
+        self._session: Any = None
+        self._ready_tables: set[str] = set()
+        self._table_lock = threading.Lock()
+        token = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self._staging = config.warehouse_path / STAGING_DIR / token
+        self.rows_written = 0
+        self.dead_letters_written = 0
+        self.rows_skipped = 0
+
+    # lifecycle ---------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Start the Spark session (paid once per process) and clear dead staging dirs."""
+        await asyncio.to_thread(self.open)
+
+    def open(self) -> Any:
+        """Blocking :meth:`start`; returns the session."""
+        if self._session is None:
+            self.config.warehouse_path.mkdir(parents=True, exist_ok=True)
+            _remove_dead_staging(
+                self.config.warehouse_path / STAGING_DIR, self.config.staging_max_age_secs
+            )
+            self._session = spark_session(self.config)
+        return self._session
+
+    async def close(self) -> None:
+        """Remove this process's staging directory (the session lives with the process)."""
+        shutil.rmtree(self._staging, ignore_errors=True)
+
+    # Sink --------------------------------------------------------------------------------
+    async def write(self, topic: str, records: Sequence[Record]) -> None:
+        """Write one topic's records; returns once they are in the table."""
+        if records:
+            await asyncio.to_thread(self.write_blocking, topic, records)
+
+    async def resume_offsets(
+        self, partitions: Sequence[TopicPartition]
+    ) -> Mapping[TopicPartition, int]:
+        """Next offset per partition where the table holds rows past the committed offset."""
+        return await asyncio.to_thread(self.stored_next_offsets, partitions)
+
+    # blocking work (runs in a thread) ----------------------------------------------------
+    def write_blocking(self, topic: str, records: Sequence[Record]) -> None:
+        """Convert, stage, publish. Raises on failure (nothing of the batch is then in the
+        ledger, so a retry or the next owner writes it again)."""
+        session = self.open()
+        now = datetime.now(UTC)
+        batch = to_arrow(records, self.codec, now)
+        table = self.config.table_for(topic)
+        self._ensure_table(table, batch.rows.schema)
+        if batch.dead_letters.num_rows:
+            self._ensure_table(self.config.dead_letter_table, batch.dead_letters.schema)
+        if self.config.table_format != "parquet":
+            self._append_transactional(session, table, batch, now)
+            return
+        first_offsets: dict[int, int] = {}
+        last_offsets: dict[int, int] = {}
+        for r in records:
+            first_offsets[r.partition] = min(r.offset, first_offsets.get(r.partition, r.offset))
+            last_offsets[r.partition] = max(r.offset, last_offsets.get(r.partition, -1))
+        root = table_root(self.config, table)
+        date_dir = f"{DATE_COLUMN}={now.date().isoformat()}"
+        staging = self._staging / uuid.uuid4().hex
+        try:
+            _stage_dead_letters(batch.dead_letters, staging / "dead")
+            self._stage(session, batch.rows, staging / "rows")
+            dead_root = table_root(self.config, self.config.dead_letter_table)
+            files = staged_parquet(staging / "dead", dead_root, date_dir) + staged_parquet(
+                staging / "rows", root, date_dir
+            )
+            result = OffsetLedger(root).publish(topic, first_offsets, last_offsets, files)
+            self.rows_skipped += result.rows_skipped
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        self.rows_written += batch.rows.num_rows
+        self.dead_letters_written += batch.dead_letters.num_rows
+
+    def stored_next_offsets(
+        self, partitions: Sequence[TopicPartition]
+    ) -> dict[TopicPartition, int]:
+        """Blocking :meth:`resume_offsets` (also rolls back half-done publishes)."""
+        found: dict[TopicPartition, int] = {}
+        if self.config.table_format != "parquet":
+            return self._max_offsets_by_query(partitions)
+        for topic in sorted({tp.topic for tp in partitions}):
+            stored = OffsetLedger(table_root(self.config, self.config.table_for(topic))).stored(
+                topic
+            )
+            for tp in partitions:
+                if tp.topic == topic and tp.partition in stored:
+                    found[tp] = stored[tp.partition] + 1
+        return found
+
+    def _stage(self, session: Any, table: pa.Table, path: Path) -> None:
+        """Spark writes ``table`` as Parquet files under ``path``."""
+        if table.num_rows == 0:
+            return
+        # About two Arrow batches per write: Spark writes them in parallel (measured 1.3-2.5x
+        # faster than one, and far fewer files than the 10,000-row default gives).
+        session.conf.set(
+            "spark.sql.execution.arrow.maxRecordsPerBatch", str(max(1, (table.num_rows + 1) // 2))
+        )
+        session.createDataFrame(table).write.mode("error").parquet(str(path))
+
+    def _ensure_table(self, table: str, schema: pa.Schema) -> None:
+        with self._table_lock:
+            if table in self._ready_tables:
+                return
+            root = table_root(self.config, table)
+            describe_table(root, schema, self.config.table_format)
+            create_table(self.open(), self.config.database, table, root, self.config.table_format)
+            self._ready_tables.add(table)
+
+    def _register_existing(self, table: str) -> bool:
+        """Register a table another process created; False if it does not exist yet."""
+        with self._table_lock:
+            if table in self._ready_tables:
+                return True
+            root = table_root(self.config, table)
+            if not (root / DESCRIPTOR).exists():
+                return False
+            create_table(self.open(), self.config.database, table, root, self.config.table_format)
+            self._ready_tables.add(table)
+            return True
+
+    # delta / iceberg ---------------------------------------------------------------------
+    def _append_transactional(
+        self, session: Any, table: str, batch: ArrowBatch, now: datetime
+    ) -> None:
+        """Append through the format's own commit (no staging); resume by max(offset)."""
+        for name, rows in (
+            (table, batch.rows),
+            (self.config.dead_letter_table, batch.dead_letters),
+        ):
+            if rows.num_rows == 0:
+                continue
+            date = pa.array([now.date()] * rows.num_rows, pa.date32())
+            frame = session.createDataFrame(rows.append_column(DATE_COLUMN, date))
+            frame.write.insertInto(f"`{self.config.database}`.`{name}`")
+        self.rows_written += batch.rows.num_rows
+        self.dead_letters_written += batch.dead_letters.num_rows
+
+    def _max_offsets_by_query(
+        self, partitions: Sequence[TopicPartition]
+    ) -> dict[TopicPartition, int]:
+        session = self.open()
+        found: dict[TopicPartition, int] = {}
+        for topic in sorted({tp.topic for tp in partitions}):
+            wanted = {tp.partition for tp in partitions if tp.topic == topic}
+            for name in (self.config.table_for(topic), self.config.dead_letter_table):
+                if not self._register_existing(name):
+                    continue
+                rows = session.sql(
+                    f"SELECT `partition`, max(`offset`) AS last FROM "
+                    f"`{self.config.database}`.`{name}` WHERE topic = '{topic}' "
+                    "GROUP BY `partition`"
+                ).collect()
+                for row in rows:
+                    if row["partition"] in wanted:
+                        tp = TopicPartition(topic, int(row["partition"]))
+                        found[tp] = max(found.get(tp, 0), int(row["last"]) + 1)
+        return found
+
+
+def _stage_dead_letters(table: pa.Table, path: Path) -> None:
+    """Dead letters are few: pyarrow writes them directly (no Spark job per batch)."""
+    if table.num_rows:
+        path.mkdir(parents=True)
+        pq.write_table(table, path / "dead-letters.parquet", coerce_timestamps="us")
+
+
+def _remove_dead_staging(base: Path, max_age_secs: float) -> None:
+    """Delete staging dirs of dead processes on this host, and any older than the limit."""
+    if not base.exists():
+        return
+    host = socket.gethostname()
+    now = time.time()
+    for directory in base.iterdir():
+        owner_host, _, rest = directory.name.rpartition("-")[0].rpartition("-")
+        pid_text = rest
+        dead = False
+        if owner_host == host and pid_text.isdigit():
+            dead = not _alive(int(pid_text))
+        try:
+            old = now - directory.stat().st_mtime > max_age_secs
+        except FileNotFoundError:
+            continue
+        if dead or old:
+            shutil.rmtree(directory, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -1,0 +1,163 @@
+"""Spark sessions and table definitions for the sink, and for readers in other processes.
+
+One session per process: a local one (``local[N]``) or Spark Connect (``sc://host:port``).
+Tables are registered by location: each table directory carries ``_table.json`` (its columns
+and format), so any process can register every table of a warehouse in its own catalog with
+:func:`register_tables` and read them with ``spark.table(...)``; ``spark.read.parquet(path)``
+needs nothing at all. No process depends on a shared metastore (the embedded Derby one admits
+a single process at a time); a deployment with a Hive metastore service can still use it
+through ``spark_conf``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from consumer_sdk.arrow_batch import DATE_COLUMN
+from consumer_sdk.config import ConfigError
+from consumer_sdk.spark_config import SparkSinkConfig
+
+DESCRIPTOR = "_table.json"
+# Settings the sink needs whatever the user passes: files are found by listing (partitions
+# appear as writers rename them in), timestamps are written the way pyarrow reads them back.
+SESSION_CONF = {
+    "spark.sql.hive.manageFilesourcePartitions": "false",
+    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+    "spark.sql.execution.arrow.localRelationThreshold": "0",
+    "spark.sql.sources.partitionColumnTypeInference.enabled": "true",
+}
+_DEFAULT_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "4",
+}
+_FORMAT_JARS = {
+    "delta": "Delta Lake (io.delta:delta-spark_2.13 and spark.sql.extensions="
+    "io.delta.sql.DeltaSparkSessionExtension)",
+    "iceberg": "Apache Iceberg (org.apache.iceberg:iceberg-spark-runtime-4.0_2.13 and an "
+    "Iceberg catalog in spark.sql.catalog.*)",
+}
+
+
+def spark_session(config: SparkSinkConfig) -> Any:
+    """Start (or reuse) this process's session as ``config`` says."""
+    from pyspark.sql import SparkSession
+
+    if config.spark_remote:
+        # The Connect class itself: a process may also hold a local session (the generic
+        # builder refuses a remote one then).
+        from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+        remote = ConnectSession.builder.remote(config.spark_remote).getOrCreate()
+        for key, value in {**SESSION_CONF, **config.spark_conf}.items():
+            if key != "spark.sql.hive.manageFilesourcePartitions":  # static: server's choice
+                remote.conf.set(key, value)
+        return remote
+    builder = SparkSession.builder.master(config.master).appName("kafka-autoscaler-sink")
+    settings = {
+        **_DEFAULT_CONF,
+        "spark.sql.warehouse.dir": str(config.warehouse_path),
+        **config.spark_conf,
+        **SESSION_CONF,
+    }
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
+def _sql_type(data_type: pa.DataType) -> str:
+    if pa.types.is_string(data_type):
+        return "STRING"
+    if pa.types.is_binary(data_type):
+        return "BINARY"
+    if pa.types.is_boolean(data_type):
+        return "BOOLEAN"
+    if pa.types.is_timestamp(data_type):
+        return "TIMESTAMP"
+    if pa.types.is_date(data_type):
+        return "DATE"
+    named = {pa.int32(): "INT", pa.int64(): "BIGINT", pa.float32(): "FLOAT", pa.float64(): "DOUBLE"}
+    if data_type in named:
+        return named[data_type]
+    if pa.types.is_list(data_type):
+        return f"ARRAY<{_sql_type(data_type.value_type)}>"
+    if pa.types.is_struct(data_type):
+        inner = ", ".join(
+            f"`{data_type.field(i).name}`: {_sql_type(data_type.field(i).type)}"
+            for i in range(data_type.num_fields)
+        )
+        return f"STRUCT<{inner}>"
+    raise TypeError(f"no Spark SQL type for Arrow {data_type}")
+
+
+def column_ddl(schema: pa.Schema) -> str:
+    """``\\`topic\\` STRING, ...`` for a data-file schema, plus the date partition column."""
+    columns = [f"`{f.name}` {_sql_type(f.type)}" for f in schema]
+    return ", ".join([*columns, f"`{DATE_COLUMN}` DATE"])
+
+
+def table_root(config: SparkSinkConfig, table: str) -> Path:
+    """Directory of ``table`` in the warehouse."""
+    return config.warehouse_path / f"{config.database}.db" / table
+
+
+def describe_table(root: Path, schema: pa.Schema, table_format: str) -> None:
+    """Write the table's descriptor once (atomically; every writer writes the same text)."""
+    root.mkdir(parents=True, exist_ok=True)
+    descriptor = root / DESCRIPTOR
+    text = json.dumps({"columns": column_ddl(schema), "format": table_format}, indent=1)
+    if descriptor.exists() and descriptor.read_text() == text:
+        return
+    if descriptor.exists():
+        raise ConfigError(
+            f"table {root} exists with other columns ({descriptor}); pick another table "
+            "name (tables / table_template) or the value format it was created with"
+        )
+    staged = root / f".{DESCRIPTOR}.{os.getpid()}"
+    staged.write_text(text)
+    os.replace(staged, descriptor)
+
+
+def create_table(session: Any, database: str, table: str, root: Path, table_format: str) -> None:
+    """Register the table directory ``root`` as ``database.table`` in this session."""
+    described = json.loads((root / DESCRIPTOR).read_text())
+    session.sql(f"CREATE DATABASE IF NOT EXISTS `{database}` LOCATION '{root.parent.as_posix()}'")
+    try:
+        session.sql(
+            f"CREATE TABLE IF NOT EXISTS `{database}`.`{table}` ({described['columns']}) "
+            f"USING {table_format} PARTITIONED BY (`{DATE_COLUMN}`) "
+            f"LOCATION '{root.as_posix()}'"
+        )
+    except Exception as exc:
+        if table_format in _FORMAT_JARS:
+            raise ConfigError(
+                f"table_format {table_format} needs {_FORMAT_JARS[table_format]} on the "
+                f"Spark classpath; this Spark could not create {database}.{table}: "
+                f"{str(exc).splitlines()[0]}"
+            ) from exc
+        raise
+    if session.conf.get("spark.sql.hive.manageFilesourcePartitions", "true") == "true":
+        # A session tracking partitions in its catalog sees new date directories only
+        # after this (ours lists files instead).
+        session.sql(f"ALTER TABLE `{database}`.`{table}` RECOVER PARTITIONS")
+    session.sql(f"REFRESH TABLE `{database}`.`{table}`")
+
+
+def register_tables(session: Any, warehouse: str | Path, database: str = "kafka") -> list[str]:
+    """Register every table the sink wrote under ``warehouse`` in ``session``'s catalog, so
+    ``session.table("kafka.orders")`` works in any process. Returns the table names."""
+    base = Path(str(warehouse).removeprefix("file://")) / f"{database}.db"
+    names: list[str] = []
+    for descriptor in sorted(base.glob(f"*/{DESCRIPTOR}")):
+        root = descriptor.parent
+        described = json.loads(descriptor.read_text())
+        create_table(session, database, root.name, root, described["format"])
+        names.append(f"{database}.{root.name}")
+    return names

@@ -1,0 +1,64 @@
+"""A consumer member writing Spark tables, as a real process (concurrency and kill -9 tests).
+
+``python -m tests.spark_member_process BOOTSTRAP GROUP TOPIC IDENTITY WAREHOUSE DATABASE
+[--die-after-write] [--remote sc://...]``. With ``--die-after-write`` the process kills
+itself with SIGKILL right after its first table write that held records, before the offsets
+are committed to Kafka.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+from collections.abc import Sequence
+
+from consumer_sdk.config import ConsumerConfig
+from consumer_sdk.consumer import AutoscalingConsumer
+from consumer_sdk.sink import Record
+from consumer_sdk.spark_config import SparkSinkConfig
+from consumer_sdk.spark_sink import SparkTableSink
+
+
+class DyingSink(SparkTableSink):
+    """Dies (SIGKILL) after the first write lands in the table, before any commit."""
+
+    def write_blocking(self, topic: str, records: Sequence[Record]) -> None:
+        super().write_blocking(topic, records)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def main(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser()
+    for name in ("bootstrap", "group", "topic", "identity", "warehouse", "database"):
+        parser.add_argument(name)
+    parser.add_argument("--die-after-write", action="store_true")
+    parser.add_argument("--value-format", default="text")
+    parser.add_argument("--remote", default="", help="Spark Connect URL (default: local[1])")
+    args = parser.parse_args(argv)
+    sink_config = SparkSinkConfig(
+        warehouse=args.warehouse,
+        database=args.database,
+        value_format=args.value_format,
+        master="local[1]",
+        spark_remote=args.remote,
+    )
+    sink = (DyingSink if args.die_after_write else SparkTableSink)(sink_config)
+    config = ConsumerConfig(
+        bootstrap_servers=args.bootstrap,
+        group=args.group,
+        topics=(args.topic,),
+        capacity=10.0,
+        member_identity=args.identity,
+        session_timeout_ms=1500,
+        heartbeat_interval_ms=100,
+        leader_delay_secs=0.1,
+        wait_time_secs=0.5,
+    )
+    AutoscalingConsumer(config, sink).run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

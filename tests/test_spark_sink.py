@@ -1,0 +1,247 @@
+"""SparkTableSink against real PySpark: round trip through Kafka, dead letters, concurrent
+writer processes, kill -9 between the table write and the commit, Spark Connect."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+import sys
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+from assignor import TopicPartition
+from consumer_sdk.config import ConfigError
+from consumer_sdk.sink import Record
+from consumer_sdk.spark_config import SparkSinkConfig
+from consumer_sdk.spark_connect import SparkConnectServer
+from consumer_sdk.spark_sink import SparkTableSink
+from consumer_sdk.spark_tables import register_tables, table_root
+from consumer_sdk.table_store import OffsetLedger
+from tests.kafka_helpers import produce_tracked
+from tests.sdk_helpers import ThreadedMember, member_config, wait_until
+
+ROOT = Path(__file__).parent.parent
+POISON = b"\xff\xfe not utf-8"
+
+
+def poison_every_50th(i: int) -> bytes:
+    return POISON if i % 50 == 7 else f"record {i}".encode()
+
+
+@pytest.fixture
+def sink_config(tmp_path: Path) -> SparkSinkConfig:
+    # A database per test: the process's one Spark session keeps every test's catalog.
+    return SparkSinkConfig(
+        warehouse=str(tmp_path / "warehouse"),
+        database=f"db_{uuid.uuid4().hex[:8]}",
+        value_format="text",
+    )
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    """The reading session of this test process (the writers are other processes or sinks)."""
+    session = SparkTableSink(SparkSinkConfig(warehouse="/tmp/unused-warehouse")).open()
+    yield session
+
+
+def table_keys(spark: Any, config: SparkSinkConfig, table: str) -> Counter[tuple[int, int]]:
+    """(partition, offset) counts of a table, read through a freshly registered catalog."""
+    register_tables(spark, config.warehouse, config.database)
+    rows = spark.table(f"{config.database}.{table}").select("partition", "offset").collect()
+    return Counter((int(r["partition"]), int(r["offset"])) for r in rows)
+
+
+def stored_offsets(config: SparkSinkConfig, topic: str) -> dict[int, int]:
+    return OffsetLedger(table_root(config, config.table_for(topic))).stored(topic)
+
+
+def committed(kafka: str, group: str, topic: str, partitions: int) -> dict[int, int]:
+    consumer = Consumer({"bootstrap.servers": kafka, "group.id": group})
+    try:
+        tps = [KafkaTopicPartition(topic, p) for p in range(partitions)]
+        return {tp.partition: tp.offset for tp in consumer.committed(tps, timeout=10)}
+    finally:
+        consumer.close()
+
+
+def test_round_trip_rows_and_dead_letters_exactly_once(
+    kafka: str, topic_factory: Callable[..., str], sink_config: SparkSinkConfig, spark: Any
+) -> None:
+    topic = topic_factory(3)
+    produced = produce_tracked(kafka, topic, 900, 3, value_for=poison_every_50th)
+    poison = {(i % 3, i // 3) for i in range(900) if i % 50 == 7}  # round-robin offsets
+    group = f"g-{topic}"
+    member = ThreadedMember(
+        member_config(kafka, group, [topic], "spark-0"), SparkTableSink(sink_config)
+    ).start()
+    try:
+        ends = {p: max(o for q, o in produced if q == p) for p in range(3)}
+        assert wait_until(lambda: stored_offsets(sink_config, topic) == ends, timeout_s=120)
+    finally:
+        member.stop()
+    table = sink_config.table_for(topic)
+    assert table_keys(spark, sink_config, table) == Counter(produced - poison)
+    dead = spark.table(f"{sink_config.database}.dead_letters").collect()
+    assert Counter((r["partition"], r["offset"]) for r in dead) == Counter(poison)
+    assert {bytes(r["value"]) for r in dead} == {POISON}
+    assert all("UnicodeDecodeError" in r["error"] and r["topic"] == topic for r in dead)
+    values = spark.table(f"{sink_config.database}.{table}").select("value").collect()
+    assert {r["value"] for r in values} == {
+        poison_every_50th(i).decode() for i in range(900) if i % 50 != 7
+    }
+    assert committed(kafka, group, topic, 3) == {p: end + 1 for p, end in ends.items()}
+
+
+def start_writer(
+    kafka: str, group: str, topic: str, identity: str, config: SparkSinkConfig, *extra: str
+) -> subprocess.Popen[bytes]:
+    command = [sys.executable, "-m", "tests.spark_member_process", kafka, group, topic]
+    command += [identity, config.warehouse, config.database, *extra]
+    return subprocess.Popen(command, cwd=ROOT)
+
+
+def stop(processes: list[subprocess.Popen[bytes]]) -> None:
+    for process in processes:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+    for process in processes:
+        process.wait(60)
+
+
+def test_three_processes_write_one_table_concurrently(
+    kafka: str, topic_factory: Callable[..., str], sink_config: SparkSinkConfig, spark: Any
+) -> None:
+    topic = topic_factory(6)
+    group = f"g-{topic}"
+    writers = [start_writer(kafka, group, topic, f"w-{i}", sink_config) for i in range(3)]
+    try:
+        # Paced production while the three JVMs start and the group rebalances around them.
+        produced = produce_tracked(kafka, topic, 4800, 6, pause_every=60, pause_s=0.2)
+        ends = {p: max(o for q, o in produced if q == p) for p in range(6)}
+        assert wait_until(lambda: stored_offsets(sink_config, topic) == ends, timeout_s=180)
+        assert all(w.poll() is None for w in writers), "a writer died"
+    finally:
+        stop(writers)
+    root = table_root(sink_config, sink_config.table_for(topic))
+    publishes = {p.name.split("+")[1] for p in root.glob("date=*/part-*.parquet")}
+    assert len(publishes) > 1  # several batches landed in one table directory
+    assert table_keys(spark, sink_config, sink_config.table_for(topic)) == Counter(produced)
+
+
+def test_kill_between_table_write_and_commit_then_restart(
+    kafka: str, topic_factory: Callable[..., str], sink_config: SparkSinkConfig, spark: Any
+) -> None:
+    topic = topic_factory(2)
+    group = f"g-{topic}"
+    produced = produce_tracked(kafka, topic, 600, 2)
+    dying = start_writer(kafka, group, topic, "w-0", sink_config, "--die-after-write")
+    assert dying.wait(120) == -signal.SIGKILL
+    written = stored_offsets(sink_config, topic)
+    assert written  # the table holds rows ...
+    assert all(
+        offset < 0 for offset in committed(kafka, group, topic, 2).values()
+    )  # ... Kafka no commit
+    produced |= produce_tracked(kafka, topic, 400, 2)
+    restarted = start_writer(kafka, group, topic, "w-0", sink_config)
+    try:
+        ends = {p: max(o for q, o in produced if q == p) for p in range(2)}
+        assert wait_until(lambda: stored_offsets(sink_config, topic) == ends, timeout_s=120)
+    finally:
+        stop([restarted])
+    assert table_keys(spark, sink_config, sink_config.table_for(topic)) == Counter(produced)
+
+
+def test_resume_offsets_come_from_the_table(sink_config: SparkSinkConfig) -> None:
+    sink = SparkTableSink(sink_config)
+    records = [Record("t", p, o, 0, None, b"v") for p in (0, 1) for o in range(10, 20)]
+    sink.write_blocking("t", records)
+    sink.write_blocking("t", records[:5])  # a re-delivered prefix adds nothing
+    wanted = [TopicPartition("t", p) for p in (0, 1, 2)]
+    assert asyncio.run(sink.resume_offsets(wanted)) == {
+        TopicPartition("t", 0): 20,
+        TopicPartition("t", 1): 20,
+    }
+    assert sink.rows_skipped == 5
+
+
+def test_spark_connect_writes_tables_the_local_session_reads(
+    tmp_path: Path, sink_config: SparkSinkConfig, spark: Any
+) -> None:
+    with SparkConnectServer(tmp_path / "connect") as server:
+        config = SparkSinkConfig(
+            warehouse=sink_config.warehouse,
+            database=sink_config.database,
+            value_format="text",
+            spark_remote=server.url,
+        )
+        sink = SparkTableSink(config)
+        batches = [
+            [Record("events", p, b * 50 + o, 0, b"k", b"ok") for p in range(3) for o in range(50)]
+            for b in range(2)
+        ]
+        for batch in batches:
+            sink.write_blocking("events", batch)
+        remote = sink.open()
+        assert remote.read.parquet(str(table_root(config, "events"))).count() == 300
+    expected = Counter((r.partition, r.offset) for batch in batches for r in batch)
+    assert table_keys(spark, sink_config, "events") == expected
+
+
+def test_delta_without_its_jars_fails_with_a_clear_message(sink_config: SparkSinkConfig) -> None:
+    config = SparkSinkConfig(
+        warehouse=sink_config.warehouse, database=sink_config.database, table_format="delta"
+    )
+    with pytest.raises(ConfigError, match="table_format delta needs Delta Lake"):
+        SparkTableSink(config).write_blocking("t", [Record("t", 0, 0, 0, None, b"v")])
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field"),
+    [
+        ({"warehouse": ""}, "warehouse"),
+        ({"warehouse": "s3://bucket/lake"}, "warehouse"),
+        ({"database": "Bad-Name"}, "database"),
+        ({"table_template": "fixed"}, "table_template"),
+        ({"value_format": "avro"}, "value_format"),
+        ({"value_format": "json", "json_schema": "id"}, "json_schema"),
+        ({"table_format": "orc"}, "table_format"),
+        ({"spark_remote": "http://x:1"}, "spark_remote"),
+        ({"master": "mesos"}, "master"),
+        ({"tables": {"orders": "Bad Table"}}, "tables"),
+    ],
+)
+def test_bad_sink_config_names_the_field(overrides: dict[str, Any], field: str) -> None:
+    values: dict[str, Any] = {"warehouse": "/tmp/w", **overrides}
+    with pytest.raises(ConfigError, match=field):
+        SparkSinkConfig(**values)
+
+
+def test_sink_config_from_env() -> None:
+    config = SparkSinkConfig.from_env(
+        {
+            "AUTOSCALER_SPARK_WAREHOUSE": "/tmp/w",
+            "AUTOSCALER_SPARK_TABLES": "orders.v2=orders,clicks=web_clicks",
+            "AUTOSCALER_SPARK_CONF": "spark.executor.memory=2g",
+            "AUTOSCALER_SPARK_VALUE_FORMAT": "json",
+            "AUTOSCALER_SPARK_JSON_SCHEMA": "id BIGINT, name STRING",
+        }
+    )
+    assert config.table_for("orders.v2") == "orders"
+    assert config.table_for("page-views.eu") == "page_views_eu"
+    assert dict(config.spark_conf) == {"spark.executor.memory": "2g"}
+    assert [f.name for f in config.json_fields()] == ["id", "name"]
+    with pytest.raises(ConfigError, match="AUTOSCALER_SPARK_TABLES"):
+        SparkSinkConfig.from_env(
+            {"AUTOSCALER_SPARK_WAREHOUSE": "/w", "AUTOSCALER_SPARK_TABLES": "x"}
+        )
+    with pytest.raises(ConfigError, match="AUTOSCALER_SPARK_WAREHOUSE"):
+        SparkSinkConfig.from_env({})
