@@ -27,7 +27,7 @@ from assignor.plugin import MemberState, PluginStats, build_assignor
 from consumer_sdk import metrics
 from consumer_sdk.config import MIB, ConsumerConfig
 from consumer_sdk.overload import OverloadWatch
-from consumer_sdk.sink import Record, Sink
+from consumer_sdk.sink import ManagedSink, Record, Sink
 from consumer_sdk.snapshot_cache import SnapshotCache
 
 log = logging.getLogger(__name__)
@@ -93,6 +93,7 @@ class AutoscalingConsumer:
         self._window_started = time.monotonic()
         self._fallbacks_seen = 0
         self._commit_task: asyncio.Task[None] | None = None
+        self._write_task: asyncio.Task[None] | None = None
         self.assigned: set[TopicPartition] = set()
         self.overload = (
             OverloadWatch(config.capacity, sustain_s=config.replan_after_secs)
@@ -103,9 +104,11 @@ class AutoscalingConsumer:
 
     # lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
-        """Serve metrics if configured, read the latest speed snapshot, join the group."""
+        """Serve metrics if configured, start the sink, read the latest speed snapshot, join."""
         if self.config.metrics_port is not None:
             metrics.serve(self.config.metrics_port)
+        if isinstance(self.sink, ManagedSink):
+            await self.sink.start()  # before joining: a slow start would stall assignments
         await self.snapshots.start()
         await self._start_client()
 
@@ -170,8 +173,14 @@ class AutoscalingConsumer:
         try:
             while not self._stopping.is_set():
                 await self._fill_batch()
+                # One batch is written while the next one fills (Spark works outside the
+                # GIL); batches still land and commit in order.
+                with contextlib.suppress(WriteAbandoned):  # only at shutdown
+                    await self._settle_write()
                 async with self._lock:
-                    await self._flush(None)
+                    batch = self._detach(None)
+                    if batch:
+                        self._write_task = asyncio.create_task(self._write_and_commit(batch))
                 self._check_overload()
         finally:
             await self.close()
@@ -194,10 +203,13 @@ class AutoscalingConsumer:
         if consumer is not None:
             async with self._lock:
                 with contextlib.suppress(WriteAbandoned):
+                    await self._settle_write()
                     await self._flush(None)
                 await self._settle_commit()
             await consumer.stop()  # sends LeaveGroup
         await self.snapshots.stop()
+        if isinstance(self.sink, ManagedSink):
+            await self.sink.close()
 
     # batching ----------------------------------------------------------------------------
     async def _fill_batch(self) -> None:
@@ -233,19 +245,38 @@ class AutoscalingConsumer:
                     held.append(record)
                     self._pending_bytes += record.size
 
+    def _detach(
+        self, partitions: set[KafkaTopicPartition] | None
+    ) -> dict[KafkaTopicPartition, list[Record]]:
+        """Take the pending records of ``partitions`` (all if None) out of the batch."""
+        chosen = {
+            tp: recs
+            for tp, recs in self._pending.items()
+            if recs and (partitions is None or tp in partitions)
+        }
+        for tp, recs in chosen.items():
+            del self._pending[tp]
+            self._pending_bytes -= sum(r.size for r in recs)
+        return chosen
+
+    async def _settle_write(self) -> None:
+        """Wait for the batch being written, if any (raises what its write raised)."""
+        task, self._write_task = self._write_task, None
+        if task is not None:
+            await task
+
     async def _flush(self, partitions: set[KafkaTopicPartition] | None) -> None:
         """Write pending records of ``partitions`` (all if None) and commit them.
 
         Caller holds ``self._lock``. Raises WriteAbandoned if a write kept failing until
         shutdown; then nothing of this batch is committed.
         """
-        chosen = {
-            tp: recs
-            for tp, recs in self._pending.items()
-            if recs and (partitions is None or tp in partitions)
-        }
-        if not chosen:
-            return
+        chosen = self._detach(partitions)
+        if chosen:
+            await self._write_and_commit(chosen)
+
+    async def _write_and_commit(self, chosen: dict[KafkaTopicPartition, list[Record]]) -> None:
+        """Write one batch (a write per topic, concurrently), then commit its offsets."""
         by_topic: dict[str, list[Record]] = {}
         for recs in chosen.values():
             by_topic.setdefault(recs[0].topic, []).extend(recs)
@@ -272,8 +303,6 @@ class AutoscalingConsumer:
             total_records += len(recs)
             metrics.RECORDS.labels(group, tp.topic, str(tp.partition)).inc(len(recs))
             metrics.BYTES.labels(group, tp.topic, str(tp.partition)).inc(size)
-            del self._pending[tp]
-        self._pending_bytes -= total_bytes
         now = time.monotonic()
         elapsed = max(1e-6, now - self._window_started)
         self._window_started = now
@@ -343,6 +372,7 @@ class AutoscalingConsumer:
     async def _on_revoked(self, revoked: set[KafkaTopicPartition]) -> None:
         async with self._lock:
             try:
+                await self._settle_write()  # it may hold records of revoked partitions
                 await self._flush(set(revoked))
             except WriteAbandoned as exc:
                 log.error("%s", exc)
