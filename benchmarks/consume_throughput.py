@@ -31,8 +31,10 @@ PARTITIONS = 32
 MIB = 1024 * 1024
 
 
-def fill(bootstrap: str, topic: str, value_size: int, total_mib: int) -> int:
-    """Produce ``total_mib`` MiB of values evenly over the partitions; return the count."""
+def fill(
+    bootstrap: str, topic: str, value_size: int, total_mib: int, partitions: int = PARTITIONS
+) -> int:
+    """Produce ``total_mib`` MiB of values evenly over ``partitions``; return the count."""
     producer = Producer(
         {
             "bootstrap.servers": bootstrap,
@@ -46,7 +48,7 @@ def fill(bootstrap: str, topic: str, value_size: int, total_mib: int) -> int:
     for i in range(count):
         while True:
             try:
-                producer.produce(topic, value=value, partition=i % PARTITIONS)
+                producer.produce(topic, value=value, partition=i % partitions)
                 break
             except BufferError:
                 producer.poll(0.01)

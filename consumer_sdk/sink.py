@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, runtime_checkable
 
 from assignor import TopicPartition
 
 
-@dataclass(frozen=True, slots=True)
-class Record:
-    """One Kafka record as the sink sees it."""
+class Record(NamedTuple):
+    """One Kafka record as the sink sees it (a named tuple: built once per record on the hot
+    path, about 3x cheaper than a frozen dataclass)."""
 
     topic: str
     partition: int

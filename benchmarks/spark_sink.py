@@ -1,0 +1,241 @@
+"""Kafka -> SDK -> Spark table throughput, next to the raw client and Spark alone, one run.
+
+Per value size (200 B, 1 KiB) one topic of 48 partitions is filled on the embedded broker.
+For each Spark mode (local session, Spark Connect server on 127.0.0.1) and batch size
+(4/16/64 MiB), in the same run:
+
+- **sdk -> table**: one AutoscalingConsumer with SparkTableSink reads the whole topic in a
+  fresh group into a fresh table; time from assignment to the last row published;
+- **spark alone**: the same Spark session writes Arrow batches of the same rows and size as
+  staged Parquet (what the sink asks of Spark), no Kafka, no publish;
+- **raw client**: aiokafka reading the same topic (once per value size).
+
+MiB/s counts value bytes. ``python -m benchmarks.spark_sink [--mib N]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+import statistics
+import tempfile
+import time
+import uuid
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from benchmarks.consume_throughput import fill, run_aiokafka
+from benchmarks.machine import machine_line
+from benchmarks.report import publish
+from consumer_sdk.arrow_batch import ValueCodec, to_arrow
+from consumer_sdk.config import ConsumerConfig
+from consumer_sdk.consumer import AutoscalingConsumer
+from consumer_sdk.embedded_process import EmbeddedKafkaProcess
+from consumer_sdk.sink import Record
+from consumer_sdk.spark_config import SparkSinkConfig
+from consumer_sdk.spark_connect import SparkConnectServer
+from consumer_sdk.spark_sink import SparkTableSink
+
+PARTITIONS = 64
+MIB = 1024 * 1024
+BATCH_MIB = (4, 16, 64)
+VALUE_SIZES = (200, 1024)
+
+
+class CountingSink(SparkTableSink):
+    """The real sink, plus an event once ``expected`` rows are in the table."""
+
+    def __init__(self, config: SparkSinkConfig, expected: int) -> None:
+        super().__init__(config)
+        self.expected = expected
+        self.done = asyncio.Event()
+
+    async def write(self, topic: str, records: Sequence[Record]) -> None:
+        await super().write(topic, records)
+        if self.rows_written >= self.expected:
+            self.done.set()
+
+
+def run_sdk(
+    bootstrap: str, topic: str, sink_config: SparkSinkConfig, batch: int, count: int
+) -> float:
+    """Seconds from assignment to the last row in the table."""
+
+    async def go() -> float:
+        sink = CountingSink(sink_config, count)
+        config = ConsumerConfig(
+            bootstrap_servers=bootstrap,
+            group=f"bench-{uuid.uuid4().hex[:8]}",
+            topics=(topic,),
+            capacity=1.0,
+            member_identity="bench-0",
+            batch_bytes=batch,
+            wait_time_secs=0.5,
+            replan_after_secs=0,
+        )
+        consumer = AutoscalingConsumer(config, sink)
+        await consumer.start()  # the Spark session starts here, before the clock
+        runner = asyncio.create_task(consumer.run_async())
+        while not consumer.assigned:
+            await asyncio.sleep(0.005)
+        started = time.perf_counter()
+        await sink.done.wait()
+        elapsed = time.perf_counter() - started
+        consumer.request_stop()
+        await runner
+        return elapsed
+
+    return asyncio.run(go())
+
+
+def run_spark_alone(sink: SparkTableSink, value_size: int, batch: int, count: int) -> float:
+    """Seconds for Spark to stage ``count`` rows in ``batch``-byte Arrow batches (the Arrow
+    tables are built before the clock starts: this is Spark's share only)."""
+    per_batch = max(1, batch // value_size)
+    value = b"x" * value_size
+    tables = []
+    for start in range(0, count, per_batch):
+        size = min(per_batch, count - start)
+        records = [
+            Record("alone", (start + i) * PARTITIONS // count, start + i, 0, None, value)
+            for i in range(size)
+        ]
+        tables.append(to_arrow(records, ValueCodec(), datetime.now(UTC)).rows)
+    session = sink.open()
+    target = sink.config.warehouse_path / "spark-alone" / uuid.uuid4().hex
+    started = time.perf_counter()
+    for i, table in enumerate(tables):
+        sink._stage(session, table, target / str(i))
+    elapsed = time.perf_counter() - started
+    shutil.rmtree(target, ignore_errors=True)
+    return elapsed
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run and write ``results/spark_sink.{md,json}``."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--mib", type=int, default=192, help="MiB per value size (<= 250)")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--no-connect", action="store_true")
+    parser.add_argument("--no-write", action="store_true")
+    args = parser.parse_args(argv)
+    rows: list[dict[str, Any]] = []
+    work = Path(tempfile.mkdtemp(prefix="spark-sink-bench-"))
+    modes = ["local"] if args.no_connect else ["local", "connect"]
+    try:
+        with (
+            EmbeddedKafkaProcess(brokers=3) as broker,
+            SparkConnectServer(work / "connect") as server,
+        ):
+            for value_size in VALUE_SIZES:
+                topic = f"spark-{value_size}"
+                broker.create_topic(topic, PARTITIONS, 1)
+                count = fill(broker.bootstrap_servers, topic, value_size, args.mib, PARTITIONS)
+                raw = [
+                    run_aiokafka(broker.bootstrap_servers, topic, f"raw-{value_size}-{r}", count)
+                    for r in range(args.rounds)
+                ]
+                rows.append(_row(value_size, "-", 0, "raw aiokafka", count, raw))
+                print(f"{value_size} B raw aiokafka {statistics.median(raw):.2f} s", flush=True)
+                for mode in modes:
+                    config = SparkSinkConfig(
+                        warehouse=str(work / "warehouse"),
+                        database=f"bench_{mode}_{value_size}",
+                        spark_remote=server.url if mode == "connect" else "",
+                    )
+                    alone_sink = SparkTableSink(config)
+                    for batch_mib in BATCH_MIB:
+                        sdk: list[float] = []
+                        alone: list[float] = []
+                        for r in range(args.rounds):  # alternating: noise hits both alike
+                            table_config = SparkSinkConfig(
+                                warehouse=config.warehouse,
+                                database=config.database,
+                                table_template=f"{{topic}}_{batch_mib}_{r}",
+                                spark_remote=config.spark_remote,
+                            )
+                            sdk.append(
+                                run_sdk(
+                                    broker.bootstrap_servers,
+                                    topic,
+                                    table_config,
+                                    batch_mib * MIB,
+                                    count,
+                                )
+                            )
+                            alone.append(
+                                run_spark_alone(alone_sink, value_size, batch_mib * MIB, count)
+                            )
+                            print(
+                                f"{value_size} B {mode} {batch_mib} MiB: sdk {sdk[-1]:.2f} s, "
+                                f"spark alone {alone[-1]:.2f} s",
+                                flush=True,
+                            )
+                        rows.append(_row(value_size, mode, batch_mib, "sdk -> table", count, sdk))
+                        rows.append(_row(value_size, mode, batch_mib, "spark alone", count, alone))
+                        shutil.rmtree(
+                            config.warehouse_path / f"{config.database}.db", ignore_errors=True
+                        )
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    publish(
+        "spark_sink",
+        _table(rows, args),
+        {"args": vars(args), "rows": rows},
+        write=not args.no_write,
+    )
+    return 0
+
+
+def _row(
+    value_size: int, mode: str, batch_mib: int, path: str, count: int, seconds: list[float]
+) -> dict[str, Any]:
+    median = statistics.median(seconds)
+    return {
+        "value_bytes": value_size,
+        "spark": mode,
+        "batch_mib": batch_mib,
+        "path": path,
+        "records": count,
+        "median_s": median,
+        "mib_per_s": count * value_size / MIB / median,
+        "rows_per_s": count / median,
+        "runs_s": seconds,
+    }
+
+
+def _table(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
+    lines = [
+        "# Kafka -> SDK -> Spark table, per consumer process",
+        "",
+        machine_line(),
+        f"{args.mib} MiB of values per value size on the embedded broker (64 partitions), "
+        f"median of {args.rounds} alternating rounds. 'sdk -> table': SparkTableSink, time "
+        "from assignment to the last row published (Parquet, exactly-once publish included). "
+        "'spark alone': the same session staging the same rows as Arrow batches of the same "
+        "size, no Kafka. Ratio = sdk / spark alone.",
+        "",
+        "| value | spark | batch | path | MiB/s | rows/s | ratio |",
+        "|---:|---|---:|---|---:|---:|---:|",
+    ]
+    alone = {
+        (r["value_bytes"], r["spark"], r["batch_mib"]): r["mib_per_s"]
+        for r in rows
+        if r["path"] == "spark alone"
+    }
+    for r in rows:
+        key = (r["value_bytes"], r["spark"], r["batch_mib"])
+        ratio = f"{r['mib_per_s'] / alone[key]:.2f}" if r["path"] == "sdk -> table" else ""
+        batch = f"{r['batch_mib']} MiB" if r["batch_mib"] else "-"
+        lines.append(
+            f"| {r['value_bytes']} B | {r['spark']} | {batch} | {r['path']} | "
+            f"{r['mib_per_s']:.1f} | {r['rows_per_s']:,.0f} | {ratio} |"
+        )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
