@@ -41,8 +41,6 @@ from consumer_sdk.spark_sink import SparkTableSink
 
 PARTITIONS = 64
 MIB = 1024 * 1024
-BATCH_MIB = (4, 16, 64)
-VALUE_SIZES = (200, 1024)
 
 
 class CountingSink(SparkTableSink):
@@ -120,6 +118,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--mib", type=int, default=192, help="MiB per value size (<= 250)")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--no-connect", action="store_true")
+    parser.add_argument("--value-sizes", default="200,1024", help="comma-separated bytes")
+    parser.add_argument("--batch-mib", default="4,16,64", help="comma-separated MiB")
+    parser.add_argument("--partitions", type=int, default=PARTITIONS)
+    parser.add_argument("--name", default="spark_sink", help="results file name")
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args(argv)
     rows: list[dict[str, Any]] = []
@@ -130,10 +132,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             EmbeddedKafkaProcess(brokers=3) as broker,
             SparkConnectServer(work / "connect") as server,
         ):
-            for value_size in VALUE_SIZES:
+            for value_size in (int(v) for v in args.value_sizes.split(",")):
                 topic = f"spark-{value_size}"
-                broker.create_topic(topic, PARTITIONS, 1)
-                count = fill(broker.bootstrap_servers, topic, value_size, args.mib, PARTITIONS)
+                broker.create_topic(topic, args.partitions, 1)
+                count = fill(broker.bootstrap_servers, topic, value_size, args.mib, args.partitions)
                 raw = [
                     run_aiokafka(broker.bootstrap_servers, topic, f"raw-{value_size}-{r}", count)
                     for r in range(args.rounds)
@@ -147,7 +149,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         spark_remote=server.url if mode == "connect" else "",
                     )
                     alone_sink = SparkTableSink(config)
-                    for batch_mib in BATCH_MIB:
+                    run_spark_alone(alone_sink, value_size, 4 * MIB, count // 8)  # JIT warm-up
+                    for batch_mib in (int(b) for b in args.batch_mib.split(",")):
                         sdk: list[float] = []
                         alone: list[float] = []
                         for r in range(args.rounds):  # alternating: noise hits both alike
@@ -182,7 +185,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     publish(
-        "spark_sink",
+        args.name,
         _table(rows, args),
         {"args": vars(args), "rows": rows},
         write=not args.no_write,
@@ -212,9 +215,10 @@ def _table(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
         "# Kafka -> SDK -> Spark table, per consumer process",
         "",
         machine_line(),
-        f"{args.mib} MiB of values per value size on the embedded broker (64 partitions), "
-        f"median of {args.rounds} alternating rounds. 'sdk -> table': SparkTableSink, time "
-        "from assignment to the last row published (Parquet, exactly-once publish included). "
+        f"{args.mib} MiB of values per value size on the embedded broker "
+        f"({args.partitions} partitions), median of {args.rounds} alternating rounds after a "
+        "warm-up write. 'sdk -> table': SparkTableSink, time from assignment to the last row "
+        "published (Parquet, exactly-once publish included). "
         "'spark alone': the same session staging the same rows as Arrow batches of the same "
         "size, no Kafka. Ratio = sdk / spark alone.",
         "",

@@ -94,6 +94,9 @@ class AutoscalingConsumer:
         self._fallbacks_seen = 0
         self._commit_task: asyncio.Task[None] | None = None
         self._write_task: asyncio.Task[None] | None = None
+        # Offsets written (or found in the sink) whose commit has not succeeded yet: retried
+        # when the member is idle, so the committed offsets (the sidecar's lag) catch up.
+        self._uncommitted: dict[KafkaTopicPartition, int] = {}
         self.assigned: set[TopicPartition] = set()
         self.overload = (
             OverloadWatch(config.capacity, sustain_s=config.replan_after_secs)
@@ -181,6 +184,9 @@ class AutoscalingConsumer:
                     batch = self._detach(None)
                     if batch:
                         self._write_task = asyncio.create_task(self._write_and_commit(batch))
+                    elif self._uncommitted:
+                        await self._settle_commit()
+                        self._commit_task = asyncio.create_task(self._commit({}))
                 self._check_overload()
         finally:
             await self.close()
@@ -232,7 +238,12 @@ class AutoscalingConsumer:
                 continue
             for ktp, messages in batch.items():
                 held = self._pending.setdefault(ktp, [])
+                # Offsets already held come back after a repositioning (a rebalance that
+                # handed the partition back, a resume seek): the batch keeps one copy.
+                last = held[-1].offset if held else -1
                 for m in messages:
+                    if m.offset <= last:
+                        continue
                     record = Record(
                         m.topic,
                         m.partition,
@@ -260,10 +271,17 @@ class AutoscalingConsumer:
         return chosen
 
     async def _settle_write(self) -> None:
-        """Wait for the batch being written, if any (raises what its write raised)."""
-        task, self._write_task = self._write_task, None
-        if task is not None:
-            await task
+        """Wait for the batch being written, if any (raises what its write raised). Shielded:
+        a cancelled waiter leaves the write running and still owned, so no later batch of
+        the same partitions starts before it ends."""
+        task = self._write_task
+        if task is None:
+            return
+        try:
+            await asyncio.shield(task)
+        finally:
+            if task.done() and self._write_task is task:
+                self._write_task = None
 
     async def _flush(self, partitions: set[KafkaTopicPartition] | None) -> None:
         """Write pending records of ``partitions`` (all if None) and commit them.
@@ -338,16 +356,21 @@ class AutoscalingConsumer:
                     await asyncio.wait_for(self._stopping.wait(), delay)
 
     async def _commit(self, offsets: dict[KafkaTopicPartition, int]) -> None:
+        """Commit ``offsets`` plus earlier ones that failed (of partitions still ours)."""
         consumer = self._consumer
-        if consumer is None:
+        owned = {KafkaTopicPartition(tp.topic, tp.partition) for tp in self.assigned}
+        wanted = {tp: o for tp, o in {**self._uncommitted, **offsets}.items() if tp in owned}
+        self._uncommitted = {}
+        if consumer is None or not wanted:
             return
         try:
-            await consumer.commit(offsets)
+            await consumer.commit(wanted)
         except (KafkaError, AssertionError) as exc:
-            # Typically a rebalance in progress: the next owner re-reads from the last
-            # committed offset (duplicates at most this batch, never a loss).
+            # Typically a rebalance in progress: retried when idle; a next owner resumes
+            # from the sink's stored offsets (or re-reads from the last commit).
+            self._uncommitted = {**wanted, **self._uncommitted}
             metrics.COMMIT_FAILURES.labels(self.config.group).inc()
-            log.warning("offset commit failed (%r): records may be re-delivered", exc)
+            log.warning("offset commit failed (%r); will retry", exc)
 
     def _check_overload(self) -> None:
         """Ask the group for a re-plan when this member stays above its capacity (the
@@ -404,3 +427,4 @@ class AutoscalingConsumer:
                     committed,
                 )
                 consumer.seek(ktp, next_offset)
+                self._uncommitted[ktp] = next_offset  # Kafka catches up with the table

@@ -19,8 +19,9 @@ _MASTER = re.compile(r"local(\[(\*|\d+)(,\d+)?\])?|(spark|yarn|k8s)(://.+)?")
 
 
 def spark_env_name(field_name: str) -> str:
-    """``warehouse`` -> ``AUTOSCALER_SPARK_WAREHOUSE``."""
-    return SPARK_ENV_PREFIX + field_name.upper()
+    """``warehouse`` -> ``AUTOSCALER_SPARK_WAREHOUSE``; ``spark_remote`` ->
+    ``AUTOSCALER_SPARK_REMOTE``."""
+    return SPARK_ENV_PREFIX + field_name.removeprefix("spark_").upper()
 
 
 def table_name_for(topic: str, template: str = "{topic}") -> str:
@@ -113,7 +114,7 @@ class SparkSinkConfig:
         env = os.environ if environ is None else environ
         values: dict[str, Any] = {}
         for f in fields(cls):
-            name = spark_env_name("conf" if f.name == "spark_conf" else f.name)
+            name = spark_env_name(f.name)
             if f.name in overrides:
                 values[f.name] = overrides.pop(f.name)
             elif name in env:

@@ -27,10 +27,17 @@ class SparkConnectServer:
     """``with SparkConnectServer(warehouse) as server: ... server.url`` (``sc://127.0.0.1:N``)."""
 
     def __init__(
-        self, warehouse: Path, *, master: str = "local[2]", log_file: Path | None = None
+        self,
+        warehouse: Path,
+        *,
+        master: str = "local[2]",
+        driver_memory: str = "4g",
+        log_file: Path | None = None,
     ) -> None:
         self.warehouse = warehouse
         self.master = master
+        # 1g (Spark's default) runs out with 64 MiB Arrow batches from several clients.
+        self.driver_memory = driver_memory
         self.port = _free_port()
         self.log_file = log_file or warehouse / f"connect-server-{self.port}.log"
         self._process: subprocess.Popen[bytes] | None = None
@@ -51,7 +58,8 @@ class SparkConnectServer:
             **SESSION_CONF,
         }
         command = [str(home / "bin" / "spark-submit"), "--class", SERVER_CLASS]
-        command += ["--master", self.master, "--name", "kafka-autoscaler-connect"]
+        command += ["--master", self.master, "--driver-memory", self.driver_memory]
+        command += ["--name", "kafka-autoscaler-connect"]
         for key, value in settings.items():
             command += ["--conf", f"{key}={value}"]
         command.append("spark-internal")

@@ -58,6 +58,10 @@ class SparkTableSink:
         self._session: Any = None
         self._ready_tables: set[str] = set()
         self._table_lock = threading.Lock()
+        # One write per topic at a time, in call order: a batch must never publish before
+        # an earlier batch of the same partitions (the ledger would skip the earlier rows).
+        # Matters when an awaiting coroutine was cancelled but its thread still runs.
+        self._topic_locks: dict[str, threading.Lock] = {}
         token = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self._staging = config.warehouse_path / STAGING_DIR / token
         self.rows_written = 0
@@ -99,6 +103,12 @@ class SparkTableSink:
     def write_blocking(self, topic: str, records: Sequence[Record]) -> None:
         """Convert, stage, publish. Raises on failure (nothing of the batch is then in the
         ledger, so a retry or the next owner writes it again)."""
+        with self._table_lock:
+            topic_lock = self._topic_locks.setdefault(topic, threading.Lock())
+        with topic_lock:
+            self._write_locked(topic, records)
+
+    def _write_locked(self, topic: str, records: Sequence[Record]) -> None:
         session = self.open()
         now = datetime.now(UTC)
         batch = to_arrow(records, self.codec, now)
@@ -126,6 +136,13 @@ class SparkTableSink:
             )
             result = OffsetLedger(root).publish(topic, first_offsets, last_offsets, files)
             self.rows_skipped += result.rows_skipped
+            log.info(
+                "%s: published %d file(s), offsets %s, %d row(s) already stored",
+                topic,
+                result.files,
+                {p: f"{first_offsets[p]}-{last}" for p, last in sorted(last_offsets.items())},
+                result.rows_skipped,
+            )
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         self.rows_written += batch.rows.num_rows

@@ -3,9 +3,11 @@
 An embedded Kafka (3 brokers), 2 topics x 12 partitions, load whose per-partition rates
 follow the paper's random walk with a step up and a step down, the sidecar (local scaler,
 default heuristic) starting and stopping SDK consumer processes, each writing what it reads
-into a JSON-lines "table" of its own (the Spark table sink comes with issue 5). A live view
+into Spark tables (one Parquet table per topic in a local warehouse) through a Spark Connect
+server the demo starts on 127.0.0.1, so consumers stay light Python processes. A live view
 shows speeds, desired and actual consumers, lag and each plan's Rscore. At the end: rows in
-the tables compared with what was produced, plots of consumers and lag over time.
+the tables counted with Spark and compared with what was produced (every record exactly
+once), plots of consumers and lag over time.
 """
 
 from __future__ import annotations
@@ -31,6 +33,10 @@ from rich.table import Table
 
 from assignor import DEFAULT_HEURISTIC, TopicPartition
 from consumer_sdk.embedded_process import EmbeddedKafkaProcess
+from consumer_sdk.spark_config import SparkSinkConfig
+from consumer_sdk.spark_connect import SparkConnectServer
+from consumer_sdk.spark_sink import SparkTableSink
+from consumer_sdk.spark_tables import table_root
 from examples.load import LoadGenerator, RateWalk
 
 ROOT = Path(__file__).parent.parent
@@ -55,13 +61,24 @@ def fetch_status(port: int) -> dict[str, Any]:
         return {}
 
 
-def read_tables(folder: Path) -> Counter[tuple[str, int, int]]:
-    """(topic, partition, offset) -> times it is in the consumers' tables."""
+def read_tables(spark_remote: str, warehouse: Path) -> Counter[tuple[str, int, int]]:
+    """(topic, partition, offset) -> times it is in the tables, counted by Spark."""
+    config = SparkSinkConfig(warehouse=str(warehouse), spark_remote=spark_remote)
+    session = SparkTableSink(config).open()
     rows: Counter[tuple[str, int, int]] = Counter()
-    for path in folder.glob("*.jsonl"):
-        for line in path.read_text().splitlines():
-            row = json.loads(line)
-            rows[(row["topic"], row["partition"], row["offset"])] += 1
+    for topic in TOPICS:
+        root = table_root(config, config.table_for(topic))
+        if not root.exists():
+            continue
+        counted = (
+            session.read.parquet(str(root))
+            .groupBy("topic", "partition", "offset")
+            .count()
+            .collect()
+        )
+        for row in counted:
+            rows[(row["topic"], int(row["partition"]), int(row["offset"]))] = int(row["count"])
+    session.stop()  # before the server goes: a dangling client retries for minutes at exit
     return rows
 
 
@@ -128,22 +145,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--output", type=Path, default=ROOT / "demo-output")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--no-live", action="store_true", help="print a line per second")
+    parser.add_argument(
+        "--local-spark",
+        action="store_true",
+        help="each consumer starts its own local Spark session (a JVM) instead of using "
+        "the demo's Spark Connect server",
+    )
     args = parser.parse_args(argv)
     if args.duration < 10:
         parser.error(f"--duration must be >= 10 seconds, got {args.duration}")
     out = args.output / time.strftime("%Y%m%d-%H%M%S")
-    tables = out / "tables"
-    tables.mkdir(parents=True)
+    warehouse = out / "warehouse"
+    warehouse.mkdir(parents=True)
     console = Console()
-    with EmbeddedKafkaProcess(brokers=3) as kafka:
+    console.print("starting the embedded Kafka and a Spark Connect server ...")
+    with EmbeddedKafkaProcess(brokers=3) as kafka, SparkConnectServer(warehouse) as spark:
         for topic in TOPICS:
             kafka.create_topic(topic, PARTITIONS, 3)
         kafka.create_topic("demo.autoscaler.speeds", 1, 3)
         port = free_port()
-        consumer = (
-            f"{shlex.quote(sys.executable)} -m consumer_sdk.cli "
-            f"--sink jsonl:{tables}/{{identity}}.jsonl"
-        )
+        consumer = f"{shlex.quote(sys.executable)} -m consumer_sdk.cli --sink spark"
         env = {
             **os.environ,
             "PYTHONPATH": str(ROOT),
@@ -167,7 +188,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             "AUTOSCALER_HEARTBEAT_INTERVAL_MS": "100",
             "AUTOSCALER_LEADER_DELAY_SECS": "0.1",
             "AUTOSCALER_WAIT_TIME_SECS": "0.5",
+            "AUTOSCALER_SPARK_WAREHOUSE": str(warehouse),
         }
+        if not args.local_spark:
+            env["AUTOSCALER_SPARK_REMOTE"] = spark.url
         log = (out / "sidecar.log").open("w")
         sidecar = subprocess.Popen(
             [sys.executable, "-m", "sidecar.cli"],
@@ -226,7 +250,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             sidecar.send_signal(signal.SIGTERM)  # stops its consumers: flush, commit, leave
             sidecar.wait(60)
             log.close()
-    rows = read_tables(tables)
+        rows = read_tables(spark.url, warehouse)
     produced = load.acked
     missing = produced - set(rows)
     duplicates = sum(n - 1 for n in rows.values())
@@ -250,12 +274,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     peak = max((s["running"] for s in samples), default=0)
     console.print(
         f"consumers: peak {peak:.0f}, final {samples[-1]['running'] if samples else 0:.0f}; "
-        f"{len(produced)} records produced, {len(missing)} missing, {duplicates} duplicated "
-        "(re-deliveries around rebalances: the guarantee is at-least-once until the Spark "
-        "sink's offset-aware resume lands)\n"
-        f"files: {out} (tables/, consumers_and_lag.png, samples.json, sidecar.log)"
+        f"{len(produced)} records produced, {len(missing)} missing, {duplicates} duplicated\n"
+        f"files: {out} (warehouse/kafka.db/<topic>/ Parquet tables, consumers_and_lag.png, "
+        "samples.json, sidecar.log)\n"
+        f"read them: spark.read.parquet('{warehouse}/kafka.db/demo_orders')"
     )
-    return 0 if not missing and load.failed == 0 else 1
+    return 0 if not missing and not duplicates and load.failed == 0 else 1
 
 
 if __name__ == "__main__":

@@ -34,5 +34,5 @@ def test_short_demo_run(tmp_path: Path) -> None:
     assert (run / "consumers_and_lag.png").stat().st_size > 10_000
     samples = json.loads((run / "samples.json").read_text())
     assert max(s["running"] for s in samples) >= 1  # the sidecar started consumers
-    assert " 0 missing" in result.stdout
-    assert list((run / "tables").glob("sink-*.jsonl"))
+    assert " 0 missing" in result.stdout and " 0 duplicated" in result.stdout
+    assert list((run / "warehouse" / "kafka.db" / "demo_orders").glob("date=*/part-*.parquet"))
