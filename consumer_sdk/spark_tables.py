@@ -53,7 +53,9 @@ def spark_session(config: SparkSinkConfig) -> Any:
         # builder refuses a remote one then).
         from pyspark.sql.connect.session import SparkSession as ConnectSession
 
-        remote = ConnectSession.builder.remote(config.spark_remote).getOrCreate()
+        # create(), not getOrCreate(): the latter returns the process's default session
+        # whatever its URL, so a second sink (or a reader) would talk to the wrong server.
+        remote = ConnectSession.builder.remote(config.spark_remote).create()
         for key, value in {**SESSION_CONF, **config.spark_conf}.items():
             if key != "spark.sql.hive.manageFilesourcePartitions":  # static: server's choice
                 remote.conf.set(key, value)

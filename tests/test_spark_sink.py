@@ -191,7 +191,10 @@ def test_spark_connect_writes_tables_the_local_session_reads(
         for batch in batches:
             sink.write_blocking("events", batch)
         remote = sink.open()
-        assert remote.read.parquet(str(table_root(config, "events"))).count() == 300
+        try:
+            assert remote.read.parquet(str(table_root(config, "events"))).count() == 300
+        finally:
+            remote.stop()
     expected = Counter((r.partition, r.offset) for batch in batches for r in batch)
     assert table_keys(spark, sink_config, "events") == expected
 
