@@ -17,7 +17,7 @@ from consumer_sdk.spark_sink import SparkTableSink
 from consumer_sdk.spark_tables import table_root
 from tests.kafka_helpers import produce_tracked
 from tests.sdk_helpers import wait_until
-from tests.test_spark_sink import start_writer, stop, stored_offsets
+from tests.test_spark_sink import first_rows_stored, start_writer, stop, stored_offsets
 
 PARTITIONS = 6
 OFFSET_COMMIT = 8  # Kafka API key
@@ -50,11 +50,7 @@ def test_chaos_leaves_every_record_exactly_once_in_the_table(tmp_path: Path) -> 
         )
         try:
             # Producing starts once the table has rows: the group formed and writes work.
-            def first_rows_stored() -> bool:
-                produced.update(produce_tracked(kafka, topic, 6, PARTITIONS))
-                return bool(stored_offsets(config, topic))
-
-            assert wait_until(first_rows_stored, timeout_s=120)
+            produced |= first_rows_stored(kafka, topic, PARTITIONS, config)
             producer.start()
 
             def written() -> int:

@@ -64,6 +64,20 @@ def stored_offsets(config: SparkSinkConfig, topic: str) -> dict[int, int]:
     return OffsetLedger(table_root(config, config.table_for(topic))).stored(topic)
 
 
+def first_rows_stored(
+    kafka: str, topic: str, partitions: int, config: SparkSinkConfig
+) -> set[tuple[int, int]]:
+    """Produce a few records at a time until the table holds some; returns them all."""
+    produced: set[tuple[int, int]] = set()
+
+    def stored() -> bool:
+        produced.update(produce_tracked(kafka, topic, partitions, partitions))
+        return bool(stored_offsets(config, topic))
+
+    assert wait_until(stored, timeout_s=120), "no writer stored rows"
+    return produced
+
+
 def committed(kafka: str, group: str, topic: str, partitions: int) -> dict[int, int]:
     consumer = Consumer({"bootstrap.servers": kafka, "group.id": group})
     try:
@@ -124,8 +138,10 @@ def test_three_processes_write_one_table_concurrently(
     group = f"g-{topic}"
     writers = [start_writer(kafka, group, topic, f"w-{i}", sink_config) for i in range(3)]
     try:
-        # Paced production while the three JVMs start and the group rebalances around them.
-        produced = produce_tracked(kafka, topic, 4800, 6, pause_every=60, pause_s=0.2)
+        # Paced production starts once a writer stored rows (the JVMs start slowly on a
+        # busy machine) and goes on while the group rebalances around the others.
+        produced = first_rows_stored(kafka, topic, 6, sink_config)
+        produced |= produce_tracked(kafka, topic, 4800, 6, pause_every=60, pause_s=0.2)
         ends = {p: max(o for q, o in produced if q == p) for p in range(6)}
         assert wait_until(lambda: stored_offsets(sink_config, topic) == ends, timeout_s=180)
         assert all(w.poll() is None for w in writers), "a writer died"
