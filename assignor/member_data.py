@@ -3,7 +3,10 @@
 Versioned compact JSON::
 
     {"v": 1, "owned": {"orders": [0, 3]}, "generation": 7, "identity": "sink-2",
-     "capacity": 5000.0, "heuristic": "repair"}
+     "capacity": 5000.0, "heuristic": "repair", "coop": true, "holding": true}
+
+``coop``: the member rebalances cooperatively; ``holding``: it still reads ``owned`` while
+it rejoins (absent in older members: eager, holding nothing).
 
 Undecodable or invalid data decodes to ``None``: the leader then treats that member as
 owning nothing, it never fails the rebalance.
@@ -29,6 +32,8 @@ class MemberData:
     capacity: float | None = None
     generation: int = -1
     owned: tuple[TopicPartition, ...] = field(default_factory=tuple)
+    cooperative: bool = False
+    holding: bool = False
 
     def encode(self) -> bytes:
         """Bytes for the JoinGroup user_data."""
@@ -43,6 +48,8 @@ class MemberData:
                 "identity": self.identity,
                 "capacity": self.capacity,
                 "heuristic": self.heuristic,
+                "coop": self.cooperative,
+                "holding": self.holding,
             },
             separators=(",", ":"),
         ).encode()
@@ -59,6 +66,9 @@ def decode_member_data(data: bytes | None) -> MemberData | None:
         identity, heuristic = raw["identity"], raw["heuristic"]
         generation, capacity, owned_raw = raw["generation"], raw.get("capacity"), raw["owned"]
         if not (isinstance(identity, str) and isinstance(heuristic, str)):
+            return None
+        cooperative, holding = raw.get("coop", False), raw.get("holding", False)
+        if not (isinstance(cooperative, bool) and isinstance(holding, bool)):
             return None
         if isinstance(generation, bool) or not isinstance(generation, int):
             return None
@@ -80,5 +90,11 @@ def decode_member_data(data: bytes | None) -> MemberData | None:
     except (ValueError, TypeError, KeyError, AttributeError):
         return None
     return MemberData(
-        identity, heuristic, float(capacity) if capacity else None, generation, tuple(owned)
+        identity,
+        heuristic,
+        float(capacity) if capacity else None,
+        generation,
+        tuple(owned),
+        cooperative,
+        holding,
     )

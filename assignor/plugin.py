@@ -24,6 +24,12 @@ from aiokafka.coordinator.protocol import (
     ConsumerProtocolMemberMetadata,
 )
 
+from assignor.cooperative import (
+    EAGER,
+    decode_assignment_data,
+    encode_assignment_data,
+    withhold_moving,
+)
 from assignor.group_plan import GroupPlan, SpeedView, plan_group
 from assignor.member_data import MemberData, decode_member_data
 from assignor.types import TopicPartition
@@ -38,13 +44,20 @@ SpeedSource = Callable[[], SpeedView | None]
 
 @dataclass
 class MemberState:
-    """What this member reports about itself; the SDK updates it after every join."""
+    """What this member reports about itself; the SDK updates it after every join.
+
+    ``cooperative``: this member rebalances cooperatively; ``holding``: it still reads
+    ``owned`` while rejoining; ``group_mode``: what the leader's last assignment said.
+    """
 
     identity: str
     heuristic: str
     capacity: float | None = None
     generation: int = -1
     owned: tuple[TopicPartition, ...] = ()
+    cooperative: bool = False
+    holding: bool = False
+    group_mode: str = EAGER
 
 
 @dataclass
@@ -53,14 +66,16 @@ class PluginStats:
 
     plans: int = 0
     fallbacks: int = 0
+    withheld: int = 0
     undecodable_members: int = 0
     last_plan: GroupPlan | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def record(self, plan: GroupPlan, undecodable: int) -> None:
+    def record(self, plan: GroupPlan, undecodable: int, withheld: int) -> None:
         """Count one leader decision."""
         with self._lock:
             self.plans += 1
+            self.withheld += withheld
             self.fallbacks += plan.fallback_reason is not None
             self.undecodable_members += undecodable
             self.last_plan = plan
@@ -95,6 +110,8 @@ def build_assignor(
                 state.capacity,
                 state.generation,
                 tuple(state.owned),
+                state.cooperative,
+                state.holding and state.cooperative,
             )
             return ConsumerProtocolMemberMetadata(cls.version, sorted(topics), data.encode())
 
@@ -113,15 +130,18 @@ def build_assignor(
             topics = set().union(*subscriptions.values()) if subscriptions else set()
             partitions = {t: set(cluster.partitions_for_topic(t) or ()) for t in topics}
             plan = plan_group(decoded, subscriptions, partitions, speeds())
-            counters.record(plan, undecodable)
+            # Partitions another member still reads wait for the next round (KIP-429).
+            handed = withhold_moving(plan.assignment, decoded)
+            counters.record(plan, undecodable, sum(map(len, handed.withheld.values())))
             if plan.fallback_reason and plan.fallback_reason not in warned_reasons:
                 warned_reasons.add(plan.fallback_reason)
                 log.warning("assignment falls back to %s: %s", plan.heuristic, plan.fallback_reason)
             if leader_delay_s:
                 time.sleep(leader_delay_s)
+            mode = encode_assignment_data(handed.mode)
             return {
-                member: ConsumerProtocolMemberAssignment(cls.version, _by_topic(tps), b"")
-                for member, tps in plan.assignment.items()
+                member: ConsumerProtocolMemberAssignment(cls.version, _by_topic(tps), mode)
+                for member, tps in handed.assignment.items()
             }
 
         @classmethod
@@ -129,6 +149,7 @@ def build_assignor(
             state.owned = tuple(
                 TopicPartition(topic, p) for topic, ps in assignment.assignment for p in ps
             )
+            state.group_mode = decode_assignment_data(assignment.user_data)
 
     return AutoscalerAssignor
 

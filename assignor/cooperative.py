@@ -1,0 +1,92 @@
+"""Cooperative rebalancing, the leader's side (KIP-429 semantics), as pure functions.
+
+In a cooperative round, members keep reading the partitions they own while the group
+rejoins. A partition whose owner changes must therefore not reach its new owner in the same
+round: the old owner still reads it. The leader withholds it; the old owner, seeing it gone
+from its own assignment, revokes it (flush, commit) and rejoins, and the next round hands
+it over, now owned by nobody.
+
+Members that rebalance eagerly (an SDK configured ``rebalance_protocol="eager"``, an older
+version, a member whose generation was reset) have already stopped reading when they join:
+they hold nothing, so nothing of theirs is withheld. One of them in the group switches the
+whole group to eager for the following rounds (the assignment says so); the group goes back
+to cooperative once every member supports it again.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from assignor.member_data import MemberData
+from assignor.types import TopicPartition
+
+COOPERATIVE = "cooperative"
+EAGER = "eager"
+PROTOCOLS = (COOPERATIVE, EAGER)
+
+
+@dataclass(frozen=True)
+class CooperativePlan:
+    """What each member receives this round, and what was held back for the next."""
+
+    assignment: dict[str, list[TopicPartition]]
+    withheld: dict[str, list[TopicPartition]]
+    mode: str
+
+
+def group_mode(members: Mapping[str, MemberData | None]) -> str:
+    """``cooperative`` when every member supports it, else ``eager``."""
+    if members and all(d is not None and d.cooperative for d in members.values()):
+        return COOPERATIVE
+    return EAGER
+
+
+def still_held(members: Mapping[str, MemberData | None]) -> dict[TopicPartition, set[str]]:
+    """Partition -> the members still reading it while they rejoin (cooperative holders)."""
+    held: dict[TopicPartition, set[str]] = {}
+    for member, data in members.items():
+        if data is not None and data.holding:
+            for tp in data.owned:
+                held.setdefault(tp, set()).add(member)
+    return held
+
+
+def withhold_moving(
+    planned: Mapping[str, list[TopicPartition]], members: Mapping[str, MemberData | None]
+) -> CooperativePlan:
+    """Remove from each member's planned partitions those another member still reads.
+
+    Any other holder blocks the hand-over, whatever its generation: two claimants (a member
+    that missed a round) both stop reading before the partition moves on.
+    """
+    held = still_held(members)
+    assignment: dict[str, list[TopicPartition]] = {}
+    withheld: dict[str, list[TopicPartition]] = {}
+    for member, tps in planned.items():
+        kept: list[TopicPartition] = []
+        for tp in tps:
+            if held.get(tp, set()) - {member}:
+                withheld.setdefault(member, []).append(tp)
+            else:
+                kept.append(tp)
+        assignment[member] = kept
+    return CooperativePlan(assignment, withheld, group_mode(members))
+
+
+def encode_assignment_data(mode: str) -> bytes:
+    """The user_data of every assignment the leader sends: the group's mode."""
+    if mode not in PROTOCOLS:
+        raise ValueError(f"mode must be one of {', '.join(PROTOCOLS)}, got {mode!r}")
+    return json.dumps({"mode": mode}, separators=(",", ":")).encode()
+
+
+def decode_assignment_data(data: bytes | None) -> str:
+    """The group's mode from an assignment; ``eager`` when absent or unreadable (a leader
+    that does not withhold moving partitions)."""
+    try:
+        mode = json.loads(data or b"{}").get("mode")
+    except (ValueError, AttributeError):
+        return EAGER
+    return mode if mode in PROTOCOLS else EAGER

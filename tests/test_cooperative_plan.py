@@ -1,0 +1,100 @@
+"""The leader's side of cooperative rebalancing (pure): what is withheld, the group's mode."""
+
+from __future__ import annotations
+
+import random
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from assignor.cooperative import (
+    COOPERATIVE,
+    EAGER,
+    decode_assignment_data,
+    encode_assignment_data,
+    group_mode,
+    withhold_moving,
+)
+from assignor.member_data import MemberData, decode_member_data
+from assignor.types import TopicPartition
+
+
+def tp(p: int) -> TopicPartition:
+    return TopicPartition("t", p)
+
+
+def holder(*owned: int, cooperative: bool = True, holding: bool = True) -> MemberData:
+    return MemberData(
+        "m", "repair", 10.0, 3, tuple(tp(p) for p in owned), cooperative, holding and cooperative
+    )
+
+
+def test_member_data_carries_protocol_flags_and_reads_old_members_as_eager() -> None:
+    data = holder(1, 2)
+    decoded = decode_member_data(data.encode())
+    assert decoded == data and decoded is not None and decoded.holding
+    old = b'{"v":1,"owned":{"t":[1]},"generation":2,"identity":"a","heuristic":"repair"}'
+    legacy = decode_member_data(old)
+    assert legacy is not None and not legacy.cooperative and not legacy.holding
+    assert decode_member_data(old[:-1] + b',"coop":"yes"}') is None  # flags must be booleans
+
+
+def test_a_partition_moving_between_two_holders_is_withheld_from_its_new_owner() -> None:
+    members = {"a": holder(0, 1, 2), "b": holder(3), "c": holder()}
+    planned = {"a": [tp(0), tp(1)], "b": [tp(3)], "c": [tp(2)]}
+    plan = withhold_moving(planned, members)
+    assert plan.assignment == {"a": [tp(0), tp(1)], "b": [tp(3)], "c": []}
+    assert plan.withheld == {"c": [tp(2)]}
+    assert plan.mode == COOPERATIVE
+
+
+def test_partitions_of_departed_or_eager_members_move_at_once() -> None:
+    # "gone" is not in the group; "e" rebalances eagerly, so it stopped reading before joining.
+    members = {"a": holder(0), "e": holder(1, cooperative=False)}
+    plan = withhold_moving({"a": [tp(1), tp(2)], "e": [tp(0)]}, members)
+    assert plan.assignment == {"a": [tp(1), tp(2)], "e": []}
+    assert plan.withheld == {"e": [tp(0)]}
+    assert plan.mode == EAGER
+
+
+def test_two_holders_of_one_partition_both_block_its_hand_over_except_to_themselves() -> None:
+    members = {"a": holder(5), "b": holder(5), "c": holder()}
+    assert withhold_moving({"c": [tp(5)]}, members).withheld == {"c": [tp(5)]}
+    # Planned to "a", but "b" still reads it too: it waits one round until "b" let go.
+    assert withhold_moving({"a": [tp(5)]}, members).withheld == {"a": [tp(5)]}
+
+
+def test_group_mode_needs_every_member_cooperative() -> None:
+    assert group_mode({"a": holder(), "b": holder()}) == COOPERATIVE
+    assert group_mode({"a": holder(), "b": None}) == EAGER
+    assert group_mode({}) == EAGER
+
+
+def test_assignment_data_round_trip_and_unreadable_means_eager() -> None:
+    for mode in (COOPERATIVE, EAGER):
+        assert decode_assignment_data(encode_assignment_data(mode)) == mode
+    for junk in (b"", None, b"not json", b"[1]", b'{"mode":"other"}'):
+        assert decode_assignment_data(junk) == EAGER
+
+
+@given(st.integers(min_value=0, max_value=10_000))
+def test_no_partition_is_ever_readable_by_two_members(seed: int) -> None:
+    rng = random.Random(seed)
+    names = [f"m{i}" for i in range(rng.randint(1, 6))]
+    partitions = [tp(p) for p in range(rng.randint(0, 30))]
+    owned: dict[str, list[int]] = {m: [] for m in names}
+    for p in range(len(partitions)):
+        if rng.random() < 0.8:
+            owned[rng.choice(names)].append(p)
+    members = {m: holder(*ps, cooperative=rng.random() < 0.8) for m, ps in owned.items()}
+    planned: dict[str, list[TopicPartition]] = {m: [] for m in names}
+    for t in partitions:
+        planned[rng.choice(names)].append(t)
+    plan = withhold_moving(planned, members)
+    for member, tps in plan.assignment.items():
+        for t in tps:  # after this round, only the receiver reads it
+            readers = {m for m, d in members.items() if d.holding and t in d.owned} | {member}
+            assert readers == {member}
+    handed = sorted(t for tps in plan.assignment.values() for t in tps)
+    held_back = sorted(t for tps in plan.withheld.values() for t in tps)
+    assert sorted(handed + held_back) == sorted(partitions)
