@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, NoReturn
 
 from assignor import DEFAULT_HEURISTIC, HEURISTIC_NAMES
+from assignor.cooperative import COOPERATIVE, PROTOCOLS
 from consumer_sdk.snapshot import UNITS, speeds_topic
 
 ENV_PREFIX = "AUTOSCALER_"
@@ -105,6 +106,7 @@ class ConsumerConfig(GroupSettings):
     ssl_cafile: str | None = None
     metrics_port: int | None = None
     replan_after_secs: float = 30.0
+    rebalance_protocol: str = COOPERATIVE
 
     def __post_init__(self) -> None:
         self._check_group()
@@ -134,6 +136,8 @@ class ConsumerConfig(GroupSettings):
             self._fail("auto_offset_reset", "earliest or latest")
         if _bad_number(self.replan_after_secs, minimum=0.0) or self.replan_after_secs > 3600:
             self._fail("replan_after_secs", "a number of seconds in [0, 3600] (0: never)")
+        if self.rebalance_protocol not in PROTOCOLS:
+            self._fail("rebalance_protocol", f"one of {', '.join(PROTOCOLS)}")
         if _bad_number(self.leader_delay_secs, minimum=0.0) or self.leader_delay_secs > 5:
             self._fail("leader_delay_secs", "in [0, 5] (non-zero only for the embedded broker)")
         if self.security_protocol not in SECURITY_PROTOCOLS:

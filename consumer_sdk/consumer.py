@@ -14,6 +14,7 @@ import contextlib
 import logging
 import signal
 import time
+from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,9 +24,11 @@ from aiokafka.errors import KafkaError
 from aiokafka.structs import TopicPartition as KafkaTopicPartition
 
 from assignor import TopicPartition
+from assignor.cooperative import COOPERATIVE
 from assignor.plugin import MemberState, PluginStats, build_assignor
 from consumer_sdk import metrics
 from consumer_sdk.config import MIB, ConsumerConfig
+from consumer_sdk.cooperative import make_cooperative
 from consumer_sdk.overload import OverloadWatch
 from consumer_sdk.sink import ManagedSink, Record, Sink
 from consumer_sdk.snapshot_cache import SnapshotCache
@@ -54,6 +57,16 @@ class RetryPolicy:
             delay = min(self.max_delay_s, delay * self.factor)
 
 
+@dataclass(frozen=True)
+class OwnershipEvent:
+    """This member started (``assigned``) or stopped (``revoked``) reading partitions."""
+
+    at: float  # time.monotonic()
+    kind: str
+    partitions: frozenset[TopicPartition]
+    generation: int
+
+
 class _Listener(ConsumerRebalanceListener):
     def __init__(self, owner: AutoscalingConsumer) -> None:
         self._owner = owner
@@ -76,7 +89,12 @@ class AutoscalingConsumer:
         self.config = config
         self.sink = sink
         self.retry = retry or RetryPolicy()
-        self.state = MemberState(config.member_identity, config.heuristic, config.capacity)
+        self.state = MemberState(
+            config.member_identity,
+            config.heuristic,
+            config.capacity,
+            cooperative=config.rebalance_protocol == COOPERATIVE,
+        )
         self.plugin_stats = PluginStats()
         self.snapshots = SnapshotCache(
             config.bootstrap_servers,
@@ -98,6 +116,10 @@ class AutoscalingConsumer:
         # when the member is idle, so the committed offsets (the sidecar's lag) catch up.
         self._uncommitted: dict[KafkaTopicPartition, int] = {}
         self.assigned: set[TopicPartition] = set()
+        # Partitions being revoked: records fetched for them meanwhile are not taken (a
+        # cooperative member keeps fetching while the listener flushes).
+        self._revoking: set[KafkaTopicPartition] = set()
+        self.ownership_log: deque[OwnershipEvent] = deque(maxlen=10_000)
         self.overload = (
             OverloadWatch(config.capacity, sustain_s=config.replan_after_secs)
             if config.replan_after_secs > 0
@@ -124,6 +146,8 @@ class AutoscalingConsumer:
             self._consumer = consumer  # before start(): the join may call back at once
             try:
                 await consumer.start()  # returns once the first assignment arrived
+                if self.state.cooperative:
+                    make_cooperative(consumer, self.state)
                 return
             except KafkaError as exc:
                 metrics.POLL_ERRORS.labels(self.config.group, type(exc).__name__).inc()
@@ -212,6 +236,7 @@ class AutoscalingConsumer:
                     await self._settle_write()
                     await self._flush(None)
                 await self._settle_commit()
+            self._log_ownership("revoked", set(self.assigned))
             await consumer.stop()  # sends LeaveGroup
         await self.snapshots.stop()
         if isinstance(self.sink, ManagedSink):
@@ -237,6 +262,8 @@ class AutoscalingConsumer:
                 await asyncio.sleep(0.5)
                 continue
             for ktp, messages in batch.items():
+                if ktp in self._revoking:
+                    continue
                 held = self._pending.setdefault(ktp, [])
                 # Offsets already held come back after a repositioning (a rebalance that
                 # handed the partition back, a resume seek): the batch keeps one copy.
@@ -363,6 +390,10 @@ class AutoscalingConsumer:
         self._uncommitted = {}
         if consumer is None or not wanted:
             return
+        if getattr(consumer._coordinator, "rejoining", False):
+            # A cooperative rejoin is in flight: brokers refuse commits until it completes.
+            self._uncommitted = wanted
+            return
         try:
             await consumer.commit(wanted)
         except (KafkaError, AssertionError) as exc:
@@ -393,6 +424,7 @@ class AutoscalingConsumer:
 
     # rebalance callbacks -------------------------------------------------------------------
     async def _on_revoked(self, revoked: set[KafkaTopicPartition]) -> None:
+        self._revoking |= revoked
         async with self._lock:
             try:
                 await self._settle_write()  # it may hold records of revoked partitions
@@ -400,19 +432,34 @@ class AutoscalingConsumer:
             except WriteAbandoned as exc:
                 log.error("%s", exc)
             await self._settle_commit()  # the next owner starts from these offsets
+            if revoked & self._uncommitted.keys():  # written earlier, commit deferred
+                await self._commit({})
             for tp in revoked:  # records we could not write go back to the next owner
                 self._pending_bytes -= sum(r.size for r in self._pending.pop(tp, []))
-        self.assigned -= {TopicPartition(tp.topic, tp.partition) for tp in revoked}
+        self._revoking -= revoked
+        self._log_ownership("revoked", {TopicPartition(tp.topic, tp.partition) for tp in revoked})
+
+    def _log_ownership(self, kind: str, partitions: set[TopicPartition]) -> None:
+        if kind == "assigned":
+            self.assigned |= partitions
+        else:
+            self.assigned -= partitions
+        if partitions:
+            event = OwnershipEvent(
+                time.monotonic(), kind, frozenset(partitions), self.state.generation
+            )
+            self.ownership_log.append(event)
 
     async def _on_assigned(self, assigned: set[KafkaTopicPartition]) -> None:
         consumer = self._consumer
         coordinator: Any = getattr(consumer, "_coordinator", None)
         if coordinator is not None:
             self.state.generation = int(coordinator.generation)
-        self.assigned = {TopicPartition(tp.topic, tp.partition) for tp in assigned}
+        added = {TopicPartition(tp.topic, tp.partition) for tp in assigned}
+        self._log_ownership("assigned", added)
         if consumer is None or not assigned:
             return
-        stored = await self.sink.resume_offsets(sorted(self.assigned))
+        stored = await self.sink.resume_offsets(sorted(added))
         for tp, next_offset in stored.items():
             ktp = KafkaTopicPartition(tp.topic, tp.partition)
             if ktp not in assigned:

@@ -8,7 +8,9 @@ import inspect
 import aiokafka
 import pytest
 from aiokafka.client import AIOKafkaClient
+from aiokafka.consumer.fetcher import Fetcher
 from aiokafka.consumer.group_coordinator import GroupCoordinator
+from aiokafka.consumer.subscription_state import SubscriptionState, TopicPartitionState
 from aiokafka.errors import IncompatibleBrokerVersion
 
 from sidecar.log_dirs import DescribeLogDirsRequest, DescribeLogDirsRequest_v1
@@ -32,3 +34,36 @@ def test_internals_we_use_still_exist() -> None:
     assert "self.generation" in source
     # consumer: start() waits for the first assignment (why a failed join raises from start)
     assert "wait_for_assignment" in inspect.getsource(aiokafka.AIOKafkaConsumer.start)
+
+
+def test_internals_of_cooperative_rebalancing_still_exist() -> None:
+    # consumer_sdk.cooperative overrides the two join steps, called from these places.
+    assert "_on_join_prepare(prev_assignment)" in inspect.getsource(
+        GroupCoordinator.ensure_active_group
+    )
+    assert "await self._on_join_complete(" in inspect.getsource(GroupCoordinator._do_rejoin_group)
+    assert list(inspect.signature(GroupCoordinator._on_join_complete).parameters) == [
+        "self",
+        "generation",
+        "member_id",
+        "protocol",
+        "member_assignment_bytes",
+    ]
+    for name in (
+        "_lookup_assignor",
+        "_stop_commit_offsets_refresh_task",
+        "start_commit_offsets_refresh_task",
+        "request_rejoin",
+    ):
+        assert callable(getattr(GroupCoordinator, name)), name
+    # It is attached to the coordinator start() builds; begin_reassignment (which it skips)
+    # is what makes getmany() wait during an eager rejoin.
+    assert "self._coordinator = GroupCoordinator(" in inspect.getsource(
+        aiokafka.AIOKafkaConsumer.start
+    )
+    assert "begin_reassignment()" in inspect.getsource(GroupCoordinator._on_join_prepare)
+    assert "reassignment_in_progress" in inspect.getsource(Fetcher)
+    # Retained partitions carry their positions into the new Assignment.
+    assert callable(SubscriptionState.assign_from_subscribed)
+    for name in ("seek", "pause", "has_valid_position", "position", "paused"):
+        assert hasattr(TopicPartitionState, name), name

@@ -69,6 +69,10 @@ def test_environment_fills_what_arguments_leave_out() -> None:
         ({"group": "sink (eu)"}, r"snapshot_topic .* invalid when the group id has other"),
         ({"snapshot_topic": "a/b"}, r"snapshot_topic \(AUTOSCALER_SNAPSHOT_TOPIC\) must be"),
         ({"metrics_port": 70000}, r"metrics_port .* must be a TCP port in \[1, 65535\]"),
+        (
+            {"rebalance_protocol": "sticky"},
+            r"rebalance_protocol \(AUTOSCALER_REBALANCE_PROTOCOL\) must be one of cooperative",
+        ),
     ],
 )
 def test_bad_values_name_the_field_and_range(changes: dict[str, Any], message: str) -> None:

@@ -1,0 +1,138 @@
+"""Cooperative rebalancing on aiokafka's eager coordinator (KIP-429 semantics, member side).
+
+aiokafka's ``GroupCoordinator`` revokes every partition before each rejoin, so any scale
+event stops the whole group. :class:`CooperativeCoordinator` changes the two steps around
+the join and nothing else:
+
+* before joining: nothing is revoked, the fetcher keeps running, the member keeps reading
+  (and writing) its partitions and tells the leader it still holds them (user_data);
+* after joining: only the partitions missing from the new assignment are revoked (the
+  listener flushes and commits those alone), retained partitions keep their fetch
+  positions, the listener hears only of the added ones, and a member that revoked
+  something rejoins at once so the next round hands those partitions over (the leader
+  withheld them: :mod:`assignor.cooperative`).
+
+A round is eager when the group is (a member without cooperative support is present, per
+the leader's assignment) or when this member lost its generation (it was dropped from the
+group: its partitions may already be someone else's). Offsets are not committed while a
+cooperative rejoin is in flight (``rejoining``); brokers reject them mid-rebalance and the
+consumer commits them with the next batch.
+
+Written against aiokafka 0.14 (pinned); ``tests/test_aiokafka_pin.py`` checks the internals
+used here. The class is attached to a started consumer's coordinator with
+:func:`make_cooperative`: aiokafka builds its coordinator inside ``start()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer
+from aiokafka.consumer.group_coordinator import GroupCoordinator
+from aiokafka.coordinator.protocol import ConsumerProtocol
+from aiokafka.protocol.commit import OffsetCommitRequest
+from aiokafka.structs import TopicPartition as KafkaTopicPartition
+
+from assignor.cooperative import COOPERATIVE
+from assignor.plugin import MemberState
+
+log = logging.getLogger(__name__)
+
+
+class CooperativeCoordinator(GroupCoordinator):
+    """aiokafka's group coordinator with cooperative join steps; see the module doc."""
+
+    autoscaler_state: MemberState
+    rejoining: bool
+    eager_round: bool
+
+    async def _on_join_prepare(self, previous_assignment: Any) -> None:
+        state = self.autoscaler_state
+        generation_lost = self.generation == OffsetCommitRequest.DEFAULT_GENERATION_ID
+        if previous_assignment is None or generation_lost or state.group_mode != COOPERATIVE:
+            self.eager_round = True
+            state.holding = False
+            await super()._on_join_prepare(previous_assignment)
+            return
+        self.eager_round = False
+        state.holding = True
+        self.rejoining = True
+        self._group_subscription = None
+        log.info(
+            "rejoining group %s cooperatively, still reading %d partition(s)",
+            self.group_id,
+            len(previous_assignment.tps),
+        )
+
+    async def _on_join_complete(
+        self, generation: int, member_id: str, protocol: str, member_assignment_bytes: bytes
+    ) -> None:
+        self.rejoining = False
+        if self.eager_round:
+            await super()._on_join_complete(
+                generation, member_id, protocol, member_assignment_bytes
+            )
+            return
+        assignor = self._lookup_assignor(protocol)
+        assert assignor, f"invalid assignment protocol: {protocol}"
+        assignment = ConsumerProtocol.ASSIGNMENT.decode(member_assignment_bytes)
+        subscription = self._subscription.subscription
+        previous_assignment = subscription.assignment
+        old = set(previous_assignment.tps) if previous_assignment is not None else set()
+        new = set(assignment.partitions())
+        lost, added = old - new, new - old
+        if lost:
+            await self._notify("on_partitions_revoked", lost)
+        # Positions of retained partitions, taken after the revocation callback (the member
+        # kept consuming meanwhile) and before the new assignment replaces the old one.
+        carried = {tp: previous_assignment.state_value(tp) for tp in old & new}
+        self._subscription.assign_from_subscribed(new)
+        current = subscription.assignment
+        for tp, previous in carried.items():
+            state = current.state_value(tp)
+            if previous.has_valid_position:
+                state.seek(previous.position)
+            if previous.paused:
+                state.pause()
+        assignor.on_assignment(assignment)
+        await self._stop_commit_offsets_refresh_task()
+        self.start_commit_offsets_refresh_task(current)
+        log.info(
+            "group %s generation %d: kept %d, revoked %d, added %d partition(s)",
+            self.group_id,
+            generation,
+            len(old & new),
+            len(lost),
+            len(added),
+        )
+        await self._notify("on_partitions_assigned", added)
+        if lost:
+            self.request_rejoin()  # the next round hands what we revoked to its new owner
+
+    async def _notify(self, callback: str, partitions: Iterable[KafkaTopicPartition]) -> None:
+        listener = self._subscription.listener
+        if listener is None:
+            return
+        try:
+            result = getattr(listener, callback)(set(partitions))
+            if asyncio.iscoroutine(result):
+                await result
+        except Exception:
+            log.exception("rebalance listener %s of group %s failed", callback, self.group_id)
+
+
+def make_cooperative(consumer: AIOKafkaConsumer, state: MemberState) -> CooperativeCoordinator:
+    """Give a started consumer's coordinator the cooperative join steps from the next
+    rebalance on (its first join has nothing to keep)."""
+    coordinator = consumer._coordinator
+    if not isinstance(coordinator, GroupCoordinator):
+        raise TypeError("cooperative rebalancing needs a consumer with a group_id, started")
+    coordinator.__class__ = CooperativeCoordinator
+    coordinator.autoscaler_state = state
+    coordinator.rejoining = False
+    coordinator.eager_round = False
+    state.holding = True
+    return coordinator  # type: ignore[no-any-return]
