@@ -5,18 +5,29 @@ from __future__ import annotations
 
 from benchmarks import (
     consume_throughput,
+    cooperative_rebalance,
     embedded_memory,
     latency,
     paper,
     sidecar_cycle,
     simulate,
+    spark_sink,
 )
 
 
 def main() -> int:
     """Run all benchmarks; non-zero if any failed."""
     status = 0
-    for module in (paper, latency, embedded_memory, consume_throughput, sidecar_cycle, simulate):
+    for module in (
+        paper,
+        latency,
+        embedded_memory,
+        consume_throughput,
+        spark_sink,
+        cooperative_rebalance,
+        sidecar_cycle,
+        simulate,
+    ):
         print(f"== {module.__name__}", flush=True)
         status |= module.main([])
     return status
