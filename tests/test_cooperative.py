@@ -7,7 +7,6 @@ nothing is re-delivered, the group converges within two rounds.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import threading
 import uuid
@@ -74,9 +73,6 @@ class Group:
 
     def generation(self) -> int:
         return max(m.consumer.state.generation for m in self.members.values() if m.consumer)
-
-    def generation_after(self, generation: int) -> bool:
-        return self.generation() > generation
 
     def logs(self) -> dict[str, list[OwnershipEvent]]:
         everyone = [*self.members.values(), *self.departed]
@@ -157,6 +153,23 @@ def assert_never_two_owners(logs: dict[str, list[OwnershipEvent]]) -> None:
             assert first_end <= second_start, f"{tp} owned by {first} and {second} at once"
 
 
+def assert_delivered_and_disjoint(group: Group) -> None:
+    """Everything produced reached a sink, partitions that never moved were read once,
+    and no partition ever had two owners."""
+    assert group.all_delivered()
+    assert group.redelivered_unmoved() == []  # retained partitions kept their positions
+    assert_never_two_owners(group.logs())
+
+
+@contextmanager
+def three_members(kafka: str, topic_factory: Callable[..., str]) -> Iterator[Group]:
+    with running_group(kafka, topic_factory) as group:
+        for i in range(3):
+            group.add(f"sink-{i}")
+        assert group.stable()
+        yield group
+
+
 def revoked_count(events: Sequence[OwnershipEvent], after: float) -> int:
     return sum(len(e.partitions) for e in events if e.kind == "revoked" and e.at > after)
 
@@ -168,52 +181,46 @@ def moved(before: dict[TopicPartition, str], after: dict[TopicPartition, str]) -
 def test_scale_out_and_in_stop_only_the_partitions_that_move(
     kafka: str, topic_factory: Callable[..., str]
 ) -> None:
-    with running_group(kafka, topic_factory) as group:
-        for i in range(3):
-            group.add(f"sink-{i}")
-        assert group.stable()
+    with three_members(kafka, topic_factory) as group:
         with group.load(3000):
             for step in ("out", "in"):
-                before, generation = group.owners(), group.generation()
-                mark = max(e.at for events in group.logs().values() for e in events)
-                if step == "out":
-                    group.add("sink-3")
-                else:
-                    group.remove("sink-3")
-                assert group.stable()
-                assert wait_until(functools.partial(group.generation_after, generation), 30)
-                after = group.owners()
-                survivors = {n: m for n, m in group.members.items() if n != "sink-3"}
-                revoked = sum(
-                    revoked_count(m.consumer.ownership_log, mark)
-                    for m in survivors.values()
-                    if m.consumer is not None
-                )
-                # Survivors revoke only what moved; with eager they would revoke everything.
-                assert 0 < moved(before, after) < PARTITIONS
-                assert revoked <= moved(before, after)
-                # Converged within two rounds: the join (withholding) and the hand-over.
-                assert group.generation() - generation <= 2
-        assert group.all_delivered()
-        assert group.redelivered_unmoved() == []  # retained partitions kept their positions
-        assert_never_two_owners(group.logs())
+                _scale(group, step)
+        assert_delivered_and_disjoint(group)
 
 
-def test_rolling_restart_keeps_every_record_once_and_owners_disjoint(
+def _scale(group: Group, step: str) -> None:
+    """Add (out) or remove (in) sink-3; check what moved and how fast the group settled."""
+    before, generation = group.owners(), group.generation()
+    mark = max(e.at for events in group.logs().values() for e in events)
+    if step == "out":
+        group.add("sink-3")
+    else:
+        group.remove("sink-3")
+    assert group.stable()
+    assert wait_until(lambda: group.generation() > generation, 30)
+    after = group.owners()
+    revoked = sum(
+        revoked_count(m.consumer.ownership_log, mark)
+        for name, m in group.members.items()
+        if name != "sink-3" and m.consumer is not None
+    )
+    # Survivors revoke only what moved; with eager they would revoke everything.
+    assert 0 < moved(before, after) < PARTITIONS
+    assert revoked <= moved(before, after)
+    # Converged within two rounds: the join (withholding) and the hand-over.
+    assert group.generation() - generation <= 2
+
+
+def test_rolling_restart_delivers_everything_with_disjoint_owners(
     kafka: str, topic_factory: Callable[..., str]
 ) -> None:
-    with running_group(kafka, topic_factory) as group:
-        for i in range(3):
-            group.add(f"sink-{i}")
-        assert group.stable()
+    with three_members(kafka, topic_factory) as group:
         with group.load(2400):
             for i in range(3):
                 group.remove(f"sink-{i}")
                 group.add(f"sink-{i}")
                 assert group.stable()
-        assert group.all_delivered()
-        assert group.redelivered_unmoved() == []
-        assert_never_two_owners(group.logs())
+        assert_delivered_and_disjoint(group)
 
 
 def test_an_eager_member_turns_the_group_eager_safely_and_back(
