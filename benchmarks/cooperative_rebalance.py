@@ -82,16 +82,10 @@ class Member:
     """One group member in its own thread and event loop."""
 
     def __init__(self, name: str, protocol: str, kafka: str, topic: str, log: Ownership):
-        self.name, self.protocol, self.kafka, self.topic, self.log = (
-            name,
-            protocol,
-            kafka,
-            topic,
-            log,
-        )
+        self.name, self.protocol, self.kafka, self.topic = name, protocol, kafka, topic
+        self.log = log
         self.owned: set[int] = set()
         self._stop = threading.Event()
-        self._started = threading.Event()
         self._thread = threading.Thread(target=lambda: asyncio.run(self._main()), name=name)
 
     def start(self) -> Member:

@@ -236,7 +236,7 @@ class AutoscalingConsumer:
                     await self._settle_write()
                     await self._flush(None)
                 await self._settle_commit()
-            self._log_ownership("revoked", set(self.assigned))
+            self._change_ownership("revoked", set(self.assigned))
             await consumer.stop()  # sends LeaveGroup
         await self.snapshots.stop()
         if isinstance(self.sink, ManagedSink):
@@ -437,9 +437,12 @@ class AutoscalingConsumer:
             for tp in revoked:  # records we could not write go back to the next owner
                 self._pending_bytes -= sum(r.size for r in self._pending.pop(tp, []))
         self._revoking -= revoked
-        self._log_ownership("revoked", {TopicPartition(tp.topic, tp.partition) for tp in revoked})
+        self._change_ownership(
+            "revoked", {TopicPartition(tp.topic, tp.partition) for tp in revoked}
+        )
 
-    def _log_ownership(self, kind: str, partitions: set[TopicPartition]) -> None:
+    def _change_ownership(self, kind: str, partitions: set[TopicPartition]) -> None:
+        """Add (``assigned``) or remove (``revoked``) partitions, and log the change."""
         if kind == "assigned":
             self.assigned |= partitions
         else:
@@ -456,7 +459,7 @@ class AutoscalingConsumer:
         if coordinator is not None:
             self.state.generation = int(coordinator.generation)
         added = {TopicPartition(tp.topic, tp.partition) for tp in assigned}
-        self._log_ownership("assigned", added)
+        self._change_ownership("assigned", added)
         if consumer is None or not assigned:
             return
         stored = await self.sink.resume_offsets(sorted(added))
