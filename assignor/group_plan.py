@@ -11,7 +11,10 @@ The Kafka plugin (``assignor.plugin``) decodes the members' metadata, calls
   pod) are removed highest ordinal first, so they are emptied first; others after them;
 * no fresh speeds, no capacity, or a heuristic that fails: fall back to ``sticky``
   (count-balanced, sticky), which never fails a rebalance;
-* partitions of a topic go only to the members subscribed to it.
+* partitions of a topic go only to the members subscribed to it;
+* speeds are packed with their backlog added when the snapshot says how the sidecar drains
+  it (``SpeedView.drain``), so the consumers the sidecar added for a backlog get partitions;
+  the planned Rscore is on the plain speeds (what moving costs).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from assignor.backlog import DrainRule
 from assignor.member_data import MemberData
 from assignor.metrics import rscore
 from assignor.registry import HEURISTIC_NAMES, get_heuristic
@@ -36,6 +40,7 @@ class SpeedView:
 
     speeds: Mapping[TopicPartition, float]
     lags: Mapping[TopicPartition, float] = field(default_factory=dict)
+    drain: DrainRule | None = None
 
 
 @dataclass
@@ -127,10 +132,12 @@ def plan_group(
         speeds = {tp: float(view.speeds.get(tp, 0.0)) if view else 0.0 for tp in tps}
         speeds_all.update(speeds)
         lags = {tp: float(view.lags.get(tp, 0.0)) for tp in tps} if view else None
+        # Pack by the rule the sidecar sized the group by, so its backlog consumers get work.
+        packed = view.drain.effective_speeds(speeds, lags or {}) if view and view.drain else speeds
         part_previous = {tp: m for tp, m in previous.items() if tp in speeds and m in subscribers}
         try:
             part = get_heuristic(name).assign(
-                speeds,
+                packed,
                 capacity=capacity or 1.0,
                 previous=part_previous,
                 members=ids,

@@ -51,6 +51,9 @@ class GroupSettings:
     capacity_unit: str = "records/s"
     heuristic: str = DEFAULT_HEURISTIC
     snapshot_topic: str = ""
+    # The consumers' batch wait; the sidecar reads it too: lag up to this many seconds of
+    # arrivals is a batch being built, not a backlog (assignor.backlog).
+    wait_time_secs: float = 5.0
 
     def label(self, name: str) -> str:
         """How field ``name`` is called in an error message."""
@@ -77,6 +80,8 @@ class GroupSettings:
             self._fail("capacity_unit", f"one of {', '.join(UNITS)}")
         if self.heuristic not in HEURISTIC_NAMES:
             self._fail("heuristic", f"one of {', '.join(HEURISTIC_NAMES)}")
+        if _bad_number(self.wait_time_secs, minimum=0.01) or self.wait_time_secs > 3600:
+            self._fail("wait_time_secs", "a number of seconds in [0.01, 3600]")
         if not self.snapshot_topic:
             object.__setattr__(self, "snapshot_topic", speeds_topic(self.group))
         if not _TOPIC_NAME.fullmatch(self.snapshot_topic):
@@ -92,7 +97,6 @@ class ConsumerConfig(GroupSettings):
     """Everything an :class:`~consumer_sdk.consumer.AutoscalingConsumer` needs."""
 
     batch_bytes: int = 16 * MIB
-    wait_time_secs: float = 5.0
     snapshot_max_age_secs: float = 30.0
     member_identity: str = field(default_factory=default_identity)
     session_timeout_ms: int = 10_000
@@ -119,8 +123,6 @@ class ConsumerConfig(GroupSettings):
             or not (1024 <= self.batch_bytes <= 1024 * MIB)
         ):
             self._fail("batch_bytes", "an integer in [1024, 1073741824]")
-        if _bad_number(self.wait_time_secs, minimum=0.01) or self.wait_time_secs > 3600:
-            self._fail("wait_time_secs", "a number of seconds in [0.01, 3600]")
         if (
             _bad_number(self.snapshot_max_age_secs, minimum=1.0)
             or self.snapshot_max_age_secs > 86400

@@ -7,7 +7,11 @@ record limit::
     {"version": 1, "group": "orders-sink", "sequence": 42, "timestamp": 1795339869.04,
      "unit": "records/s",
      "topics": {"orders": {"partition": [0, 1], "speed": [812.5, 3.25], "lag": [120, 0],
-                           "end_offset": [98211, 1200]}}}
+                           "end_offset": [98211, 1200]}},
+     "drain": {"seconds": 30, "allowance_seconds": 5}}
+
+``drain`` (optional) is the rule the sidecar sized the group by (assignor.backlog); the
+assignor packs by the same rule so the consumers added for a backlog get partitions.
 
 Pure: encoding, decoding with field-by-field validation, freshness. No I/O.
 """
@@ -21,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from assignor import TopicPartition
+from assignor.backlog import DrainRule
 
 SNAPSHOT_VERSION = 1
 UNITS = ("records/s", "bytes/s")
@@ -49,6 +54,7 @@ class Snapshot:
     timestamp: float
     unit: str
     partitions: Mapping[TopicPartition, PartitionStat] = field(default_factory=dict)
+    drain: DrainRule | None = None
     version: int = SNAPSHOT_VERSION
 
     @property
@@ -80,17 +86,20 @@ class Snapshot:
             columns["speed"].append(round(stat.speed, 3))
             columns["lag"].append(stat.lag)
             columns["end_offset"].append(stat.end_offset)
-        return json.dumps(
-            {
-                "version": self.version,
-                "group": self.group,
-                "sequence": self.sequence,
-                "timestamp": self.timestamp,
-                "unit": self.unit,
-                "topics": topics,
-            },
-            separators=(",", ":"),
-        ).encode()
+        body: dict[str, Any] = {
+            "version": self.version,
+            "group": self.group,
+            "sequence": self.sequence,
+            "timestamp": self.timestamp,
+            "unit": self.unit,
+            "topics": topics,
+        }
+        if self.drain is not None:
+            body["drain"] = {
+                "seconds": self.drain.drain_seconds,
+                "allowance_seconds": self.drain.allowance_seconds,
+            }
+        return json.dumps(body, separators=(",", ":")).encode()
 
 
 def speeds_topic(group: str) -> str:
@@ -141,6 +150,17 @@ def _decode_columns(topic: str, columns: Mapping[str, Any]) -> dict[TopicPartiti
     }
 
 
+def _decode_drain(raw: object) -> DrainRule | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise SnapshotError(f"drain must be an object of seconds, allowance_seconds, got {raw!r}")
+    seconds = _number(raw, "seconds", "drain.")
+    if seconds <= 0:
+        raise SnapshotError(f"drain.seconds must be a finite number > 0, got {seconds!r}")
+    return DrainRule(seconds, _number(raw, "allowance_seconds", "drain."))
+
+
 def decode(data: bytes | str) -> Snapshot:
     """Parse and validate one snapshot record; SnapshotError names the bad field."""
     try:
@@ -171,4 +191,5 @@ def decode(data: bytes | str) -> Snapshot:
         timestamp=float(_number(raw, "timestamp", "")),
         unit=unit,
         partitions=partitions,
+        drain=_decode_drain(raw.get("drain")),
     )

@@ -61,6 +61,7 @@ class Sidecar:
                 max_replicas=config.max_replicas,
                 scale_down_window_s=config.scale_down_window,
                 drain_seconds=config.drain_seconds,
+                lag_allowance_s=config.wait_time_secs,
                 max_data_age_s=config.max_data_age,
             ),
             clock,
@@ -111,7 +112,8 @@ class Sidecar:
         lags = reading.lags()
         self._export(speeds, lags)
         if speeds:
-            await self.publisher.publish(self.monitor.snapshot(reading))
+            drain = self.controller.config.drain_rule
+            await self.publisher.publish(self.monitor.snapshot(reading, drain=drain))
             metrics.SNAPSHOTS.inc()
         self.last_tick = self.clock()
         leading = self.take_lead()

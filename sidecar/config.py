@@ -30,7 +30,7 @@ class SidecarConfig(GroupSettings):
     min_replicas: int = 1
     max_replicas: int = 100
     scale_down_window: float = 120.0
-    drain_seconds: float = 300.0
+    drain_seconds: float = 30.0
     max_data_age: float = 10.0
     scaler: str = "local"
     consumer_command: str = f"{shlex.quote(sys.executable)} -m consumer_sdk.cli"

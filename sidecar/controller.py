@@ -6,8 +6,9 @@ with the time it was measured, and the controller reads "now" from an injected c
 * synchronise: until the scaler reports the actual replica count, nothing is decided;
 * watch: no data, or data older than ``max_data_age_s``, means hold (never act on stale data);
 * plan: the chosen heuristic packs the partitions (members=None, starting from its last
-  plan, so the plan stays sticky) on *effective* speeds ``s + lag / drain_seconds``, so a
-  backlog raises the count until it can be paid off within ``drain_seconds``;
+  plan, so the plan stays sticky) on *effective* speeds (assignor.backlog: speed plus the
+  backlog beyond ``lag_allowance_s`` of arrivals, paid off within ``drain_seconds``), the
+  same rule the group's assignor packs by, so the consumers a backlog adds get work;
 * scale: clamp to [min_replicas, min(max_replicas, partitions)] (the partition count wins
   over min_replicas: extra members would sit idle); scale up at once; scale down only after
   ``scale_down_window_s`` of lower demand, and then to the highest demand of that window;
@@ -23,6 +24,7 @@ from enum import StrEnum
 
 from assignor import DEFAULT_HEURISTIC, Assignment, TopicPartition, bins_used, get_heuristic
 from assignor import rscore as plan_rscore
+from assignor.backlog import DrainRule
 
 
 class Phase(StrEnum):
@@ -52,7 +54,8 @@ class ControllerConfig:
     min_replicas: int = 1
     max_replicas: int = 100
     scale_down_window_s: float = 120.0
-    drain_seconds: float = 300.0
+    drain_seconds: float = 30.0
+    lag_allowance_s: float = 0.0
     max_data_age_s: float = 10.0
 
     def __post_init__(self) -> None:
@@ -71,8 +74,15 @@ class ControllerConfig:
             fail("--scale-down-window", "a number of seconds >= 0", self.scale_down_window_s)
         if not (_finite(self.drain_seconds) and self.drain_seconds > 0):
             fail("--drain-seconds", "a number of seconds > 0", self.drain_seconds)
+        if not (_finite(self.lag_allowance_s) and self.lag_allowance_s >= 0):
+            fail("--wait-time-secs", "a number of seconds >= 0", self.lag_allowance_s)
         if not (_finite(self.max_data_age_s) and self.max_data_age_s > 0):
             fail("--max-data-age", "a number of seconds > 0", self.max_data_age_s)
+
+    @property
+    def drain_rule(self) -> DrainRule:
+        """How backlog turns into speed (shared with the group's assignor via the snapshot)."""
+        return DrainRule(self.drain_seconds, self.lag_allowance_s)
 
 
 def _finite(value: object) -> bool:
@@ -194,12 +204,9 @@ class Controller:
         )
 
     def _plan(self, observation: Observation) -> tuple[Assignment, int, float]:
-        drain = self.config.drain_seconds
-        effective = {
-            tp: speed + observation.lags.get(tp, 0.0) / drain
-            for tp, speed in observation.speeds.items()
-        }
-        backlog = sum(observation.lags.get(tp, 0.0) for tp in observation.speeds)
+        rule = self.config.drain_rule
+        effective = rule.effective_speeds(observation.speeds, observation.lags)
+        backlog = rule.total_backlog(observation.speeds, observation.lags)
         heuristic = get_heuristic(self.config.heuristic)
         previous = {tp: c for tp, c in self.plan.items() if tp in effective}
         plan = heuristic.assign(effective, capacity=self.config.capacity, previous=previous)

@@ -20,6 +20,7 @@ from aiokafka.errors import IncompatibleBrokerVersion, KafkaError
 from aiokafka.structs import TopicPartition as KafkaTopicPartition
 
 from assignor import TopicPartition
+from assignor.backlog import DrainRule
 from consumer_sdk.metadata import topic_partitions
 from consumer_sdk.snapshot import UNITS, PartitionStat, Snapshot
 from sidecar.log_dirs import DescribeLogDirsRequest, partition_sizes
@@ -183,8 +184,11 @@ class Monitor:
             found.extend(KafkaTopicPartition(topic, p) for p in sorted(known[topic]))
         return found
 
-    def snapshot(self, reading: Reading, wall_time: float | None = None) -> Snapshot:
-        """The speed snapshot for the SDK's assignor (partitions with a speed only)."""
+    def snapshot(
+        self, reading: Reading, wall_time: float | None = None, drain: DrainRule | None = None
+    ) -> Snapshot:
+        """The speed snapshot for the SDK's assignor (partitions with a speed only), with
+        the rule the controller drains backlog by."""
         self.sequence += 1
         lags = reading.lags()
         stats = {
@@ -197,4 +201,5 @@ class Monitor:
             time.time() if wall_time is None else wall_time,
             self.unit,
             stats,
+            drain,
         )

@@ -125,7 +125,10 @@ class Policy:
 class OurPolicy(Policy):
     """The sidecar's controller and the group's heuristic (cooperative rebalancing); with
     ``replan``, each member asks for a re-plan when it stays overloaded
-    (consumer_sdk.overload, as the SDK does)."""
+    (consumer_sdk.overload, as the SDK does). The assignor packs the speeds plus backlog by
+    the controller's drain rule, as the SDK's assignor does with the snapshot's ``drain``.
+    Simulated consumers commit as they read, so no lag is a batch in the making: the lag
+    allowance is 0."""
 
     def __init__(
         self,
@@ -133,7 +136,7 @@ class OurPolicy(Policy):
         capacity: float,
         partitions: int,
         scale_down_window_s: float = 120,
-        drain_seconds: float = 60,
+        drain_seconds: float = 30,
         replan: bool = True,
     ) -> None:
         self.name = f"ours ({heuristic})"
@@ -142,6 +145,7 @@ class OurPolicy(Policy):
         self.watches: dict[str, OverloadWatch] = {}
         self.heuristic = get_heuristic(heuristic)
         self.now = 0.0
+        self.lags: dict[TopicPartition, float] = {}
         self.controller = Controller(
             ControllerConfig(
                 capacity=capacity,
@@ -163,6 +167,7 @@ class OurPolicy(Policy):
         current: int,
     ) -> int:
         self.now = t
+        self.lags = lags
         if self.controller.replicas != current:
             self.controller.synchronise(current)
         return self.controller.step(Observation(t, speeds, lags)).desired
@@ -189,7 +194,7 @@ class OurPolicy(Policy):
         capacity: float,
     ) -> Assignment:
         return self.heuristic.assign(
-            speeds,
+            self.controller.config.drain_rule.effective_speeds(speeds, self.lags),
             capacity=capacity,
             previous=previous,
             members=members,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from assignor import TopicPartition, get_heuristic
+from assignor.backlog import DrainRule
 from assignor.group_plan import (
     SpeedView,
     choose_heuristic,
@@ -88,6 +89,25 @@ def test_plan_follows_the_heuristic_with_fresh_speeds() -> None:
         speeds, capacity=10.0, members=["m-a", "m-b", "m-c"], remove_first=["m-c", "m-b", "m-a"]
     )
     assert {t: m for m, tps in plan.assignment.items() for t in tps} == expected
+
+
+def test_backlog_consumers_get_partitions_when_the_snapshot_says_how_to_drain() -> None:
+    # 9 of speed fits one consumer of 10; partition 0's backlog (300 beyond the 5 s
+    # allowance, paid off in 30 s) adds 10: the sidecar sized the group at two.
+    speeds = {tp(0): 3.0, tp(1): 3.0, tp(2): 3.0}
+    lags = {tp(0): 15.0 + 300.0}
+    members = {"m-a": member("sink-0"), "m-b": member("sink-1")}
+    subscriptions = {m: {T} for m in members}
+    plain = plan_group(members, subscriptions, {T: {0, 1, 2}}, SpeedView(speeds, lags))
+    assert sorted(len(tps) for tps in plain.assignment.values()) == [0, 3]
+    drained = plan_group(
+        members, subscriptions, {T: {0, 1, 2}}, SpeedView(speeds, lags, DrainRule(30.0, 5.0))
+    )
+    assert all(drained.assignment.values())  # both members read
+    alone = next(tps for tps in drained.assignment.values() if tp(0) in tps)
+    assert alone == [tp(0)]  # the backlogged partition is not shared with the others
+    # What moving costs is still measured on the write speeds alone.
+    assert drained.planned_rscore <= sum(speeds.values()) / 10.0
 
 
 def test_capacity_is_the_smallest_declared() -> None:

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
+from assignor.backlog import DrainRule
+from assignor.group_plan import SpeedView
 from consumer_sdk.snapshot_cache import SnapshotCache
 from sidecar.app import Sidecar
 from sidecar.config import SidecarConfig, parse_args
@@ -25,8 +27,13 @@ BASE = ["--bootstrap-servers", "k:9092", "--group", "g", "--topics", "a,b", "--c
 def test_flags_and_environment() -> None:
     config = parse_args(
         [*BASE, "--max-replicas", "7"],
-        {"AUTOSCALER_HEURISTIC": "mbf", "AUTOSCALER_MAX_REPLICAS": "3"},
+        {
+            "AUTOSCALER_HEURISTIC": "mbf",
+            "AUTOSCALER_MAX_REPLICAS": "3",
+            "AUTOSCALER_WAIT_TIME_SECS": "12",  # the consumers' variable, read by both
+        },
     )
+    assert config.wait_time_secs == 12.0 and config.drain_seconds > 0
     assert config.topics == ("a", "b") and config.heuristic == "mbf"
     assert config.max_replicas == 7  # the flag wins over the variable
     assert config.snapshot_topic == "g.autoscaler.speeds"
@@ -48,6 +55,11 @@ def test_flags_and_environment() -> None:
         ([*BASE, "--scaler", "kubernetes"], {}, "--workload-name (AUTOSCALER_WORKLOAD_NAME)"),
         ([*BASE, "--min-replicas", "5", "--max-replicas", "2"], {}, "--max-replicas"),
         ([*BASE, "--http-port", "99999"], {}, "--http-port (AUTOSCALER_HTTP_PORT) must be"),
+        (
+            [*BASE, "--wait-time-secs", "0"],
+            {},
+            "--wait-time-secs (AUTOSCALER_WAIT_TIME_SECS) must be a number of seconds in",
+        ),
     ],
 )
 def test_bad_configuration_exits_2_naming_the_flag(
@@ -152,14 +164,18 @@ def test_loop_scales_publishes_and_serves(
         and "needed for the speeds" in sidecar.last_decision.reason
     )
 
-    async def cached() -> dict[str, float]:
+    async def cached() -> SpeedView:
         cache = SnapshotCache(kafka, speeds_topic, config.group, max_age_s=60)
         await cache.start()
         try:
             view = cache.view()
             assert view is not None
-            return {f"{tp.topic}:{tp.partition}": s for tp, s in view.speeds.items()}
+            return view
         finally:
             await cache.stop()
 
-    assert asyncio.run(cached()) == pytest.approx({f"{topic}:{p}": 90.0 for p in range(4)})
+    view = asyncio.run(cached())
+    by_name = {f"{tp.topic}:{tp.partition}": s for tp, s in view.speeds.items()}
+    assert by_name == pytest.approx({f"{topic}:{p}": 90.0 for p in range(4)})
+    # The assignor packs by the rule the controller sized the group by.
+    assert view.drain == DrainRule(config.drain_seconds, config.wait_time_secs)

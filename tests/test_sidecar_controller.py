@@ -99,6 +99,22 @@ def test_backlog_raises_the_count_until_drained() -> None:
     assert "backlog of 3000" in decision.reason
 
 
+def test_lag_within_the_batch_allowance_adds_no_consumer() -> None:
+    clock = FakeClock()
+    config = ControllerConfig(capacity=CAPACITY, drain_seconds=30, lag_allowance_s=5)
+    controller = Controller(config, clock)
+    controller.synchronise(2)
+    halves = {TopicPartition("t", p): CAPACITY / 2 for p in range(4)}  # two consumers' worth
+    # Every partition holding 5 s of arrivals: batches being built, not a backlog.
+    building = dict.fromkeys(halves, 5 * CAPACITY / 2)
+    assert controller.step(Observation(0.0, halves, building)).action is Action.HOLD
+    # 150 beyond that on one partition: 5 more records/s for 30 s, so it needs a consumer.
+    behind = {TopicPartition("t", 0): 5 * CAPACITY / 2 + 150.0}
+    decision = controller.step(Observation(0.0, halves, behind))
+    assert (decision.action, decision.desired) == (Action.SCALE_UP, 3)
+    assert "backlog of 150" in decision.reason
+
+
 def test_never_acts_on_stale_or_missing_data() -> None:
     clock = FakeClock()
     controller = Controller(ControllerConfig(capacity=CAPACITY, max_data_age_s=10), clock)
@@ -129,6 +145,7 @@ def test_plan_rscore_is_reported_and_zero_when_nothing_moves() -> None:
         ({"min_replicas": 5, "max_replicas": 3}, r"--max-replicas must be an integer >= max"),
         ({"scale_down_window_s": -5}, r"--scale-down-window must be a number of seconds >= 0"),
         ({"drain_seconds": 0}, r"--drain-seconds must be a number of seconds > 0"),
+        ({"lag_allowance_s": -1}, r"--wait-time-secs must be a number of seconds >= 0"),
         ({"heuristic": "nope"}, r"heuristic must be one of"),
     ],
 )

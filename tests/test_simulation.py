@@ -75,6 +75,28 @@ def test_our_policy_follows_a_step_in_load() -> None:
     assert min(result.replicas[150:]) >= 6
 
 
+def test_consumers_added_for_a_backlog_get_partitions() -> None:
+    class SpeedsOnly(OurPolicy):
+        """The same controller, but an assignor that packs the write speeds alone."""
+
+        def assign(self, speeds, previous, members, capacity):  # type: ignore[no-untyped-def]
+            return self.heuristic.assign(
+                speeds, capacity=capacity, previous=previous, members=members
+            )
+
+    def rates(t: int) -> np.ndarray:
+        return np.full(20, 99.0)  # 1,980 records/s: two consumers with 20 records/s to spare
+
+    drained = simulate(rates, 20, 1000.0, OurPolicy("repair", 1000.0, 20), 200)
+    idle = simulate(rates, 20, 1000.0, SpeedsOnly("repair", 1000.0, 20), 200)
+    # The start-up backlog (one consumer for the first seconds) asks for a third consumer;
+    # packed by speed alone it sits idle and the backlog drains at the spare 20 records/s;
+    # packed by the drain rule, it reads and the backlog is paid within the drain time.
+    assert max(drained.replicas) == max(idle.replicas) == 3
+    assert drained.lag[-1] == 0.0 < idle.lag[-1]
+    assert sum(drained.lag) < sum(idle.lag)
+
+
 def test_traces_are_seeded() -> None:
     first, second = random_walk(5, 1000.0, 5, 3), random_walk(5, 1000.0, 5, 3)
     assert np.array_equal(first(10), second(10))

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from assignor import TopicPartition
+from assignor.backlog import DrainRule
 from consumer_sdk.snapshot import PartitionStat, Snapshot, SnapshotError, decode, speeds_topic
 
 TP = TopicPartition("orders", 3)
@@ -37,6 +38,13 @@ def test_round_trip() -> None:
     assert decoded == snapshot
     assert decoded.speeds == {TP: 12.5} and decoded.lags == {TP: 7.0}
     assert speeds_topic("g") == "g.autoscaler.speeds"
+    assert decoded.drain is None  # sidecars before the drain rule: speeds are packed as is
+
+
+def test_round_trip_with_the_drain_rule() -> None:
+    rule = DrainRule(drain_seconds=30.0, allowance_seconds=5.0)
+    snapshot = Snapshot("g", 4, 1000.0, "records/s", {TP: PartitionStat(1.0, 2.0, 3)}, rule)
+    assert decode(snapshot.encode()).drain == rule
 
 
 def test_freshness() -> None:
@@ -57,6 +65,15 @@ def test_freshness() -> None:
         (json.dumps(sample(sequence=-1)), "sequence must be an integer >= 0"),
         (json.dumps(sample(timestamp="now")), "timestamp must be a finite number"),
         (json.dumps(sample(topics=[])), "topics must be an object"),
+        (json.dumps(sample(drain=30)), "drain must be an object of seconds, allowance_seconds"),
+        (
+            json.dumps(sample(drain={"seconds": 0, "allowance_seconds": 5})),
+            "drain.seconds must be a finite number > 0, got 0",
+        ),
+        (
+            json.dumps(sample(drain={"seconds": 30})),
+            "drain.allowance_seconds must be a finite number >= 0, got None",
+        ),
         (json.dumps(sample(topics={"t": []})), r"topics\['t'\] must be an object of columns"),
         (
             json.dumps(sample(topics=columns(speed=[-1]))),
