@@ -122,6 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args(argv)
     runs: dict[str, list[Result]] = {}
+    defaults = ControllerConfig(capacity=CAPACITY)
     lines = [
         f"# Simulator: our policy vs KEDA-style, {args.partitions} partitions, "
         f"C = {CAPACITY:g} records/s, {args.duration} s per run, seed {args.seed}",
@@ -129,6 +130,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         machine_line(),
         "Rebalance pause 3 s per moved partition (eager: all partitions); speeds measured over "
         "30 s. Lag in records (total over partitions) and seconds (total lag / arrival rate).",
+        f"Ours: the sidecar's defaults (scale-down window {defaults.scale_down_window_s:g} s, "
+        f"drain {defaults.drain_seconds:g} s); the assignor packs speed + backlog by the same "
+        "drain rule; lag allowance 0 (simulated consumers commit as they read, no batch wait).",
         "",
     ]
     verdicts = {}
