@@ -35,6 +35,10 @@ from consumer_sdk.snapshot_cache import SnapshotCache
 
 log = logging.getLogger(__name__)
 POLL_SLICE_MS = 200
+# getmany returns buffered records without yielding to the event loop; in slices of this
+# many, with a yield after each, the loop starts the previous batch's write (and answers
+# heartbeats) while a batch fills, instead of after it.
+POLL_MAX_RECORDS = 500
 
 
 class WriteAbandoned(RuntimeError):
@@ -253,7 +257,9 @@ class AutoscalingConsumer:
             consumer = self._consumer
             assert consumer is not None
             try:
-                batch = await consumer.getmany(timeout_ms=min(POLL_SLICE_MS, remaining_ms))
+                batch = await consumer.getmany(
+                    timeout_ms=min(POLL_SLICE_MS, remaining_ms), max_records=POLL_MAX_RECORDS
+                )
             except KafkaError as exc:
                 # aiokafka hands group errors (e.g. a failed SyncGroup) to the caller once and
                 # keeps its coordination loop running: polling again is the rejoin retry.
@@ -282,6 +288,7 @@ class AutoscalingConsumer:
                     )
                     held.append(record)
                     self._pending_bytes += record.size
+            await asyncio.sleep(0)
 
     def _detach(
         self, partitions: set[KafkaTopicPartition] | None

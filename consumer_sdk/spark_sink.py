@@ -33,7 +33,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from assignor import TopicPartition
-from consumer_sdk.arrow_batch import DATE_COLUMN, ArrowBatch, ValueCodec, to_arrow
+from consumer_sdk.arrow_batch import DATE_COLUMN, ArrowBatch, ValueCodec, offset_ranges, to_arrow
 from consumer_sdk.sink import Record
 from consumer_sdk.spark_config import SparkSinkConfig
 from consumer_sdk.spark_tables import (
@@ -119,11 +119,7 @@ class SparkTableSink:
         if self.config.table_format != "parquet":
             self._append_transactional(session, table, batch, now)
             return
-        first_offsets: dict[int, int] = {}
-        last_offsets: dict[int, int] = {}
-        for r in records:
-            first_offsets[r.partition] = min(r.offset, first_offsets.get(r.partition, r.offset))
-            last_offsets[r.partition] = max(r.offset, last_offsets.get(r.partition, -1))
+        first_offsets, last_offsets = offset_ranges(batch)
         root = table_root(self.config, table)
         date_dir = f"{DATE_COLUMN}={now.date().isoformat()}"
         staging = self._staging / uuid.uuid4().hex

@@ -11,6 +11,7 @@ from consumer_sdk.arrow_batch import (
     DEAD_LETTER_SCHEMA,
     SchemaError,
     ValueCodec,
+    offset_ranges,
     parse_json_schema,
     to_arrow,
 )
@@ -51,6 +52,20 @@ def test_text_values_that_are_not_utf8_become_dead_letters_with_raw_bytes() -> N
         b"\xff\xfe",
     )
     assert "UnicodeDecodeError" in dead["error"]
+
+
+def test_offset_ranges_span_rows_and_dead_letters_per_partition() -> None:
+    # Partition 0: 10..12 with a dead letter at 12; partition 1: only a dead letter at 40.
+    records = [record(10, b"a"), record(11, b"b"), record(12, b"\xff"), record(40, b"\xfe", 1)]
+    batch = to_arrow(records, ValueCodec("text"), NOW)
+    assert batch.dead_letters.num_rows == 2
+    firsts, lasts = offset_ranges(batch)
+    expected_firsts: dict[int, int] = {}
+    expected_lasts: dict[int, int] = {}
+    for r in records:
+        expected_firsts.setdefault(r.partition, r.offset)
+        expected_lasts[r.partition] = r.offset
+    assert (firsts, lasts) == (expected_firsts, expected_lasts)
 
 
 def test_json_values_become_declared_columns_and_misfits_dead_letters() -> None:
