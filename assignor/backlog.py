@@ -15,11 +15,11 @@ packing must use the same rule, or the extra consumers the backlog asked for sit
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from assignor.types import TopicPartition
+from assignor.validation import check_non_negative, is_finite_number
 
 
 @dataclass(frozen=True)
@@ -30,14 +30,11 @@ class DrainRule:
     allowance_seconds: float = 0.0
 
     def __post_init__(self) -> None:
-        if not _number(self.drain_seconds) or self.drain_seconds <= 0:
+        if not is_finite_number(self.drain_seconds) or self.drain_seconds <= 0:
             raise ValueError(
                 f"drain_seconds must be a finite number > 0, got {self.drain_seconds!r}"
             )
-        if not _number(self.allowance_seconds) or self.allowance_seconds < 0:
-            raise ValueError(
-                f"allowance_seconds must be a finite number >= 0, got {self.allowance_seconds!r}"
-            )
+        check_non_negative(self.allowance_seconds, "allowance_seconds")
 
     def backlog(self, speed: float, lag: float) -> float:
         """The part of ``lag`` to pay off (records or bytes, as the speed's unit)."""
@@ -57,7 +54,3 @@ class DrainRule:
     ) -> float:
         """Sum of the backlogs of the partitions of ``speeds``."""
         return sum(self.backlog(speed, lags.get(tp, 0.0)) for tp, speed in speeds.items())
-
-
-def _number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeGuard
 
 from assignor.types import TopicPartition
 
@@ -38,26 +39,21 @@ def _as_partition(key: object, field: str) -> TopicPartition:
     )
 
 
+def is_finite_number(value: object) -> TypeGuard[int | float]:
+    """An int or float (not a bool) that is neither infinite nor NaN."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def check_non_negative(value: object, field: str) -> float:
     """Return ``value`` as a float, or raise naming ``field`` if it is not finite and >= 0."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or value < 0
-    ):
+    if not is_finite_number(value) or value < 0:
         raise ValueError(f"{field} must be a finite number >= 0, got {value!r}")
     return float(value)
 
 
 def check_capacity(capacity: object) -> float:
     """Return the capacity as a float, or raise if it is not a finite number > 0."""
-    if (
-        isinstance(capacity, bool)
-        or not isinstance(capacity, int | float)
-        or not math.isfinite(capacity)
-        or capacity <= 0
-    ):
+    if not is_finite_number(capacity) or capacity <= 0:
         raise ValueError(f"capacity must be a finite number > 0, got {capacity!r}")
     return float(capacity)
 

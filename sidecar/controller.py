@@ -17,7 +17,6 @@ with the time it was measured, and the controller reads "now" from an injected c
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -25,6 +24,7 @@ from enum import StrEnum
 from assignor import DEFAULT_HEURISTIC, Assignment, TopicPartition, bins_used, get_heuristic
 from assignor import rscore as plan_rscore
 from assignor.backlog import DrainRule
+from assignor.validation import is_finite_number
 
 
 class Phase(StrEnum):
@@ -64,29 +64,25 @@ class ControllerConfig:
         def fail(flag: str, accepted: str, value: object) -> None:
             raise ValueError(f"{flag} must be {accepted}, got {value!r}")
 
-        if not (_finite(self.capacity) and self.capacity > 0):
+        if not (is_finite_number(self.capacity) and self.capacity > 0):
             fail("--capacity", "a finite number > 0", self.capacity)
         if not (_int(self.min_replicas) and self.min_replicas >= 0):
             fail("--min-replicas", "an integer >= 0", self.min_replicas)
         if not (_int(self.max_replicas) and self.max_replicas >= max(1, self.min_replicas)):
             fail("--max-replicas", "an integer >= max(1, --min-replicas)", self.max_replicas)
-        if not (_finite(self.scale_down_window_s) and self.scale_down_window_s >= 0):
+        if not (is_finite_number(self.scale_down_window_s) and self.scale_down_window_s >= 0):
             fail("--scale-down-window", "a number of seconds >= 0", self.scale_down_window_s)
-        if not (_finite(self.drain_seconds) and self.drain_seconds > 0):
+        if not (is_finite_number(self.drain_seconds) and self.drain_seconds > 0):
             fail("--drain-seconds", "a number of seconds > 0", self.drain_seconds)
-        if not (_finite(self.lag_allowance_s) and self.lag_allowance_s >= 0):
+        if not (is_finite_number(self.lag_allowance_s) and self.lag_allowance_s >= 0):
             fail("--wait-time-secs", "a number of seconds >= 0", self.lag_allowance_s)
-        if not (_finite(self.max_data_age_s) and self.max_data_age_s > 0):
+        if not (is_finite_number(self.max_data_age_s) and self.max_data_age_s > 0):
             fail("--max-data-age", "a number of seconds > 0", self.max_data_age_s)
 
     @property
     def drain_rule(self) -> DrainRule:
         """How backlog turns into speed (shared with the group's assignor via the snapshot)."""
         return DrainRule(self.drain_seconds, self.lag_allowance_s)
-
-
-def _finite(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _int(value: object) -> bool:
