@@ -7,7 +7,9 @@ For each Spark mode (local session, Spark Connect server on 127.0.0.1) and batch
 - **sdk -> table**: one AutoscalingConsumer with SparkTableSink reads the whole topic in a
   fresh group into a fresh table; time from assignment to the last row published;
 - **spark alone**: the same Spark session writes Arrow batches of the same rows and size as
-  staged Parquet (what the sink asks of Spark), no Kafka, no publish;
+  staged Parquet (what the sink asks of Spark), no Kafka, no publish, one after another
+  (the issue's baseline), and again with two batches at once (the SDK's default
+  ``writes_in_flight``: how much of the SDK's rate comes from overlapping Spark jobs);
 - **raw client**: aiokafka reading the same topic (once per value size).
 
 MiB/s counts value bytes. ``python -m benchmarks.spark_sink [--mib N]``.
@@ -23,6 +25,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -42,6 +45,8 @@ from consumer_sdk.spark_sink import SparkTableSink
 
 PARTITIONS = 64
 MIB = 1024 * 1024
+ALONE = "spark alone"
+ALONE_2 = "spark alone, 2 at once"
 
 
 class CountingSink(SparkTableSink):
@@ -56,6 +61,13 @@ class CountingSink(SparkTableSink):
 
     async def write(self, topic: str, records: Sequence[Record]) -> None:
         await super().write(topic, records)
+        self._mark()
+
+    async def publish(self, staged: object) -> None:
+        await super().publish(staged)
+        self._mark()
+
+    def _mark(self) -> None:
         self.marks.append((time.perf_counter(), self.rows_written))
         if self.rows_written >= self.expected:
             self.done.set()
@@ -70,8 +82,9 @@ class Timing:
 
 
 def steady_rate(marks: Sequence[tuple[float, int]]) -> float | None:
-    """Rows/s from the end of the first batch to the end of the last full one: without the
-    table's creation (first batch), the first fetch, and the last partial batch's wait."""
+    """Rows/s from the end of the first batch to the end of the last but one: without the
+    first fetch and the pipeline's start (first batch), nor the last batch (it may be
+    partial and wait ``wait_time_secs``)."""
     if len(marks) < 3:
         return None
     (start, rows_before), (end, rows_after) = marks[0], marks[-2]
@@ -110,9 +123,12 @@ def run_sdk(
     return asyncio.run(go())
 
 
-def run_spark_alone(sink: SparkTableSink, value_size: int, batch: int, count: int) -> Timing:
-    """Seconds for Spark to stage ``count`` rows in ``batch``-byte Arrow batches (the Arrow
-    tables are built before the clock starts: this is Spark's share only)."""
+def run_spark_alone(
+    sink: SparkTableSink, value_size: int, batch: int, count: int, at_once: int = 1
+) -> Timing:
+    """Seconds for Spark to stage ``count`` rows in ``batch``-byte Arrow batches, ``at_once``
+    of them in flight (the Arrow tables are built before the clock starts: this is Spark's
+    share only)."""
     per_batch = max(1, batch // value_size)
     value = b"x" * value_size
     tables = []
@@ -125,11 +141,15 @@ def run_spark_alone(sink: SparkTableSink, value_size: int, batch: int, count: in
         tables.append(to_arrow(records, ValueCodec(), datetime.now(UTC)).rows)
     session = sink.open()
     target = sink.config.warehouse_path / "spark-alone" / uuid.uuid4().hex
-    started = time.perf_counter()
     marks: list[tuple[float, int]] = []
-    for i, table in enumerate(tables):
-        sink._stage(session, table, target / str(i))
-        marks.append((time.perf_counter(), (marks[-1][1] if marks else 0) + table.num_rows))
+
+    def stage(i: int) -> None:
+        sink._stage(session, tables[i], target / str(i))
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(at_once) as pool:
+        for i, _ in enumerate(pool.map(stage, range(len(tables)))):  # in order, as they end
+            marks.append((time.perf_counter(), (marks[-1][1] if marks else 0) + tables[i].num_rows))
     elapsed = time.perf_counter() - started
     shutil.rmtree(target, ignore_errors=True)
     return Timing(elapsed, steady_rate(marks))
@@ -178,6 +198,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     for batch_mib in (int(b) for b in args.batch_mib.split(",")):
                         sdk: list[Timing] = []
                         alone: list[Timing] = []
+                        alone_2: list[Timing] = []
                         for r in range(args.rounds):  # alternating: noise hits both alike
                             table_config = SparkSinkConfig(
                                 warehouse=config.warehouse,
@@ -197,13 +218,23 @@ def main(argv: Sequence[str] | None = None) -> int:
                             alone.append(
                                 run_spark_alone(alone_sink, value_size, batch_mib * MIB, count)
                             )
+                            alone_2.append(
+                                run_spark_alone(
+                                    alone_sink, value_size, batch_mib * MIB, count, at_once=2
+                                )
+                            )
                             print(
                                 f"{value_size} B {mode} {batch_mib} MiB: sdk "
-                                f"{sdk[-1].seconds:.2f} s, spark alone {alone[-1].seconds:.2f} s",
+                                f"{sdk[-1].seconds:.2f} s, spark alone {alone[-1].seconds:.2f} s"
+                                f" (2 at once {alone_2[-1].seconds:.2f} s)",
                                 flush=True,
                             )
-                        rows.append(_row(value_size, mode, batch_mib, "sdk -> table", count, sdk))
-                        rows.append(_row(value_size, mode, batch_mib, "spark alone", count, alone))
+                        for path, runs in (
+                            ("sdk -> table", sdk),
+                            (ALONE, alone),
+                            (ALONE_2, alone_2),
+                        ):
+                            rows.append(_row(value_size, mode, batch_mib, path, count, runs))
                         shutil.rmtree(
                             config.warehouse_path / f"{config.database}.db", ignore_errors=True
                         )
@@ -245,33 +276,36 @@ def _table(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
         f"{args.mib} MiB of values per value size on the embedded broker "
         f"({args.partitions} partitions), median of {args.rounds} alternating rounds after a "
         "warm-up write. 'sdk -> table': SparkTableSink, time from assignment to the last row "
-        "published (Parquet, exactly-once publish included). "
-        "'spark alone': the same session staging the same rows as Arrow batches of the same "
-        "size, no Kafka. Ratio = sdk / spark alone. 'Steady': from the end of the first "
-        "batch to the end of the last full one (what a long-running consumer sustains; "
-        "leaves out the first fetch, the table's creation with the first batch and the last "
-        "partial batch's wait_time_secs), the same batches for both paths.",
+        "published (Parquet, exactly-once publish included; the SDK's defaults: tables "
+        "created when the consumer starts, before the clock, and two batches in the sink at "
+        "once). 'spark alone': the same session staging the same rows as Arrow batches of the "
+        "same size, no Kafka, one after another; '2 at once': two in flight, as the SDK "
+        "does. Ratio = sdk / spark alone (one after another), 'vs 2' = sdk / spark alone 2 at "
+        "once. 'Steady': from the end of the first batch to the end of the last but one (what "
+        "a long-running consumer sustains; leaves out the first fetch, the pipeline's start "
+        "and the last batch, which may be partial and wait wait_time_secs), the same batches "
+        "for every path.",
         "",
-        "| value | spark | batch | path | MiB/s | rows/s | ratio | steady MiB/s | steady ratio |",
-        "|---:|---|---:|---|---:|---:|---:|---:|---:|",
+        "| value | spark | batch | path | MiB/s | rows/s | ratio | vs 2 | steady MiB/s "
+        "| steady ratio |",
+        "|---:|---|---:|---|---:|---:|---:|---:|---:|---:|",
     ]
-    alone = {
-        (r["value_bytes"], r["spark"], r["batch_mib"]): r
-        for r in rows
-        if r["path"] == "spark alone"
-    }
+    by_key = {(r["value_bytes"], r["spark"], r["batch_mib"], r["path"]): r for r in rows}
     for r in rows:
         key = (r["value_bytes"], r["spark"], r["batch_mib"])
-        ratio = steady_ratio = ""
-        if r["path"] == "sdk -> table":
-            ratio = f"{r['mib_per_s'] / alone[key]['mib_per_s']:.2f}"
-            if r["steady_mib_per_s"] and alone[key]["steady_mib_per_s"]:
-                steady_ratio = f"{r['steady_mib_per_s'] / alone[key]['steady_mib_per_s']:.2f}"
+        ratio = versus_2 = steady_ratio = ""
+        alone, alone_2 = by_key.get((*key, ALONE)), by_key.get((*key, ALONE_2))
+        if r["path"] == "sdk -> table" and alone is not None:
+            ratio = f"{r['mib_per_s'] / alone['mib_per_s']:.2f}"
+            if alone_2 is not None:
+                versus_2 = f"{r['mib_per_s'] / alone_2['mib_per_s']:.2f}"
+            if r["steady_mib_per_s"] and alone["steady_mib_per_s"]:
+                steady_ratio = f"{r['steady_mib_per_s'] / alone['steady_mib_per_s']:.2f}"
         steady = f"{r['steady_mib_per_s']:.1f}" if r["steady_mib_per_s"] else ""
         batch = f"{r['batch_mib']} MiB" if r["batch_mib"] else "-"
         lines.append(
             f"| {r['value_bytes']} B | {r['spark']} | {batch} | {r['path']} | "
-            f"{r['mib_per_s']:.1f} | {r['rows_per_s']:,.0f} | {ratio} | {steady} "
+            f"{r['mib_per_s']:.1f} | {r['rows_per_s']:,.0f} | {ratio} | {versus_2} | {steady} "
             f"| {steady_ratio} |"
         )
     return "\n".join(lines)

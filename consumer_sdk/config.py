@@ -97,6 +97,9 @@ class ConsumerConfig(GroupSettings):
     """Everything an :class:`~consumer_sdk.consumer.AutoscalingConsumer` needs."""
 
     batch_bytes: int = 16 * MIB
+    # Batches a staging sink (SparkTableSink) holds at once: one stages while the one before
+    # it is still being written. Memory: up to this many batches plus the one filling.
+    writes_in_flight: int = 2
     snapshot_max_age_secs: float = 30.0
     member_identity: str = field(default_factory=default_identity)
     session_timeout_ms: int = 10_000
@@ -123,6 +126,12 @@ class ConsumerConfig(GroupSettings):
             or not (1024 <= self.batch_bytes <= 1024 * MIB)
         ):
             self._fail("batch_bytes", "an integer in [1024, 1073741824]")
+        if (
+            isinstance(self.writes_in_flight, bool)
+            or not isinstance(self.writes_in_flight, int)
+            or not (1 <= self.writes_in_flight <= 8)
+        ):
+            self._fail("writes_in_flight", "an integer in [1, 8]")
         if (
             _bad_number(self.snapshot_max_age_secs, minimum=1.0)
             or self.snapshot_max_age_secs > 86400

@@ -5,17 +5,22 @@ records by topic; write each topic's records to the sink concurrently; commit of
 after every write of the batch succeeded. A failing write is retried with backoff and never
 committed past. When partitions are revoked, their pending records are written and committed
 first. SIGTERM (with :meth:`AutoscalingConsumer.run`): flush, commit, leave the group.
+
+Batches are written while the next one fills. With a :class:`~consumer_sdk.sink.StagingSink`
+up to ``writes_in_flight`` batches are in the sink at once: a batch stages while the one
+before it is still being written, and publishes (then commits) only after it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import signal
 import time
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,7 +35,7 @@ from consumer_sdk import metrics
 from consumer_sdk.config import MIB, ConsumerConfig
 from consumer_sdk.cooperative import make_cooperative
 from consumer_sdk.overload import OverloadWatch
-from consumer_sdk.sink import ManagedSink, Record, Sink
+from consumer_sdk.sink import ManagedSink, PreparingSink, Record, Sink, StagingSink
 from consumer_sdk.snapshot_cache import SnapshotCache
 
 log = logging.getLogger(__name__)
@@ -39,6 +44,18 @@ POLL_SLICE_MS = 200
 # many, with a yield after each, the loop starts the previous batch's write (and answers
 # heartbeats) while a batch fills, instead of after it.
 POLL_MAX_RECORDS = 500
+
+
+def _prefix_within(records: Sequence[Record], budget: int, alone: bool) -> tuple[int, int]:
+    """How many leading ``records`` fit in ``budget`` bytes, and their bytes; with ``alone``
+    at least one (a record bigger than a batch is a batch of its own)."""
+    count = size = 0
+    for record in records:
+        if size + record.size > budget and not (alone and count == 0):
+            break
+        count += 1
+        size += record.size
+    return count, size
 
 
 class WriteAbandoned(RuntimeError):
@@ -115,7 +132,9 @@ class AutoscalingConsumer:
         self._window_started = time.monotonic()
         self._fallbacks_seen = 0
         self._commit_task: asyncio.Task[None] | None = None
-        self._write_task: asyncio.Task[None] | None = None
+        # Batches handed to the sink, oldest first; each publishes after the one before it.
+        self._writes: deque[asyncio.Task[None]] = deque()
+        self._depth = config.writes_in_flight if isinstance(sink, StagingSink) else 1
         # Offsets written (or found in the sink) whose commit has not succeeded yet: retried
         # when the member is idle, so the committed offsets (the sidecar's lag) catch up.
         self._uncommitted: dict[KafkaTopicPartition, int] = {}
@@ -138,6 +157,8 @@ class AutoscalingConsumer:
             metrics.serve(self.config.metrics_port)
         if isinstance(self.sink, ManagedSink):
             await self.sink.start()  # before joining: a slow start would stall assignments
+        if isinstance(self.sink, PreparingSink):
+            await self.sink.prepare(self.config.topics)
         await self.snapshots.start()
         await self._start_client()
 
@@ -204,14 +225,17 @@ class AutoscalingConsumer:
         try:
             while not self._stopping.is_set():
                 await self._fill_batch()
-                # One batch is written while the next one fills (Spark works outside the
-                # GIL); batches still land and commit in order.
+                # Batches are written while the next one fills (Spark works outside the
+                # GIL); they still land and commit in order.
                 with contextlib.suppress(WriteAbandoned):  # only at shutdown
-                    await self._settle_write()
+                    await self._settle_writes(keep=self._depth - 1)
                 async with self._lock:
-                    batch = self._detach(None)
+                    batch = self._detach(None, limit=self.config.batch_bytes)
                     if batch:
-                        self._write_task = asyncio.create_task(self._write_and_commit(batch))
+                        previous = self._writes[-1] if self._writes else None
+                        self._writes.append(
+                            asyncio.create_task(self._write_and_commit(batch, previous))
+                        )
                     elif self._uncommitted:
                         await self._settle_commit()
                         self._commit_task = asyncio.create_task(self._commit({}))
@@ -237,7 +261,7 @@ class AutoscalingConsumer:
         if consumer is not None:
             async with self._lock:
                 with contextlib.suppress(WriteAbandoned):
-                    await self._settle_write()
+                    await self._settle_writes()
                     await self._flush(None)
                 await self._settle_commit()
             self._change_ownership("revoked", set(self.assigned))
@@ -291,31 +315,50 @@ class AutoscalingConsumer:
             await asyncio.sleep(0)
 
     def _detach(
-        self, partitions: set[KafkaTopicPartition] | None
+        self, partitions: set[KafkaTopicPartition] | None, limit: int | None = None
     ) -> dict[KafkaTopicPartition, list[Record]]:
-        """Take the pending records of ``partitions`` (all if None) out of the batch."""
-        chosen = {
-            tp: recs
-            for tp, recs in self._pending.items()
-            if recs and (partitions is None or tp in partitions)
-        }
-        for tp, recs in chosen.items():
-            del self._pending[tp]
-            self._pending_bytes -= sum(r.size for r in recs)
+        """Take the pending records of ``partitions`` (all if None) out of the batch: at
+        most ``limit`` bytes of them if given (a record larger than that goes alone), a
+        prefix of each partition's records, the rest staying for the next batch. A poll
+        overshoots ``batch_bytes`` by up to POLL_MAX_RECORDS records; the limit keeps each
+        batch, and so the memory of the batches in flight, within it."""
+        chosen: dict[KafkaTopicPartition, list[Record]] = {}
+        taken = 0
+        for tp in list(self._pending):
+            if partitions is not None and tp not in partitions:
+                continue
+            recs = self._pending.pop(tp)
+            cut = len(recs)
+            size = sum(r.size for r in recs)
+            if limit is not None and taken + size > limit:
+                cut, size = _prefix_within(recs, limit - taken, alone=taken == 0)
+                if cut < len(recs):
+                    self._pending[tp] = recs[cut:]
+            if cut:
+                chosen[tp] = recs[:cut] if cut < len(recs) else recs
+                taken += size
+            if tp in self._pending or (limit is not None and taken >= limit):
+                break  # the batch is full
+        self._pending_bytes -= taken
         return chosen
 
-    async def _settle_write(self) -> None:
-        """Wait for the batch being written, if any (raises what its write raised). Shielded:
-        a cancelled waiter leaves the write running and still owned, so no later batch of
-        the same partitions starts before it ends."""
-        task = self._write_task
-        if task is None:
-            return
-        try:
-            await asyncio.shield(task)
-        finally:
-            if task.done() and self._write_task is task:
-                self._write_task = None
+    async def _settle_writes(self, keep: int = 0) -> None:
+        """Wait, oldest first, until at most ``keep`` batches are being written; then raise
+        the first error a write raised. Shielded: a cancelled waiter leaves the write
+        running and still owned, so no later batch of the same partitions starts before it
+        ends."""
+        failure: Exception | None = None
+        while len(self._writes) > keep:
+            task = self._writes[0]
+            try:
+                await asyncio.shield(task)
+            except Exception as exc:  # the later writes are still waited for
+                failure = failure or exc
+            finally:
+                if task.done() and self._writes and self._writes[0] is task:
+                    self._writes.popleft()
+        if failure is not None:
+            raise failure
 
     async def _flush(self, partitions: set[KafkaTopicPartition] | None) -> None:
         """Write pending records of ``partitions`` (all if None) and commit them.
@@ -327,12 +370,32 @@ class AutoscalingConsumer:
         if chosen:
             await self._write_and_commit(chosen)
 
-    async def _write_and_commit(self, chosen: dict[KafkaTopicPartition, list[Record]]) -> None:
-        """Write one batch (a write per topic, concurrently), then commit its offsets."""
+    async def _write_and_commit(
+        self,
+        chosen: dict[KafkaTopicPartition, list[Record]],
+        previous: asyncio.Task[None] | None = None,
+    ) -> None:
+        """Write one batch (a write per topic, concurrently), then commit its offsets. With
+        a staging sink the batch stages at once and publishes after ``previous`` (the batch
+        before it) succeeded; if that one was abandoned, this one is too."""
         by_topic: dict[str, list[Record]] = {}
         for recs in chosen.values():
             by_topic.setdefault(recs[0].topic, []).extend(recs)
-        await asyncio.gather(*(self._write(topic, recs) for topic, recs in by_topic.items()))
+        staged = await asyncio.gather(*(self._stage(t, recs) for t, recs in by_topic.items()))
+        if previous is not None:
+            await asyncio.wait({previous})
+            if previous.cancelled() or previous.exception() is not None:
+                await asyncio.gather(*(self._discard(s) for s in staged))
+                raise WriteAbandoned(
+                    f"a batch of {len(chosen)} partition(s) was not written: the batch before "
+                    "it was not, and batches publish in order"
+                )
+        await asyncio.gather(
+            *(
+                self._write(topic, recs, first)
+                for (topic, recs), first in zip(by_topic.items(), staged, strict=True)
+            )
+        )
         # Every write succeeded: commit. The commit runs while the next batch fills (it is
         # off the critical path); commits stay in order because each waits for the last.
         offsets = {tp: recs[-1].offset + 1 for tp, recs in chosen.items()}
@@ -366,13 +429,43 @@ class AutoscalingConsumer:
             metrics.ASSIGNOR_FALLBACKS.labels(group).inc(fallbacks - self._fallbacks_seen)
             self._fallbacks_seen = fallbacks
 
-    async def _write(self, topic: str, records: Sequence[Record]) -> None:
+    async def _stage(self, topic: str, records: Sequence[Record]) -> object | None:
+        """Stage ``records`` if the sink stages; None if it does not, or if staging failed
+        (then :meth:`_write` writes them whole, with retries)."""
+        if not isinstance(self.sink, StagingSink):
+            return None
+        try:
+            return await self.sink.stage(topic, records)
+        except Exception as exc:
+            metrics.WRITE_RETRIES.labels(self.config.group, topic).inc()
+            log.warning("staging %d records of %s failed (%r)", len(records), topic, exc)
+            return None
+
+    async def _discard(self, staged: object | None) -> None:
+        """Drop a staged batch; a failure only leaves files the sink cleans up later."""
+        if staged is None or not isinstance(self.sink, StagingSink):
+            return
+        try:
+            await self.sink.discard(staged)
+        except Exception as exc:
+            log.warning("discarding a staged batch failed (%r)", exc)
+
+    async def _write(self, topic: str, records: Sequence[Record], staged: object | None) -> None:
+        """Publish ``staged`` (or write ``records`` if nothing is staged); on failure write
+        them again, with backoff, until they are in or a stop is requested."""
         delays = iter(self.retry.delays())
         while True:
+            attempt: Callable[[], Awaitable[None]]
+            if staged is not None and isinstance(self.sink, StagingSink):
+                attempt = functools.partial(self.sink.publish, staged)
+            else:
+                attempt = functools.partial(self.sink.write, topic, records)
             try:
-                await self.sink.write(topic, records)
+                await attempt()
                 return
             except Exception as exc:
+                await self._discard(staged)
+                staged = None  # retries write the records whole
                 if self._stopping.is_set():
                     raise WriteAbandoned(
                         f"write of {len(records)} records of {topic} failed at shutdown: {exc!r}"
@@ -434,7 +527,7 @@ class AutoscalingConsumer:
         self._revoking |= revoked
         async with self._lock:
             try:
-                await self._settle_write()  # it may hold records of revoked partitions
+                await self._settle_writes()  # they may hold records of revoked partitions
                 await self._flush(set(revoked))
             except WriteAbandoned as exc:
                 log.error("%s", exc)

@@ -58,6 +58,41 @@ class ManagedSink(Sink, Protocol):
         ...
 
 
+@runtime_checkable
+class PreparingSink(Protocol):
+    """A sink with set-up per topic (creating a table): the consumer asks for it once, after
+    ``start`` and before joining, so the first batch does not pay it and a misconfigured
+    topic fails the start instead of the first write."""
+
+    async def prepare(self, topics: Sequence[str]) -> None:
+        """Set up everything writes to ``topics`` need; raise if that cannot be done."""
+        ...
+
+
+@runtime_checkable
+class StagingSink(Sink, Protocol):
+    """A sink whose write splits into a slow part that makes nothing visible (``stage``)
+    and a quick part that does (``publish``). The consumer then stages a batch while the
+    batch before it is still being written, and publishes batches in the order they were
+    read, so the slow part never waits for the previous batch's hand-over. ``write`` stays
+    the two in one call (the consumer uses it to retry a batch whose publish failed)."""
+
+    async def stage(self, topic: str, records: Sequence[Record]) -> object:
+        """Prepare ``records`` (as for ``write``) without making any of them visible; may run
+        while earlier batches of the same topic are staged or published. Returns what
+        ``publish`` or ``discard`` is given."""
+        ...
+
+    async def publish(self, staged: object) -> None:
+        """Make a staged batch visible. Called once per staged batch, after every earlier
+        batch of its topic was published. Raises on failure."""
+        ...
+
+    async def discard(self, staged: object) -> None:
+        """Drop a staged batch that will not be published (or whose publish failed)."""
+        ...
+
+
 WriteFunction = Callable[[str, Sequence[Record]], Awaitable[None] | None]
 
 

@@ -1,9 +1,11 @@
 """``SparkTableSink``: batches into Spark tables, exactly once per (topic, partition, offset).
 
 Each topic's batch becomes Arrow (:mod:`consumer_sdk.arrow_batch`), Spark writes it with
-``createDataFrame(arrow)`` into a staging directory private to this write, and
-:mod:`consumer_sdk.table_store` publishes the files into the table by atomic rename under
-names holding their offset range, advancing a per-partition offset ledger. Concurrent writer
+``createDataFrame(arrow)`` into a staging directory private to this write (:meth:`stage`:
+several batches may stage at once), and :mod:`consumer_sdk.table_store` publishes the files
+into the table by atomic rename under names holding their offset range, advancing a
+per-partition offset ledger (:meth:`publish`: in batch order). Tables are created when the
+consumer starts (:meth:`prepare`), not with the first batch. Concurrent writer
 processes never share Spark's ``_temporary`` directory or a metastore. On assignment,
 :meth:`SparkTableSink.resume_offsets` reports where the table already is, so the consumer
 seeks past rows a killed process wrote but did not commit to Kafka.
@@ -25,6 +27,7 @@ import threading
 import time
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -43,10 +46,31 @@ from consumer_sdk.spark_tables import (
     spark_session,
     table_root,
 )
-from consumer_sdk.table_store import OffsetLedger, staged_parquet
+from consumer_sdk.table_store import OffsetLedger, StagedFile, staged_parquet
 
 log = logging.getLogger(__name__)
 STAGING_DIR = ".staging"
+
+
+@dataclass(frozen=True)
+class StagedBatch:
+    """One topic's batch, staged and not yet visible: what :meth:`SparkTableSink.publish`
+    needs. ``staging`` is None for delta/iceberg (their append happens at publish)."""
+
+    topic: str
+    table: str
+    batch: ArrowBatch
+    ingest_time: datetime
+    staging: Path | None
+    files: list[StagedFile]
+    first_offsets: dict[int, int]
+    last_offsets: dict[int, int]
+
+
+def _staged_batch(staged: object) -> StagedBatch:
+    if not isinstance(staged, StagedBatch):
+        raise TypeError(f"expected a StagedBatch from SparkTableSink.stage, got {staged!r}")
+    return staged
 
 
 class SparkTableSink:
@@ -62,6 +86,7 @@ class SparkTableSink:
         # an earlier batch of the same partitions (the ledger would skip the earlier rows).
         # Matters when an awaiting coroutine was cancelled but its thread still runs.
         self._topic_locks: dict[str, threading.Lock] = {}
+        self._frame_lock = threading.Lock()
         token = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self._staging = config.warehouse_path / STAGING_DIR / token
         self.rows_written = 0
@@ -83,6 +108,16 @@ class SparkTableSink:
             self._session = spark_session(self.config)
         return self._session
 
+    async def prepare(self, topics: Sequence[str]) -> None:
+        """Create (or register) the table of each topic, before any batch arrives."""
+        await asyncio.to_thread(self.prepare_blocking, topics)
+
+    def prepare_blocking(self, topics: Sequence[str]) -> None:
+        """Blocking :meth:`prepare`. Raises ConfigError if a table exists with other columns,
+        or if the table format needs jars this Spark lacks."""
+        for topic in topics:
+            self._ensure_table(self.config.table_for(topic), self.codec.schema())
+
     async def close(self) -> None:
         """Remove this process's staging directory (the session lives with the process)."""
         shutil.rmtree(self._staging, ignore_errors=True)
@@ -93,6 +128,18 @@ class SparkTableSink:
         if records:
             await asyncio.to_thread(self.write_blocking, topic, records)
 
+    async def stage(self, topic: str, records: Sequence[Record]) -> StagedBatch:
+        """Build and stage one topic's records; nothing is visible until :meth:`publish`."""
+        return await asyncio.to_thread(self.stage_blocking, topic, records)
+
+    async def publish(self, staged: object) -> None:
+        """Publish a batch :meth:`stage` returned into the table."""
+        await asyncio.to_thread(self.publish_blocking, _staged_batch(staged))
+
+    async def discard(self, staged: object) -> None:
+        """Delete a staged batch's files."""
+        await asyncio.to_thread(self.discard_blocking, _staged_batch(staged))
+
     async def resume_offsets(
         self, partitions: Sequence[TopicPartition]
     ) -> Mapping[TopicPartition, int]:
@@ -101,14 +148,13 @@ class SparkTableSink:
 
     # blocking work (runs in a thread) ----------------------------------------------------
     def write_blocking(self, topic: str, records: Sequence[Record]) -> None:
-        """Convert, stage, publish. Raises on failure (nothing of the batch is then in the
+        """Stage and publish. Raises on failure (nothing of the batch is then in the
         ledger, so a retry or the next owner writes it again)."""
-        with self._table_lock:
-            topic_lock = self._topic_locks.setdefault(topic, threading.Lock())
-        with topic_lock:
-            self._write_locked(topic, records)
+        self.publish_blocking(self.stage_blocking(topic, records))
 
-    def _write_locked(self, topic: str, records: Sequence[Record]) -> None:
+    def stage_blocking(self, topic: str, records: Sequence[Record]) -> StagedBatch:
+        """Convert to Arrow and (Parquet format) have Spark write the rows into a staging
+        directory private to this batch. Safe to run for several batches at once."""
         session = self.open()
         now = datetime.now(UTC)
         batch = to_arrow(records, self.codec, now)
@@ -116,11 +162,9 @@ class SparkTableSink:
         self._ensure_table(table, batch.rows.schema)
         if batch.dead_letters.num_rows:
             self._ensure_table(self.config.dead_letter_table, batch.dead_letters.schema)
-        if self.config.table_format != "parquet":
-            self._append_transactional(session, table, batch, now)
-            return
+        if self.config.table_format != "parquet":  # appended at publish, by the format
+            return StagedBatch(topic, table, batch, now, None, [], {}, {})
         first_offsets, last_offsets = offset_ranges(batch)
-        root = table_root(self.config, table)
         date_dir = f"{DATE_COLUMN}={now.date().isoformat()}"
         staging = self._staging / uuid.uuid4().hex
         try:
@@ -128,21 +172,48 @@ class SparkTableSink:
             self._stage(session, batch.rows, staging / "rows")
             dead_root = table_root(self.config, self.config.dead_letter_table)
             files = staged_parquet(staging / "dead", dead_root, date_dir) + staged_parquet(
-                staging / "rows", root, date_dir
+                staging / "rows", table_root(self.config, table), date_dir
             )
-            result = OffsetLedger(root).publish(topic, first_offsets, last_offsets, files)
-            self.rows_skipped += result.rows_skipped
-            log.info(
-                "%s: published %d file(s), offsets %s, %d row(s) already stored",
-                topic,
-                result.files,
-                {p: f"{first_offsets[p]}-{last}" for p, last in sorted(last_offsets.items())},
-                result.rows_skipped,
-            )
-        finally:
+        except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
-        self.rows_written += batch.rows.num_rows
-        self.dead_letters_written += batch.dead_letters.num_rows
+            raise
+        return StagedBatch(topic, table, batch, now, staging, files, first_offsets, last_offsets)
+
+    def publish_blocking(self, staged: StagedBatch) -> None:
+        """Move a staged batch into the table and advance the offset ledger (Parquet), or
+        append it through the format's own commit. The staging directory goes either way."""
+        with self._table_lock:
+            topic_lock = self._topic_locks.setdefault(staged.topic, threading.Lock())
+        # One publish per topic at a time even if an awaiting coroutine was cancelled while
+        # its thread still runs; the consumer publishes in batch order.
+        with topic_lock:
+            try:
+                if staged.staging is None:
+                    self._append_transactional(self.open(), staged)
+                else:
+                    self._publish_staged(staged)
+            finally:
+                self.discard_blocking(staged)
+        self.rows_written += staged.batch.rows.num_rows
+        self.dead_letters_written += staged.batch.dead_letters.num_rows
+
+    def discard_blocking(self, staged: StagedBatch) -> None:
+        """Delete what is left of a batch's staging directory."""
+        if staged.staging is not None:
+            shutil.rmtree(staged.staging, ignore_errors=True)
+
+    def _publish_staged(self, staged: StagedBatch) -> None:
+        root = table_root(self.config, staged.table)
+        first, last = staged.first_offsets, staged.last_offsets
+        result = OffsetLedger(root).publish(staged.topic, first, last, staged.files)
+        self.rows_skipped += result.rows_skipped
+        log.info(
+            "%s: published %d file(s), offsets %s, %d row(s) already stored",
+            staged.topic,
+            result.files,
+            {p: f"{first[p]}-{end}" for p, end in sorted(last.items())},
+            result.rows_skipped,
+        )
 
     def stored_next_offsets(
         self, partitions: Sequence[TopicPartition]
@@ -165,11 +236,16 @@ class SparkTableSink:
         if table.num_rows == 0:
             return
         # About two Arrow batches per write: Spark writes them in parallel (measured 1.3-2.5x
-        # faster than one, and far fewer files than the 10,000-row default gives).
-        session.conf.set(
-            "spark.sql.execution.arrow.maxRecordsPerBatch", str(max(1, (table.num_rows + 1) // 2))
-        )
-        session.createDataFrame(table).write.mode("error").parquet(str(path))
+        # faster than one, and far fewer files than the 10,000-row default gives). The
+        # setting is the session's, read by createDataFrame: held while both run, so batches
+        # staged at once each get their own; Spark's write runs outside the lock.
+        with self._frame_lock:
+            session.conf.set(
+                "spark.sql.execution.arrow.maxRecordsPerBatch",
+                str(max(1, (table.num_rows + 1) // 2)),
+            )
+            frame = session.createDataFrame(table)
+        frame.write.mode("error").parquet(str(path))
 
     def _ensure_table(self, table: str, schema: pa.Schema) -> None:
         with self._table_lock:
@@ -193,21 +269,17 @@ class SparkTableSink:
             return True
 
     # delta / iceberg ---------------------------------------------------------------------
-    def _append_transactional(
-        self, session: Any, table: str, batch: ArrowBatch, now: datetime
-    ) -> None:
+    def _append_transactional(self, session: Any, staged: StagedBatch) -> None:
         """Append through the format's own commit (no staging); resume by max(offset)."""
         for name, rows in (
-            (table, batch.rows),
-            (self.config.dead_letter_table, batch.dead_letters),
+            (staged.table, staged.batch.rows),
+            (self.config.dead_letter_table, staged.batch.dead_letters),
         ):
             if rows.num_rows == 0:
                 continue
-            date = pa.array([now.date()] * rows.num_rows, pa.date32())
+            date = pa.array([staged.ingest_time.date()] * rows.num_rows, pa.date32())
             frame = session.createDataFrame(rows.append_column(DATE_COLUMN, date))
             frame.write.insertInto(f"`{self.config.database}`.`{name}`")
-        self.rows_written += batch.rows.num_rows
-        self.dead_letters_written += batch.dead_letters.num_rows
 
     def _max_offsets_by_query(
         self, partitions: Sequence[TopicPartition]

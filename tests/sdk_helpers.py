@@ -41,6 +41,10 @@ class SeenRecords:
         with self._lock:
             return len(self.counts)
 
+    def keys(self) -> set[tuple[str, int, int]]:
+        with self._lock:
+            return set(self.counts)
+
     def duplicates(self) -> int:
         with self._lock:
             return sum(n - 1 for n in self.counts.values())

@@ -16,16 +16,15 @@ from collections.abc import Sequence
 
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.consumer import AutoscalingConsumer
-from consumer_sdk.sink import Record
 from consumer_sdk.spark_config import SparkSinkConfig
-from consumer_sdk.spark_sink import SparkTableSink
+from consumer_sdk.spark_sink import SparkTableSink, StagedBatch
 
 
 class DyingSink(SparkTableSink):
-    """Dies (SIGKILL) after the first write lands in the table, before any commit."""
+    """Dies (SIGKILL) after the first publish lands in the table, before any commit."""
 
-    def write_blocking(self, topic: str, records: Sequence[Record]) -> None:
-        super().write_blocking(topic, records)
+    def publish_blocking(self, staged: StagedBatch) -> None:
+        super().publish_blocking(staged)
         os.kill(os.getpid(), signal.SIGKILL)
 
 

@@ -59,6 +59,8 @@ def test_environment_fills_what_arguments_leave_out() -> None:
         ({"heuristic": "magic"}, r"heuristic \(AUTOSCALER_HEURISTIC\) must be one of nf"),
         ({"batch_bytes": 10}, r"batch_bytes .* must be an integer in \[1024, 1073741824\]"),
         ({"wait_time_secs": 0}, r"wait_time_secs .* must be a number of seconds in \[0.01, 3600\]"),
+        ({"writes_in_flight": 0}, r"writes_in_flight .* must be an integer in \[1, 8\]"),
+        ({"writes_in_flight": 2.5}, r"writes_in_flight .* must be an integer in \[1, 8\]"),
         (
             {"heartbeat_interval_ms": 20_000},
             r"heartbeat_interval_ms .* in \[50, session_timeout_ms\)",

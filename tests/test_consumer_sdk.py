@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import pytest
 
@@ -12,10 +13,11 @@ from assignor import TopicPartition
 from assignor.group_plan import GroupPlan
 from assignor.plugin import MemberState, PluginStats, build_assignor
 from consumer_sdk.clusters import KafkaCluster
+from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.consumer import RetryPolicy
 from consumer_sdk.sink import CallbackSink, Record
 from consumer_sdk.snapshot import PartitionStat, Snapshot
-from tests.kafka_helpers import produce_numbered
+from tests.kafka_helpers import produce_numbered, produce_tracked
 from tests.sdk_helpers import (
     SeenRecords,
     ThreadedMember,
@@ -200,16 +202,109 @@ def test_failing_writes_are_retried_and_never_committed_past(
     finally:
         member.stop()
     assert failures["left"] == 0 and seen.duplicates() == 0
-    # A second member of the same group starts after the committed offsets: nothing again.
+    assert records_after_restart(kafka, config, topic, 2, produce=10) == 10
+
+
+def records_after_restart(
+    kafka: str, config: ConsumerConfig, topic: str, partitions: int, produce: int
+) -> int:
+    """Records a new member of the same group reads once it reached ``produce`` new ones:
+    ``produce`` if every earlier one was committed, more if some were not (a partition is
+    read in offset order, so re-read records arrive before the new ones)."""
     again = SeenRecords()
     second = ThreadedMember(config, CallbackSink(again.write)).start()
     try:
-        assert wait_until(lambda: group_settled([second], 2))
-        produce_numbered(kafka, topic, 10, 2)
-        assert wait_until(lambda: again.total() == 10)
+        assert wait_until(lambda: group_settled([second], partitions))
+        new = {(topic, p, o) for p, o in produce_tracked(kafka, topic, produce, partitions)}
+        assert wait_until(lambda: new <= again.keys())
     finally:
         second.stop()
-    assert again.total() == 10
+    return again.total()
+
+
+class StagingRecorder:
+    """A staging sink in memory: what was staged, published and discarded. Optionally the
+    first publish waits until a second batch was staged, or every publish fails."""
+
+    def __init__(self, *, gate_first_publish: bool = False, fail: bool = False) -> None:
+        self.gate_first_publish, self.fail = gate_first_publish, fail
+        self.stages = 0
+        self.second_staged = threading.Event()
+        self.overlapped: bool | None = None
+        self.published: list[Record] = []
+        self.publish_order: list[int] = []
+        self.discarded: list[int] = []
+
+    async def stage(self, topic: str, records: Sequence[Record]) -> tuple[int, list[Record]]:
+        self.stages += 1
+        if self.stages >= 2:
+            self.second_staged.set()
+        return self.stages, list(records)
+
+    async def publish(self, staged: object) -> None:
+        assert isinstance(staged, tuple)
+        number, records = staged
+        if number == 1 and self.gate_first_publish:
+            self.overlapped = await asyncio.to_thread(self.second_staged.wait, 30)
+        if self.fail:
+            raise OSError("table unavailable")
+        self.published.extend(records)
+        self.publish_order.append(number)
+
+    async def discard(self, staged: object) -> None:
+        assert isinstance(staged, tuple)
+        self.discarded.append(staged[0])
+
+    async def write(self, topic: str, records: Sequence[Record]) -> None:
+        if self.fail:
+            raise OSError("table unavailable")
+        self.published.extend(records)
+
+    async def resume_offsets(
+        self, partitions: Sequence[TopicPartition]
+    ) -> Mapping[TopicPartition, int]:
+        return {}
+
+
+def test_a_batch_stages_while_the_one_before_it_is_written_and_publishes_after_it(
+    kafka: str, topic_factory: Callable[..., str]
+) -> None:
+    topic = topic_factory(2)
+    produce_numbered(kafka, topic, 2000, 2)  # polls take up to 500: several batches
+    sink = StagingRecorder(gate_first_publish=True)
+    config = member_config(kafka, f"g-{topic}", [topic], "sink-0", batch_bytes=1024)
+    member = ThreadedMember(config, sink).start()
+    try:
+        assert wait_until(lambda: len(sink.published) >= 2000)
+    finally:
+        member.stop()
+    assert sink.overlapped is True  # batch 1 was still unpublished when batch 2 staged
+    assert sink.stages > 2 and sink.publish_order == sorted(sink.publish_order)
+    offsets: dict[int, list[int]] = {}
+    for r in sink.published:
+        offsets.setdefault(r.partition, []).append(r.offset)
+    assert sum(len(o) for o in offsets.values()) == 2000
+    assert all(o == sorted(set(o)) for o in offsets.values())  # once each, in order
+    assert records_after_restart(kafka, config, topic, 2, produce=10) == 10
+
+
+def test_a_batch_after_one_that_never_lands_is_discarded_and_nothing_is_committed(
+    kafka: str, topic_factory: Callable[..., str]
+) -> None:
+    topic = topic_factory(2)
+    produce_numbered(kafka, topic, 200, 2)
+    sink = StagingRecorder(fail=True)
+    config = member_config(kafka, f"g-{topic}", [topic], "sink-0", batch_bytes=1024)
+    member = ThreadedMember(config, sink, RetryPolicy(first_delay_s=0.01)).start()
+    try:
+        assert wait_until(lambda: sink.stages >= 1)
+        produce_numbered(kafka, topic, 200, 2)  # a second batch, behind the failing one
+        assert wait_until(lambda: sink.stages >= 2)
+    finally:
+        member.stop()
+    assert sink.published == []
+    assert sorted(set(sink.discarded)) == list(range(1, sink.stages + 1))
+    assert records_after_restart(kafka, config, topic, 2, produce=10) == 410
 
 
 @pytest.mark.parametrize("identity", ["sink-0"])

@@ -10,6 +10,7 @@ import sys
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -189,6 +190,38 @@ def test_resume_offsets_come_from_the_table(sink_config: SparkSinkConfig) -> Non
     assert sink.rows_skipped == 5
 
 
+def stage_at_once(sink: SparkTableSink, topic: str, batches: list[list[Record]]) -> list[Any]:
+    """Stage every batch at the same time, each in its own thread, as the consumer does."""
+    with ThreadPoolExecutor(len(batches)) as pool:
+        return list(pool.map(lambda batch: sink.stage_blocking(topic, batch), batches))
+
+
+def numbered_batches(topic: str, count: int, value: bytes = b"ok") -> list[list[Record]]:
+    """``count`` batches of 50 consecutive offsets on each of 3 partitions."""
+    return [
+        [Record(topic, p, b * 50 + o, 0, b"k", value) for p in range(3) for o in range(50)]
+        for b in range(count)
+    ]
+
+
+def test_batches_staged_at_once_publish_in_order_and_discarded_ones_leave_nothing(
+    sink_config: SparkSinkConfig, spark: Any
+) -> None:
+    sink = SparkTableSink(sink_config)
+    batches = numbered_batches("events", 3)
+    staged = stage_at_once(sink, "events", batches)
+    assert table_keys(spark, sink_config, "events") == Counter()  # staged is not visible
+    for batch in staged[:2]:
+        asyncio.run(sink.publish(batch))
+    asyncio.run(sink.discard(staged[2]))
+    expected = Counter((r.partition, r.offset) for batch in batches[:2] for r in batch)
+    assert table_keys(spark, sink_config, "events") == expected
+    assert stored_offsets(sink_config, "events") == {0: 99, 1: 99, 2: 99}
+    assert not any(sink._staging.iterdir())
+    with pytest.raises(TypeError, match="expected a StagedBatch"):
+        asyncio.run(sink.publish(object()))
+
+
 def test_spark_connect_writes_tables_the_local_session_reads(
     tmp_path: Path, sink_config: SparkSinkConfig, spark: Any
 ) -> None:
@@ -200,27 +233,44 @@ def test_spark_connect_writes_tables_the_local_session_reads(
             spark_remote=server.url,
         )
         sink = SparkTableSink(config)
-        batches = [
-            [Record("events", p, b * 50 + o, 0, b"k", b"ok") for p in range(3) for o in range(50)]
-            for b in range(2)
-        ]
-        for batch in batches:
-            sink.write_blocking("events", batch)
+        batches = numbered_batches("events", 3)
+        sink.write_blocking("events", batches[0])
+        for staged in stage_at_once(sink, "events", batches[1:]):  # one session, two threads
+            sink.publish_blocking(staged)
         remote = sink.open()
         try:
-            assert remote.read.parquet(str(table_root(config, "events"))).count() == 300
+            assert remote.read.parquet(str(table_root(config, "events"))).count() == 450
         finally:
             remote.stop()
     expected = Counter((r.partition, r.offset) for batch in batches for r in batch)
     assert table_keys(spark, sink_config, "events") == expected
 
 
-def test_delta_without_its_jars_fails_with_a_clear_message(sink_config: SparkSinkConfig) -> None:
+@pytest.mark.parametrize("entry", ["prepare", "write"])
+def test_delta_without_its_jars_fails_with_a_clear_message(
+    sink_config: SparkSinkConfig, entry: str
+) -> None:
     config = SparkSinkConfig(
         warehouse=sink_config.warehouse, database=sink_config.database, table_format="delta"
     )
+    sink = SparkTableSink(config)
     with pytest.raises(ConfigError, match="table_format delta needs Delta Lake"):
-        SparkTableSink(config).write_blocking("t", [Record("t", 0, 0, 0, None, b"v")])
+        if entry == "prepare":  # what the consumer calls at start, before joining
+            asyncio.run(sink.prepare(["t"]))
+        else:
+            sink.write_blocking("t", [Record("t", 0, 0, 0, None, b"v")])
+
+
+def test_prepare_creates_each_topics_table_before_any_batch(
+    sink_config: SparkSinkConfig, spark: Any
+) -> None:
+    sink = SparkTableSink(sink_config)
+    asyncio.run(sink.start())
+    asyncio.run(sink.prepare(["orders", "payments"]))
+    for topic in ("orders", "payments"):
+        assert table_keys(spark, sink_config, sink_config.table_for(topic)) == Counter()
+    sink.write_blocking("orders", [Record("orders", 0, 7, 0, None, b"v")])
+    assert table_keys(spark, sink_config, "orders") == Counter({(0, 7): 1})
 
 
 @pytest.mark.parametrize(
