@@ -35,6 +35,7 @@ from consumer_sdk import metrics
 from consumer_sdk.config import MIB, ConsumerConfig
 from consumer_sdk.cooperative import make_cooperative
 from consumer_sdk.overload import OverloadWatch
+from consumer_sdk.pending import Batch, PendingRecords
 from consumer_sdk.sink import ManagedSink, PreparingSink, Record, Sink, StagingSink
 from consumer_sdk.snapshot_cache import SnapshotCache
 
@@ -44,18 +45,6 @@ POLL_SLICE_MS = 200
 # many, with a yield after each, the loop starts the previous batch's write (and answers
 # heartbeats) while a batch fills, instead of after it.
 POLL_MAX_RECORDS = 500
-
-
-def _prefix_within(records: Sequence[Record], budget: int, alone: bool) -> tuple[int, int]:
-    """How many leading ``records`` fit in ``budget`` bytes, and their bytes; with ``alone``
-    at least one (a record bigger than a batch is a batch of its own)."""
-    count = size = 0
-    for record in records:
-        if size + record.size > budget and not (alone and count == 0):
-            break
-        count += 1
-        size += record.size
-    return count, size
 
 
 class WriteAbandoned(RuntimeError):
@@ -125,8 +114,7 @@ class AutoscalingConsumer:
             client_options=config.client_options(),
         )
         self._consumer: AIOKafkaConsumer | None = None
-        self._pending: dict[KafkaTopicPartition, list[Record]] = {}
-        self._pending_bytes = 0
+        self._pending: PendingRecords[KafkaTopicPartition] = PendingRecords()
         self._lock = asyncio.Lock()
         self._stopping = asyncio.Event()
         self._window_started = time.monotonic()
@@ -230,7 +218,7 @@ class AutoscalingConsumer:
                 with contextlib.suppress(WriteAbandoned):  # only at shutdown
                     await self._settle_writes(keep=self._depth - 1)
                 async with self._lock:
-                    batch = self._detach(None, limit=self.config.batch_bytes)
+                    batch = self._pending.take(limit=self.config.batch_bytes)
                     if batch:
                         previous = self._writes[-1] if self._writes else None
                         self._writes.append(
@@ -274,7 +262,7 @@ class AutoscalingConsumer:
     async def _fill_batch(self) -> None:
         """Fetch until batch_bytes, wait_time_secs, or a stop request."""
         deadline = time.monotonic() + self.config.wait_time_secs
-        while not self._stopping.is_set() and self._pending_bytes < self.config.batch_bytes:
+        while not self._stopping.is_set() and self._pending.bytes < self.config.batch_bytes:
             remaining_ms = int((deadline - time.monotonic()) * 1000)
             if remaining_ms <= 0:
                 return
@@ -292,55 +280,9 @@ class AutoscalingConsumer:
                 await asyncio.sleep(0.5)
                 continue
             for ktp, messages in batch.items():
-                if ktp in self._revoking:
-                    continue
-                held = self._pending.setdefault(ktp, [])
-                # Offsets already held come back after a repositioning (a rebalance that
-                # handed the partition back, a resume seek): the batch keeps one copy.
-                last = held[-1].offset if held else -1
-                for m in messages:
-                    if m.offset <= last:
-                        continue
-                    record = Record(
-                        m.topic,
-                        m.partition,
-                        m.offset,
-                        m.timestamp,
-                        m.key,
-                        m.value,
-                        tuple(m.headers) if m.headers else (),
-                    )
-                    held.append(record)
-                    self._pending_bytes += record.size
+                if ktp not in self._revoking:
+                    self._pending.add(ktp, messages)
             await asyncio.sleep(0)
-
-    def _detach(
-        self, partitions: set[KafkaTopicPartition] | None, limit: int | None = None
-    ) -> dict[KafkaTopicPartition, list[Record]]:
-        """Take the pending records of ``partitions`` (all if None) out of the batch: at
-        most ``limit`` bytes of them if given (a record larger than that goes alone), a
-        prefix of each partition's records, the rest staying for the next batch. A poll
-        overshoots ``batch_bytes`` by up to POLL_MAX_RECORDS records; the limit keeps each
-        batch, and so the memory of the batches in flight, within it."""
-        chosen: dict[KafkaTopicPartition, list[Record]] = {}
-        taken = 0
-        for tp in list(self._pending):
-            if partitions is not None and tp not in partitions:
-                continue
-            recs = self._pending.pop(tp)
-            cut = len(recs)
-            size = sum(r.size for r in recs)
-            if limit is not None and taken + size > limit:
-                cut, size = _prefix_within(recs, limit - taken, alone=taken == 0)
-                if cut < len(recs):
-                    self._pending[tp] = recs[cut:]
-            if cut:
-                chosen[tp] = recs[:cut] if cut < len(recs) else recs
-                taken += size
-            if tp in self._pending or (limit is not None and taken >= limit):
-                break  # the batch is full
-        self._pending_bytes -= taken
-        return chosen
 
     async def _settle_writes(self, keep: int = 0) -> None:
         """Wait, oldest first, until at most ``keep`` batches are being written; then raise
@@ -366,20 +308,20 @@ class AutoscalingConsumer:
         Caller holds ``self._lock``. Raises WriteAbandoned if a write kept failing until
         shutdown; then nothing of this batch is committed.
         """
-        chosen = self._detach(partitions)
-        if chosen:
-            await self._write_and_commit(chosen)
+        batch = self._pending.take(partitions)
+        if batch:
+            await self._write_and_commit(batch)
 
     async def _write_and_commit(
         self,
-        chosen: dict[KafkaTopicPartition, list[Record]],
+        batch: Batch[KafkaTopicPartition],
         previous: asyncio.Task[None] | None = None,
     ) -> None:
         """Write one batch (a write per topic, concurrently), then commit its offsets. With
         a staging sink the batch stages at once and publishes after ``previous`` (the batch
         before it) succeeded; if that one was abandoned, this one is too."""
         by_topic: dict[str, list[Record]] = {}
-        for recs in chosen.values():
+        for recs in batch.records.values():
             by_topic.setdefault(recs[0].topic, []).extend(recs)
         staged = await asyncio.gather(*(self._stage(t, recs) for t, recs in by_topic.items()))
         if previous is not None:
@@ -387,8 +329,8 @@ class AutoscalingConsumer:
             if previous.cancelled() or previous.exception() is not None:
                 await asyncio.gather(*(self._discard(s) for s in staged))
                 raise WriteAbandoned(
-                    f"a batch of {len(chosen)} partition(s) was not written: the batch before "
-                    "it was not, and batches publish in order"
+                    f"a batch of {len(batch.records)} partition(s) was not written: the batch "
+                    "before it was not, and batches publish in order"
                 )
         await asyncio.gather(
             *(
@@ -398,10 +340,10 @@ class AutoscalingConsumer:
         )
         # Every write succeeded: commit. The commit runs while the next batch fills (it is
         # off the critical path); commits stay in order because each waits for the last.
-        offsets = {tp: recs[-1].offset + 1 for tp, recs in chosen.items()}
+        offsets = batch.next_offsets()
         await self._settle_commit()
         self._commit_task = asyncio.create_task(self._commit(offsets))
-        self._account(chosen)
+        self._account(batch)
 
     async def _settle_commit(self) -> None:
         """Wait for the commit in flight, if any."""
@@ -409,11 +351,11 @@ class AutoscalingConsumer:
         if task is not None:
             await task
 
-    def _account(self, flushed: dict[KafkaTopicPartition, list[Record]]) -> None:
+    def _account(self, flushed: Batch[KafkaTopicPartition]) -> None:
         group = self.config.group
         total_bytes = total_records = 0
-        for tp, recs in flushed.items():
-            size = sum(r.size for r in recs)
+        for tp, recs in flushed.records.items():
+            size = flushed.sizes[tp]
             total_bytes += size
             total_records += len(recs)
             metrics.RECORDS.labels(group, tp.topic, str(tp.partition)).inc(len(recs))
@@ -535,7 +477,7 @@ class AutoscalingConsumer:
             if revoked & self._uncommitted.keys():  # written earlier, commit deferred
                 await self._commit({})
             for tp in revoked:  # records we could not write go back to the next owner
-                self._pending_bytes -= sum(r.size for r in self._pending.pop(tp, []))
+                self._pending.drop(tp)
         self._revoking -= revoked
         self._change_ownership(
             "revoked", {TopicPartition(tp.topic, tp.partition) for tp in revoked}
