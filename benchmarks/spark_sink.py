@@ -38,7 +38,6 @@ from consumer_sdk.arrow_batch import ValueCodec, to_arrow
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.consumer import AutoscalingConsumer
 from consumer_sdk.embedded_process import EmbeddedKafkaProcess
-from consumer_sdk.gc_tuning import tune_for_throughput
 from consumer_sdk.sink import Record
 from consumer_sdk.spark_config import SparkSinkConfig
 from consumer_sdk.spark_connect import SparkConnectServer
@@ -168,7 +167,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--name", default="spark_sink", help="results file name")
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args(argv)
-    tune_for_throughput()  # as the consumer process does; the same for every path
     rows: list[dict[str, Any]] = []
     work = Path(tempfile.mkdtemp(prefix="spark-sink-bench-"))
     modes = ["local"] if args.no_connect else ["local", "connect"]
@@ -278,8 +276,7 @@ def _table(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
         f"{args.mib} MiB of values per value size on the embedded broker "
         f"({args.partitions} partitions), median of {args.rounds} alternating rounds after a "
         "warm-up write. 'sdk -> table': SparkTableSink, time from assignment to the last row "
-        "published (Parquet, exactly-once publish included; the consumer process's garbage-"
-        "collector setting, consumer_sdk.gc_tuning, for every path; the SDK's defaults: tables "
+        "published (Parquet, exactly-once publish included; the SDK's defaults: tables "
         "created when the consumer starts, before the clock, and two batches in the sink at "
         "once). 'spark alone': the same session staging the same rows as Arrow batches of the "
         "same size, no Kafka, one after another; '2 at once': two in flight, as the SDK "

@@ -19,7 +19,6 @@ from pathlib import Path
 
 from consumer_sdk.config import ConfigError, ConsumerConfig
 from consumer_sdk.consumer import AutoscalingConsumer
-from consumer_sdk.gc_tuning import tune_for_throughput
 from consumer_sdk.sink import CallbackSink, Record, Sink
 
 
@@ -79,7 +78,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sink", default=os.environ.get("AUTOSCALER_SINK", "null"))
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    tune_for_throughput()
     try:
         config = ConsumerConfig.from_env()
         consumer = AutoscalingConsumer(config, parse_sink(args.sink, config.member_identity))
