@@ -15,10 +15,10 @@ owning nothing, it never fails the rebalance.
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 
 from assignor.types import TopicPartition
+from assignor.validation import is_finite_number, is_integer
 
 MEMBER_DATA_VERSION = 1
 
@@ -70,21 +70,16 @@ def decode_member_data(data: bytes | None) -> MemberData | None:
         cooperative, holding = raw.get("coop", False), raw.get("holding", False)
         if not (isinstance(cooperative, bool) and isinstance(holding, bool)):
             return None
-        if isinstance(generation, bool) or not isinstance(generation, int):
+        if not is_integer(generation):
             return None
-        if capacity is not None and (
-            isinstance(capacity, bool)
-            or not isinstance(capacity, int | float)
-            or not math.isfinite(capacity)
-            or capacity <= 0
-        ):
+        if capacity is not None and not (is_finite_number(capacity) and capacity > 0):
             return None
         owned: list[TopicPartition] = []
         for topic, partitions in owned_raw.items():
             if not isinstance(topic, str) or not isinstance(partitions, list):
                 return None
             for p in partitions:
-                if isinstance(p, bool) or not isinstance(p, int) or p < 0:
+                if not is_integer(p) or p < 0:
                     return None
                 owned.append(TopicPartition(topic, p))
     except (ValueError, TypeError, KeyError, AttributeError):

@@ -39,6 +39,11 @@ def _as_partition(key: object, field: str) -> TopicPartition:
     )
 
 
+def is_integer(value: object) -> TypeGuard[int]:
+    """An int that is not a bool."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def is_finite_number(value: object) -> TypeGuard[int | float]:
     """An int or float (not a bool) that is neither infinite nor NaN."""
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)

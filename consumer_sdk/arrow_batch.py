@@ -9,7 +9,6 @@ its fields as columns of a declared schema such as ``"id BIGINT, name STRING"``)
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from datetime import datetime
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from assignor.validation import is_finite_number, is_integer
 from consumer_sdk.sink import Record
 
 VALUE_FORMATS = ("raw", "text", "json")
@@ -32,8 +32,8 @@ _JSON_TYPES: dict[str, tuple[pa.DataType, Callable[[object], bool]]] = {
     "STRING": (pa.string(), lambda v: isinstance(v, str)),
     "BIGINT": (pa.int64(), lambda v: _is_int(v, 63)),
     "INT": (pa.int32(), lambda v: _is_int(v, 31)),
-    "DOUBLE": (pa.float64(), lambda v: _is_number(v)),
-    "FLOAT": (pa.float32(), lambda v: _is_number(v)),
+    "DOUBLE": (pa.float64(), is_finite_number),
+    "FLOAT": (pa.float32(), is_finite_number),
     "BOOLEAN": (pa.bool_(), lambda v: isinstance(v, bool)),
 }
 _ALIASES = {"LONG": "BIGINT", "INTEGER": "INT", "BOOL": "BOOLEAN", "TEXT": "STRING"}
@@ -45,13 +45,7 @@ class SchemaError(ValueError):
 
 
 def _is_int(value: object, bits: int) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and -(2**bits) <= value < 2**bits
-
-
-def _is_number(value: object) -> bool:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return False
-    return math.isfinite(value)
+    return is_integer(value) and -(2**bits) <= value < 2**bits
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,6 @@ accepted range. Client security settings (SASL/SSL) pass through to aiokafka unc
 
 from __future__ import annotations
 
-import math
 import os
 import re
 import socket
@@ -16,6 +15,7 @@ from typing import Any, NoReturn
 
 from assignor import DEFAULT_HEURISTIC, HEURISTIC_NAMES
 from assignor.cooperative import COOPERATIVE, PROTOCOLS
+from assignor.validation import is_finite_number, is_integer
 from consumer_sdk.snapshot import UNITS, speeds_topic
 
 ENV_PREFIX = "AUTOSCALER_"
@@ -120,17 +120,9 @@ class ConsumerConfig(GroupSettings):
         self._check()
 
     def _check(self) -> None:
-        if (
-            isinstance(self.batch_bytes, bool)
-            or not isinstance(self.batch_bytes, int)
-            or not (1024 <= self.batch_bytes <= 1024 * MIB)
-        ):
+        if not (is_integer(self.batch_bytes) and 1024 <= self.batch_bytes <= 1024 * MIB):
             self._fail("batch_bytes", "an integer in [1024, 1073741824]")
-        if (
-            isinstance(self.writes_in_flight, bool)
-            or not isinstance(self.writes_in_flight, int)
-            or not (1 <= self.writes_in_flight <= 8)
-        ):
+        if not (is_integer(self.writes_in_flight) and 1 <= self.writes_in_flight <= 8):
             self._fail("writes_in_flight", "an integer in [1, 8]")
         if (
             _bad_number(self.snapshot_max_age_secs, minimum=1.0)
@@ -195,7 +187,7 @@ class ConsumerConfig(GroupSettings):
 
 
 def _bad_number(value: object, minimum: float, exclusive: bool = False) -> bool:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+    if not is_finite_number(value):
         return True
     return value <= minimum if exclusive else value < minimum
 

@@ -19,13 +19,13 @@ Pure: encoding, decoding with field-by-field validation, freshness. No I/O.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from assignor import TopicPartition
 from assignor.backlog import DrainRule
+from assignor.validation import is_finite_number, is_integer
 
 SNAPSHOT_VERSION = 1
 UNITS = ("records/s", "bytes/s")
@@ -107,12 +107,17 @@ def speeds_topic(group: str) -> str:
     return group + SPEEDS_TOPIC_SUFFIX
 
 
+def _non_negative(value: object, integer: bool) -> bool:
+    """An integer (or, unless ``integer``, a finite number) >= 0."""
+    if integer:
+        return is_integer(value) and value >= 0
+    return is_finite_number(value) and value >= 0
+
+
 def _number(raw: Mapping[str, Any], key: str, where: str, *, integer: bool = False) -> float:
-    value = raw.get(key)
-    kind = "an integer" if integer else "a finite number"
-    if isinstance(value, bool) or not isinstance(value, int if integer else int | float):
-        raise SnapshotError(f"{where}{key} must be {kind} >= 0, got {value!r}")
-    if not math.isfinite(value) or value < 0:
+    value: Any = raw.get(key)
+    if not _non_negative(value, integer):
+        kind = "an integer" if integer else "a finite number"
         raise SnapshotError(f"{where}{key} must be {kind} >= 0, got {value!r}")
     return float(value)
 
@@ -122,14 +127,8 @@ def _column(columns: Mapping[str, Any], topic: str, name: str, integer: bool) ->
     where = f"topics[{topic!r}].{name}"
     if not isinstance(values, list):
         raise SnapshotError(f"{where} must be a list")
-    kind = int if integer else (int, float)
     for index, value in enumerate(values):
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, kind)
-            or not math.isfinite(value)
-            or value < 0
-        ):
+        if not _non_negative(value, integer):
             what = "an integer" if integer else "a finite number"
             raise SnapshotError(f"{where}[{index}] must be {what} >= 0, got {value!r}")
     return values

@@ -24,7 +24,7 @@ from enum import StrEnum
 from assignor import DEFAULT_HEURISTIC, Assignment, TopicPartition, bins_used, get_heuristic
 from assignor import rscore as plan_rscore
 from assignor.backlog import DrainRule
-from assignor.validation import is_finite_number
+from assignor.validation import is_finite_number, is_integer
 
 
 class Phase(StrEnum):
@@ -66,9 +66,9 @@ class ControllerConfig:
 
         if not (is_finite_number(self.capacity) and self.capacity > 0):
             fail("--capacity", "a finite number > 0", self.capacity)
-        if not (_int(self.min_replicas) and self.min_replicas >= 0):
+        if not (is_integer(self.min_replicas) and self.min_replicas >= 0):
             fail("--min-replicas", "an integer >= 0", self.min_replicas)
-        if not (_int(self.max_replicas) and self.max_replicas >= max(1, self.min_replicas)):
+        if not (is_integer(self.max_replicas) and self.max_replicas >= max(1, self.min_replicas)):
             fail("--max-replicas", "an integer >= max(1, --min-replicas)", self.max_replicas)
         if not (is_finite_number(self.scale_down_window_s) and self.scale_down_window_s >= 0):
             fail("--scale-down-window", "a number of seconds >= 0", self.scale_down_window_s)
@@ -83,10 +83,6 @@ class ControllerConfig:
     def drain_rule(self) -> DrainRule:
         """How backlog turns into speed (shared with the group's assignor via the snapshot)."""
         return DrainRule(self.drain_seconds, self.lag_allowance_s)
-
-
-def _int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 @dataclass(frozen=True)
@@ -125,7 +121,7 @@ class Controller:
 
     def synchronise(self, actual_replicas: int) -> None:
         """Adopt the replica count the scaler reports (at start, after a failed scale)."""
-        if not _int(actual_replicas) or actual_replicas < 0:
+        if not is_integer(actual_replicas) or actual_replicas < 0:
             raise ValueError(f"actual_replicas must be an integer >= 0, got {actual_replicas!r}")
         self.replicas = actual_replicas
         self._lower_since = None
