@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import signal
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -122,7 +121,8 @@ class AutoscalingConsumer:
         self._commit_task: asyncio.Task[None] | None = None
         # Batches handed to the sink, oldest first; each publishes after the one before it.
         self._writes: deque[asyncio.Task[None]] = deque()
-        self._depth = config.writes_in_flight if isinstance(sink, StagingSink) else 1
+        self._stager: StagingSink | None = sink if isinstance(sink, StagingSink) else None
+        self._depth = config.writes_in_flight if self._stager is not None else 1
         # Offsets written (or found in the sink) whose commit has not succeeded yet: retried
         # when the member is idle, so the committed offsets (the sidecar's lag) catch up.
         self._uncommitted: dict[KafkaTopicPartition, int] = {}
@@ -374,10 +374,10 @@ class AutoscalingConsumer:
     async def _stage(self, topic: str, records: Sequence[Record]) -> object | None:
         """Stage ``records`` if the sink stages; None if it does not, or if staging failed
         (then :meth:`_write` writes them whole, with retries)."""
-        if not isinstance(self.sink, StagingSink):
+        if self._stager is None:
             return None
         try:
-            return await self.sink.stage(topic, records)
+            return await self._stager.stage(topic, records)
         except Exception as exc:
             metrics.WRITE_RETRIES.labels(self.config.group, topic).inc()
             log.warning("staging %d records of %s failed (%r)", len(records), topic, exc)
@@ -385,10 +385,10 @@ class AutoscalingConsumer:
 
     async def _discard(self, staged: object | None) -> None:
         """Drop a staged batch; a failure only leaves files the sink cleans up later."""
-        if staged is None or not isinstance(self.sink, StagingSink):
+        if staged is None or self._stager is None:
             return
         try:
-            await self.sink.discard(staged)
+            await self._stager.discard(staged)
         except Exception as exc:
             log.warning("discarding a staged batch failed (%r)", exc)
 
@@ -397,13 +397,11 @@ class AutoscalingConsumer:
         them again, with backoff, until they are in or a stop is requested."""
         delays = iter(self.retry.delays())
         while True:
-            attempt: Callable[[], Awaitable[None]]
-            if staged is not None and isinstance(self.sink, StagingSink):
-                attempt = functools.partial(self.sink.publish, staged)
-            else:
-                attempt = functools.partial(self.sink.write, topic, records)
             try:
-                await attempt()
+                if staged is not None and self._stager is not None:
+                    await self._stager.publish(staged)
+                else:
+                    await self.sink.write(topic, records)
                 return
             except Exception as exc:
                 await self._discard(staged)

@@ -82,9 +82,10 @@ class SparkTableSink:
         self._session: Any = None
         self._ready_tables: set[str] = set()
         self._table_lock = threading.Lock()
-        # One write per topic at a time, in call order: a batch must never publish before
-        # an earlier batch of the same partitions (the ledger would skip the earlier rows).
-        # Matters when an awaiting coroutine was cancelled but its thread still runs.
+        # One publish per topic at a time. The consumer publishes in batch order (a batch must
+        # never publish before an earlier one of the same partitions: the ledger would skip
+        # the earlier rows); the lock holds that even when an awaiting coroutine was cancelled
+        # while its thread still runs.
         self._topic_locks: dict[str, threading.Lock] = {}
         self._frame_lock = threading.Lock()
         token = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
@@ -184,8 +185,6 @@ class SparkTableSink:
         append it through the format's own commit. The staging directory goes either way."""
         with self._table_lock:
             topic_lock = self._topic_locks.setdefault(staged.topic, threading.Lock())
-        # One publish per topic at a time even if an awaiting coroutine was cancelled while
-        # its thread still runs; the consumer publishes in batch order.
         with topic_lock:
             try:
                 if staged.staging is None:
