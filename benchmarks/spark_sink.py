@@ -31,6 +31,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+
 from benchmarks.consume_throughput import fill, run_aiokafka
 from benchmarks.machine import machine_line
 from benchmarks.report import publish
@@ -123,12 +125,8 @@ def run_sdk(
     return asyncio.run(go())
 
 
-def run_spark_alone(
-    sink: SparkTableSink, value_size: int, batch: int, count: int, at_once: int = 1
-) -> Timing:
-    """Seconds for Spark to stage ``count`` rows in ``batch``-byte Arrow batches, ``at_once``
-    of them in flight (the Arrow tables are built before the clock starts: this is Spark's
-    share only)."""
+def arrow_batches(value_size: int, batch: int, count: int) -> list[pa.Table]:
+    """``count`` rows of ``value_size``-byte values as Arrow tables of ``batch`` bytes each."""
     per_batch = max(1, batch // value_size)
     value = b"x" * value_size
     tables = []
@@ -139,6 +137,12 @@ def run_spark_alone(
             for i in range(size)
         ]
         tables.append(to_arrow(records, ValueCodec(), datetime.now(UTC)).rows)
+    return tables
+
+
+def run_spark_alone(sink: SparkTableSink, tables: Sequence[pa.Table], at_once: int = 1) -> Timing:
+    """Seconds for Spark to stage ``tables`` (built beforehand: this is Spark's share only),
+    ``at_once`` of them in flight."""
     session = sink.open()
     target = sink.config.warehouse_path / "spark-alone" / uuid.uuid4().hex
     marks: list[tuple[float, int]] = []
@@ -194,11 +198,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                         spark_remote=server.url if mode == "connect" else "",
                     )
                     alone_sink = SparkTableSink(config)
-                    run_spark_alone(alone_sink, value_size, 4 * MIB, count // 8)  # JIT warm-up
+                    warm_up = arrow_batches(value_size, 4 * MIB, count // 8)
+                    run_spark_alone(alone_sink, warm_up)  # JIT warm-up
                     for batch_mib in (int(b) for b in args.batch_mib.split(",")):
                         sdk: list[Timing] = []
                         alone: list[Timing] = []
                         alone_2: list[Timing] = []
+                        tables = arrow_batches(value_size, batch_mib * MIB, count)
                         for r in range(args.rounds):  # alternating: noise hits both alike
                             table_config = SparkSinkConfig(
                                 warehouse=config.warehouse,
@@ -215,14 +221,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                     count,
                                 )
                             )
-                            alone.append(
-                                run_spark_alone(alone_sink, value_size, batch_mib * MIB, count)
-                            )
-                            alone_2.append(
-                                run_spark_alone(
-                                    alone_sink, value_size, batch_mib * MIB, count, at_once=2
-                                )
-                            )
+                            alone.append(run_spark_alone(alone_sink, tables))
+                            alone_2.append(run_spark_alone(alone_sink, tables, at_once=2))
                             print(
                                 f"{value_size} B {mode} {batch_mib} MiB: sdk "
                                 f"{sdk[-1].seconds:.2f} s, spark alone {alone[-1].seconds:.2f} s"
