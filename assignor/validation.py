@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeGuard
@@ -36,6 +37,19 @@ def _as_partition(key: object, field: str) -> TopicPartition:
         return TopicPartition(key[0], key[1])
     raise ValueError(
         f"{field} keys must be TopicPartition(topic: str, partition: int >= 0), got {key!r}"
+    )
+
+
+_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+TOPIC_NAME_RULE = "1-249 characters from [a-zA-Z0-9._-], not '.' or '..'"
+
+
+def is_topic_name(value: object) -> TypeGuard[str]:
+    """Whether ``value`` is a topic name Kafka accepts (:data:`TOPIC_NAME_RULE`)."""
+    return (
+        isinstance(value, str)
+        and value not in (".", "..")
+        and _TOPIC_NAME.fullmatch(value) is not None
     )
 
 

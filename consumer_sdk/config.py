@@ -7,7 +7,6 @@ accepted range. Client security settings (SASL/SSL) pass through to aiokafka unc
 from __future__ import annotations
 
 import os
-import re
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -15,13 +14,12 @@ from typing import Any, NoReturn
 
 from assignor import DEFAULT_HEURISTIC, HEURISTIC_NAMES
 from assignor.cooperative import COOPERATIVE, PROTOCOLS
-from assignor.validation import is_finite_number, is_integer
+from assignor.validation import TOPIC_NAME_RULE, is_finite_number, is_integer, is_topic_name
 from consumer_sdk.snapshot import UNITS, speeds_topic
 
 ENV_PREFIX = "AUTOSCALER_"
 MIB = 1024 * 1024
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI", "OAUTHBEARER")
 
 
@@ -70,10 +68,8 @@ class GroupSettings:
             self._fail("bootstrap_servers", "a comma-separated list of host:port")
         if not isinstance(self.group, str) or not self.group.strip():
             self._fail("group", "a non-empty consumer group id")
-        if not self.topics or not all(
-            isinstance(t, str) and _TOPIC_NAME.fullmatch(t) for t in self.topics
-        ):
-            self._fail("topics", "one or more topic names of [a-zA-Z0-9._-]")
+        if not self.topics or not all(is_topic_name(t) for t in self.topics):
+            self._fail("topics", f"one or more topic names of {TOPIC_NAME_RULE}")
         if _bad_number(self.capacity, minimum=0.0, exclusive=True):
             self._fail("capacity", "a finite number > 0 (records/s or bytes/s one consumer drains)")
         if self.capacity_unit not in UNITS:
@@ -84,10 +80,10 @@ class GroupSettings:
             self._fail("wait_time_secs", "a number of seconds in [0.01, 3600]")
         if not self.snapshot_topic:
             object.__setattr__(self, "snapshot_topic", speeds_topic(self.group))
-        if not _TOPIC_NAME.fullmatch(self.snapshot_topic):
+        if not is_topic_name(self.snapshot_topic):
             self._fail(
                 "snapshot_topic",
-                "a topic name of 1-249 characters from [a-zA-Z0-9._-] (the default, "
+                f"a topic name of {TOPIC_NAME_RULE} (the default, "
                 "<group>.autoscaler.speeds, is invalid when the group id has other characters)",
             )
 
@@ -104,6 +100,9 @@ class ConsumerConfig(GroupSettings):
     member_identity: str = field(default_factory=default_identity)
     session_timeout_ms: int = 10_000
     heartbeat_interval_ms: int = 3_000
+    # Longest time between two polls before the client leaves its group. The SDK polls all
+    # the time, also with no partitions; only a write blocking the loop this long counts.
+    max_poll_interval_ms: int = 300_000
     auto_offset_reset: str = "earliest"
     leader_delay_secs: float = 0.0
     security_protocol: str = "PLAINTEXT"
@@ -135,6 +134,8 @@ class ConsumerConfig(GroupSettings):
             self._fail("session_timeout_ms", "in [1000, 300000]")
         if not 50 <= self.heartbeat_interval_ms < self.session_timeout_ms:
             self._fail("heartbeat_interval_ms", "in [50, session_timeout_ms)")
+        if not (is_integer(self.max_poll_interval_ms) and self.max_poll_interval_ms >= 1000):
+            self._fail("max_poll_interval_ms", "an integer number of ms >= 1000")
         if self.auto_offset_reset not in ("earliest", "latest"):
             self._fail("auto_offset_reset", "earliest or latest")
         if _bad_number(self.replan_after_secs, minimum=0.0) or self.replan_after_secs > 3600:

@@ -5,20 +5,15 @@ protocol over TCP (librdkafka uses it for its own tests). Python exposes only th
 ``test.mock.num.brokers`` client setting, which builds a cluster private to that client;
 this module reaches the C API instead so one cluster can serve many clients and processes.
 
-Run it in a process of its own when other processes use it (``python -m
-consumer_sdk.embedded`` prints the bootstrap string): one thread serves all brokers, data
-lives in memory, and everything dies with the process. See README "Embedded broker".
+Run it in a process of its own when other processes use it (``kafka-autoscaler-broker``,
+:mod:`consumer_sdk.broker_cli`, prints the bootstrap string): one thread serves all brokers,
+data lives in memory, and everything dies with the process. See README "Embedded broker".
 """
 
 from __future__ import annotations
 
-import argparse
 import ctypes
 import glob
-import os
-import signal
-import sys
-import threading
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from pathlib import Path
@@ -84,9 +79,11 @@ def _load_library() -> ctypes.CDLL:
 
 
 class BrokerHandle(ABC):
-    """What both broker handles share: start/stop as a context manager, and the bootstrap
-    string once started. Subclasses implement :meth:`start` and :meth:`stop` and set
-    ``_bootstrap``."""
+    """What every broker handle (embedded, embedded in a child process, Apache Kafka) offers:
+    start/stop as a context manager, the bootstrap string once started, topic creation and
+    taking a broker down and up. Subclasses set ``_bootstrap`` and ``brokers``."""
+
+    brokers: int
 
     _bootstrap: str | None = None
 
@@ -97,6 +94,18 @@ class BrokerHandle(ABC):
     @abstractmethod
     def stop(self) -> None:
         """Stop the cluster."""
+
+    @abstractmethod
+    def create_topic(self, name: str, partitions: int, replication: int = 1) -> None:
+        """Create ``name`` with ``partitions`` partitions and ``replication`` replicas."""
+
+    @abstractmethod
+    def broker_down(self, broker_id: int) -> None:
+        """Take broker ``broker_id`` (1-based) down abruptly."""
+
+    @abstractmethod
+    def broker_up(self, broker_id: int) -> None:
+        """Bring broker ``broker_id`` back up."""
 
     def __enter__(self) -> Self:
         return self.start()
@@ -239,105 +248,3 @@ class EmbeddedKafka(BrokerHandle):
         lib, cluster = self._checked()
         array = (ctypes.c_int * len(errors))(*errors)
         lib.rd_kafka_mock_push_request_errors_array(cluster, api_key, len(errors), array)
-
-
-CONTROL_COMMANDS = ("create_topic", "broker_down", "broker_up", "set_rtt", "push_request_errors")
-
-
-def execute_control_line(broker: EmbeddedKafka, line: str) -> str:
-    """Run one control command (``create_topic NAME PARTITIONS [REPLICATION]``,
-    ``broker_down ID``, ``broker_up ID``, ``set_rtt ID MS``, ``push_request_errors API CODE...``)
-    and return the reply line: ``ok`` or ``error <message>``."""
-    words = line.split()
-    if not words:
-        return "error empty command"
-    command, raw_args = words[0], words[1:]
-    if command not in CONTROL_COMMANDS:
-        return f"error unknown command {command!r}; accepted: {', '.join(CONTROL_COMMANDS)}"
-    try:
-        if command == "create_topic":
-            name, *numbers = raw_args
-            broker.create_topic(name, *(int(n) for n in numbers))
-        elif command == "push_request_errors":
-            api_key, *codes = (int(n) for n in raw_args)
-            broker.push_request_errors(api_key, codes)
-        else:
-            getattr(broker, command)(*(int(n) for n in raw_args))
-    except (ValueError, TypeError, EmbeddedKafkaError) as exc:
-        return f"error {exc}"
-    return "ok"
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
-def parse_topic_spec(spec: str) -> tuple[str, int]:
-    """Parse ``NAME:PARTITIONS`` as given to ``--topic``."""
-    name, sep, count = spec.rpartition(":")
-    if not sep or not name or not count.isdigit() or int(count) < 1:
-        raise ValueError(
-            f"--topic must look like NAME:PARTITIONS with PARTITIONS >= 1, got {spec!r}"
-        )
-    return name, int(count)
-
-
-def _serve_control(broker: EmbeddedKafka, stop: threading.Event) -> None:
-    """Answer control commands read from stdin, one reply line per command, until EOF."""
-    for line in sys.stdin:
-        print(execute_control_line(broker, line), flush=True)
-    stop.set()
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the embedded broker in the foreground until SIGINT/SIGTERM."""
-    parser = argparse.ArgumentParser(
-        prog="kafka-autoscaler-broker",
-        description="Run librdkafka's mock Kafka cluster and print its bootstrap string.",
-    )
-    parser.add_argument("--brokers", type=int, default=3, help="broker count, 1..64 (default 3)")
-    parser.add_argument(
-        "--topic",
-        action="append",
-        default=[],
-        metavar="NAME:PARTITIONS",
-        help="create a topic at start (repeatable)",
-    )
-    parser.add_argument(
-        "--bootstrap-file",
-        type=Path,
-        help="also write the bootstrap string to this file (atomically) once ready",
-    )
-    parser.add_argument(
-        "--control",
-        action="store_true",
-        help="read control commands from stdin (create_topic, broker_down, ...) and stop at EOF",
-    )
-    args = parser.parse_args(argv)
-    try:
-        topics = [parse_topic_spec(spec) for spec in args.topic]
-        broker = EmbeddedKafka(brokers=args.brokers).start()
-    except ValueError as exc:
-        parser.error(str(exc))
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
-    try:
-        for name, partitions in topics:
-            broker.create_topic(name, partitions, replication=min(3, broker.brokers))
-        if args.bootstrap_file is not None:
-            _write_atomically(args.bootstrap_file, broker.bootstrap_servers + "\n")
-        # Printed last: a reader of stdout may rely on the file existing by then.
-        print(broker.bootstrap_servers, flush=True)
-        if args.control:
-            threading.Thread(target=_serve_control, args=(broker, stop), daemon=True).start()
-        stop.wait()
-    finally:
-        broker.stop()
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

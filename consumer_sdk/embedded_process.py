@@ -19,7 +19,7 @@ _START_TIMEOUT_S = 30.0
 
 
 class EmbeddedKafkaProcess(BrokerHandle):
-    """An embedded broker in a child process (``python -m consumer_sdk.embedded --control``)."""
+    """An embedded broker in a child process (``python -m consumer_sdk.broker_cli --control``)."""
 
     def __init__(self, brokers: int = 3) -> None:
         if not isinstance(brokers, int) or not 1 <= brokers <= 64:
@@ -37,7 +37,7 @@ class EmbeddedKafkaProcess(BrokerHandle):
             [
                 sys.executable,
                 "-m",
-                "consumer_sdk.embedded",
+                "consumer_sdk.broker_cli",
                 "--control",
                 "--brokers",
                 str(self.brokers),

@@ -15,7 +15,8 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 
-from consumer_sdk.embedded import EmbeddedKafka, EmbeddedKafkaError, execute_control_line
+from consumer_sdk.broker_cli import execute_control_line
+from consumer_sdk.embedded import EmbeddedKafka, EmbeddedKafkaError
 from consumer_sdk.embedded_process import EmbeddedKafkaProcess
 from tests.kafka_helpers import consume_keys, produce_numbered
 
@@ -67,7 +68,7 @@ class _DelayedLeaderAssignor(RoundRobinPartitionAssignor):
     """Round robin, but the leader waits briefly so followers' SyncGroup arrive first.
 
     The mock completes SyncGroup as soon as the leader's arrives; followers whose request
-    comes later get INVALID_REQUEST (DESIGN.md section 6).
+    comes later get INVALID_REQUEST (docs/architecture.md section 7).
     """
 
     name = "roundrobin"
@@ -233,7 +234,7 @@ def test_cli_prints_bootstrap_and_writes_the_file(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "consumer_sdk.embedded",
+            "consumer_sdk.broker_cli",
             "--brokers",
             "1",
             "--topic",
@@ -261,7 +262,7 @@ def test_cli_prints_bootstrap_and_writes_the_file(tmp_path: Path) -> None:
 
 def test_cli_rejects_a_bad_topic_spec() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "consumer_sdk.embedded", "--topic", "nopartitions"],
+        [sys.executable, "-m", "consumer_sdk.broker_cli", "--topic", "nopartitions"],
         capture_output=True,
         text=True,
         timeout=30,

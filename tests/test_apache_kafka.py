@@ -1,0 +1,138 @@
+"""Apache Kafka started from its jars, and the broker CLI's two kinds."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from consumer_sdk.apache_kafka import ApacheKafka, _Node, kafka_version, node_properties
+from consumer_sdk.broker_cli import MAX_PARTITIONS
+from consumer_sdk.clusters import ClusterKind, KafkaCluster
+from tests.kafka_helpers import consume_keys, produce_numbered
+
+
+def test_pinned_version_is_a_4x_release_with_share_groups() -> None:
+    major, minor, *_ = (int(part) for part in kafka_version().split("."))
+    assert (major, minor) >= (4, 2)
+
+
+def test_node_properties_for_three_combined_nodes(tmp_path: Path) -> None:
+    node = _Node(2, 9092, 9093, tmp_path)
+    properties = node_properties(node, "1@127.0.0.1:1,2@127.0.0.1:9093,3@127.0.0.1:3", 3)
+    assert properties["process.roles"] == "broker,controller"
+    assert properties["node.id"] == "2"
+    assert properties["listeners"].startswith("PLAINTEXT://127.0.0.1:9092,")
+    assert properties["offsets.topic.replication.factor"] == "3"
+    assert properties["group.initial.rebalance.delay.ms"] == "0"
+    assert int(properties["group.min.session.timeout.ms"]) <= 1000
+    assert properties["log.dirs"] == str(tmp_path / "data")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"brokers": 0}, "brokers must be"),
+        ({"brokers": 6}, "brokers must be"),
+        ({"heap_mb": 10}, "heap_mb must be"),
+    ],
+)
+def test_handle_rejects_bad_sizes(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        ApacheKafka(**kwargs)
+
+
+def test_session_cluster_node_down_and_up(kafka_cluster_handle: KafkaCluster) -> None:
+    """On the Apache leg: kill -9 of the single node, restart on its data, data still there."""
+    if kafka_cluster_handle.kind is not ClusterKind.APACHE:
+        pytest.skip("kill -9 and restart of a node is the Apache Kafka handle's")
+    cluster = kafka_cluster_handle
+    topic = cluster.create_topic(2)
+    produced = produce_numbered(cluster.bootstrap_servers, topic, 50, 2)
+    handle = cluster.broker_handle()
+    assert isinstance(handle, ApacheKafka)
+    pid = handle.node_pid(1)
+    cluster.broker_down(1)
+    assert handle.node_pid(1) is None
+    cluster.broker_up(1)
+    assert handle.node_pid(1) not in (None, pid)
+    keys = consume_keys(cluster.bootstrap_servers, [topic], 50, f"g-{topic}")
+    assert sorted(keys) == sorted(produced)
+
+
+def _broker_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "consumer_sdk.broker_cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--topic", "x" * 250 + ":1"], "--topic NAME must be 1-249 characters"),
+        (["--topic", "..:1"], "--topic NAME must be"),
+        (["--topic", "t:99999999"], f"PARTITIONS in [1, {MAX_PARTITIONS}]"),
+        (["--topic", "t:\u0661"], "PARTITIONS in"),
+        (["--topic", "t:2", "--topic", "t:3"], "given more than once"),
+        (["--bootstrap-file", "/nonexistent-dir/b.txt"], "directory '/nonexistent-dir'"),
+        (["--kind", "apache", "--brokers", "9"], "--brokers must be in [1, 5] for --kind apache"),
+        (["--brokers", "0"], "--brokers must be in [1, 64]"),
+    ],
+)
+def test_broker_cli_rejects_bad_input_in_one_line(args: list[str], message: str) -> None:
+    result = _broker_cli(*args)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith("kafka-autoscaler-broker: error:")
+
+
+def test_broker_cli_runs_apache_kafka(tmp_path: Path) -> None:
+    bootstrap_file = tmp_path / "bootstrap.txt"
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "consumer_sdk.broker_cli",
+            "--kind",
+            "apache",
+            "--topic",
+            "cli:2",
+            "--bootstrap-file",
+            str(bootstrap_file),
+            "--control",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None and process.stdin is not None
+        printed = process.stdout.readline().strip()
+        if not printed:
+            assert process.stderr is not None
+            pytest.fail(f"no bootstrap string; stderr: {process.stderr.read()}")
+        assert printed.startswith("127.0.0.1:")
+        assert bootstrap_file.read_text().strip() == printed
+        process.stdin.write("create_topic made 3\n")
+        process.stdin.flush()
+        assert process.stdout.readline().strip() == "ok"
+        process.stdin.write("set_rtt 1 5\n")
+        process.stdin.flush()
+        assert process.stdout.readline().startswith("error unknown command 'set_rtt'")
+        produced = produce_numbered(printed, "cli", 40, 2)
+        assert len(consume_keys(printed, ["cli"], 40, "g-cli")) == len(produced)
+    finally:
+        assert process.stdin is not None
+        process.stdin.close()
+        assert process.wait(timeout=60) == 0
+    assert process.stderr is not None
+    assert "node(s) ready in" in process.stderr.read()
