@@ -1,17 +1,30 @@
-"""Shared fixtures: the Kafka cluster every Kafka test runs against, and a topic factory.
+"""Shared fixtures: the Kafka clusters every Kafka test runs against, and a topic factory.
 
-``kafka`` yields a bootstrap string: ``KAFKA_BOOTSTRAP_SERVERS`` if set, else a testcontainers
-broker when a Docker engine answers, else the embedded broker (librdkafka's mock cluster in a
-child process). Tests needing an API the cluster lacks are skipped with that reason only.
+Every test that takes ``kafka`` (a bootstrap string), ``kafka_cluster_handle`` or
+``topic_factory`` runs once per kind of :func:`consumer_sdk.clusters.suite_cluster_kinds`:
+the embedded broker (librdkafka's mock cluster in a child process) and Apache Kafka started
+from its jars, or only the user's cluster when ``KAFKA_BOOTSTRAP_SERVERS`` is set. Test ids
+end in the kind (``[embedded]``, ``[apache]``). Where Java or the jars are missing the Apache
+leg is skipped with that one reason, unless ``KAFKA_AUTOSCALER_REQUIRE_CLUSTERS`` names it
+(CI does): then it fails. Tests needing an API the cluster lacks are skipped with that reason.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
 
 import pytest
 
-from consumer_sdk.clusters import Capability, KafkaCluster, kafka_cluster
+from consumer_sdk.apache_kafka import ApacheKafkaUnavailable
+from consumer_sdk.clusters import (
+    Capability,
+    ClusterKind,
+    KafkaCluster,
+    kafka_cluster,
+    required_cluster_kinds,
+    suite_cluster_kinds,
+)
 
 _MARKER_CAPABILITY = {
     "needs_create_topics": Capability.CREATE_TOPICS,
@@ -19,10 +32,23 @@ _MARKER_CAPABILITY = {
 }
 
 
-@pytest.fixture(scope="session")
-def kafka_cluster_handle() -> Iterator[KafkaCluster]:
-    """The session's cluster, started once."""
-    with kafka_cluster() as cluster:
+@contextlib.contextmanager
+def cluster_or_skip(kind: ClusterKind, brokers: int | None = None) -> Iterator[KafkaCluster]:
+    """Start a cluster of ``kind`` for a fixture; skip (or fail, if required) when Apache
+    Kafka cannot start here."""
+    try:
+        with kafka_cluster(kind, brokers=brokers) as cluster:
+            yield cluster
+    except ApacheKafkaUnavailable as exc:
+        if kind in required_cluster_kinds():
+            pytest.fail(f"the {kind.value} leg is required here but cannot start: {exc}")
+        pytest.skip(f"{kind.value} leg skipped: {exc}")
+
+
+@pytest.fixture(scope="session", params=suite_cluster_kinds(), ids=lambda kind: kind.value)
+def kafka_cluster_handle(request: pytest.FixtureRequest) -> Iterator[KafkaCluster]:
+    """The session's cluster of one kind, started once per kind."""
+    with cluster_or_skip(request.param) as cluster:
         yield cluster
 
 

@@ -1,6 +1,8 @@
-"""Chaos on the embedded broker: while records are produced, consumers are killed with
-SIGKILL and restarted, a broker goes down and comes back, OffsetCommit fails, members join
-and leave (forced rebalances). Afterwards the Spark table holds every produced
+"""Chaos on three brokers, embedded and Apache Kafka: while records are produced, consumers
+are killed with SIGKILL and restarted, a broker goes down and comes back (Apache Kafka: kill -9
+of one node of three and its restart, so partition leaders and the group coordinator move),
+OffsetCommit fails (embedded only: the mock injects errors, a real broker cannot be told to),
+members join and leave (forced rebalances). Afterwards the Spark table holds every produced
 (partition, offset) exactly once."""
 
 from __future__ import annotations
@@ -10,11 +12,14 @@ import uuid
 from collections import Counter
 from pathlib import Path
 
-from consumer_sdk.embedded_process import EmbeddedKafkaProcess
+import pytest
+
+from consumer_sdk.clusters import ClusterKind, suite_cluster_kinds
 from consumer_sdk.spark_config import SparkSinkConfig
 from consumer_sdk.spark_connect import SparkConnectServer
 from consumer_sdk.spark_sink import SparkTableSink
 from consumer_sdk.spark_tables import table_root
+from tests.conftest import cluster_or_skip
 from tests.kafka_helpers import produce_tracked
 from tests.sdk_helpers import wait_until
 from tests.test_spark_sink import first_rows_stored, start_writer, stop, stored_offsets
@@ -22,20 +27,26 @@ from tests.test_spark_sink import first_rows_stored, start_writer, stop, stored_
 PARTITIONS = 6
 OFFSET_COMMIT = 8  # Kafka API key
 # Retriable (14 coordinator loading, 16 not coordinator, 7 timeout) and one that forces a
-# full rejoin (27 rebalance in progress): DESIGN.md section 6.
+# full rejoin (27 rebalance in progress): docs/architecture.md section 7.
 COMMIT_ERRORS = (14, 16, 7, 27)
 
 
-def test_chaos_leaves_every_record_exactly_once_in_the_table(tmp_path: Path) -> None:
+KINDS = [k for k in suite_cluster_kinds() if k in (ClusterKind.EMBEDDED, ClusterKind.APACHE)]
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=lambda kind: kind.value)
+def test_chaos_leaves_every_record_exactly_once_in_the_table(
+    kind: ClusterKind, tmp_path: Path
+) -> None:
     topic = f"chaos-{uuid.uuid4().hex[:6]}"
     config = SparkSinkConfig(
         warehouse=str(tmp_path / "warehouse"), database="chaos", value_format="text"
     )
     with (
-        EmbeddedKafkaProcess(brokers=3) as broker,
+        cluster_or_skip(kind, brokers=3) as broker,
         SparkConnectServer(tmp_path / "warehouse") as spark,
     ):
-        broker.create_topic(topic, PARTITIONS, 3)
+        broker.broker_handle().create_topic(topic, PARTITIONS, 3)
         kafka = broker.bootstrap_servers
         group = f"g-{topic}"
         remote = ("--remote", spark.url)
@@ -69,8 +80,9 @@ def test_chaos_leaves_every_record_exactly_once_in_the_table(tmp_path: Path) -> 
             broker.broker_down(2)
             wait_until(lambda: False, timeout_s=3)  # stays down ~3 s while load goes on
             broker.broker_up(2)
-            # 3. OffsetCommit fails, retriably and with a forced rejoin.
-            broker.push_request_errors(OFFSET_COMMIT, COMMIT_ERRORS)
+            # 3. OffsetCommit fails, retriably and with a forced rejoin (embedded only).
+            if broker.embedded is not None:
+                broker.embedded.push_request_errors(OFFSET_COMMIT, COMMIT_ERRORS)
             # 4. forced rebalances: a member joins, another leaves gracefully.
             assert progress_after(written())
             members["w-3"] = start_writer(kafka, group, topic, "w-3", config, *remote)

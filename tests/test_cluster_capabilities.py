@@ -16,7 +16,8 @@ from tests.kafka_helpers import consume_keys, produce_numbered
 def test_create_topics_api(kafka: str) -> None:
     """Runs on real clusters only: the embedded broker has no CreateTopics."""
     name = f"admin-{uuid.uuid4().hex[:8]}"
-    futures = AdminClient({"bootstrap.servers": kafka}).create_topics([NewTopic(name, 2, 1)])
+    admin = AdminClient({"bootstrap.servers": kafka})  # kept: its futures die with it
+    futures = admin.create_topics([NewTopic(name, 2, 1)])
     futures[name].result(timeout=30)
     produced = produce_numbered(kafka, name, 20, 2)
     assert sorted(consume_keys(kafka, [name], 20, f"g-{name}")) == sorted(produced)
