@@ -192,6 +192,7 @@ class AutoscalingConsumer:
             auto_offset_reset=config.auto_offset_reset,
             session_timeout_ms=config.session_timeout_ms,
             heartbeat_interval_ms=config.heartbeat_interval_ms,
+            max_poll_interval_ms=config.max_poll_interval_ms,
             fetch_max_wait_ms=100,
             # Fetch big enough to fill a batch in a few round trips (defaults: 1 MiB/partition).
             max_partition_fetch_bytes=4 * MIB,
@@ -245,13 +246,16 @@ class AutoscalingConsumer:
     async def close(self) -> None:
         """Flush what is pending (best effort), commit, leave the group, stop readers."""
         self._stopping.set()
-        consumer, self._consumer = self._consumer, None
+        consumer = self._consumer
         if consumer is not None:
             async with self._lock:
                 with contextlib.suppress(WriteAbandoned):
                     await self._settle_writes()
                     await self._flush(None)
                 await self._settle_commit()
+                await self._commit_before_leaving()
+            # Only now: the commits above go through this client.
+            self._consumer = None
             self._change_ownership("revoked", set(self.assigned))
             await consumer.stop()  # sends LeaveGroup
         await self.snapshots.stop()
@@ -442,6 +446,26 @@ class AutoscalingConsumer:
             self._uncommitted = {**wanted, **self._uncommitted}
             metrics.COMMIT_FAILURES.labels(self.config.group).inc()
             log.warning("offset commit failed (%r); will retry", exc)
+
+    async def _commit_before_leaving(self) -> None:
+        """Commit what is still uncommitted (deferred during a rejoin, or failed) before the
+        member leaves, so the next owners do not read it again. Waits for a rejoin in flight
+        and retries, for at most one session timeout."""
+        consumer = self._consumer
+        deadline = time.monotonic() + self.config.session_timeout_ms / 1000
+        while self._uncommitted and consumer is not None and time.monotonic() < deadline:
+            if getattr(consumer._coordinator, "rejoining", False):
+                await asyncio.sleep(0.05)  # the coordinator task completes the join
+                continue
+            await self._commit({})
+            if self._uncommitted:
+                await asyncio.sleep(0.1)
+        if self._uncommitted:
+            log.warning(
+                "leaving with %d partition(s) uncommitted: their next owners read the last "
+                "batch again (the sink's stored offsets keep a table exactly once)",
+                len(self._uncommitted),
+            )
 
     def _check_overload(self) -> None:
         """Ask the group for a re-plan when this member stays above its capacity (the

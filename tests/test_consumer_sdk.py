@@ -12,7 +12,7 @@ import pytest
 from assignor import TopicPartition
 from assignor.group_plan import GroupPlan
 from assignor.plugin import MemberState, PluginStats, build_assignor
-from consumer_sdk.clusters import KafkaCluster
+from consumer_sdk.clusters import ClusterKind, KafkaCluster
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.consumer import RetryPolicy
 from consumer_sdk.sink import CallbackSink, Record
@@ -456,3 +456,37 @@ def test_overloaded_member_asks_for_a_replan(kafka: str, topic_factory: Callable
     finally:
         for member in members:
             member.stop()
+
+
+def test_a_member_without_partitions_stays_in_the_group(
+    kafka_cluster_handle: KafkaCluster, topic_factory: Callable[..., str]
+) -> None:
+    """aiokafka issue 720: an idle member leaves its group after max_poll_interval_ms when it
+    stops polling. The SDK keeps polling with nothing assigned, so a member left without
+    partitions stays, for three times the interval, and no rebalance happens."""
+    kafka = kafka_cluster_handle.bootstrap_servers
+    topic = topic_factory(1)
+    group = f"g-{topic}"
+    seen = SeenRecords()
+    members = start_members(kafka, group, [topic], 2, seen.write, max_poll_interval_ms=1000)
+    try:
+        assert wait_until(lambda: group_settled(members, 1))
+        consumers = [m.consumer for m in members if m.consumer is not None]
+        [idle] = [c for c in consumers if not c.assigned]
+        generations = [c.state.generation for c in consumers]
+        idle_events = len(idle.ownership_log)
+        # Records keep flowing to the busy member for 3 s: three poll intervals.
+        produced = produce_tracked(kafka, topic, 300, 1, pause_every=10, pause_s=0.1)
+        assert wait_until(lambda: seen.total() == len(produced))
+        assert [c.state.generation for c in consumers] == generations
+        assert len(idle.ownership_log) == idle_events and not idle.assigned
+        if kafka_cluster_handle.kind is not ClusterKind.EMBEDDED:  # DescribeGroups: real only
+            from confluent_kafka.admin import AdminClient
+
+            admin = AdminClient({"bootstrap.servers": kafka})
+            description = admin.describe_consumer_groups([group])[group].result(timeout=30)
+            assert len(description.members) == 2
+    finally:
+        for member in members:
+            member.stop()
+    assert seen.duplicates() == 0
