@@ -2,11 +2,56 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import KafkaError, TopicAlreadyExistsError
 
 from consumer_sdk.snapshot import Snapshot, decode
+
+log = logging.getLogger(__name__)
+
+# The speeds topic holds one small record per snapshot, keyed by group: compaction keeps the
+# latest per group, and anything older than a day goes whatever its key (a group that is gone).
+SPEEDS_TOPIC_CONFIG = {
+    "cleanup.policy": "compact,delete",
+    "retention.ms": str(24 * 3600 * 1000),
+    "segment.ms": str(3600 * 1000),
+    "min.insync.replicas": "1",
+}
+
+
+async def ensure_speeds_topic(
+    bootstrap_servers: str, topic: str, client_options: dict[str, Any] | None = None
+) -> bool:
+    """Create the speeds topic (one partition, replication min(3, brokers), compacted with a
+    day's retention) unless it exists. Returns whether it was created. A cluster without the
+    CreateTopics API (the embedded broker) is told about it in a log line, not an error."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers, **(client_options or {}))
+    await admin.start()
+    try:
+        if topic in await admin.list_topics():
+            return False
+        cluster = await admin.describe_cluster()
+        replication = max(1, min(3, len(cluster.get("brokers", []))))
+        response = await admin.create_topics(
+            [NewTopic(topic, 1, replication, topic_configs=SPEEDS_TOPIC_CONFIG)]
+        )
+        for name, code, *_ in response.topic_errors:
+            if code == TopicAlreadyExistsError.errno:
+                return False
+            if code != 0:
+                log.warning("could not create the speeds topic %s: error code %d", name, code)
+                return False
+        log.info("created the speeds topic %s (replication %d)", topic, replication)
+        return True
+    except KafkaError as exc:
+        log.warning("could not create the speeds topic %s: %r", topic, exc)
+        return False
+    finally:
+        await admin.close()
 
 
 class SnapshotPublisher:
@@ -21,7 +66,9 @@ class SnapshotPublisher:
         self._producer: AIOKafkaProducer | None = None
 
     async def start(self) -> None:
-        """Connect (aiokafka clients must be created inside the running loop)."""
+        """Create the topic if missing and connect (aiokafka clients must be created inside
+        the running loop)."""
+        await ensure_speeds_topic(self._bootstrap, self.topic, self._options)
         self._producer = AIOKafkaProducer(
             bootstrap_servers=self._bootstrap, acks="all", **self._options
         )

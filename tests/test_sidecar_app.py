@@ -6,6 +6,7 @@ import asyncio
 import json
 import urllib.error
 import urllib.request
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,12 +15,14 @@ from confluent_kafka import Producer
 
 from assignor.backlog import DrainRule
 from assignor.group_plan import SpeedView
+from consumer_sdk.clusters import Capability, KafkaCluster
 from consumer_sdk.snapshot_cache import SnapshotCache
 from sidecar.app import Sidecar
 from sidecar.config import SidecarConfig, parse_args
 from sidecar.controller import Action
 from sidecar.http import serve
 from sidecar.leader import FileLease
+from sidecar.publisher import SPEEDS_TOPIC_CONFIG, ensure_speeds_topic
 
 BASE = ["--bootstrap-servers", "k:9092", "--group", "g", "--topics", "a,b", "--capacity", "100"]
 
@@ -179,3 +182,23 @@ def test_loop_scales_publishes_and_serves(
     assert by_name == pytest.approx({f"{topic}:{p}": 90.0 for p in range(4)})
     # The assignor packs by the rule the controller sized the group by.
     assert view.drain == DrainRule(config.drain_seconds, config.wait_time_secs)
+
+
+def test_the_speeds_topic_is_created_compacted_with_a_retention(
+    kafka_cluster_handle: KafkaCluster,
+) -> None:
+    kafka = kafka_cluster_handle.bootstrap_servers
+    topic = f"g-{uuid.uuid4().hex[:8]}.autoscaler.speeds"
+    created = asyncio.run(ensure_speeds_topic(kafka, topic))
+    if not kafka_cluster_handle.supports(Capability.CREATE_TOPICS):
+        assert not created  # said in a log line; the sidecar goes on
+        return
+    assert created
+    assert not asyncio.run(ensure_speeds_topic(kafka, topic))  # exists: left as it is
+    from confluent_kafka.admin import AdminClient, ConfigResource  # type: ignore[attr-defined]
+
+    admin = AdminClient({"bootstrap.servers": kafka})
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    configs = admin.describe_configs([resource])[resource].result(timeout=30)
+    for key, value in SPEEDS_TOPIC_CONFIG.items():
+        assert configs[key].value == value, key
