@@ -91,7 +91,7 @@ def build_assignor(
     """An assignor class bound to this member's state and speed source.
 
     ``leader_delay_s`` delays the leader's answer so followers' SyncGroup reach the broker
-    first: needed with the embedded broker only (DESIGN.md section 6), keep 0 elsewhere.
+    first: needed with the embedded broker only (docs/architecture.md section 7), keep 0 elsewhere.
     """
     if leader_delay_s < 0 or leader_delay_s > 5:
         raise ValueError(f"leader_delay_s must be in [0, 5], got {leader_delay_s!r}")

@@ -1,4 +1,4 @@
-"""The paper's measurement streams (DESIGN.md section 1), seeded."""
+"""The paper's measurement streams (docs/architecture.md section 1), seeded."""
 
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ Rates = Callable[[int], np.ndarray]
 
 
 def random_walk(partitions: int, capacity: float, delta: float, seed: int) -> Rates:
-    """The paper's walk (DESIGN.md section 1), per second, scaled so the load needs about
+    """The paper's walk (docs/architecture.md section 1), per second, scaled so the load needs about
     ``partitions / 4`` consumers on average."""
     rng = np.random.default_rng(seed)
     top = capacity / 2

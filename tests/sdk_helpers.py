@@ -16,7 +16,7 @@ from consumer_sdk.consumer import AutoscalingConsumer, RetryPolicy
 from consumer_sdk.sink import CallbackSink, Record, Sink
 from consumer_sdk.snapshot import Snapshot
 
-# Short timings for the embedded broker (DESIGN.md section 6).
+# Short timings for the embedded broker (docs/architecture.md section 7).
 FAST_GROUP = {
     "session_timeout_ms": 1500,
     "heartbeat_interval_ms": 100,

@@ -1,4 +1,4 @@
-"""Rules every heuristic obeys (DESIGN.md section 2), checked on generated inputs."""
+"""Rules every heuristic obeys (docs/architecture.md section 3), checked on generated inputs."""
 
 from __future__ import annotations
 

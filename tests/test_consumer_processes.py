@@ -80,7 +80,7 @@ def test_killed_member_partitions_move_and_nothing_is_lost(
     duplicated = {key for key, n in total.items() if n > 1}
     if kafka_cluster_handle.kind is not ClusterKind.EMBEDDED:
         # Duplicates only for what the killed member wrote but had not committed. The
-        # embedded broker rejects OffsetCommit during a rejoin (DESIGN.md section 6), so
+        # embedded broker rejects OffsetCommit during a rejoin (docs/architecture.md section 7), so
         # there the survivors' last batch before the eager rebalance comes back too.
         assert duplicated <= set(rows[1])
 
