@@ -7,14 +7,18 @@ Every heuristic fills a :class:`BinPool`. It applies the rules all heuristics sh
   members are fixed, the first unused member in keep-priority order;
 * when every member is already open, a partition that fits nowhere goes to the least loaded
   bin (worst fit on residual), which spreads an unavoidable overload evenly.
+
+Open bins are indexed by load (:class:`assignor.load_index.LoadIndex`): a fit rule answers in
+O(log B), so packing P partitions costs O(P log B), not O(P x B).
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from enum import StrEnum
 
+from assignor.load_index import LoadIndex
 from assignor.types import Assignment, TopicPartition
 
 # Relative tolerance when comparing loads with the capacity (float sums drift).
@@ -47,6 +51,10 @@ class BinPool:
         self.load: dict[str, float] = {}
         self.items: dict[str, list[TopicPartition]] = {}
         self._next_index = 0  # lowest "cN" not known to be open
+        self._order: dict[str, int] = {}  # opening order: ties go to the earliest opened
+        self._opened = 0
+        self._index = LoadIndex()  # the open bins that fit rules may choose
+        self.slowest_placed = float("inf")  # a lower bound of the speeds in the pool
 
     # opening ----------------------------------------------------------------------------
     @property
@@ -82,6 +90,9 @@ class BinPool:
             raise AssertionError(f"bin {bin_id} is already open")
         self.load[bin_id] = 0.0
         self.items[bin_id] = []
+        self._order[bin_id] = self._opened
+        self._opened += 1
+        self._index.set(bin_id, 0.0, self._order[bin_id])
 
     # filling ----------------------------------------------------------------------------
     def fits(self, bin_id: str, speed: float, limit: float | None = None) -> bool:
@@ -91,13 +102,36 @@ class BinPool:
 
     def add(self, bin_id: str, tp: TopicPartition) -> None:
         """Put partition ``tp`` into open bin ``bin_id``."""
-        self.load[bin_id] += self.speeds[tp]
+        speed = self.speeds[tp]
+        self.load[bin_id] += speed
         self.items[bin_id].append(tp)
+        self.slowest_placed = min(self.slowest_placed, speed)
+        self._reindex(bin_id)
 
     def remove(self, bin_id: str, tp: TopicPartition) -> None:
         """Take partition ``tp`` out of ``bin_id``."""
         self.items[bin_id].remove(tp)
         self.load[bin_id] -= self.speeds[tp]
+        self._reindex(bin_id)
+
+    def _reindex(self, bin_id: str) -> None:
+        if bin_id in self._index:
+            self._index.set(bin_id, self.load[bin_id], self._order[bin_id])
+
+    def set_loads(self, loads: dict[str, float]) -> None:
+        """Put back loads saved before moves that were undone (a sum and its difference
+        need not give back the same float)."""
+        for bin_id, load in loads.items():
+            self.load[bin_id] = load
+            self._reindex(bin_id)
+
+    def set_aside(self, bin_id: str) -> None:
+        """Keep ``bin_id`` open but out of every fit rule's choice until :meth:`restore`."""
+        self._index.discard(bin_id)
+
+    def restore(self, bin_id: str) -> None:
+        """Let fit rules choose ``bin_id`` again."""
+        self._index.set(bin_id, self.load[bin_id], self._order[bin_id])
 
     def close(self, bin_id: str) -> None:
         """Close an empty bin."""
@@ -105,36 +139,42 @@ class BinPool:
             raise AssertionError(f"bin {bin_id} is not empty")
         del self.load[bin_id]
         del self.items[bin_id]
+        del self._order[bin_id]
+        self._index.discard(bin_id)
         self._next_index = 0  # a lower "cN" may be free again
 
-    def choose(
-        self,
-        speed: float,
-        fit: Fit,
-        limit: float | None = None,
-        candidates: Iterable[str] | None = None,
-    ) -> str | None:
+    def choose(self, speed: float, fit: Fit, limit: float | None = None) -> str | None:
         """The open bin ``fit`` picks for an item of ``speed``, or None if none fits."""
+        bound = (self.capacity if limit is None else limit) * (1 + EPSILON)
+
+        def fits(load: float) -> bool:
+            return load + speed <= bound
+
         if fit is Fit.NEXT:
             last = next(reversed(self.load), None)
-            return last if last is not None and self.fits(last, speed, limit) else None
-        chosen: str | None = None
-        for bin_id in self.load if candidates is None else candidates:
-            if not self.fits(bin_id, speed, limit):
-                continue
-            if fit is Fit.FIRST:
-                return bin_id
-            if (
-                chosen is None
-                or (fit is Fit.BEST and self.load[bin_id] > self.load[chosen])
-                or (fit is Fit.WORST and self.load[bin_id] < self.load[chosen])
-            ):
-                chosen = bin_id
-        return chosen
+            return last if last is not None and fits(self.load[last]) else None
+        if fit is Fit.FIRST:
+            return self._index.earliest_fitting(fits)
+        if fit is Fit.BEST:
+            return self._index.fullest_fitting(fits, bound - speed)
+        emptiest = self._index.emptiest()
+        return emptiest if emptiest is not None and fits(self.load[emptiest]) else None
+
+    def fitting_bins(self, speed: float, limit: float) -> Iterator[tuple[float, str]]:
+        """(load, bin) of the bins ``speed`` fits into below ``limit``, fullest first."""
+        bound = limit * (1 + EPSILON)
+        return self._index.descending_fitting(lambda load: load + speed <= bound, bound - speed)
+
+    def ascending(self) -> Iterator[tuple[float, str]]:
+        """(load, bin) of the bins fit rules may choose, least loaded first."""
+        return self._index.ascending()
 
     def least_loaded(self) -> str:
         """The open bin with the smallest load (earliest opened on ties)."""
-        return min(self.load, key=self.load.__getitem__)
+        emptiest = self._index.emptiest()
+        if emptiest is None:
+            raise AssertionError("no open bin")
+        return emptiest
 
     def place(self, tp: TopicPartition, fit: Fit, limit: float | None = None) -> str:
         """Put ``tp`` where ``fit`` says; open a bin if none fits; spread overload when full."""

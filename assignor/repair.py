@@ -19,9 +19,11 @@ room for the next drift (fewer moves later) at the price of more consumers.
 
 from __future__ import annotations
 
+import itertools
+
 from assignor.base import Heuristic
 from assignor.binpool import EPSILON, BinPool, Fit, decreasing, group_by_owner
-from assignor.ejection import Layout, Move, plan_ejection
+from assignor.ejection import Move, plan_ejection
 from assignor.metrics import lower_bound
 from assignor.types import Assignment, TopicPartition
 from assignor.validation import Problem
@@ -130,62 +132,57 @@ class Repair(Heuristic):
             self._consolidate(pool, limit)
         return pool.assignment()
 
-    def _layout(self, pool: BinPool, limit: float, without: str | None = None) -> Layout:
-        consumers = [c for c in pool.load if c != without]
-        return Layout(
-            pool.speeds,
-            limit * (1 + EPSILON),
-            {c: pool.load[c] for c in consumers},
-            {c: list(pool.items[c]) for c in consumers},
-        )
-
     def _place_in_open(self, pool: BinPool, tp: TopicPartition, limit: float) -> bool:
         """Put ``tp`` into an open consumer, directly or by ejection; False if impossible."""
-        direct = pool.choose(pool.speeds[tp], Fit.BEST, limit)
+        speed = pool.speeds[tp]
+        direct = pool.choose(speed, Fit.BEST, limit)
         if direct is not None:
             pool.add(direct, tp)
             return True
-        if not pool.load or self.max_eject == 0:
-            return False
-        planned = plan_ejection(self._layout(pool, limit), tp, self.max_eject)
+        planned = plan_ejection(pool, speed, limit, self.max_eject, pool.slowest_placed)
         if planned is None:
             return False
         host, moves = planned
-        self._apply(pool, moves)
+        for move in moves:
+            self._apply(pool, move)
         pool.add(host, tp)
         return True
 
     def _consolidate(self, pool: BinPool, limit: float) -> None:
         floor = lower_bound(pool.speeds, pool.capacity)
         while len(pool.load) > floor:
-            lightest = sorted(pool.load, key=lambda c: (pool.load[c], c))
-            if not any(self._try_empty(pool, c, limit) for c in lightest[:CONSOLIDATION_ATTEMPTS]):
+            lightest = [c for _, c in itertools.islice(pool.ascending(), CONSOLIDATION_ATTEMPTS)]
+            if not any(self._try_empty(pool, c, limit) for c in lightest):
                 return
 
     def _try_empty(self, pool: BinPool, victim: str, limit: float) -> bool:
         """Move all of ``victim``'s partitions elsewhere and close it, or change nothing."""
-        layout = self._layout(pool, limit, without=victim)
-        plan: list[Move] = []
-        for tp in decreasing(pool.items[victim], pool.speeds):
-            host = layout.best_fit(pool.speeds[tp])
+        pool.set_aside(victim)
+        saved: dict[str, float] = {}  # exact loads of touched consumers, put back on failure
+        applied: list[Move] = []
+        for tp in decreasing(list(pool.items[victim]), pool.speeds):
+            speed = pool.speeds[tp]
+            host = pool.choose(speed, Fit.BEST, limit)
             moves: list[Move] = []
-            if host is None and self.max_eject:
-                planned = plan_ejection(layout, tp, self.max_eject)
+            if host is None:
+                planned = plan_ejection(pool, speed, limit, self.max_eject, pool.slowest_placed)
                 if planned is not None:
                     host, moves = planned
             if host is None:
+                for move in reversed(applied):
+                    self._apply(pool, Move(move.tp, move.target, move.source))
+                pool.set_loads(saved)
+                pool.restore(victim)
                 return False
-            for move in moves:
-                layout.apply(move)
-            layout.load[host] += pool.speeds[tp]
-            layout.items[host].append(tp)
-            plan.extend([*moves, Move(tp, victim, host)])
-        self._apply(pool, plan)
+            for move in [*moves, Move(tp, victim, host)]:
+                for consumer in (move.source, move.target):
+                    saved.setdefault(consumer, pool.load[consumer])
+                self._apply(pool, move)
+                applied.append(move)
         pool.close(victim)
         return True
 
     @staticmethod
-    def _apply(pool: BinPool, moves: list[Move]) -> None:
-        for move in moves:
-            pool.remove(move.source, move.tp)
-            pool.add(move.target, move.tp)
+    def _apply(pool: BinPool, move: Move) -> None:
+        pool.remove(move.source, move.tp)
+        pool.add(move.target, move.tp)

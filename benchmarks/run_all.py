@@ -9,6 +9,7 @@ from benchmarks import (
     embedded_memory,
     latency,
     paper,
+    planner_scale,
     sidecar_cycle,
     simulate,
     spark_sink,
@@ -21,6 +22,7 @@ def main() -> int:
     for module in (
         paper,
         latency,
+        planner_scale,
         embedded_memory,
         consume_throughput,
         spark_sink,
