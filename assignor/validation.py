@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeGuard
@@ -58,9 +59,23 @@ def is_integer(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+INT64_MAX = 2**63 - 1
+_FLOAT_MAX_INT = int(sys.float_info.max)
+
+
+def is_int64(value: object) -> TypeGuard[int]:
+    """An int (not a bool) that fits Kafka's 64-bit offsets and counters."""
+    return is_integer(value) and -INT64_MAX - 1 <= value <= INT64_MAX
+
+
 def is_finite_number(value: object) -> TypeGuard[int | float]:
-    """An int or float (not a bool) that is neither infinite nor NaN."""
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    """An int or float (not a bool) that is neither infinite nor NaN, and, for an int, within
+    a float's range (a 400-digit integer is no usable number)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    if isinstance(value, int):
+        return abs(value) <= _FLOAT_MAX_INT
+    return math.isfinite(value)
 
 
 def check_non_negative(value: object, field: str) -> float:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
@@ -168,12 +168,16 @@ _REAL = frozenset({Capability.CREATE_TOPICS, Capability.DESCRIBE_LOG_DIRS})
 
 @contextlib.contextmanager
 def kafka_cluster(
-    kind: ClusterKind | None = None, *, brokers: int | None = None
+    kind: ClusterKind | None = None,
+    *,
+    brokers: int | None = None,
+    apache_settings: Mapping[str, str] | None = None,
 ) -> Iterator[KafkaCluster]:
     """Yield a running cluster of ``kind`` (default :func:`default_cluster_kind`) and clean
     it up. ``brokers`` sizes the clusters started here (embedded 3, Apache Kafka 1 by
-    default). Raises :class:`consumer_sdk.apache_kafka.ApacheKafkaUnavailable` when Apache
-    Kafka cannot start here (no Java, jars not fetchable)."""
+    default); ``apache_settings`` are node properties for Apache Kafka. Raises
+    :class:`consumer_sdk.apache_kafka.ApacheKafkaUnavailable` when Apache Kafka cannot start
+    here (no Java, jars not fetchable)."""
     kind = kind if kind is not None else default_cluster_kind()
     if kind is ClusterKind.EXTERNAL:
         external = os.environ.get(BOOTSTRAP_ENV, "").strip()
@@ -187,7 +191,7 @@ def kafka_cluster(
             bootstrap = container.get_bootstrap_server()
             yield KafkaCluster(bootstrap, kind, _REAL, _admin_topic_creator(bootstrap))
     elif kind is ClusterKind.APACHE:
-        with ApacheKafka(brokers=brokers or 1) as apache:
+        with ApacheKafka(brokers=brokers or 1, settings=apache_settings) as apache:
             yield KafkaCluster(
                 apache.bootstrap_servers, kind, _REAL, apache.create_topic, handle=apache
             )

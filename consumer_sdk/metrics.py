@@ -44,6 +44,11 @@ ASSIGNOR_FALLBACKS = Counter(
 SNAPSHOTS_IGNORED = Counter(
     "autoscaler_snapshots_ignored_total", "Speed snapshots ignored", ["group", "reason"]
 )
+SNAPSHOT_READER_FAILURES = Counter(
+    "autoscaler_snapshot_reader_failures_total",
+    "Times the speed snapshot reader stopped (unreachable broker, ...) and was restarted",
+    ["group"],
+)
 REPLANS = Counter(
     "autoscaler_consumer_replans_total",
     "Re-plans this member asked for (it stayed above capacity)",

@@ -25,7 +25,7 @@ from typing import Any
 
 from assignor import TopicPartition
 from assignor.backlog import DrainRule
-from assignor.validation import is_finite_number, is_integer
+from assignor.validation import is_finite_number, is_int64
 
 SNAPSHOT_VERSION = 1
 UNITS = ("records/s", "bytes/s")
@@ -110,7 +110,7 @@ def speeds_topic(group: str) -> str:
 def _non_negative(value: object, integer: bool) -> bool:
     """An integer (or, unless ``integer``, a finite number) >= 0."""
     if integer:
-        return is_integer(value) and value >= 0
+        return is_int64(value) and value >= 0
     return is_finite_number(value) and value >= 0
 
 
@@ -164,8 +164,10 @@ def decode(data: bytes | str) -> Snapshot:
     """Parse and validate one snapshot record; SnapshotError names the bad field."""
     try:
         raw = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except ValueError as exc:  # JSONDecodeError, bad UTF-8, an integer of over 4300 digits
         raise SnapshotError(f"snapshot is not JSON: {exc}") from None
+    except RecursionError:
+        raise SnapshotError("snapshot is nested too deeply to be one") from None
     if not isinstance(raw, dict):
         raise SnapshotError("snapshot must be a JSON object")
     if raw.get("version") != SNAPSHOT_VERSION:

@@ -25,6 +25,10 @@ from consumer_sdk.snapshot import Snapshot, SnapshotError, decode
 
 log = logging.getLogger(__name__)
 TAIL_RECORDS = 10
+# A snapshot stamped further ahead of this clock is refused: one such record would otherwise
+# stay "latest" and make every real one look out of order.
+MAX_CLOCK_SKEW_S = 30.0
+RETRY_BACKOFF_S = (1.0, 30.0)  # first and longest wait before the reader reconnects
 
 
 @dataclass
@@ -35,7 +39,9 @@ class SnapshotCounters:
     malformed: int = 0
     other_group: int = 0
     out_of_order: int = 0
+    from_future: int = 0
     stale_views: int = 0
+    reader_failures: int = 0
 
 
 class SnapshotCache:
@@ -67,14 +73,25 @@ class SnapshotCache:
         """Consider one record value (public for tests and for in-process publishers)."""
         try:
             snapshot = decode(value or b"")
-        except SnapshotError as exc:
+        except Exception as exc:  # SnapshotError, or anything a hostile record provokes
             self.counters.malformed += 1
             metrics.SNAPSHOTS_IGNORED.labels(self.group, "malformed").inc()
-            log.warning("ignoring malformed speed snapshot on %s: %s", self.topic, exc)
+            reason = exc if isinstance(exc, SnapshotError) else repr(exc)[:200]
+            log.warning("ignoring malformed speed snapshot on %s: %s", self.topic, reason)
             return
         if snapshot.group != self.group:
             self.counters.other_group += 1
             metrics.SNAPSHOTS_IGNORED.labels(self.group, "other_group").inc()
+            return
+        ahead = snapshot.timestamp - self._clock()
+        if ahead > MAX_CLOCK_SKEW_S:
+            self.counters.from_future += 1
+            metrics.SNAPSHOTS_IGNORED.labels(self.group, "from_future").inc()
+            log.warning(
+                "ignoring speed snapshot stamped %.0f s in the future (clock skew bound %.0f s)",
+                ahead,
+                MAX_CLOCK_SKEW_S,
+            )
             return
         latest = self.latest
         if latest is not None and (snapshot.timestamp, snapshot.sequence) <= (
@@ -118,6 +135,28 @@ class SnapshotCache:
             self._task = None
 
     async def _run(self) -> None:
+        """Read for ever: whatever stops a reading (an unreachable broker, a deleted topic, a
+        bug) is logged in one line, counted, and followed by a new reader after a back-off."""
+        backoff = RETRY_BACKOFF_S[0]
+        while True:
+            try:
+                await self._read()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self.counters.reader_failures += 1
+                metrics.SNAPSHOT_READER_FAILURES.labels(self.group).inc()
+                log.warning(
+                    "speed snapshot reader of %s stopped (%r); retrying in %.0f s",
+                    self.topic,
+                    exc,
+                    backoff,
+                )
+                self._caught_up.set()  # nobody waits for a reader that cannot read
+                await asyncio.sleep(backoff)
+                backoff = min(RETRY_BACKOFF_S[1], backoff * 2)
+
+    async def _read(self) -> None:
         consumer = AIOKafkaConsumer(
             bootstrap_servers=self._bootstrap,
             enable_auto_commit=False,

@@ -1,14 +1,18 @@
-"""The speed snapshot codec: round trip, validation naming the field, freshness."""
+"""The speed snapshot codec (round trip, validation naming the field, freshness) and the
+consumers' snapshot cache under hostile records and an unreachable broker."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
 
 from assignor import TopicPartition
 from assignor.backlog import DrainRule
+from consumer_sdk.apache_kafka import free_port
 from consumer_sdk.snapshot import PartitionStat, Snapshot, SnapshotError, decode, speeds_topic
+from consumer_sdk.snapshot_cache import MAX_CLOCK_SKEW_S, SnapshotCache
 
 TP = TopicPartition("orders", 3)
 
@@ -98,8 +102,69 @@ def test_freshness() -> None:
             '"timestamp": NaN, "topics": {}}',
             "timestamp must be a finite number",
         ),
+        # Hostile inputs that used to raise outside SnapshotError and kill the reader.
+        ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+        (json.dumps(sample(sequence=10**400)), "sequence must be an integer >= 0"),
+        (json.dumps(sample(timestamp=10**400)), "timestamp must be a finite number"),
+        (json.dumps(sample(sequence=2**63)), "sequence must be an integer >= 0"),
+        (
+            json.dumps(sample(topics=columns(end_offset=[10**30]))),
+            r"topics\['t'\].end_offset\[0\] must be an integer >= 0",
+        ),
+        (json.dumps(sample(topics=columns(speed=[10**400]))), "must be a finite number >= 0"),
+        ('{"sequence": ' + "9" * 5000 + "}", "not JSON"),
     ],
 )
 def test_malformed_snapshots_name_the_field(raw: bytes | str, message: str) -> None:
     with pytest.raises(SnapshotError, match=message):
         decode(raw)
+
+
+class ManualClock:
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_cache_survives_hostile_records_and_refuses_the_future() -> None:
+    clock = ManualClock(1000.0)
+    cache = SnapshotCache("127.0.0.1:1", "speeds", "g", max_age_s=30, clock=clock)
+    for hostile in (
+        b"[" * 100_000,
+        json.dumps(sample(sequence=10**400)).encode(),
+        b'{"timestamp": ' + b"1" * 5000 + b"}",
+        None,
+    ):
+        cache.offer(hostile)
+    assert cache.counters.malformed == 4 and cache.latest is None
+    # A valid snapshot stamped a year ahead is refused, so it cannot pin "latest".
+    cache.offer(json.dumps(sample(timestamp=1000.0 + 365 * 86400, sequence=99)).encode())
+    assert cache.counters.from_future == 1 and cache.latest is None
+    # Within the skew bound it is taken; real ones after it keep coming in.
+    cache.offer(json.dumps(sample(timestamp=1000.0 + MAX_CLOCK_SKEW_S / 2)).encode())
+    assert cache.latest is not None
+    clock.now = 1100.0
+    cache.offer(json.dumps(sample(timestamp=1099.0, sequence=5)).encode())
+    assert cache.latest is not None and cache.latest.timestamp == 1099.0
+    assert cache.view() is not None
+
+
+def test_the_reader_outlives_an_unreachable_broker() -> None:
+    """Started while no broker answers, the reader keeps retrying (counted) instead of
+    dying; stop() ends it at once."""
+
+    async def run() -> tuple[int, bool]:
+        cache = SnapshotCache(f"127.0.0.1:{free_port()}", "speeds", "g", max_age_s=30)
+        await cache.start(catch_up_timeout_s=10)
+        for _ in range(400):  # bounded: at most 20 s
+            if cache.counters.reader_failures:
+                break
+            await asyncio.sleep(0.05)
+        alive = cache._task is not None and not cache._task.done()
+        await cache.stop()
+        return cache.counters.reader_failures, alive
+
+    failures, alive = asyncio.run(run())
+    assert failures >= 1 and alive
