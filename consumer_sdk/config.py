@@ -57,6 +57,18 @@ class GroupSettings:
         """How field ``name`` is called in an error message."""
         return f"{name} ({env_name(name)})"
 
+    def shared_environment(self) -> dict[str, str]:
+        """The shared fields as ``AUTOSCALER_*`` variables: what a process started with this
+        environment (a consumer the sidecar's local scaler starts) reads back as the same
+        settings, however they were given here (flags or variables)."""
+        environment: dict[str, str] = {}
+        for f in fields(GroupSettings):
+            value = getattr(self, f.name)
+            environment[env_name(f.name)] = (
+                ",".join(value) if isinstance(value, tuple) else str(value)
+            )
+        return environment
+
     def _fail(self, name: str, accepted: str) -> NoReturn:
         raise ConfigError(f"{self.label(name)} must be {accepted}, got {getattr(self, name)!r}")
 

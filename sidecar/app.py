@@ -179,10 +179,16 @@ class Sidecar:
         )
 
     def healthy(self) -> bool:
-        """A tick completed recently (within three intervals plus 5 s)."""
-        return self.last_tick is not None and (
+        """A tick completed recently (within three intervals plus 5 s) and the scaler
+        reports no problem (such as a crash-looping consumer)."""
+        ticking = self.last_tick is not None and (
             self.clock() - self.last_tick <= 3 * self.config.interval + 5
         )
+        return ticking and not self.scaler_problems()
+
+    def scaler_problems(self) -> list[str]:
+        """The scaler's problems (none without a scaler)."""
+        return self.scaler.problems() if self.scaler is not None else []
 
     def status(self) -> dict[str, Any]:
         """What /status shows."""
@@ -202,7 +208,7 @@ class Sidecar:
             "lags": {f"{tp.topic}:{tp.partition}": v for tp, v in sorted(reading.lags().items())}
             if reading
             else {},
-            "problems": reading.problems if reading else [],
+            "problems": (reading.problems if reading else []) + self.scaler_problems(),
             "last_decision": None
             if decision is None
             else {

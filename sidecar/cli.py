@@ -34,9 +34,12 @@ def kubernetes_client() -> Any:
 def build_scaler(config: SidecarConfig) -> Scaler | None:
     """The scaler the configuration names."""
     if config.scaler == "local":
+        # The consumers read the settings they share with the sidecar from AUTOSCALER_*
+        # variables: hand them over however they were given here (flags or variables).
         return LocalScaler(
             shlex.split(config.consumer_command),
             identity_prefix=config.identity_prefix,
+            env={**os.environ, **config.shared_environment()},
             max_replicas=config.max_replicas,
         )
     if config.scaler == "kubernetes":
@@ -77,7 +80,8 @@ async def run(config: SidecarConfig) -> None:
         if server is not None:
             server.shutdown()
         if scaler is not None:
-            scaler.close()
+            # Consumers take a while to flush and leave; the loop stays free meanwhile.
+            await asyncio.to_thread(scaler.close)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

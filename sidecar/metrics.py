@@ -33,3 +33,13 @@ ERRORS = Counter("autoscaler_errors_total", "Errors by kind", ["kind"], registry
 SNAPSHOTS = Counter(
     "autoscaler_snapshots_published_total", "Speed snapshots published", registry=REGISTRY
 )
+CONSUMER_CRASHES = Counter(
+    "autoscaler_consumer_crashes_total",
+    "Consumers started by the local scaler that exited by themselves",
+    registry=REGISTRY,
+)
+CRASH_LOOPING = Gauge(
+    "autoscaler_consumers_crash_looping",
+    "Consumers of the local scaler that crashed three times in a row or more",
+    registry=REGISTRY,
+)

@@ -23,6 +23,7 @@ from sidecar.controller import Action
 from sidecar.http import serve
 from sidecar.leader import FileLease
 from sidecar.publisher import SPEEDS_TOPIC_CONFIG, ensure_speeds_topic
+from sidecar.scalers.local import LocalScaler
 
 BASE = ["--bootstrap-servers", "k:9092", "--group", "g", "--topics", "a,b", "--capacity", "100"]
 
@@ -65,6 +66,20 @@ def test_flags_and_environment() -> None:
         ),
     ],
 )
+def test_the_local_scaler_hands_the_shared_settings_to_its_consumers() -> None:
+    """Given by flags, not variables, the settings still reach the consumers it starts."""
+    from consumer_sdk.config import ConsumerConfig
+    from sidecar.cli import build_scaler
+
+    config = parse_args([*BASE, "--wait-time-secs", "2", "--heuristic", "mbf"], {})
+    scaler = build_scaler(config)
+    assert isinstance(scaler, LocalScaler)
+    consumer = ConsumerConfig.from_env(scaler.env)
+    assert consumer.bootstrap_servers == "k:9092" and consumer.topics == ("a", "b")
+    assert consumer.capacity == 100.0 and consumer.wait_time_secs == 2.0
+    assert consumer.heuristic == "mbf" and consumer.snapshot_topic == config.snapshot_topic
+
+
 def test_bad_configuration_exits_2_naming_the_flag(
     argv: list[str], environ: dict[str, str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -86,6 +101,10 @@ class RecordingScaler:
     def __init__(self, replicas: int) -> None:
         self.count = replicas
         self.calls: list[int] = []
+        self.trouble: list[str] = []
+
+    def problems(self) -> list[str]:
+        return self.trouble
 
     def replicas(self) -> int:
         return self.count
@@ -130,6 +149,14 @@ def test_loop_scales_publishes_and_serves(
             assert f'autoscaler_partition_speed{{partition="0",topic="{topic}"}} 90.0' in page
             assert 'autoscaler_decisions_total{action="scale_up"}' in page
             assert urllib.request.urlopen(base + "/healthz", timeout=10).status == 200
+            # A crash-looping consumer: /healthz says so, /status says which.
+            scaler.trouble = ["consumer sink-0 is crash-looping: exited 3 times in a row"]
+            with pytest.raises(urllib.error.HTTPError) as looping:
+                urllib.request.urlopen(base + "/healthz", timeout=10)
+            assert looping.value.code == 503
+            status = json.loads(urllib.request.urlopen(base + "/status", timeout=10).read())
+            assert scaler.trouble[0] in status["problems"] and status["healthy"] is False
+            scaler.trouble = []
             clock.now += 60  # no tick for a minute: unhealthy
             with pytest.raises(urllib.error.HTTPError) as unhealthy:
                 urllib.request.urlopen(base + "/healthz", timeout=10)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from sidecar.leader import FileLease
-from sidecar.scalers.local import LocalScaler
+from sidecar.scalers.local import HEALTHY_RUN_S, LocalScaler, _Crashes
 from tests.sdk_helpers import wait_until
 
 ROOT = Path(__file__).parent.parent
@@ -41,9 +41,10 @@ def test_scale_up_and_down_by_ordinal(tmp_path: Path) -> None:
         scaler.scale(3)
         assert wait_until(lambda: started(tmp_path) == {"sink-0", "sink-1", "sink-2"})
         assert scaler.replicas() == 3
-        scaler.scale(1)  # the highest ordinals go, each by SIGTERM
-        assert stopped(tmp_path) == {"sink-1", "sink-2"}
+        scaler.scale(1)  # the highest ordinals go, each by SIGTERM, without waiting here
         assert scaler.replicas() == 1
+        assert wait_until(lambda: stopped(tmp_path) == {"sink-1", "sink-2"})
+        assert wait_until(lambda: scaler.replicas() == 1 and not scaler.stopping)
         scaler.scale(2)  # the lowest free ordinal comes back
         assert sorted(scaler.processes) == [0, 1]
     finally:
@@ -68,8 +69,59 @@ def test_consumer_ignoring_sigterm_is_killed(tmp_path: Path) -> None:
     assert wait_until(lambda: len(started(tmp_path)) == 1)
     process = scaler.processes[0]
     scaler.scale(0)
+    assert wait_until(lambda: scaler.replicas() == 0 and not scaler.stopping)
     assert process.returncode == -signal.SIGKILL
     assert stopped(tmp_path) == set()
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_crash_looping_consumer_backs_off_and_is_reported(tmp_path: Path) -> None:
+    clock = FakeClock()
+    scaler = LocalScaler(
+        [sys.executable, "-c", "import sys; sys.exit(2)"], identity_prefix="sink", clock=clock
+    )
+    starts = 0
+    for crash in range(1, 4):
+        scaler.scale(1)
+        starts += 1
+        process = scaler.processes[0]
+        process.wait(30)
+        assert scaler.replicas() == 0
+        assert scaler.crashes[0].count == crash
+        scaler.scale(1)  # within the back-off: not started again
+        assert not scaler.processes
+        clock.now = scaler.crashes[0].next_start  # the back-off doubles: 1, 2, 4 s
+    assert starts == 3
+    assert scaler.crash_looping() == [0]
+    [problem] = scaler.problems()
+    assert "sink-0 is crash-looping: exited 3 times in a row (last exit code 2)" in problem
+
+
+def test_a_long_healthy_run_forgives_earlier_crashes(tmp_path: Path) -> None:
+    clock = FakeClock()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    scaler = LocalScaler(
+        [sys.executable, "-m", "tests.fake_consumer", str(tmp_path)],
+        identity_prefix="sink",
+        env=env,
+        clock=clock,
+    )
+    try:
+        scaler.crashes[0] = _Crashes(count=5, last_code=1, next_start=clock.now)
+        scaler.scale(1)
+        assert scaler.crash_looping() == [0]
+        clock.now += HEALTHY_RUN_S
+        assert scaler.replicas() == 1
+        assert scaler.crash_looping() == [] and scaler.problems() == []
+    finally:
+        scaler.close()
 
 
 def test_bad_scale_requests(tmp_path: Path) -> None:

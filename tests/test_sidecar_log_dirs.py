@@ -103,6 +103,9 @@ def test_unsupported_cluster_falls_back_to_records(
         def scale(self, replicas: int) -> None:
             raise AssertionError("must not scale on speeds in the wrong unit")
 
+        def problems(self) -> list[str]:
+            return []
+
         def close(self) -> None:
             return None
 

@@ -16,6 +16,11 @@ class Scaler(Protocol):
         """Run exactly ``replicas`` consumers; raise if the platform refuses."""
         ...
 
+    def problems(self) -> list[str]:
+        """What is wrong with the replicas now (for example a crash-looping consumer), one
+        line each; empty when nothing is."""
+        ...
+
     def close(self) -> None:
         """Release what the scaler holds (local: stop the consumers)."""
         ...

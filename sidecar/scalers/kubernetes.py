@@ -60,6 +60,10 @@ class KubernetesScaler:
         else:
             self.apps.patch_namespaced_stateful_set_scale(self.name, self.namespace, body)
 
+    def problems(self) -> list[str]:
+        """Pod health is Kubernetes' to report (CrashLoopBackOff): nothing here."""
+        return []
+
     def replicas(self) -> int:
         """``spec.replicas`` of the scale subresource."""
         return int(self._read().spec.replicas or 0)

@@ -3,18 +3,49 @@
 Replicas are numbered like StatefulSet pods: member identity ``<prefix>-<ordinal>``. Scaling
 up starts the lowest free ordinals; scaling down stops the highest first, which are the
 members the assignor empties first (assignor.group_plan.removal_order). Stopping sends
-SIGTERM (the consumer flushes, commits and leaves the group), then SIGKILL after a timeout.
+SIGTERM (the consumer flushes, commits and leaves the group) and does not wait: a stopping
+consumer is reaped later, killed if it outlives ``stop_timeout_s``, and its ordinal is not
+reused before it is gone (never two members with one identity).
+
+A consumer that exits by itself crashed (consumers run until told to stop). Its ordinal is
+restarted after a back-off that doubles with every crash in a row (1 s up to 60 s); a run of
+``HEALTHY_RUN_S`` forgives the past. Three crashes in a row make it crash-looping: a problem
+:meth:`LocalScaler.problems` reports (the sidecar shows it in /status, /healthz, metrics).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
 import subprocess
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from sidecar import metrics
 
 log = logging.getLogger(__name__)
+
+HEALTHY_RUN_S = 30.0
+BACKOFF_S = (1.0, 60.0)  # after the first crash, and the longest
+CRASH_LOOP = 3  # crashes in a row that make a member crash-looping
+
+
+@dataclass
+class _Crashes:
+    """An ordinal's crashes in a row."""
+
+    count: int
+    last_code: int
+    next_start: float
+
+
+@dataclass
+class _Running:
+    process: subprocess.Popen[bytes]
+    started: float
 
 
 class LocalScaler:
@@ -28,6 +59,7 @@ class LocalScaler:
         env: Mapping[str, str] | None = None,
         stop_timeout_s: float = 30.0,
         max_replicas: int = 64,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if not command:
             raise ValueError("command must name the consumer program to run")
@@ -38,52 +70,56 @@ class LocalScaler:
         self.env = dict(os.environ if env is None else env)
         self.stop_timeout_s = stop_timeout_s
         self.max_replicas = max_replicas
-        self.processes: dict[int, subprocess.Popen[bytes]] = {}
+        self.clock = clock
+        self.running: dict[int, _Running] = {}
+        self.stopping: dict[int, tuple[subprocess.Popen[bytes], float]] = {}
+        self.crashes: dict[int, _Crashes] = {}
+
+    @property
+    def processes(self) -> dict[int, subprocess.Popen[bytes]]:
+        """The running consumers' processes by ordinal."""
+        return {ordinal: run.process for ordinal, run in self.running.items()}
 
     def identity(self, ordinal: int) -> str:
         """Member identity of the replica with this ordinal."""
         return f"{self.identity_prefix}-{ordinal}"
 
     def replicas(self) -> int:
-        """Replicas running now (exited ones are reaped and logged)."""
-        for ordinal, process in list(self.processes.items()):
-            code = process.poll()
-            if code is not None:
-                log.warning("consumer %s exited with %s", self.identity(ordinal), code)
-                del self.processes[ordinal]
-        return len(self.processes)
+        """Replicas running now (crashed ones are reaped and counted, stopping ones are
+        reaped or killed when overdue)."""
+        now = self.clock()
+        for ordinal, run in list(self.running.items()):
+            code = run.process.poll()
+            if code is None:
+                if now - run.started >= HEALTHY_RUN_S:
+                    self.crashes.pop(ordinal, None)
+                continue
+            del self.running[ordinal]
+            self._crashed(ordinal, code, now - run.started, now)
+        self._reap_stopping(now)
+        metrics.CRASH_LOOPING.set(len(self.crash_looping()))
+        return len(self.running)
 
-    def scale(self, replicas: int) -> None:
-        """Run exactly ``replicas`` consumers."""
-        if not isinstance(replicas, int) or not 0 <= replicas <= self.max_replicas:
-            raise ValueError(f"replicas must be in [0, {self.max_replicas}], got {replicas!r}")
-        current = self.replicas()
-        if replicas > current:
-            free = (o for o in range(self.max_replicas) if o not in self.processes)
-            for ordinal in [next(free) for _ in range(replicas - current)]:
-                env = {**self.env, "AUTOSCALER_MEMBER_IDENTITY": self.identity(ordinal)}
-                self.processes[ordinal] = subprocess.Popen(self.command, env=env)
-                log.info(
-                    "started consumer %s (pid %d)",
-                    self.identity(ordinal),
-                    self.processes[ordinal].pid,
-                )
-        elif replicas < current:
-            doomed = sorted(self.processes, reverse=True)[: current - replicas]
-            self._stop(doomed)
+    def _crashed(self, ordinal: int, code: int, ran_s: float, now: float) -> None:
+        previous = self.crashes.get(ordinal)
+        count = 1 if previous is None or ran_s >= HEALTHY_RUN_S else previous.count + 1
+        backoff = min(BACKOFF_S[1], BACKOFF_S[0] * 2 ** (count - 1))
+        self.crashes[ordinal] = _Crashes(count, code, now + backoff)
+        metrics.CONSUMER_CRASHES.inc()
+        log.warning(
+            "consumer %s exited with %s after %.1f s (crash %d in a row); restart in %.0f s",
+            self.identity(ordinal),
+            code,
+            ran_s,
+            count,
+            backoff,
+        )
 
-    def close(self) -> None:
-        """Stop every consumer."""
-        self._stop(sorted(self.processes, reverse=True))
-
-    def _stop(self, ordinals: Sequence[int]) -> None:
-        for ordinal in ordinals:
-            self.processes[ordinal].send_signal(signal.SIGTERM)
-        for ordinal in ordinals:
-            process = self.processes.pop(ordinal)
-            try:
-                process.wait(self.stop_timeout_s)
-            except subprocess.TimeoutExpired:
+    def _reap_stopping(self, now: float) -> None:
+        for ordinal, (process, deadline) in list(self.stopping.items()):
+            if process.poll() is None and now < deadline:
+                continue
+            if process.poll() is None:
                 log.error(
                     "consumer %s ignored SIGTERM for %.0f s: killed",
                     self.identity(ordinal),
@@ -91,4 +127,63 @@ class LocalScaler:
                 )
                 process.kill()
                 process.wait()
+            del self.stopping[ordinal]
             log.info("stopped consumer %s (exit %s)", self.identity(ordinal), process.returncode)
+
+    def crash_looping(self) -> list[int]:
+        """Ordinals that crashed :data:`CRASH_LOOP` times in a row or more."""
+        return sorted(o for o, c in self.crashes.items() if c.count >= CRASH_LOOP)
+
+    def problems(self) -> list[str]:
+        """One line per crash-looping consumer."""
+        now = self.clock()
+        lines = []
+        for ordinal in self.crash_looping():
+            crash = self.crashes[ordinal]
+            lines.append(
+                f"consumer {self.identity(ordinal)} is crash-looping: exited {crash.count} "
+                f"times in a row (last exit code {crash.last_code}); next start in "
+                f"{max(0.0, crash.next_start - now):.0f} s"
+            )
+        return lines
+
+    def scale(self, replicas: int) -> None:
+        """Run ``replicas`` consumers: start the lowest free ordinals (an ordinal backing off
+        after a crash keeps its place and starts when its back-off ends), stop the highest."""
+        if not isinstance(replicas, int) or not 0 <= replicas <= self.max_replicas:
+            raise ValueError(f"replicas must be in [0, {self.max_replicas}], got {replicas!r}")
+        current = self.replicas()
+        if replicas > current:
+            now = self.clock()
+            free = [
+                o
+                for o in range(self.max_replicas)
+                if o not in self.running and o not in self.stopping
+            ]
+            for ordinal in free[: replicas - current]:
+                crash = self.crashes.get(ordinal)
+                if crash is None or crash.next_start <= now:
+                    self._start(ordinal, now)
+        elif replicas < current:
+            self._stop(sorted(self.running, reverse=True)[: current - replicas])
+
+    def _start(self, ordinal: int, now: float) -> None:
+        env = {**self.env, "AUTOSCALER_MEMBER_IDENTITY": self.identity(ordinal)}
+        process = subprocess.Popen(self.command, env=env)
+        self.running[ordinal] = _Running(process, now)
+        log.info("started consumer %s (pid %d)", self.identity(ordinal), process.pid)
+
+    def _stop(self, ordinals: Sequence[int]) -> None:
+        deadline = self.clock() + self.stop_timeout_s
+        for ordinal in ordinals:
+            run = self.running.pop(ordinal)
+            run.process.send_signal(signal.SIGTERM)
+            self.stopping[ordinal] = (run.process, deadline)
+
+    def close(self) -> None:
+        """Stop every consumer and wait for them (at most ``stop_timeout_s``, then kill)."""
+        self._stop(sorted(self.running, reverse=True))
+        for process, deadline in list(self.stopping.values()):
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(max(0.0, deadline - self.clock()))
+        self._reap_stopping(float("inf"))
