@@ -19,6 +19,7 @@ from pathlib import Path
 
 from consumer_sdk.config import ConfigError, ConsumerConfig
 from consumer_sdk.consumer import AutoscalingConsumer
+from consumer_sdk.lifeline import IDENTITY_LOCK_ENV, PARENT_ENV, die_with_parent, hold_identity_lock
 from consumer_sdk.sink import CallbackSink, Record, Sink
 
 
@@ -78,12 +79,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sink", default=os.environ.get("AUTOSCALER_SINK", "null"))
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    parent = os.environ.get(PARENT_ENV, "")
+    if parent.isdigit() and not die_with_parent(int(parent)):
+        print("kafka-autoscaler-consumer: the sidecar that started it is gone", file=sys.stderr)
+        return 0
     try:
         config = ConsumerConfig.from_env()
         consumer = AutoscalingConsumer(config, parse_sink(args.sink, config.member_identity))
     except ConfigError as exc:
         print(f"kafka-autoscaler-consumer: error: {exc}", file=sys.stderr)
         return 2
+    lock_path = os.environ.get(IDENTITY_LOCK_ENV, "")
+    lock = hold_identity_lock(Path(lock_path)) if lock_path else None
+    if lock_path and lock is None:
+        print(
+            f"kafka-autoscaler-consumer: error: member identity {config.member_identity} is "
+            f"still held by another consumer ({lock_path})",
+            file=sys.stderr,
+        )
+        return 3
     consumer.run()
     return 0
 

@@ -41,6 +41,7 @@ def build_scaler(config: SidecarConfig) -> Scaler | None:
             identity_prefix=config.identity_prefix,
             env={**os.environ, **config.shared_environment()},
             max_replicas=config.max_replicas,
+            lock_dir=config.lock_path.with_name(config.lock_path.name + ".members"),
         )
     if config.scaler == "kubernetes":
         from sidecar.scalers.kubernetes import KubernetesScaler

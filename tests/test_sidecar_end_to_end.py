@@ -10,11 +10,13 @@ import socket
 import subprocess
 import sys
 import threading
+import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from confluent_kafka import Producer
 
 from tests.sdk_helpers import wait_until
@@ -134,3 +136,78 @@ def test_sidecar_scales_real_consumers_and_nothing_is_lost(
     assert {"sink-0", "sink-1", "sink-2"} <= set(rows(out))
     assert not status(port)  # the endpoint is gone with the process
     assert consumers_running(out) == []  # and the sidecar stopped its consumers on the way out
+
+
+def test_consumers_do_not_outlive_a_killed_sidecar(
+    kafka: str, topic_factory: Callable[..., str], tmp_path: Path
+) -> None:
+    """kill -9 of the sidecar: its consumers get SIGTERM from the kernel and leave; a new
+    sidecar starts each member identity once."""
+    topic = topic_factory(2)
+    out = tmp_path / "out"
+    out.mkdir()
+    consumer = (
+        f"{shlex.quote(sys.executable)} -m consumer_sdk.cli --sink jsonl:{out}/{{identity}}.jsonl"
+    )
+    args = [
+        *("--bootstrap-servers", kafka, "--group", f"g-{topic}", "--topics", topic),
+        *("--capacity", "1000", "--min-replicas", "2", "--max-replicas", "2"),
+        *("--snapshot-topic", topic_factory(1, prefix="speeds"), "--interval", "0.5"),
+        *("--consumer-command", consumer, "--identity-prefix", "sink"),
+        *("--lock-file", str(tmp_path / "lock"), "--http-port", "0"),
+    ]
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "AUTOSCALER_SESSION_TIMEOUT_MS": "1500",
+        "AUTOSCALER_HEARTBEAT_INTERVAL_MS": "100",
+        "AUTOSCALER_LEADER_DELAY_SECS": "0.1",
+    }
+
+    def start() -> subprocess.Popen[bytes]:
+        return subprocess.Popen([sys.executable, "-m", "sidecar.cli", *args], env=env, cwd=ROOT)
+
+    sidecar = start()
+    try:
+        assert wait_until(lambda: len(consumers_running(out)) == 2, timeout_s=60)
+        sidecar.kill()
+        sidecar.wait(30)
+        assert wait_until(lambda: consumers_running(out) == [], timeout_s=60)
+        sidecar = start()
+        assert wait_until(lambda: len(consumers_running(out)) == 2, timeout_s=60)
+    finally:
+        sidecar.send_signal(signal.SIGTERM)
+        sidecar.wait(60)
+    assert wait_until(lambda: consumers_running(out) == [], timeout_s=30)
+
+
+def test_a_sidecar_that_cannot_reach_kafka_says_so_retries_and_stops_on_sigterm(
+    tmp_path: Path,
+) -> None:
+    port = free_port()
+    sidecar = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "sidecar.cli"),
+            *("--bootstrap-servers", f"127.0.0.1:{free_port()}", "--group", "g"),
+            *("--topics", "t", "--capacity", "10", "--scaler", "none"),
+            *("--http-port", str(port), "--lock-file", str(tmp_path / "lock")),
+        ],
+        cwd=ROOT,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert wait_until(lambda: "cannot reach Kafka" in str(status(port).get("problems")), 60)
+        assert status(port)["healthy"] is False
+        with pytest.raises(urllib.error.HTTPError) as unhealthy:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5)
+        assert unhealthy.value.code == 503
+        assert sidecar.poll() is None  # still retrying
+    finally:
+        sidecar.send_signal(signal.SIGTERM)
+        code = sidecar.wait(30)
+    assert sidecar.stderr is not None
+    errors = sidecar.stderr.read()
+    assert code == 0
+    assert "Traceback" not in errors
+    assert "cannot reach Kafka at 127.0.0.1:" in errors

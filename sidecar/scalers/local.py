@@ -11,6 +11,10 @@ A consumer that exits by itself crashed (consumers run until told to stop). Its 
 restarted after a back-off that doubles with every crash in a row (1 s up to 60 s); a run of
 ``HEALTHY_RUN_S`` forgives the past. Three crashes in a row make it crash-looping: a problem
 :meth:`LocalScaler.problems` reports (the sidecar shows it in /status, /healthz, metrics).
+
+Consumers die with the sidecar (:mod:`consumer_sdk.lifeline`: SIGTERM when their parent
+dies, even by kill -9) and hold a lock per member identity while they run; an identity whose
+lock is still held (a consumer of a dead sidecar still flushing) is not started again.
 """
 
 from __future__ import annotations
@@ -20,10 +24,13 @@ import logging
 import os
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
+from consumer_sdk.lifeline import IDENTITY_LOCK_ENV, PARENT_ENV, identity_free
 from sidecar import metrics
 
 log = logging.getLogger(__name__)
@@ -59,6 +66,7 @@ class LocalScaler:
         env: Mapping[str, str] | None = None,
         stop_timeout_s: float = 30.0,
         max_replicas: int = 64,
+        lock_dir: Path | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if not command:
@@ -70,6 +78,9 @@ class LocalScaler:
         self.env = dict(os.environ if env is None else env)
         self.stop_timeout_s = stop_timeout_s
         self.max_replicas = max_replicas
+        # One folder per sidecar (the CLI keeps it beside its leader lock, so a restarted
+        # sidecar finds its predecessor's consumers); a private one when not given.
+        self.lock_dir = lock_dir or Path(tempfile.mkdtemp(prefix="kafka-autoscaler-members-"))
         self.clock = clock
         self.running: dict[int, _Running] = {}
         self.stopping: dict[int, tuple[subprocess.Popen[bytes], float]] = {}
@@ -83,6 +94,10 @@ class LocalScaler:
     def identity(self, ordinal: int) -> str:
         """Member identity of the replica with this ordinal."""
         return f"{self.identity_prefix}-{ordinal}"
+
+    def identity_lock(self, ordinal: int) -> Path:
+        """The lock file the consumer of this ordinal holds while it runs."""
+        return self.lock_dir / f"{self.identity(ordinal)}.lock"
 
     def replicas(self) -> int:
         """Replicas running now (crashed ones are reaped and counted, stopping ones are
@@ -162,13 +177,25 @@ class LocalScaler:
             ]
             for ordinal in free[: replicas - current]:
                 crash = self.crashes.get(ordinal)
-                if crash is None or crash.next_start <= now:
-                    self._start(ordinal, now)
+                if crash is not None and crash.next_start > now:
+                    continue
+                if not identity_free(self.identity_lock(ordinal)):
+                    log.warning(
+                        "%s still runs (an earlier consumer): not started twice",
+                        self.identity(ordinal),
+                    )
+                    continue
+                self._start(ordinal, now)
         elif replicas < current:
             self._stop(sorted(self.running, reverse=True)[: current - replicas])
 
     def _start(self, ordinal: int, now: float) -> None:
-        env = {**self.env, "AUTOSCALER_MEMBER_IDENTITY": self.identity(ordinal)}
+        env = {
+            **self.env,
+            "AUTOSCALER_MEMBER_IDENTITY": self.identity(ordinal),
+            PARENT_ENV: str(os.getpid()),
+            IDENTITY_LOCK_ENV: str(self.identity_lock(ordinal)),
+        }
         process = subprocess.Popen(self.command, env=env)
         self.running[ordinal] = _Running(process, now)
         log.info("started consumer %s (pid %d)", self.identity(ordinal), process.pid)
