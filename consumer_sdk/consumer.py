@@ -151,31 +151,46 @@ class AutoscalingConsumer:
         await self._start_client()
 
     async def _start_client(self) -> None:
-        """Create the client and join; if joining fails (e.g. SyncGroup refused), start
-        over with backoff instead of dying, until a stop is requested."""
+        """Create the client and join; if joining fails (Kafka unreachable, SyncGroup
+        refused, ...), start over with backoff instead of dying, until a stop is requested:
+        a stop ends a join or a back-off at once."""
         delays = iter(RetryPolicy(first_delay_s=0.5, max_delay_s=10.0).delays())
-        while True:
+        while not self._stopping.is_set():
             consumer = self._new_client()
             self._consumer = consumer  # before start(): the join may call back at once
-            try:
-                await consumer.start()  # returns once the first assignment arrived
+            joining = asyncio.create_task(consumer.start())  # done at the first assignment
+            stopping = asyncio.create_task(self._stopping.wait())
+            await asyncio.wait({joining, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            stopping.cancel()
+            if not joining.done():
+                joining.cancel()
+                with contextlib.suppress(asyncio.CancelledError, KafkaError):
+                    await joining
+            elif joining.exception() is None:
                 if self.state.cooperative:
                     make_cooperative(consumer, self.state)
                 return
-            except KafkaError as exc:
+            else:
+                exc = joining.exception()
+                assert exc is not None
+                if not isinstance(exc, KafkaError):
+                    await consumer.stop()
+                    raise exc  # a bug, not an outage
                 metrics.POLL_ERRORS.labels(self.config.group, type(exc).__name__).inc()
-                await consumer.stop()
-                self._consumer = None
-                if self._stopping.is_set():
-                    raise
-                delay = next(delays)
-                log.warning(
-                    "joining group %s failed (%r); retrying in %.1f s",
-                    self.config.group,
-                    exc,
-                    delay,
-                )
-                await asyncio.sleep(delay)
+            await consumer.stop()
+            self._consumer = None
+            if self._stopping.is_set():
+                return
+            delay = next(delays)
+            log.warning(
+                "joining group %s at %s failed (%r); retrying in %.1f s",
+                self.config.group,
+                self.config.bootstrap_servers,
+                joining.exception(),
+                delay,
+            )
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), delay)
 
     def _new_client(self) -> AIOKafkaConsumer:
         config = self.config

@@ -163,8 +163,8 @@ class SnapshotCache:
             fetch_max_wait_ms=200,
             **self._options,
         )
-        await consumer.start()
         try:
+            await consumer.start()
             partitions = await self._wait_for_topic(consumer)
             consumer.assign(partitions)
             ends = await consumer.end_offsets(partitions)

@@ -16,6 +16,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from aiokafka.errors import KafkaError
+
 from assignor import TopicPartition
 from sidecar import metrics
 from sidecar.config import SidecarConfig
@@ -70,6 +72,7 @@ class Sidecar:
         self.last_reading: Reading | None = None
         self.last_decision: Decision | None = None
         self.decisions: list[Decision] = []
+        self.connect_problem: str | None = None
 
     async def start(self) -> None:
         """Connect the monitor and publisher."""
@@ -83,9 +86,41 @@ class Sidecar:
         if self.lease is not None:
             self.lease.release()
 
+    async def connect(self, stop: asyncio.Event) -> bool:
+        """Start, retrying with a back-off while Kafka cannot be reached (one log line each
+        time; unhealthy meanwhile: no tick yet). False if ``stop`` came first."""
+        backoff = 1.0
+        while not stop.is_set():
+            starting = asyncio.create_task(self.start())
+            stopping = asyncio.create_task(stop.wait())
+            await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            stopping.cancel()
+            if not starting.done():  # SIGTERM while connecting: stop at once
+                starting.cancel()
+                with contextlib.suppress(asyncio.CancelledError, KafkaError):
+                    await starting
+                await self.stop()
+                return False
+            try:
+                starting.result()
+                return True
+            except KafkaError as exc:
+                metrics.ERRORS.labels("connect").inc()
+                self.connect_problem = (
+                    f"cannot reach Kafka at {self.config.bootstrap_servers}: {exc}"
+                )
+                log.warning("%s; retrying in %.0f s", self.connect_problem, backoff)
+                await self.stop()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), backoff)
+                backoff = min(30.0, backoff * 2)
+        return False
+
     async def run(self, stop: asyncio.Event) -> None:
-        """Tick every ``interval`` until ``stop`` is set."""
-        await self.start()
+        """Connect, then tick every ``interval`` until ``stop`` is set."""
+        if not await self.connect(stop):
+            return
+        self.connect_problem = None
         try:
             while not stop.is_set():
                 started = self.clock()
@@ -208,7 +243,9 @@ class Sidecar:
             "lags": {f"{tp.topic}:{tp.partition}": v for tp, v in sorted(reading.lags().items())}
             if reading
             else {},
-            "problems": (reading.problems if reading else []) + self.scaler_problems(),
+            "problems": (reading.problems if reading else [])
+            + ([self.connect_problem] if self.connect_problem else [])
+            + self.scaler_problems(),
             "last_decision": None
             if decision is None
             else {

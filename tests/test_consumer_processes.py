@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -106,3 +107,36 @@ def test_sigterm_flushes_commits_and_exits(
     ends = {p: max(o for q, o in produced if q == p) + 1 for p in (0, 1)}
     assert {tp.partition: tp.offset for tp in committed} == ends
     assert max(read_rows(out).values()) == 1
+
+
+def test_a_consumer_that_cannot_reach_kafka_stops_at_once_on_sigterm(tmp_path: Path) -> None:
+    from consumer_sdk.apache_kafka import free_port
+
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "AUTOSCALER_BOOTSTRAP_SERVERS": f"127.0.0.1:{free_port()}",
+        "AUTOSCALER_GROUP": "g",
+        "AUTOSCALER_TOPICS": "t",
+        "AUTOSCALER_CAPACITY": "10",
+    }
+    member = subprocess.Popen(
+        [sys.executable, "-m", "consumer_sdk.cli", "--sink", "null"],
+        env=env,
+        cwd=ROOT,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert member.stderr is not None
+    seen: list[str] = []
+    for line in member.stderr:  # bounded by the retry line: it comes within a second or two
+        seen.append(line)
+        if "retrying in" in line:
+            break
+    member.send_signal(signal.SIGTERM)
+    assert member.wait(10) == 0  # not after the back-off, not with an error
+    rest = member.stderr.read()
+    output = "".join(seen) + rest
+    assert "cannot" in output or "failed" in output
+    for bad in ("Traceback", "Task exception was never retrieved", "Unclosed AIOKafkaConsumer"):
+        assert bad not in output
