@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -29,12 +30,23 @@ from assignor.types import TopicPartition
 KNOWN_FIELDS = {"capacity", "speeds", "previous", "members", "remove_first", "lags"}
 
 
+_PARTITION_NUMBER = re.compile(r"0|[1-9][0-9]{0,9}")  # ASCII, no leading zeros
+MAX_PARTITION = 2**31 - 1
+
+
 def parse_partition(key: str, field: str) -> TopicPartition:
-    """``"topic:3"`` -> TopicPartition("topic", 3)."""
+    """``"topic:3"`` -> TopicPartition("topic", 3). The number is written the one way Kafka
+    writes it (ASCII digits, no leading zero), so two keys never name one partition."""
     topic, sep, number = key.rpartition(":")
-    if not sep or not topic or not number.isdigit():
+    if (
+        not sep
+        or not topic
+        or not _PARTITION_NUMBER.fullmatch(number)
+        or int(number) > MAX_PARTITION
+    ):
         raise ValueError(
-            f"{field} keys must look like TOPIC:PARTITION (PARTITION >= 0), got {key!r}"
+            f"{field} keys must look like TOPIC:PARTITION with PARTITION a number in "
+            f"[0, {MAX_PARTITION}] without leading zeros, got {key[:80]!r}"
         )
     return TopicPartition(topic, int(number))
 
@@ -95,8 +107,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         text = sys.stdin.read() if args.input == "-" else Path(args.input).read_text()
         document = json.loads(text)
         result = solve(document, args.heuristic)
-    except (OSError, json.JSONDecodeError, ValueError) as exc:
+    except (OSError, ValueError) as exc:  # JSONDecodeError is a ValueError
         print(f"kafka-autoscaler-assign: error: {exc}", file=sys.stderr)
+        return 2
+    except RecursionError:
+        print("kafka-autoscaler-assign: error: input is nested too deeply", file=sys.stderr)
         return 2
     json.dump(result, sys.stdout, indent=1)
     print()

@@ -117,6 +117,12 @@ def check_members(
 ) -> tuple[str, ...] | None:
     """Members in keep-priority order: members not removed first (given order), then the
     ``remove_first`` ones from the last to be removed to the first."""
+    if remove_first is not None and (
+        isinstance(remove_first, str)
+        or not isinstance(remove_first, Sequence)
+        or not all(isinstance(m, str) and m for m in remove_first)
+    ):
+        raise ValueError("remove_first must be a list of member ids (non-empty strings)")
     if members is None:
         if remove_first:
             raise ValueError("remove_first needs members: it orders members for removal")

@@ -61,6 +61,19 @@ def test_heuristic_from_environment(
         ({"capacity": 1, "speeds": {}, "colour": 1}, (), "unknown field"),
         ({"capacity": 1, "speeds": {}}, ("--heuristic", "nope"), "heuristic must be one of"),
         ([1, 2], (), "input must be a JSON object"),
+        # Hostile inputs that used to end in a traceback or be taken silently.
+        ({"capacity": 10**400, "speeds": {"t:0": 1}}, (), "capacity must be a finite number"),
+        ({"capacity": 1, "speeds": {"t:0": 10**400}}, (), r"speeds\[t:0\] must be a finite"),
+        ({"capacity": 1, "speeds": {"t:0": 1}, "lags": {"t:0": -(10**400)}}, (), "lags"),
+        ({"capacity": 1, "speeds": {"t:0": 1}, "remove_first": 5}, (), "remove_first must be"),
+        (
+            {"capacity": 1, "speeds": {"t:0": 1}, "members": ["a"], "remove_first": [["a"]]},
+            (),
+            "remove_first must be a list of member ids",
+        ),
+        ({"capacity": 1, "speeds": {"t:0": 1, "t:00": 5}}, (), "without leading zeros"),
+        ({"capacity": 1, "speeds": {"t:\u0661": 1}}, (), "without leading zeros, got 't:"),
+        ({"capacity": 1, "speeds": {"t:99999999999": 1}}, (), r"in \[0, 2147483647\]"),
     ],
 )
 def test_bad_input_exits_2_naming_the_field(
@@ -69,3 +82,17 @@ def test_bad_input_exits_2_naming_the_field(
     code, _, err = run(tmp_path, document, *flags)
     assert code == 2
     assert pytest.importorskip("re").search(message, err), err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_input_nested_too_deeply_is_one_line(tmp_path: Path) -> None:
+    source = tmp_path / "deep.json"
+    source.write_text("[" * 100_000 + "]" * 100_000)
+    result = subprocess.run(
+        [sys.executable, "-m", "assignor.cli", str(source)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip() == "kafka-autoscaler-assign: error: input is nested too deeply"
