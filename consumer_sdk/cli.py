@@ -67,7 +67,13 @@ def parse_sink(spec: str, identity: str = "") -> Sink:
             return SparkTableSink(SparkSinkConfig.from_env(warehouse=target))
         return SparkTableSink(SparkSinkConfig.from_env())
     if kind == "jsonl" and sep and target:
-        return jsonl_sink(Path(target.replace("{identity}", identity)))
+        path = Path(target.replace("{identity}", identity))
+        if not path.parent.is_dir():
+            raise ConfigError(
+                f"--sink (AUTOSCALER_SINK) jsonl:PATH needs an existing directory, "
+                f"{str(path.parent)!r} is not one"
+            )
+        return jsonl_sink(path)
     raise ConfigError(
         f"--sink (AUTOSCALER_SINK) must be spark, spark:WAREHOUSE, null or jsonl:PATH, got {spec!r}"
     )
@@ -75,8 +81,18 @@ def parse_sink(spec: str, identity: str = "") -> Sink:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: configuration from AUTOSCALER_* variables (see the README)."""
-    parser = argparse.ArgumentParser(prog="kafka-autoscaler-consumer", description=__doc__)
-    parser.add_argument("--sink", default=os.environ.get("AUTOSCALER_SINK", "null"))
+    parser = argparse.ArgumentParser(
+        prog="kafka-autoscaler-consumer",
+        description="Run one SDK consumer; its settings come from AUTOSCALER_* variables "
+        "(see the README, section 'Consumer SDK').",
+    )
+    parser.add_argument(
+        "--sink",
+        default=os.environ.get("AUTOSCALER_SINK"),
+        help="where records go (AUTOSCALER_SINK): spark (Spark tables, AUTOSCALER_SPARK_*), "
+        "spark:WAREHOUSE, jsonl:PATH ({identity} becomes the member identity), or null, which "
+        "DISCARDS every record and commits it (for tests and benchmarks). Required.",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     parent = os.environ.get(PARENT_ENV, "")
@@ -84,9 +100,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("kafka-autoscaler-consumer: the sidecar that started it is gone", file=sys.stderr)
         return 0
     try:
+        if not args.sink:
+            raise ConfigError(
+                "--sink (AUTOSCALER_SINK) is required: spark, spark:WAREHOUSE, jsonl:PATH, "
+                "or null (discards every record)"
+            )
         config = ConsumerConfig.from_env()
         consumer = AutoscalingConsumer(config, parse_sink(args.sink, config.member_identity))
-    except ConfigError as exc:
+    except (ConfigError, OSError) as exc:
         print(f"kafka-autoscaler-consumer: error: {exc}", file=sys.stderr)
         return 2
     lock_path = os.environ.get(IDENTITY_LOCK_ENV, "")

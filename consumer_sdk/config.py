@@ -75,9 +75,11 @@ class GroupSettings:
     def _check_group(self) -> None:
         """Check the shared fields; derive the default snapshot topic."""
         if not isinstance(self.bootstrap_servers, str) or not all(
-            ":" in s for s in self.bootstrap_servers.split(",")
+            _is_host_port(s) for s in self.bootstrap_servers.split(",")
         ):
-            self._fail("bootstrap_servers", "a comma-separated list of host:port")
+            self._fail(
+                "bootstrap_servers", "a comma-separated list of host:port, port in [1, 65535]"
+            )
         if not isinstance(self.group, str) or not self.group.strip():
             self._fail("group", "a non-empty consumer group id")
         if not self.topics or not all(is_topic_name(t) for t in self.topics):
@@ -160,6 +162,10 @@ class ConsumerConfig(GroupSettings):
             self._fail("security_protocol", f"one of {', '.join(SECURITY_PROTOCOLS)}")
         if self.sasl_mechanism is not None and self.sasl_mechanism not in SASL_MECHANISMS:
             self._fail("sasl_mechanism", f"one of {', '.join(SASL_MECHANISMS)}")
+        if self.ssl_cafile is not None and not os.path.isfile(self.ssl_cafile):
+            self._fail(
+                "ssl_cafile", "a readable CA certificate file (PEM); this one does not exist"
+            )
         if self.security_protocol.startswith("SASL") and self.sasl_mechanism is None:
             self._fail("sasl_mechanism", "set when security_protocol is SASL_*")
         if self.metrics_port is not None and not 1 <= self.metrics_port <= 65535:
@@ -197,6 +203,12 @@ class ConsumerConfig(GroupSettings):
 
             options["ssl_context"] = create_ssl_context(cafile=self.ssl_cafile)
         return options
+
+
+def _is_host_port(address: str) -> bool:
+    """``host:port`` (``[v6]:port`` too) with a port in [1, 65535]."""
+    host, sep, port = address.strip().rpartition(":")
+    return bool(sep and host) and port.isascii() and port.isdigit() and 1 <= int(port) <= 65535
 
 
 def _bad_number(value: object, minimum: float, exclusive: bool = False) -> bool:

@@ -20,6 +20,10 @@ from sidecar.scalers.base import Scaler
 from sidecar.scalers.local import LocalScaler
 
 
+class HttpUnavailable(RuntimeError):
+    """The HTTP endpoint cannot listen where it was told to."""
+
+
 def kubernetes_client() -> Any:
     """In-cluster credentials when running in a pod, else the local kubeconfig."""
     from kubernetes import client, config
@@ -66,11 +70,15 @@ async def run(config: SidecarConfig) -> None:
     """Run until SIGTERM/SIGINT; the local scaler's consumers are stopped on the way out."""
     scaler = build_scaler(config)
     sidecar = Sidecar(config, scaler, build_lease(config))
-    server = (
-        serve(config.http_host, config.http_port, sidecar.healthy, sidecar.status)
-        if config.http_port
-        else None
-    )
+    server = None
+    if config.http_port:
+        try:
+            server = serve(config.http_host, config.http_port, sidecar.healthy, sidecar.status)
+        except OSError as exc:  # port in use, host that does not resolve or is not ours
+            raise HttpUnavailable(
+                f"--http-host/--http-port (AUTOSCALER_HTTP_HOST/PORT): cannot serve on "
+                f"{config.http_host}:{config.http_port}: {exc.strerror or exc}"
+            ) from None
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -89,7 +97,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point."""
     config = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    asyncio.run(run(config))
+    try:
+        asyncio.run(run(config))
+    except HttpUnavailable as exc:
+        print(f"kafka-autoscaler-sidecar: error: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

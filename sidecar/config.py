@@ -73,8 +73,8 @@ class SidecarConfig(GroupSettings):
             fail("workload_kind", f"one of {', '.join(WORKLOAD_KINDS)}")
         if self.scaler == "kubernetes" and not self.workload_name:
             fail("workload_name", "the Deployment or StatefulSet to scale (--scaler kubernetes)")
-        if self.scaler == "local" and not shlex.split(self.consumer_command):
-            fail("consumer_command", "the consumer program to start")
+        if self.scaler == "local" and not _command_words(self.consumer_command):
+            fail("consumer_command", "the consumer program to start, quoted as in a shell")
         if not 0 <= self.http_port <= 65535:
             fail("http_port", "a TCP port in [0, 65535] (0: no HTTP endpoint)")
         if not self.lock_file:
@@ -88,6 +88,14 @@ class SidecarConfig(GroupSettings):
     def lock_path(self) -> Path:
         """The local leader lock."""
         return Path(self.lock_file)
+
+
+def _command_words(command: str) -> list[str]:
+    """The words of a shell-quoted command; none when it is empty or badly quoted."""
+    try:
+        return shlex.split(command)
+    except ValueError:  # unbalanced quotes
+        return []
 
 
 def _converter(name: str, kind: str) -> Callable[[str], Any]:

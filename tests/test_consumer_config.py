@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -75,6 +79,15 @@ def test_environment_fills_what_arguments_leave_out() -> None:
             {"rebalance_protocol": "sticky"},
             r"rebalance_protocol \(AUTOSCALER_REBALANCE_PROTOCOL\) must be one of cooperative",
         ),
+        ({"bootstrap_servers": "host:notaport"}, r"port in \[1, 65535\], got 'host:notaport'"),
+        ({"bootstrap_servers": "host:0"}, r"bootstrap_servers .* port in \[1, 65535\]"),
+        ({"topics": ("..",)}, r"topics .* not '\.' or '\.\.'"),
+        ({"max_poll_interval_ms": 10}, r"max_poll_interval_ms .* >= 1000"),
+        (
+            {"ssl_cafile": "/no/such/ca.pem", "security_protocol": "SSL"},
+            r"ssl_cafile \(AUTOSCALER_SSL_CAFILE\) must be a readable CA certificate file "
+            r".*got '/no/such/ca.pem'",
+        ),
     ],
 )
 def test_bad_values_name_the_field_and_range(changes: dict[str, Any], message: str) -> None:
@@ -125,3 +138,37 @@ def test_callback_sink_accepts_sync_and_async_functions() -> None:
     assert got == [7, 7]
     with pytest.raises(TypeError, match="function must be callable"):
         CallbackSink(42)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("environment", "args", "message"),
+    [
+        ({}, [], "--sink (AUTOSCALER_SINK) is required"),
+        ({}, ["--sink", "jsonl:/no/such/dir/out.jsonl"], "needs an existing directory"),
+        ({}, ["--sink", "kafka"], "--sink (AUTOSCALER_SINK) must be spark"),
+    ],
+)
+def test_consumer_cli_says_what_is_wrong_in_one_line(
+    environment: dict[str, str], args: list[str], message: str, tmp_path: Path
+) -> None:
+    env = {
+        **os.environ,
+        "AUTOSCALER_BOOTSTRAP_SERVERS": "127.0.0.1:9",
+        "AUTOSCALER_GROUP": "g",
+        "AUTOSCALER_TOPICS": "t",
+        "AUTOSCALER_CAPACITY": "10",
+        **environment,
+    }
+    env.pop("AUTOSCALER_SINK", None)
+    result = subprocess.run(
+        [sys.executable, "-m", "consumer_sdk.cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1

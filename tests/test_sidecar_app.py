@@ -44,6 +44,20 @@ def test_flags_and_environment() -> None:
     assert config.lock_file == "/tmp/kafka-autoscaler-g.lock"
 
 
+def test_the_local_scaler_hands_the_shared_settings_to_its_consumers() -> None:
+    """Given by flags, not variables, the settings still reach the consumers it starts."""
+    from consumer_sdk.config import ConsumerConfig
+    from sidecar.cli import build_scaler
+
+    config = parse_args([*BASE, "--wait-time-secs", "2", "--heuristic", "mbf"], {})
+    scaler = build_scaler(config)
+    assert isinstance(scaler, LocalScaler)
+    consumer = ConsumerConfig.from_env(scaler.env)
+    assert consumer.bootstrap_servers == "k:9092" and consumer.topics == ("a", "b")
+    assert consumer.capacity == 100.0 and consumer.wait_time_secs == 2.0
+    assert consumer.heuristic == "mbf" and consumer.snapshot_topic == config.snapshot_topic
+
+
 @pytest.mark.parametrize(
     ("argv", "environ", "message"),
     [
@@ -64,22 +78,18 @@ def test_flags_and_environment() -> None:
             {},
             "--wait-time-secs (AUTOSCALER_WAIT_TIME_SECS) must be a number of seconds in",
         ),
+        (
+            [*BASE, "--consumer-command", "python 'unbalanced"],
+            {},
+            "--consumer-command (AUTOSCALER_CONSUMER_COMMAND) must be the consumer program",
+        ),
+        (
+            ["--bootstrap-servers", "k:notaport", *BASE[2:]],
+            {},
+            "--bootstrap-servers (AUTOSCALER_BOOTSTRAP_SERVERS) must be a comma-separated",
+        ),
     ],
 )
-def test_the_local_scaler_hands_the_shared_settings_to_its_consumers() -> None:
-    """Given by flags, not variables, the settings still reach the consumers it starts."""
-    from consumer_sdk.config import ConsumerConfig
-    from sidecar.cli import build_scaler
-
-    config = parse_args([*BASE, "--wait-time-secs", "2", "--heuristic", "mbf"], {})
-    scaler = build_scaler(config)
-    assert isinstance(scaler, LocalScaler)
-    consumer = ConsumerConfig.from_env(scaler.env)
-    assert consumer.bootstrap_servers == "k:9092" and consumer.topics == ("a", "b")
-    assert consumer.capacity == 100.0 and consumer.wait_time_secs == 2.0
-    assert consumer.heuristic == "mbf" and consumer.snapshot_topic == config.snapshot_topic
-
-
 def test_bad_configuration_exits_2_naming_the_flag(
     argv: list[str], environ: dict[str, str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -229,3 +239,27 @@ def test_the_speeds_topic_is_created_compacted_with_a_retention(
     configs = admin.describe_configs([resource])[resource].result(timeout=30)
     for key, value in SPEEDS_TOPIC_CONFIG.items():
         assert configs[key].value == value, key
+
+
+def test_an_http_port_in_use_is_one_line(tmp_path: Path) -> None:
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [
+                *(sys.executable, "-m", "sidecar.cli", *BASE),
+                *("--scaler", "none", "--http-port", str(port)),
+                *("--lock-file", str(tmp_path / "lock")),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert result.returncode == 2
+    assert "cannot serve on 127.0.0.1:" in result.stderr
+    assert "Traceback" not in result.stderr
