@@ -28,14 +28,17 @@ TIMESTAMP = pa.timestamp("us", tz="UTC")
 HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 
 # JSON schema types: SQL name -> (Arrow type, Python check of a decoded value).
+_FLOAT32_MAX = 3.4028234663852886e38
 _JSON_TYPES: dict[str, tuple[pa.DataType, Callable[[object], bool]]] = {
-    "STRING": (pa.string(), lambda v: isinstance(v, str)),
+    "STRING": (pa.string(), lambda v: isinstance(v, str) and _is_utf8(v)),
     "BIGINT": (pa.int64(), lambda v: _is_int(v, 63)),
     "INT": (pa.int32(), lambda v: _is_int(v, 31)),
     "DOUBLE": (pa.float64(), is_finite_number),
-    "FLOAT": (pa.float32(), is_finite_number),
+    # FLOAT must hold the value, not round it to infinity.
+    "FLOAT": (pa.float32(), lambda v: is_finite_number(v) and abs(v) <= _FLOAT32_MAX),
     "BOOLEAN": (pa.bool_(), lambda v: isinstance(v, bool)),
 }
+_FLOATING = ("DOUBLE", "FLOAT")
 _ALIASES = {"LONG": "BIGINT", "INTEGER": "INT", "BOOL": "BOOLEAN", "TEXT": "STRING"}
 _FIELD = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s+([A-Za-z]+)\s*")
 
@@ -46,6 +49,16 @@ class SchemaError(ValueError):
 
 def _is_int(value: object, bits: int) -> bool:
     return is_integer(value) and -(2**bits) <= value < 2**bits
+
+
+def _is_utf8(text: str) -> bool:
+    """Whether ``text`` can be stored as UTF-8 (JSON lets a lone surrogate such as
+    "\\ud800" through; Arrow's strings cannot hold one)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -134,16 +147,24 @@ class ValueCodec:
         text = value.decode("utf-8")  # UnicodeDecodeError is a ValueError
         if self.value_format == "text":
             return [text]
-        document = json.loads(text)
+        try:
+            document = json.loads(text)
+        except RecursionError:
+            raise ValueError("JSON value is nested too deeply") from None
         if not isinstance(document, dict):
             raise ValueError(f"JSON value is a {type(document).__name__}, not an object")
         out: list[object] = []
         for f in self.json_fields:
             item = document.get(f.name)
             if not f.accepts(item):
-                raise ValueError(f"field {f.name!r}: {item!r} is not {f.sql_type}")
-            out.append(item)
+                raise ValueError(f"field {f.name!r}: {_short(item)} is not {f.sql_type}")
+            out.append(float(item) if f.sql_type in _FLOATING and item is not None else item)
         return out
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 DEAD_LETTER_SCHEMA = pa.schema(
@@ -170,9 +191,11 @@ class ArrowBatch:
 
 def to_arrow(records: Sequence[Record], codec: ValueCodec, ingest_time: datetime) -> ArrowBatch:
     """Build the batch's Arrow tables. Raw and text values take a vectorised path; a text
-    batch with invalid UTF-8 and every JSON batch decode record by record."""
+    batch with invalid UTF-8 and every JSON batch decode record by record. A record that
+    fails to decode, or whose row Arrow refuses, becomes a dead letter: one value never
+    stops its batch."""
     good: list[Record] = []
-    values: list[list[object]] = []
+    values: list[Sequence[object]] = []
     dead: list[tuple[Record, str]] = []
     if codec.value_format == "raw":
         good = list(records)
@@ -180,10 +203,24 @@ def to_arrow(records: Sequence[Record], codec: ValueCodec, ingest_time: datetime
         for r in records:
             try:
                 values.append(codec.decode(r.value))
-            except ValueError as exc:
+            except Exception as exc:  # ValueError mostly; any other is this record's too
                 dead.append((r, f"{type(exc).__name__}: {exc}"))
             else:
                 good.append(r)
+    try:
+        rows = _rows(good, values, codec, ingest_time)
+    except Exception:  # a row Arrow cannot take: find it, keep the others
+        good, values = _narrow(good, values, codec, ingest_time, dead)
+        rows = _rows(good, values, codec, ingest_time)
+    return ArrowBatch(rows, _dead_letter_table(dead, ingest_time))
+
+
+def _rows(
+    good: Sequence[Record],
+    values: Sequence[Sequence[object]],
+    codec: ValueCodec,
+    ingest_time: datetime,
+) -> pa.Table:
     schema = codec.schema()
     columns: list[pa.Array] = _metadata_columns(good, ingest_time)
     value_fields = codec.value_fields()
@@ -194,8 +231,31 @@ def to_arrow(records: Sequence[Record], codec: ValueCodec, ingest_time: datetime
             pa.array([row[i] for row in values], f.type) for i, f in enumerate(value_fields)
         ]
     ordered = columns[:5] + value_columns + columns[5:]
-    rows = pa.Table.from_arrays(ordered, schema=schema)
-    return ArrowBatch(rows, _dead_letter_table(dead, ingest_time))
+    return pa.Table.from_arrays(ordered, schema=schema)
+
+
+def _narrow(
+    good: Sequence[Record],
+    values: Sequence[Sequence[object]],
+    codec: ValueCodec,
+    ingest_time: datetime,
+    dead: list[tuple[Record, str]],
+) -> tuple[list[Record], list[Sequence[object]]]:
+    """Try each row alone; the ones that fail join ``dead``; return the rest."""
+    kept: list[Record] = []
+    kept_values: list[Sequence[object]] = []
+    raw = codec.value_format == "raw"
+    for index, record in enumerate(good):
+        row_values = [] if raw else [values[index]]
+        try:
+            _rows([record], row_values, codec, ingest_time)
+        except Exception as exc:
+            dead.append((record, f"{type(exc).__name__}: {str(exc)[:200]}"))
+        else:
+            kept.append(record)
+            if not raw:
+                kept_values.append(values[index])
+    return kept, kept_values
 
 
 def _metadata_columns(records: Sequence[Record], ingest_time: datetime) -> list[pa.Array]:

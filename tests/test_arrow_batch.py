@@ -112,3 +112,46 @@ def test_integer_range_is_checked() -> None:
     batch = to_arrow([record(0, b'{"n": 3000000000}'), record(1, b'{"n": true}')], codec, NOW)
     assert batch.rows.num_rows == 0
     assert batch.dead_letters.num_rows == 2
+
+
+@pytest.mark.parametrize(
+    ("ddl", "value", "reason"),
+    [
+        ("s STRING", b'{"s": "\\ud800"}', "is not STRING"),  # a lone surrogate
+        ("n BIGINT", b'{"n": ' + str(2**64).encode() + b"}", "is not BIGINT"),
+        ("x DOUBLE", b'{"x": ' + str(10**400).encode() + b"}", "is not DOUBLE"),
+        ("x FLOAT", b'{"x": 1e39}', "is not FLOAT"),  # would be stored as inf
+        ("x DOUBLE", b'{"x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "nested too deeply"),
+        ("x DOUBLE", b'{"x": ' + b"9" * 5000 + b"}", "ValueError"),  # past int digits limit
+    ],
+)
+def test_values_arrow_cannot_hold_are_dead_letters_and_the_batch_goes_on(
+    ddl: str, value: bytes, reason: str
+) -> None:
+    codec = ValueCodec("json", parse_json_schema(ddl))
+    field = ddl.split()[0]
+    fine = json.dumps({field: 1 if "INT" in ddl else ("ok" if "STRING" in ddl else 2.5)})
+    batch = to_arrow(
+        [record(0, fine.encode()), record(1, value), record(2, fine.encode())], codec, NOW
+    )
+    assert [r["offset"] for r in batch.rows.to_pylist()] == [0, 2]
+    [dead] = batch.dead_letters.to_pylist()
+    assert dead["offset"] == 1 and dead["value"] == value and reason in dead["error"]
+
+
+def test_a_row_arrow_refuses_is_narrowed_to_its_record(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whatever slips past the checks and fails the batch's Arrow build goes to the dead
+    letters alone (here: a STRING check that lets a surrogate through)."""
+    import consumer_sdk.arrow_batch as arrow_batch
+
+    lenient = dict(arrow_batch._JSON_TYPES)
+    lenient["STRING"] = (lenient["STRING"][0], lambda v: isinstance(v, str))
+    monkeypatch.setattr(arrow_batch, "_JSON_TYPES", lenient)
+    codec = ValueCodec("json", parse_json_schema("s STRING"))
+    records = [
+        record(i, json.dumps({"s": "\ud800" if i == 1 else "ok"}).encode()) for i in range(3)
+    ]
+    batch = to_arrow(records, codec, NOW)
+    assert [r["offset"] for r in batch.rows.to_pylist()] == [0, 2]
+    [dead] = batch.dead_letters.to_pylist()
+    assert dead["offset"] == 1 and "is not STRING" not in dead["error"]  # Arrow's refusal
