@@ -119,6 +119,39 @@ def _converter(name: str, kind: str) -> Callable[[str], Any]:
 
 REQUIRED = ("bootstrap_servers", "group", "topics", "capacity")
 
+# What each flag means and accepts; --help adds the default and the variable.
+FLAG_HELP = {
+    "bootstrap_servers": "Kafka brokers, host:port[,host:port...]",
+    "group": "the consumer group to size",
+    "topics": "the group's topics, comma-separated",
+    "capacity": "what one consumer drains, in --capacity-unit (a number > 0)",
+    "capacity_unit": "records/s, or bytes/s (measured from log sizes where the cluster "
+    "has DescribeLogDirs)",
+    "heuristic": "bin-packing heuristic, the same name the consumers use (repair, mbfp, ...)",
+    "snapshot_topic": "topic the speed snapshots go to (empty: <group>.autoscaler.speeds)",
+    "wait_time_secs": "the consumers' batch wait in seconds, (0, 3600]: lag up to this many "
+    "seconds of arrivals is a batch being built, not a backlog",
+    "interval": "seconds between measurements, > 0",
+    "window": "seconds of offsets a speed is the slope of, > 0",
+    "min_window": "seconds of data before a speed is reported, (0, --window]",
+    "min_replicas": "fewest consumers, >= 0 (0: none when there is no traffic and no backlog)",
+    "max_replicas": "most consumers, >= max(1, --min-replicas); never more than partitions",
+    "scale_down_window": "seconds demand must stay lower before scaling down, >= 0",
+    "drain_seconds": "a backlog is paid off within this many seconds, > 0",
+    "max_data_age": "never act on measurements older than this many seconds, > 0",
+    "scaler": "local (consumer processes here), kubernetes (a Deployment or StatefulSet), or "
+    "none (measure and publish only)",
+    "consumer_command": "with --scaler local: the consumer to start, quoted as in a shell",
+    "identity_prefix": "with --scaler local: member identities are PREFIX-ORDINAL",
+    "namespace": "with --scaler kubernetes: the workload's namespace",
+    "workload_kind": "with --scaler kubernetes: deployment or statefulset",
+    "workload_name": "with --scaler kubernetes: the workload to scale (required there)",
+    "lock_file": "leader lock of local sidecars (empty: /tmp/kafka-autoscaler-<group>.lock)",
+    "lease_name": "Kubernetes Lease of the leader (empty: kafka-autoscaler-<group>)",
+    "http_host": "address /metrics, /healthz and /status listen on",
+    "http_port": "their port, [0, 65535]; 0: no HTTP endpoint",
+}
+
 
 def parse_args(
     argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None
@@ -131,11 +164,12 @@ def parse_args(
         "assignor, and scale the consumer group to what the load needs.",
     )
     for f in fields(SidecarConfig):
+        default = "required" if f.name in REQUIRED else f"default {f.default!r}"
         parser.add_argument(
             "--" + f.name.replace("_", "-"),
             dest=f.name,
             type=_converter(f.name, str(f.type)),
-            help=f"env {env_name(f.name)}" + (" (required)" if f.name in REQUIRED else ""),
+            help=f"{FLAG_HELP[f.name]} ({default}; env {env_name(f.name)})",
         )
     defaults: dict[str, Any] = {}
     try:

@@ -263,3 +263,21 @@ def test_an_http_port_in_use_is_one_line(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "cannot serve on 127.0.0.1:" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_every_flag_says_what_it_means_its_default_and_variable(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from dataclasses import fields
+
+    from sidecar.config import FLAG_HELP
+
+    assert set(FLAG_HELP) == {f.name for f in fields(SidecarConfig)}
+    with pytest.raises(SystemExit):
+        parse_args(["--help"], {})
+    page = " ".join(capsys.readouterr().out.split())
+    assert (
+        "seconds of offsets a speed is the slope of, > 0 (default 30.0; env AUTOSCALER_WINDOW)"
+        in page
+    )
+    assert "(required; env AUTOSCALER_CAPACITY)" in page
