@@ -119,7 +119,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 3
-    consumer.run()
+    try:
+        consumer.run()
+    except ConfigError as exc:  # found at start: a table with other columns, a warehouse...
+        print(f"kafka-autoscaler-consumer: error: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

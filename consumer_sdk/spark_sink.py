@@ -37,6 +37,7 @@ import pyarrow.parquet as pq
 
 from assignor import TopicPartition
 from consumer_sdk.arrow_batch import DATE_COLUMN, ArrowBatch, ValueCodec, offset_ranges, to_arrow
+from consumer_sdk.config import ConfigError
 from consumer_sdk.sink import Record
 from consumer_sdk.spark_config import SparkSinkConfig
 from consumer_sdk.spark_tables import (
@@ -102,7 +103,10 @@ class SparkTableSink:
     def open(self) -> Any:
         """Blocking :meth:`start`; returns the session."""
         if self._session is None:
-            self.config.warehouse_path.mkdir(parents=True, exist_ok=True)
+            try:
+                self.config.warehouse_path.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:  # not a directory, not writable, read-only
+                raise self._unwritable(exc) from None
             _remove_dead_staging(
                 self.config.warehouse_path / STAGING_DIR, self.config.staging_max_age_secs
             )
@@ -117,7 +121,16 @@ class SparkTableSink:
         """Blocking :meth:`prepare`. Raises ConfigError if a table exists with other columns,
         or if the table format needs jars this Spark lacks."""
         for topic in topics:
-            self._ensure_table(self.config.table_for(topic), self.codec.schema())
+            try:
+                self._ensure_table(self.config.table_for(topic), self.codec.schema())
+            except OSError as exc:
+                raise self._unwritable(exc) from None
+
+    def _unwritable(self, exc: OSError) -> ConfigError:
+        return ConfigError(
+            f"warehouse (AUTOSCALER_SPARK_WAREHOUSE) must be a directory this process can "
+            f"write, got {self.config.warehouse!r}: {exc.strerror} ({exc.filename})"
+        )
 
     async def close(self) -> None:
         """Remove this process's staging directory (the session lives with the process)."""

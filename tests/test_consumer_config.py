@@ -146,6 +146,11 @@ def test_callback_sink_accepts_sync_and_async_functions() -> None:
         ({}, [], "--sink (AUTOSCALER_SINK) is required"),
         ({}, ["--sink", "jsonl:/no/such/dir/out.jsonl"], "needs an existing directory"),
         ({}, ["--sink", "kafka"], "--sink (AUTOSCALER_SINK) must be spark"),
+        (
+            {},
+            ["--sink", "spark:/dev/null/warehouse"],
+            "warehouse (AUTOSCALER_SPARK_WAREHOUSE) must be a directory this process can write",
+        ),
     ],
 )
 def test_consumer_cli_says_what_is_wrong_in_one_line(
