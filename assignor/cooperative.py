@@ -6,6 +6,11 @@ round: the old owner still reads it. The leader withholds it; the old owner, see
 from its own assignment, revokes it (flush, commit) and rejoins, and the next round hands
 it over, now owned by nobody.
 
+A round that withheld something says so to every member (``handover`` in the assignment's
+user data): they all rejoin as soon as they have their assignment, so the hand-over round
+starts at once instead of when each member's next heartbeat hears of it (a whole heartbeat
+interval after the first round, since the members' heartbeats restart together).
+
 Members that rebalance eagerly (an SDK configured ``rebalance_protocol="eager"``, an older
 version, a member whose generation was reset) have already stopped reading when they join:
 they hold nothing, so nothing of theirs is withheld. One of them in the group switches the
@@ -75,11 +80,24 @@ def withhold_moving(
     return CooperativePlan(assignment, withheld, group_mode(members))
 
 
-def encode_assignment_data(mode: str) -> bytes:
-    """The user_data of every assignment the leader sends: the group's mode."""
+def encode_assignment_data(mode: str, handover: bool = False) -> bytes:
+    """The user_data of every assignment the leader sends: the group's mode, and whether a
+    hand-over round follows (something was withheld)."""
     if mode not in PROTOCOLS:
         raise ValueError(f"mode must be one of {', '.join(PROTOCOLS)}, got {mode!r}")
-    return json.dumps({"mode": mode}, separators=(",", ":")).encode()
+    data: dict[str, object] = {"mode": mode}
+    if handover:
+        data["handover"] = True
+    return json.dumps(data, separators=(",", ":")).encode()
+
+
+def decode_handover(data: bytes | None) -> bool:
+    """Whether the assignment announces a hand-over round (False when absent or unreadable:
+    an older leader, whose members wait for their heartbeat instead)."""
+    try:
+        return json.loads(data or b"{}").get("handover") is True
+    except (ValueError, AttributeError):
+        return False
 
 
 def decode_assignment_data(data: bytes | None) -> str:

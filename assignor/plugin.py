@@ -27,6 +27,7 @@ from aiokafka.coordinator.protocol import (
 from assignor.cooperative import (
     EAGER,
     decode_assignment_data,
+    decode_handover,
     encode_assignment_data,
     withhold_moving,
 )
@@ -47,7 +48,8 @@ class MemberState:
     """What this member reports about itself; the SDK updates it after every join.
 
     ``cooperative``: this member rebalances cooperatively; ``holding``: it still reads
-    ``owned`` while rejoining; ``group_mode``: what the leader's last assignment said.
+    ``owned`` while rejoining; ``group_mode``: what the leader's last assignment said;
+    ``handover_pending``: that assignment withheld partitions, so a hand-over round follows.
     """
 
     identity: str
@@ -58,6 +60,7 @@ class MemberState:
     cooperative: bool = False
     holding: bool = False
     group_mode: str = EAGER
+    handover_pending: bool = False
 
 
 @dataclass
@@ -138,7 +141,7 @@ def build_assignor(
                 log.warning("assignment falls back to %s: %s", plan.heuristic, plan.fallback_reason)
             if leader_delay_s:
                 time.sleep(leader_delay_s)
-            mode = encode_assignment_data(handed.mode)
+            mode = encode_assignment_data(handed.mode, handover=bool(handed.withheld))
             return {
                 member: ConsumerProtocolMemberAssignment(cls.version, _by_topic(tps), mode)
                 for member, tps in handed.assignment.items()
@@ -150,6 +153,7 @@ def build_assignor(
                 TopicPartition(topic, p) for topic, ps in assignment.assignment for p in ps
             )
             state.group_mode = decode_assignment_data(assignment.user_data)
+            state.handover_pending = decode_handover(assignment.user_data)
 
     return AutoscalerAssignor
 

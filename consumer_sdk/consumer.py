@@ -168,7 +168,11 @@ class AutoscalingConsumer:
                     await joining
             elif joining.exception() is None:
                 if self.state.cooperative:
-                    make_cooperative(consumer, self.state)
+                    coordinator = make_cooperative(consumer, self.state)
+                    if self.state.handover_pending:
+                        # Our first join was answered by aiokafka's own coordinator, which
+                        # knows nothing of hand-over rounds: join the one announced now.
+                        coordinator.request_rejoin()
                 return
             else:
                 exc = joining.exception()

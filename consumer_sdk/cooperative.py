@@ -8,9 +8,9 @@ the join and nothing else:
   (and writing) its partitions and tells the leader it still holds them (user_data);
 * after joining: only the partitions missing from the new assignment are revoked (the
   listener flushes and commits those alone), retained partitions keep their fetch
-  positions, the listener hears only of the added ones, and a member that revoked
-  something rejoins at once so the next round hands those partitions over (the leader
-  withheld them: :mod:`assignor.cooperative`).
+  positions, the listener hears only of the added ones, and when the leader withheld
+  partitions (the assignment says so) every member rejoins at once, so the next round hands
+  them over without waiting for heartbeats (:mod:`assignor.cooperative`).
 
 A round is eager when the group is (a member without cooperative support is present, per
 the leader's assignment) or when this member lost its generation (it was dropped from the
@@ -109,8 +109,10 @@ class CooperativeCoordinator(GroupCoordinator):
             len(added),
         )
         await self._notify("on_partitions_assigned", added)
-        if lost:
-            self.request_rejoin()  # the next round hands what we revoked to its new owner
+        if lost or self.autoscaler_state.handover_pending:
+            # The next round hands what was withheld to its new owners: every member joins
+            # it now rather than when its next heartbeat hears of it.
+            self.request_rejoin()
 
     async def _notify(self, callback: str, partitions: Iterable[KafkaTopicPartition]) -> None:
         listener = self._subscription.listener

@@ -11,6 +11,7 @@ from assignor.cooperative import (
     COOPERATIVE,
     EAGER,
     decode_assignment_data,
+    decode_handover,
     encode_assignment_data,
     group_mode,
     withhold_moving,
@@ -75,6 +76,14 @@ def test_assignment_data_round_trip_and_unreadable_means_eager() -> None:
         assert decode_assignment_data(encode_assignment_data(mode)) == mode
     for junk in (b"", None, b"not json", b"[1]", b'{"mode":"other"}'):
         assert decode_assignment_data(junk) == EAGER
+
+
+def test_a_round_that_withholds_announces_the_hand_over_round() -> None:
+    data = encode_assignment_data(COOPERATIVE, handover=True)
+    assert decode_handover(data) and decode_assignment_data(data) == COOPERATIVE
+    assert not decode_handover(encode_assignment_data(COOPERATIVE))
+    for junk in (b"", None, b"not json", b"[1]", b'{"handover":"yes"}'):
+        assert not decode_handover(junk)
 
 
 @given(st.integers(min_value=0, max_value=10_000))
