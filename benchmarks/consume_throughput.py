@@ -1,10 +1,11 @@
-"""Raw consume throughput on the embedded broker: confluent-kafka, aiokafka, and our SDK
-with a no-op sink, on the same data, in the same run, alternating rounds.
+"""Raw consume throughput: confluent-kafka, aiokafka, and our SDK with a no-op sink, on the
+same data, in the same run, alternating rounds, on Apache Kafka or the embedded broker.
 
 Per value size, one topic of 32 partitions is filled (well under the mock's 5 MiB per
 partition retention), then each client reads it all in a fresh group. Time runs from the
 moment partitions are assigned to the last record (group join excluded).
-``python -m benchmarks.consume_throughput``.
+``python -m benchmarks.consume_throughput --cluster apache`` (or ``embedded``) writes
+``results/consume_throughput_<cluster>.{md,json}``.
 """
 
 from __future__ import annotations
@@ -20,11 +21,11 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
 from confluent_kafka import Consumer, Producer
 
-from benchmarks.machine import machine_line
+from benchmarks.machine import broker_line, machine_line
 from benchmarks.report import publish
+from consumer_sdk.clusters import ClusterKind, kafka_cluster
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.consumer import AutoscalingConsumer
-from consumer_sdk.embedded_process import EmbeddedKafkaProcess
 from consumer_sdk.sink import CallbackSink, Record
 
 PARTITIONS = 32
@@ -58,7 +59,8 @@ def fill(
 
 
 def run_confluent(bootstrap: str, topic: str, group: str, expected: int) -> float:
-    """Seconds from assignment to the last record, confluent-kafka tuned (DESIGN.md s. 6)."""
+    """Seconds from assignment to the last record, confluent-kafka tuned for the embedded
+    broker (docs/architecture.md section 7)."""
     assigned_at: list[float] = []
     consumer = Consumer(
         {
@@ -168,17 +170,24 @@ CLIENTS: dict[str, Callable[[str, str, str, int], float]] = {
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run and write ``results/consume_throughput.{md,json}``."""
+    """Run and write ``results/consume_throughput_<cluster>.{md,json}``."""
     parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument(
+        "--cluster",
+        choices=[ClusterKind.APACHE.value, ClusterKind.EMBEDDED.value],
+        default=ClusterKind.APACHE.value,
+        help="Apache Kafka started from its jars (default) or the embedded broker",
+    )
     parser.add_argument("--mib", type=int, default=128, help="MiB per value size (<= 160)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args(argv)
     rows: list[dict[str, Any]] = []
-    with EmbeddedKafkaProcess(brokers=3) as broker:
+    kind = ClusterKind(args.cluster)
+    with kafka_cluster(kind) as broker:
+        broker_text = broker_line(broker)
         for value_size in (200, 1024):
-            topic = f"throughput-{value_size}"
-            broker.create_topic(topic, PARTITIONS, 1)
+            topic = broker.create_topic(PARTITIONS, prefix=f"throughput-{value_size}")
             count = fill(broker.bootstrap_servers, topic, value_size, args.mib)
             timings: dict[str, list[float]] = {name: [] for name in CLIENTS}
             for round_ in range(args.rounds):
@@ -200,9 +209,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                     }
                 )
     lines = [
-        "# Consume throughput on the embedded broker (one consumer, 32 partitions)",
+        f"# Consume throughput on {kind.value} Kafka (one consumer, 32 partitions)",
         "",
         machine_line(),
+        broker_text,
         f"{args.mib} MiB per value size, median of {args.rounds} alternating rounds; time from "
         "partition assignment to the last record. SDK: 16 MiB batches, 0.25 s wait (the "
         "last partial batch waits it out), no-op sink, commit after every batch.",
@@ -216,9 +226,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{row['mb_per_s']:.1f} | {row['records_per_s']:,.0f} |"
         )
     publish(
-        "consume_throughput",
+        f"consume_throughput_{kind.value}",
         "\n".join(lines),
-        {"args": vars(args), "rows": rows},
+        {"args": vars(args), "broker": broker_text, "rows": rows},
         write=not args.no_write,
     )
     return 0

@@ -1,15 +1,19 @@
-"""Partition pause through scale events: aiokafka eager (range, sticky) vs our cooperative
-mode, on the embedded broker, in the same run.
+"""Partition pause through scale events, side by side in one run on one cluster: aiokafka
+eager (range, sticky), our cooperative mode, and the clients a user would pick instead:
+confluent-kafka with ``partition.assignment.strategy=cooperative-sticky`` (librdkafka's
+KIP-429) and confluent-kafka with ``group.protocol=consumer`` (KIP-848, the broker assigns;
+Apache Kafka only).
 
 A topic of 100 partitions gets a steady paced load; 10 members read it. Per protocol, three
 scenarios: scale-out 10 -> 11, scale-in 11 -> 10, and a rolling restart of the 10 members.
 Every member logs when it starts and stops owning partitions; the pause of a partition is
 the time inside the scenario's window when no member owned it, summed over partitions.
 Next to it, the pause predicted from what moved (the Rscore view): partitions that changed
-owner times the protocol's measured round time (two rounds for cooperative).
+owner times the protocol's measured round time; records re-delivered (an offset read again),
+split into partitions that moved in the window and partitions that did not.
 
-``python -m benchmarks.cooperative_rebalance`` writes
-``results/cooperative_rebalance.{md,json,png}``.
+``python -m benchmarks.cooperative_rebalance --cluster apache`` (or ``embedded``) writes
+``results/cooperative_rebalance_<cluster>.{md,json,png}``.
 """
 
 from __future__ import annotations
@@ -18,7 +22,6 @@ import argparse
 import asyncio
 import threading
 import time
-import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,20 +31,49 @@ from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
 from aiokafka.coordinator.assignors.abstract import AbstractPartitionAssignor
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 from aiokafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer
 
-from benchmarks.machine import machine_line
+from benchmarks.machine import broker_line, machine_line
 from benchmarks.report import RESULTS, publish
+from consumer_sdk.clusters import ClusterKind, KafkaCluster, kafka_cluster
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.consumer import AutoscalingConsumer, OwnershipEvent
-from consumer_sdk.embedded_process import EmbeddedKafkaProcess
 from consumer_sdk.sink import CallbackSink, Record
 
 PARTITIONS = 100
 MEMBERS = 10
-# Embedded broker timings (DESIGN.md section 6): rebalances complete after session - 1 s.
-SESSION_MS, HEARTBEAT_MS, LEADER_DELAY_S = 1500, 100, 0.1
-PROTOCOLS = ("eager-range", "eager-sticky", "cooperative")
+
+
+@dataclass(frozen=True)
+class Timings:
+    """Group timings every protocol runs with: classic members set them as client options,
+    KIP-848 members get them from the broker (group.consumer.* node settings)."""
+
+    name: str
+    session_ms: int
+    heartbeat_ms: int
+
+    def broker_settings(self) -> dict[str, str]:
+        return {
+            "group.consumer.session.timeout.ms": str(self.session_ms),
+            "group.consumer.heartbeat.interval.ms": str(self.heartbeat_ms),
+        }
+
+
+# What users run (aiokafka's defaults: 10 s session, 3 s heartbeat; the same for every
+# protocol), and short timings that make every rebalance fast. The embedded broker only
+# takes the short ones: it completes a rebalance after session - 1 s.
+DEFAULTS = Timings("client defaults", 10_000, 3_000)
+FAST = Timings("fast", 1_500, 100)
+PROFILES = {ClusterKind.APACHE: (DEFAULTS, FAST), ClusterKind.EMBEDDED: (FAST,)}
+# The embedded broker's SyncGroup race needs the leader to answer late; Apache Kafka does not.
+LEADER_DELAY_S = {ClusterKind.EMBEDDED: 0.1}
+OURS = "cooperative (ours)"
+LIBRDKAFKA = "librdkafka cooperative-sticky"
+KIP848 = "KIP-848 consumer protocol"
+PROTOCOLS = ("eager-range", "eager-sticky", OURS, LIBRDKAFKA, KIP848)
+# The embedded broker does not implement the KIP-848 ConsumerGroupHeartbeat API.
+UNSUPPORTED = {ClusterKind.EMBEDDED: {KIP848}}
 
 
 @dataclass
@@ -50,6 +82,9 @@ class Ownership:
 
     events: list[tuple[float, str, int, frozenset[int]]] = field(default_factory=list)
     consumed: list[tuple[float, int]] = field(default_factory=list)
+    redelivered: list[tuple[float, int, int]] = field(default_factory=list)
+    """(time, partition, records) read again: offsets at or below one already read."""
+    highest: dict[int, int] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def change(
@@ -60,19 +95,30 @@ class Ownership:
             with self.lock:
                 self.events.append((time.monotonic() if at is None else at, member, sign, chosen))
 
-    def count(self, records: int) -> None:
+    def count(self, offsets: Mapping[int, Sequence[int]]) -> None:
+        """Log records read: partition -> offsets, in the order read."""
+        now = time.monotonic()
         with self.lock:
-            self.consumed.append((time.monotonic(), records))
+            self.consumed.append((now, sum(len(o) for o in offsets.values())))
+            for partition, read in offsets.items():
+                highest = self.highest.get(partition, -1)
+                again = sum(1 for offset in read if offset <= highest)
+                if again:
+                    self.redelivered.append((now, partition, again))
+                if read:
+                    self.highest[partition] = max(highest, max(read))
 
 
-def _delayed(base: type[AbstractPartitionAssignor]) -> type[AbstractPartitionAssignor]:
-    """A per-member copy of an aiokafka assignor whose leader answers 100 ms late (the
+def _delayed(
+    base: type[AbstractPartitionAssignor], delay_s: float
+) -> type[AbstractPartitionAssignor]:
+    """A per-member copy of an aiokafka assignor whose leader answers ``delay_s`` late (the
     embedded broker's SyncGroup race) and whose class state is its own."""
 
     class Delayed(base):
         @classmethod
         def assign(cls, cluster: Any, members: Mapping[str, Any]) -> Any:
-            time.sleep(LEADER_DELAY_S)
+            time.sleep(delay_s)
             return super().assign(cluster, members)
 
     return Delayed
@@ -81,9 +127,18 @@ def _delayed(base: type[AbstractPartitionAssignor]) -> type[AbstractPartitionAss
 class Member:
     """One group member in its own thread and event loop."""
 
-    def __init__(self, name: str, protocol: str, kafka: str, topic: str, log: Ownership):
+    def __init__(
+        self,
+        name: str,
+        protocol: str,
+        kafka: str,
+        topic: str,
+        log: Ownership,
+        delay_s: float,
+        timings: Timings,
+    ):
         self.name, self.protocol, self.kafka, self.topic = name, protocol, kafka, topic
-        self.log = log
+        self.log, self.delay_s, self.timings = log, delay_s, timings
         self.owned: set[int] = set()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=lambda: asyncio.run(self._main()), name=name)
@@ -97,10 +152,56 @@ class Member:
         self._thread.join(60)
 
     async def _main(self) -> None:
-        if self.protocol == "cooperative":
+        if self.protocol == OURS:
             await self._run_sdk()
+        elif self.protocol in (LIBRDKAFKA, KIP848):
+            self._run_confluent()
         else:
             await self._run_plain()
+
+    def _run_confluent(self) -> None:
+        settings: dict[str, Any] = {
+            "bootstrap.servers": self.kafka,
+            "group.id": f"bench-{self.topic}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": True,
+            "auto.commit.interval.ms": 500,
+            "fetch.wait.max.ms": 100,
+            "fetch.queue.backoff.ms": 10,
+        }
+        if self.protocol == KIP848:
+            settings["group.protocol"] = "consumer"
+        else:
+            settings.update(
+                {
+                    "partition.assignment.strategy": "cooperative-sticky",
+                    "session.timeout.ms": self.timings.session_ms,
+                    "heartbeat.interval.ms": self.timings.heartbeat_ms,
+                }
+            )
+        consumer = Consumer(settings)
+
+        def assigned(_consumer: Any, partitions: list[Any]) -> None:
+            self.log.change(self.name, +1, (tp.partition for tp in partitions))
+            self.owned |= {tp.partition for tp in partitions}
+
+        def revoked(_consumer: Any, partitions: list[Any]) -> None:
+            self.log.change(self.name, -1, (tp.partition for tp in partitions))
+            self.owned -= {tp.partition for tp in partitions}
+
+        consumer.subscribe([self.topic], on_assign=assigned, on_revoke=revoked, on_lost=revoked)
+        try:
+            while not self._stop.is_set():
+                offsets: dict[int, list[int]] = {}
+                for message in consumer.consume(500, 0.2):
+                    partition, offset = message.partition(), message.offset()
+                    if message.error() is None and partition is not None and offset is not None:
+                        offsets.setdefault(partition, []).append(offset)
+                self.log.count(offsets)
+        finally:
+            consumer.close()
+            self.log.change(self.name, -1, self.owned)
+            self.owned = set()
 
     async def _run_plain(self) -> None:
         base = RangePartitionAssignor if self.protocol == "eager-range" else StickyPartitionAssignor
@@ -121,17 +222,17 @@ class Member:
             enable_auto_commit=True,
             auto_commit_interval_ms=500,
             auto_offset_reset="earliest",
-            session_timeout_ms=SESSION_MS,
-            heartbeat_interval_ms=HEARTBEAT_MS,
+            session_timeout_ms=self.timings.session_ms,
+            heartbeat_interval_ms=self.timings.heartbeat_ms,
             fetch_max_wait_ms=100,
-            partition_assignment_strategy=(_delayed(base),),
+            partition_assignment_strategy=(_delayed(base, self.delay_s),),
         )
         consumer.subscribe([self.topic], listener=Listener())
         await consumer.start()
         try:
             while not self._stop.is_set():
                 batch = await consumer.getmany(timeout_ms=200)
-                self.log.count(sum(len(v) for v in batch.values()))
+                self.log.count({tp.partition: [r.offset for r in v] for tp, v in batch.items()})
         finally:
             self.log.change(self.name, -1, self.owned)
             await consumer.stop()
@@ -143,15 +244,18 @@ class Member:
             topics=(self.topic,),
             capacity=1000.0,
             member_identity=self.name,
-            session_timeout_ms=SESSION_MS,
-            heartbeat_interval_ms=HEARTBEAT_MS,
-            leader_delay_secs=LEADER_DELAY_S,
+            session_timeout_ms=self.timings.session_ms,
+            heartbeat_interval_ms=self.timings.heartbeat_ms,
+            leader_delay_secs=self.delay_s,
             wait_time_secs=0.2,
             replan_after_secs=0,
         )
 
         def write(topic: str, records: Sequence[Record]) -> None:
-            self.log.count(len(records))
+            offsets: dict[int, list[int]] = {}
+            for r in records:
+                offsets.setdefault(r.partition, []).append(r.offset)
+            self.log.count(offsets)
 
         consumer = AutoscalingConsumer(config, CallbackSink(write))
         seen = 0
@@ -239,7 +343,12 @@ def scenario(
     time.sleep(tail_s)  # the window closes a little after the group settled
     after = owners(members)
     moved = sum(before.get(p) != owner for p, owner in after.items())
+    with log.lock:
+        touched = {p for at, _, _, ps in log.events if start <= at <= end for p in ps}
+        again = [(p, n) for at, p, n in log.redelivered if start <= at <= end]
     return {
+        "redelivered": sum(n for _, n in again),
+        "redelivered_unmoved": sum(n for p, n in again if p not in touched),
         "scenario": name,
         "start": start,
         "end": end,
@@ -251,39 +360,49 @@ def scenario(
     }
 
 
-def run(kafka: Any, protocol: str, rate: int, plot_data: dict[str, Any]) -> list[dict[str, Any]]:
-    topic = f"coop-{protocol}-{uuid.uuid4().hex[:6]}"
-    kafka.create_topic(topic, PARTITIONS, 1)
+def run(
+    kafka: KafkaCluster,
+    protocol: str,
+    timings: Timings,
+    rate: int,
+    repeats: int,
+    plot_data: dict[str, Any],
+) -> list[dict[str, Any]]:
+    """One protocol on a fresh topic: ``repeats`` scale-outs 10->11 each followed by a
+    scale-in 11->10, then a rolling restart of the 10 members."""
+    topic = kafka.create_topic(PARTITIONS, prefix="coop")
     bootstrap = kafka.bootstrap_servers
+    delay_s = LEADER_DELAY_S.get(kafka.kind, 0.0)
     log = Ownership()
+
+    def member(name: str) -> Member:
+        return Member(name, protocol, bootstrap, topic, log, delay_s, timings).start()
+
     stop_load = threading.Event()
     loader = threading.Thread(target=produce_steadily, args=(bootstrap, topic, stop_load, rate))
     loader.start()
-    members = [Member(f"m-{i}", protocol, bootstrap, topic, log).start() for i in range(MEMBERS)]
+    members = [member(f"m-{i}") for i in range(MEMBERS)]
     t0 = time.monotonic()
     results: list[dict[str, Any]] = []
     try:
         assert settled(members, 120), f"{protocol}: the group of {MEMBERS} never settled"
         time.sleep(2.0)
 
-        def scale_out() -> None:
-            members.append(Member("m-extra", protocol, bootstrap, topic, log).start())
-
-        def scale_in() -> None:
-            members.pop().stop()
-
         def rolling_restart() -> None:
             for i in range(MEMBERS):
                 members[i].stop()
-                members[i] = Member(f"m-{i}-r", protocol, bootstrap, topic, log).start()
+                members[i] = member(f"m-{i}-r")
                 settled(members)
 
-        for name, act in (
-            ("scale-out 10->11", scale_out),
-            ("scale-in 11->10", scale_in),
-            ("rolling restart", rolling_restart),
-        ):
-            results.append({"protocol": protocol, **scenario(name, log, members, act)})
+        steps: list[tuple[str, Any]] = []
+        for k in range(repeats):
+            steps.append(("scale-out 10->11", lambda k=k: members.append(member(f"m-extra-{k}"))))
+            steps.append(("scale-in 11->10", lambda: members.pop().stop()))
+        steps.append(("rolling restart", rolling_restart))
+        for name, act in steps:
+            results.append(
+                {"protocol": protocol, "profile": timings.name, **scenario(name, log, members, act)}
+            )
     finally:
         stop_load.set()
         for m in members:
@@ -291,7 +410,7 @@ def run(kafka: Any, protocol: str, rate: int, plot_data: dict[str, Any]) -> list
         loader.join(60)
     with log.lock:
         last = max(r["end"] for r in results)
-        plot_data[protocol] = {
+        plot_data[f"{protocol}, {timings.name}"] = {
             "consumed": [(at - t0, n) for at, n in log.consumed if at <= last],
             "marks": [(r["start"] - t0, r["scenario"]) for r in results],
         }
@@ -323,47 +442,118 @@ def plot(plot_data: dict[str, Any], path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
+def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per profile, protocol and scenario: the mean over its repetitions."""
+    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault((r["profile"], r["protocol"], r["scenario"]), []).append(r)
+    summary = []
+    for (profile, protocol, scenario_name), runs in groups.items():
+        mean = {
+            key: sum(r[key] for r in runs) / len(runs)
+            for key in ("moved", "pause_partition_s", "settle_s")
+        }
+        summary.append(
+            {
+                "profile": profile,
+                "protocol": protocol,
+                "scenario": scenario_name,
+                "runs": len(runs),
+                **mean,
+                "pause_per_moved_s": mean["pause_partition_s"] / max(1.0, mean["moved"]),
+                "redelivered": sum(r["redelivered"] for r in runs),
+                "redelivered_unmoved": sum(r["redelivered_unmoved"] for r in runs),
+                "settled": all(r["settled"] for r in runs),
+            }
+        )
+    return summary
+
+
+def report(summary: list[dict[str, Any]], header: str) -> str:
+    """Per profile: the table and our pause against every other protocol's."""
+    lines = [header]
+    for profile in dict.fromkeys(r["profile"] for r in summary):
+        rows = [r for r in summary if r["profile"] == profile]
+        lines += [
+            "",
+            f"## Timings: {profile}",
+            "",
+            "| scenario | protocol | runs | moved partitions | pause (partition-s) | pause per "
+            "moved partition (s) | settled in (s) | re-delivered | re-delivered, unmoved |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for r in rows:
+            lines.append(
+                f"| {r['scenario']} | {r['protocol']} | {r['runs']} | {r['moved']:.1f} | "
+                f"{r['pause_partition_s']:.2f} | {r['pause_per_moved_s']:.3f} | "
+                f"{r['settle_s']:.1f} | {r['redelivered']} | {r['redelivered_unmoved']} |"
+            )
+        pause = {(r["protocol"], r["scenario"]): r["pause_partition_s"] for r in rows}
+        lines += ["", "Pause of each protocol / pause of ours (above 1: ours pauses less):", ""]
+        for scenario_name in dict.fromkeys(r["scenario"] for r in rows):
+            ours = pause.get((OURS, scenario_name), 0.0)
+            ratios = [
+                f"{p} {pause[(p, scenario_name)] / ours:.2f}x"
+                for p, s in pause
+                if s == scenario_name and p != OURS and ours > 0
+            ]
+            lines.append(f"- {scenario_name}: " + ", ".join(ratios))
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run every protocol side by side on one embedded broker."""
+    """Run every protocol side by side on one cluster per timing profile."""
     parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument(
+        "--cluster",
+        choices=[ClusterKind.APACHE.value, ClusterKind.EMBEDDED.value],
+        default=ClusterKind.APACHE.value,
+        help="Apache Kafka started from its jars (default) or the embedded broker",
+    )
     parser.add_argument("--rate", type=int, default=5000, help="records/s produced")
+    parser.add_argument("--repeats", type=int, default=3, help="scale-out/in pairs per run")
+    parser.add_argument(
+        "--protocols", default=",".join(PROTOCOLS), help="comma-separated subset to run"
+    )
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args(argv)
+    kind = ClusterKind(args.cluster)
+    chosen = [p for p in args.protocols.split(",") if p not in UNSUPPORTED.get(kind, set())]
     rows: list[dict[str, Any]] = []
     plot_data: dict[str, Any] = {}
-    with EmbeddedKafkaProcess(brokers=3) as kafka:
-        for protocol in PROTOCOLS:
-            rows.extend(run(kafka, protocol, args.rate, plot_data))
-    round_s = {
-        p: min(r["settle_s"] for r in rows if r["protocol"] == p and "out" in r["scenario"])
-        for p in PROTOCOLS
-    }
-    lines = [
-        f"# Partition pause through scale events ({PARTITIONS} partitions, {MEMBERS} members, "
-        f"{args.rate} records/s)",
-        "",
-        machine_line(),
-        "",
-        "| scenario | protocol | moved partitions | pause (partition-s) | predicted from moved "
-        "(partition-s) | settled in (s) |",
-        "|---|---|---|---|---|---|",
-    ]
-    for r in rows:
-        predicted = r["moved"] * round_s[r["protocol"]]
-        r["predicted_partition_s"] = predicted
-        lines.append(
-            f"| {r['scenario']} | {r['protocol']} | {r['moved']} | "
-            f"{r['pause_partition_s']:.1f} | {predicted:.1f} | {r['settle_s']:.1f} |"
-        )
-    eager = {r["scenario"]: r["pause_partition_s"] for r in rows if r["protocol"] == "eager-sticky"}
-    lines += ["", "Eager-sticky pause / cooperative pause:"]
-    for r in rows:
-        if r["protocol"] == "cooperative" and r["pause_partition_s"] > 0:
-            ratio = eager[r["scenario"]] / r["pause_partition_s"]
-            lines.append(f"- {r['scenario']}: {ratio:.1f}x")
-    publish("cooperative_rebalance", "\n".join(lines), {"rows": rows}, write=not args.no_write)
+    broker = ""
+    for timings in PROFILES[kind]:
+        with kafka_cluster(kind, apache_settings=timings.broker_settings()) as kafka:
+            broker = broker_line(kafka)
+            for protocol in chosen:
+                rows.extend(run(kafka, protocol, timings, args.rate, args.repeats, plot_data))
+                print(f"{timings.name} / {protocol}: done", flush=True)
+    skipped = [p for p in PROTOCOLS if p not in chosen]
+    profiles = "; ".join(
+        f"{t.name}: session {t.session_ms} ms, heartbeat {t.heartbeat_ms} ms"
+        for t in PROFILES[kind]
+    )
+    header = "\n".join(
+        [
+            f"# Partition pause through scale events ({PARTITIONS} partitions, {MEMBERS} "
+            f"members, {args.rate} records/s)",
+            "",
+            machine_line(),
+            broker,
+            f"Timings, the same for every protocol ({profiles}). Scale-out and scale-in: mean "
+            f"of {args.repeats} runs; re-delivered: summed. Our members run without a speed "
+            "snapshot (sticky fallback of the assignor)."
+            + (f" Not run on this cluster: {', '.join(skipped)}." if skipped else ""),
+        ]
+    )
+    summary = summarise(rows)
+    table = report(summary, header)
+    name = f"cooperative_rebalance_{kind.value}"
+    publish(
+        name, table, {"broker": broker, "summary": summary, "rows": rows}, write=not args.no_write
+    )
     if not args.no_write:
-        plot(plot_data, RESULTS / "cooperative_rebalance.png")
+        plot(plot_data, RESULTS / f"{name}.png")
     return 0 if all(r["settled"] for r in rows) else 1
 
 

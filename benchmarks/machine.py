@@ -7,6 +7,8 @@ import os
 import platform
 import sys
 
+from consumer_sdk.clusters import ClusterKind, KafkaCluster
+
 
 def machine_info() -> dict[str, str]:
     """Host, CPU, cores, Python and the UTC date of this run."""
@@ -39,3 +41,20 @@ def machine_line() -> str:
         f"Machine: {info['cpu']}, {info['cores']} cores, Python {info['python']}; "
         f"run {info['date_utc']} UTC."
     )
+
+
+def broker_line(kafka: KafkaCluster) -> str:
+    """One markdown line naming the broker a benchmark measured on."""
+    if kafka.kind is ClusterKind.APACHE:
+        from consumer_sdk.apache_kafka import kafka_version
+
+        nodes = kafka.broker_count
+        return f"Broker: Apache Kafka {kafka_version()} (KRaft, {nodes} node(s) on this machine)."
+    if kafka.kind is ClusterKind.EMBEDDED:
+        import confluent_kafka
+
+        return (
+            f"Broker: embedded (librdkafka {confluent_kafka.libversion()[0]} mock cluster, "
+            f"{kafka.broker_count} brokers)."
+        )
+    return f"Broker: {kafka.kind.value} cluster at {kafka.bootstrap_servers}."

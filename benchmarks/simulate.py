@@ -10,6 +10,7 @@ assignment. Target: every KEDA setting whose p99 lag is no worse than ours uses 
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -34,6 +35,56 @@ from sidecar.simulation import (
 CAPACITY = 1000.0
 THRESHOLDS = (100, 300, 1000, 3000, 10_000, 30_000, 100_000)
 TARGET_RATIO = 1 / 0.6
+MEASURED = RESULTS / "cooperative_rebalance_apache.json"
+UNCALIBRATED_S = 3.0
+PEER_PROTOCOLS = {
+    "ours": "cooperative (ours)",
+    "coop-sticky": "librdkafka cooperative-sticky",
+    "eager-range": "eager-range",
+}
+
+
+CALIBRATION_PROFILE = "client defaults"
+
+
+def pause_per_partition(summary: list[dict[str, Any]], protocol: str, partitions: int) -> float:
+    """Seconds a partition paused per scale event, from the measured pause benchmark at
+    client-default timings: the cooperative protocols pause the partitions that moved, eager
+    ones pause every partition."""
+    events = [
+        r
+        for r in summary
+        if r["protocol"] == protocol
+        and r["profile"] == CALIBRATION_PROFILE
+        and r["scenario"].startswith(("scale-out", "scale-in"))
+    ]
+    eager = protocol.startswith("eager")
+    per_event = [
+        r["pause_partition_s"] / (partitions if eager else max(1.0, r["moved"])) for r in events
+    ]
+    return float(sum(per_event) / len(per_event))
+
+
+def calibration() -> tuple[dict[str, float], str]:
+    """Rebalance pause per policy, measured on Apache Kafka by the cooperative rebalance
+    benchmark when its results are present; else the uncalibrated 3 s for all."""
+    if not MEASURED.is_file():
+        pauses = dict.fromkeys(PEER_PROTOCOLS, UNCALIBRATED_S)
+        return pauses, f"Rebalance pause {UNCALIBRATED_S:g} s per moved partition (not calibrated)"
+    measured = json.loads(MEASURED.read_text())
+    partitions = 100
+    pauses = {
+        policy: pause_per_partition(measured["summary"], protocol, partitions)
+        for policy, protocol in PEER_PROTOCOLS.items()
+    }
+    text = (
+        "Rebalance pause per moved partition calibrated on Apache Kafka "
+        f"({MEASURED.name}, {CALIBRATION_PROFILE} timings, scale-out and scale-in of 10 "
+        f"members, run {measured['machine']['date_utc']} UTC): ours {pauses['ours']:.2f} s, "
+        f"KEDA with cooperative-sticky {pauses['coop-sticky']:.2f} s, KEDA with eager range "
+        f"{pauses['eager-range']:.2f} s (every partition)"
+    )
+    return pauses, text
 
 
 def traces(partitions: int, seed: int) -> dict[str, Rates]:
@@ -123,12 +174,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     runs: dict[str, list[Result]] = {}
     defaults = ControllerConfig(capacity=CAPACITY)
+    pauses, calibration_text = calibration()
     lines = [
         f"# Simulator: our policy vs KEDA-style, {args.partitions} partitions, "
         f"C = {CAPACITY:g} records/s, {args.duration} s per run, seed {args.seed}",
         "",
         machine_line(),
-        "Rebalance pause 3 s per moved partition (eager: all partitions); speeds measured over "
+        f"{calibration_text}; the simulator's clock ticks in seconds, so a pause of p s stops a "
+        "partition for ceil(1 + p) ticks. Speeds measured over "
         "30 s. Lag in records (total over partitions) and seconds (total lag / arrival rate).",
         f"Ours: the sidecar's defaults (scale-down window {defaults.scale_down_window_s:g} s, "
         f"drain {defaults.drain_seconds:g} s); the assignor packs speed + backlog by the same "
@@ -144,6 +197,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 CAPACITY,
                 ours(args.partitions),
                 args.duration,
+                rebalance_s=pauses["ours"],
             )
         ]
         for cooperative in (False, True):
@@ -156,6 +210,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         CAPACITY,
                         policy,
                         args.duration,
+                        rebalance_s=pauses["coop-sticky" if cooperative else "eager-range"],
                     )
                 )
         runs[trace] = results
@@ -179,7 +234,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{trace}: {'holds' if ok else 'BROKEN'}", flush=True)
     started = time.perf_counter()
     big = simulate(
-        random_walk(args.large, CAPACITY, 5, args.seed), args.large, CAPACITY, ours(args.large), 300
+        random_walk(args.large, CAPACITY, 5, args.seed),
+        args.large,
+        CAPACITY,
+        ours(args.large),
+        300,
+        rebalance_s=pauses["ours"],
     )
     lines += [
         f"Scale: {args.large} partitions, 300 s of the random walk with our policy ran in "

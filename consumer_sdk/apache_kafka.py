@@ -21,6 +21,7 @@ import subprocess
 import tempfile
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
@@ -185,7 +186,12 @@ class ApacheKafka(BrokerHandle):
     """
 
     def __init__(
-        self, brokers: int = 1, *, heap_mb: int = 512, work_dir: Path | None = None
+        self,
+        brokers: int = 1,
+        *,
+        heap_mb: int = 512,
+        work_dir: Path | None = None,
+        settings: Mapping[str, str] | None = None,
     ) -> None:
         if not isinstance(brokers, int) or isinstance(brokers, bool):
             raise ValueError(f"brokers must be an integer in [1, {MAX_NODES}], got {brokers!r}")
@@ -195,6 +201,7 @@ class ApacheKafka(BrokerHandle):
             raise ValueError(f"heap_mb must be an integer in [128, 16384], got {heap_mb!r}")
         self.brokers = brokers
         self.heap_mb = heap_mb
+        self.settings = dict(settings or {})  # node properties over node_properties()
         self._work_dir = work_dir
         self._owns_work_dir = False
         self._nodes: list[_Node] = []
@@ -225,7 +232,7 @@ class ApacheKafka(BrokerHandle):
         try:
             for node in nodes:
                 node.directory.mkdir(parents=True, exist_ok=True)
-                properties = node_properties(node, voters, self.brokers)
+                properties = {**node_properties(node, voters, self.brokers), **self.settings}
                 node.config_path.write_text("".join(f"{k}={v}\n" for k, v in properties.items()))
                 (node.directory / "log4j2.yaml").write_text(_LOG4J2)
             formats = [self._format(node, cluster_id) for node in nodes]

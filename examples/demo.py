@@ -1,6 +1,8 @@
 """``make demo``: the autoscaler end to end on this machine, in about three minutes.
 
-An embedded Kafka (3 brokers), 2 topics x 12 partitions, load whose per-partition rates
+An embedded Kafka (3 brokers; ``--kafka apache``: one Apache Kafka node started from its jars,
+where the sidecar measures bytes/s through DescribeLogDirs), 2 topics x 12 partitions, load
+whose per-partition rates
 follow the paper's random walk with a step up and a step down, the sidecar (local scaler,
 default heuristic) starting and stopping SDK consumer processes, each writing what it reads
 into Spark tables (one Parquet table per topic in a local warehouse) through a Spark Connect
@@ -32,7 +34,7 @@ from rich.live import Live
 from rich.table import Table
 
 from assignor import DEFAULT_HEURISTIC, TopicPartition
-from consumer_sdk.embedded_process import EmbeddedKafkaProcess
+from consumer_sdk.clusters import ClusterKind, kafka_cluster
 from consumer_sdk.spark_config import SparkSinkConfig
 from consumer_sdk.spark_connect import SparkConnectServer
 from consumer_sdk.spark_sink import SparkTableSink
@@ -43,6 +45,11 @@ ROOT = Path(__file__).parent.parent
 TOPICS = ("demo-orders", "demo-clicks")
 PARTITIONS = 12
 CAPACITY = 1000.0  # records/s one demo consumer is declared to drain
+VALUE_BYTES = 200
+# On Apache Kafka the sidecar measures bytes/s of log growth: a 200-byte value takes about
+# 210 bytes in a record batch (length, offset and timestamp deltas, no key) plus its share of
+# the 61-byte batch header, so the same consumer drains about 1000 x 230 bytes/s.
+LOG_BYTES_PER_RECORD = 230
 
 
 def free_port() -> int:
@@ -96,8 +103,10 @@ def view(status: dict[str, Any], elapsed: float, duration: float, rate: float) -
     head.add_row(
         f"[dim]{decision.get('action', 'starting')}: {decision.get('reason', '')}", "", "", ""
     )
+    unit = status.get("unit", "records/s")
     table = Table(
-        title=f"partition speed (records/s) and lag, heuristic {DEFAULT_HEURISTIC}", expand=True
+        title=f"partition speed ({unit}) and lag (records), heuristic {DEFAULT_HEURISTIC}",
+        expand=True,
     )
     for topic in TOPICS:
         table.add_column(f"{topic} speed", justify="right")
@@ -137,6 +146,16 @@ def plot(samples: list[dict[str, float]], path: Path) -> None:
     plt.close(fig)
 
 
+def capacity_settings(kind: ClusterKind) -> dict[str, str]:
+    """One consumer's capacity: records/s on the embedded broker, bytes/s on Apache Kafka."""
+    if kind is ClusterKind.APACHE:
+        return {
+            "AUTOSCALER_CAPACITY": str(CAPACITY * LOG_BYTES_PER_RECORD),
+            "AUTOSCALER_CAPACITY_UNIT": "bytes/s",
+        }
+    return {"AUTOSCALER_CAPACITY": str(CAPACITY), "AUTOSCALER_CAPACITY_UNIT": "records/s"}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the demo; exit 1 if a produced record is missing from the tables."""
     parser = argparse.ArgumentParser(description=__doc__)
@@ -144,6 +163,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--scale-down-window", type=float, default=20.0)
     parser.add_argument("--output", type=Path, default=ROOT / "demo-output")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--kafka",
+        choices=[ClusterKind.EMBEDDED.value, ClusterKind.APACHE.value],
+        default=ClusterKind.EMBEDDED.value,
+        help="embedded: librdkafka's mock cluster (default); apache: Apache Kafka from its "
+        "jars (Java 17), capacity in bytes/s measured by the sidecar",
+    )
     parser.add_argument("--no-live", action="store_true", help="print a line per second")
     parser.add_argument(
         "--local-spark",
@@ -158,11 +184,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     warehouse = out / "warehouse"
     warehouse.mkdir(parents=True)
     console = Console()
-    console.print("starting the embedded Kafka and a Spark Connect server ...")
-    with EmbeddedKafkaProcess(brokers=3) as kafka, SparkConnectServer(warehouse) as spark:
+    kind = ClusterKind(args.kafka)
+    console.print(f"starting {kind.value} Kafka and a Spark Connect server ...")
+    with kafka_cluster(kind) as kafka, SparkConnectServer(warehouse) as spark:
+        broker = kafka.broker_handle()
+        replication = min(3, broker.brokers)
         for topic in TOPICS:
-            kafka.create_topic(topic, PARTITIONS, 3)
-        kafka.create_topic("demo.autoscaler.speeds", 1, 3)
+            broker.create_topic(topic, PARTITIONS, replication)
+        broker.create_topic("demo.autoscaler.speeds", 1, replication)
         port = free_port()
         consumer = f"{shlex.quote(sys.executable)} -m consumer_sdk.cli --sink spark"
         env = {
@@ -171,7 +200,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "AUTOSCALER_BOOTSTRAP_SERVERS": kafka.bootstrap_servers,
             "AUTOSCALER_GROUP": "demo",
             "AUTOSCALER_TOPICS": ",".join(TOPICS),
-            "AUTOSCALER_CAPACITY": str(CAPACITY),
+            **capacity_settings(kind),
             "AUTOSCALER_SNAPSHOT_TOPIC": "demo.autoscaler.speeds",
             "AUTOSCALER_INTERVAL": "1",
             "AUTOSCALER_WINDOW": "8",
@@ -186,7 +215,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "AUTOSCALER_LOCK_FILE": str(out / "sidecar.lock"),
             "AUTOSCALER_SESSION_TIMEOUT_MS": "1500",
             "AUTOSCALER_HEARTBEAT_INTERVAL_MS": "100",
-            "AUTOSCALER_LEADER_DELAY_SECS": "0.1",
+            # The embedded broker's SyncGroup race needs a late leader; Apache Kafka does not.
+            "AUTOSCALER_LEADER_DELAY_SECS": "0.1" if kind is ClusterKind.EMBEDDED else "0",
             "AUTOSCALER_WAIT_TIME_SECS": "0.5",
             "AUTOSCALER_SPARK_WAREHOUSE": str(warehouse),
         }
@@ -208,7 +238,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             duration_s=args.duration,
             seed=args.seed,
         )
-        load = LoadGenerator(kafka.bootstrap_servers, walk)
+        load = LoadGenerator(kafka.bootstrap_servers, walk, value_bytes=VALUE_BYTES)
         load.start()
         samples: list[dict[str, float]] = []
         try:

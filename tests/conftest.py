@@ -32,6 +32,22 @@ _MARKER_CAPABILITY = {
 }
 
 
+def skip_unless_runnable(kind: ClusterKind) -> None:
+    """For tests that start a cluster of ``kind`` in another process: skip (or fail, if
+    required) when Apache Kafka cannot start here."""
+    if kind is not ClusterKind.APACHE:
+        return
+    from consumer_sdk.apache_kafka import java_executable, kafka_classpath
+
+    try:
+        java_executable()
+        kafka_classpath()
+    except ApacheKafkaUnavailable as exc:
+        if kind in required_cluster_kinds():
+            pytest.fail(f"the {kind.value} leg is required here but cannot start: {exc}")
+        pytest.skip(f"{kind.value} leg skipped: {exc}")
+
+
 @contextlib.contextmanager
 def cluster_or_skip(kind: ClusterKind, brokers: int | None = None) -> Iterator[KafkaCluster]:
     """Start a cluster of ``kind`` for a fixture; skip (or fail, if required) when Apache

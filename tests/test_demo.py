@@ -7,15 +7,27 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from consumer_sdk.clusters import ClusterKind, suite_cluster_kinds
+from tests.conftest import skip_unless_runnable
+
 ROOT = Path(__file__).parent.parent
 
 
-def test_short_demo_run(tmp_path: Path) -> None:
+KINDS = [k for k in suite_cluster_kinds() if k in (ClusterKind.EMBEDDED, ClusterKind.APACHE)]
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=lambda kind: kind.value)
+def test_short_demo_run(kind: ClusterKind, tmp_path: Path) -> None:
+    skip_unless_runnable(kind)
     result = subprocess.run(
         [
             sys.executable,
             "-m",
             "examples.demo",
+            "--kafka",
+            kind.value,
             "--duration",
             "12",
             "--no-live",
