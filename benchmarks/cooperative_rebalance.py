@@ -78,10 +78,9 @@ UNSUPPORTED = {ClusterKind.EMBEDDED: {KIP848}}
 
 @dataclass
 class Ownership:
-    """Thread-safe log of (time, member, +1/-1, partitions) and consumed-record times."""
+    """Thread-safe log of (time, member, +1/-1, partitions) and of offsets read again."""
 
     events: list[tuple[float, str, int, frozenset[int]]] = field(default_factory=list)
-    consumed: list[tuple[float, int]] = field(default_factory=list)
     redelivered: list[tuple[float, int, int]] = field(default_factory=list)
     """(time, partition, records) read again: offsets at or below one already read."""
     highest: dict[int, int] = field(default_factory=dict)
@@ -99,7 +98,6 @@ class Ownership:
         """Log records read: partition -> offsets, in the order read."""
         now = time.monotonic()
         with self.lock:
-            self.consumed.append((now, sum(len(o) for o in offsets.values())))
             for partition, read in offsets.items():
                 highest = self.highest.get(partition, -1)
                 again = sum(1 for offset in read if offset <= highest)
@@ -366,7 +364,6 @@ def run(
     timings: Timings,
     rate: int,
     repeats: int,
-    plot_data: dict[str, Any],
 ) -> list[dict[str, Any]]:
     """One protocol on a fresh topic: ``repeats`` scale-outs 10->11 each followed by a
     scale-in 11->10, then a rolling restart of the 10 members."""
@@ -408,38 +405,42 @@ def run(
         for m in members:
             m.stop()
         loader.join(60)
-    with log.lock:
-        last = max(r["end"] for r in results)
-        plot_data[f"{protocol}, {timings.name}"] = {
-            "consumed": [(at - t0, n) for at, n in log.consumed if at <= last],
-            "marks": [(r["start"] - t0, r["scenario"]) for r in results],
-        }
     for r in results:  # relative times in the JSON
         r["start"], r["end"] = r["start"] - t0, r["end"] - t0
     return results
 
 
-def plot(plot_data: dict[str, Any], path: Path) -> None:
+def plot(summary: list[dict[str, Any]], path: Path) -> None:
+    """Pause (partition-seconds, log scale) per scenario and protocol, a panel per profile."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(len(plot_data), 1, figsize=(10, 2.6 * len(plot_data)), sharex=True)
-    for ax, (protocol, data) in zip(axes, plot_data.items(), strict=True):
-        buckets: dict[int, int] = {}
-        for at, n in data["consumed"]:
-            buckets[int(at * 2)] = buckets.get(int(at * 2), 0) + n
-        xs = sorted(buckets)
-        ax.plot([x / 2 for x in xs], [buckets[x] * 2 for x in xs], lw=1)
-        for at, label in data["marks"]:
-            ax.axvline(at, color="grey", ls="--", lw=0.8)
-            ax.text(at, ax.get_ylim()[1] * 0.9, f" {label}", fontsize=8, color="grey")
-        ax.set_ylabel("records/s")
-        ax.set_title(protocol, fontsize=10)
-    axes[-1].set_xlabel("seconds since the members started (load is steady throughout)")
+    profiles = list(dict.fromkeys(r["profile"] for r in summary))
+    scenarios = list(dict.fromkeys(r["scenario"] for r in summary))
+    protocols = list(dict.fromkeys(r["protocol"] for r in summary))
+    fig, axes = plt.subplots(1, len(profiles), figsize=(6.5 * len(profiles), 4.2), squeeze=False)
+    width = 0.8 / len(protocols)
+    for ax, profile in zip(axes[0], profiles, strict=True):
+        pause = {
+            (r["protocol"], r["scenario"]): r["pause_partition_s"]
+            for r in summary
+            if r["profile"] == profile
+        }
+        for i, protocol in enumerate(protocols):
+            heights = [max(pause.get((protocol, sc), 0.0), 1e-2) for sc in scenarios]
+            ax.bar([x + i * width for x in range(len(scenarios))], heights, width, label=protocol)
+        ax.set_xticks([x + width * (len(protocols) - 1) / 2 for x in range(len(scenarios))])
+        ax.set_xticklabels(scenarios)
+        ax.set_yscale("log")
+        ax.set_ylabel("partition pause (partition-s, log)")
+        ax.set_title(f"timings: {profile}")
+        ax.grid(axis="y", alpha=0.3)
+    axes[0][0].legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
 
 
 def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -520,13 +521,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     kind = ClusterKind(args.cluster)
     chosen = [p for p in args.protocols.split(",") if p not in UNSUPPORTED.get(kind, set())]
     rows: list[dict[str, Any]] = []
-    plot_data: dict[str, Any] = {}
     broker = ""
     for timings in PROFILES[kind]:
         with kafka_cluster(kind, apache_settings=timings.broker_settings()) as kafka:
             broker = broker_line(kafka)
             for protocol in chosen:
-                rows.extend(run(kafka, protocol, timings, args.rate, args.repeats, plot_data))
+                rows.extend(run(kafka, protocol, timings, args.rate, args.repeats))
                 print(f"{timings.name} / {protocol}: done", flush=True)
     skipped = [p for p in PROTOCOLS if p not in chosen]
     profiles = "; ".join(
@@ -553,7 +553,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         name, table, {"broker": broker, "summary": summary, "rows": rows}, write=not args.no_write
     )
     if not args.no_write:
-        plot(plot_data, RESULTS / f"{name}.png")
+        plot(summary, RESULTS / f"{name}.png")
     return 0 if all(r["settled"] for r in rows) else 1
 
 

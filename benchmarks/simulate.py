@@ -181,7 +181,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "",
         machine_line(),
         f"{calibration_text}; the simulator's clock ticks in seconds, so a pause of p s stops a "
-        "partition for ceil(1 + p) ticks. Speeds measured over "
+        "partition for ceil(p) ticks, at least one. Speeds measured over "
         "30 s. Lag in records (total over partitions) and seconds (total lag / arrival rate).",
         f"Ours: the sidecar's defaults (scale-down window {defaults.scale_down_window_s:g} s, "
         f"drain {defaults.drain_seconds:g} s); the assignor packs speed + backlog by the same "
