@@ -104,32 +104,31 @@ class LoadIndex:
         for load, _, bin_id in self._sorted:
             yield load, bin_id
 
-    def fullest_fitting(self, fits: Fits, threshold: float) -> str | None:
-        """The most loaded bin that ``fits`` (earliest opened among equal loads).
-
-        ``threshold`` is where the boundary is expected (``bound - speed``); the predicate
-        settles the last ulp either way.
-        """
+    def _fitting_count(self, fits: Fits, threshold: float) -> int:
+        """How many bins, from the least loaded up, ``fits`` (a prefix, since fitting is
+        monotone in the load). ``threshold`` is where the boundary is expected
+        (``bound - speed``); the predicate settles the last ulp either way."""
         entries = self._sorted
         i = entries.bisect_right((threshold, math.inf))
         while i < len(entries) and fits(entries[i][0]):
             i += 1
         while i > 0 and not fits(entries[i - 1][0]):
             i -= 1
+        return int(i)
+
+    def fullest_fitting(self, fits: Fits, threshold: float) -> str | None:
+        """The most loaded bin that ``fits`` (earliest opened among equal loads)."""
+        i = self._fitting_count(fits, threshold)
         if i == 0:
             return None
-        load = entries[i - 1][0]
-        return str(entries[entries.bisect_left((load, -1))][2])
+        entries = self._sorted
+        return str(entries[entries.bisect_left((entries[i - 1][0], -1))][2])
 
     def descending_fitting(self, fits: Fits, threshold: float) -> Iterator[tuple[float, str]]:
         """(load, bin) of the bins that ``fits``, most loaded first (earliest opened first
         among equal loads)."""
         entries = self._sorted
-        i = entries.bisect_right((threshold, math.inf))
-        while i < len(entries) and fits(entries[i][0]):
-            i += 1
-        while i > 0 and not fits(entries[i - 1][0]):
-            i -= 1
+        i = self._fitting_count(fits, threshold)
         while i > 0:
             load = entries[i - 1][0]
             start = entries.bisect_left((load, -1))

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
 
-from consumer_sdk.embedded import BrokerHandle, EmbeddedKafkaError
+from consumer_sdk.embedded import BrokerHandle, EmbeddedKafkaError, check_new_topic
 from consumer_sdk.jar_lock import LOCK_DIR, JarLockError, ensure_jars, read_lock
 
 KAFKA_LOCK = LOCK_DIR / "apache-kafka.lock"
@@ -366,12 +366,7 @@ class ApacheKafka(BrokerHandle):
         leader."""
         from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
-        if not isinstance(name, str) or not name or len(name) > 249:
-            raise ValueError(f"name must be a non-empty topic name of <= 249 chars, got {name!r}")
-        if not isinstance(partitions, int) or not 1 <= partitions <= 100_000:
-            raise ValueError(f"partitions must be in [1, 100000], got {partitions!r}")
-        if not isinstance(replication, int) or not 1 <= replication <= self.brokers:
-            raise ValueError(f"replication must be in [1, {self.brokers}], got {replication!r}")
+        check_new_topic(name, partitions, replication, self.brokers)
         admin = self._admin_client()
         futures = admin.create_topics([NewTopic(name, partitions, replication)])
         try:

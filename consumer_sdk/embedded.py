@@ -20,6 +20,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
+from assignor.validation import TOPIC_NAME_RULE, is_integer, is_topic_name
+
 RD_KAFKA_PRODUCER = 0
 _ERRSTR_SIZE = 512
 
@@ -76,6 +78,16 @@ def _load_library() -> ctypes.CDLL:
         function.argtypes = argtypes
         function.restype = restype
     return lib
+
+
+def check_new_topic(name: object, partitions: object, replication: object, brokers: int) -> None:
+    """What every broker handle checks before creating a topic; ValueError names the field."""
+    if not is_topic_name(name):
+        raise ValueError(f"name must be a topic name of {TOPIC_NAME_RULE}, got {name!r}")
+    if not is_integer(partitions) or not 1 <= partitions <= 100_000:
+        raise ValueError(f"partitions must be in [1, 100000], got {partitions!r}")
+    if not is_integer(replication) or not 1 <= replication <= brokers:
+        raise ValueError(f"replication must be in [1, {brokers}], got {replication!r}")
 
 
 class BrokerHandle(ABC):
@@ -206,12 +218,7 @@ class EmbeddedKafka(BrokerHandle):
     # operations ------------------------------------------------------------------------
     def create_topic(self, name: str, partitions: int, replication: int = 1) -> None:
         """Create ``name`` with ``partitions`` partitions and ``replication`` replicas."""
-        if not isinstance(name, str) or not name or len(name) > 249:
-            raise ValueError(f"name must be a non-empty topic name of <= 249 chars, got {name!r}")
-        if not isinstance(partitions, int) or not 1 <= partitions <= 100_000:
-            raise ValueError(f"partitions must be in [1, 100000], got {partitions!r}")
-        if not isinstance(replication, int) or not 1 <= replication <= self.brokers:
-            raise ValueError(f"replication must be in [1, {self.brokers}], got {replication!r}")
+        check_new_topic(name, partitions, replication, self.brokers)
         lib, cluster = self._checked()
         code = lib.rd_kafka_mock_topic_create(cluster, name.encode(), partitions, replication)
         self._raise_on_error(code, f"create_topic({name!r})")

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Sequence
 from typing import Self
 
-from consumer_sdk.embedded import BrokerHandle, EmbeddedKafkaError
+from consumer_sdk.embedded import BrokerHandle, EmbeddedKafkaError, check_new_topic
 
 _START_TIMEOUT_S = 30.0
 
@@ -94,8 +94,7 @@ class EmbeddedKafkaProcess(BrokerHandle):
 
     def create_topic(self, name: str, partitions: int, replication: int = 1) -> None:
         """Create a topic in the child's cluster."""
-        if not isinstance(name, str) or not name or any(c.isspace() for c in name):
-            raise ValueError(f"name must be a non-empty topic name without spaces, got {name!r}")
+        check_new_topic(name, partitions, replication, self.brokers)
         self._command("create_topic", name, partitions, replication)
 
     def broker_down(self, broker_id: int) -> None:

@@ -199,7 +199,7 @@ def test_process_proxy_creates_topics_and_injects_faults() -> None:
     ("call", "message"),
     [
         (lambda b: b.create_topic("x", 0), r"partitions must be in \[1, 100000\]"),
-        (lambda b: b.create_topic("", 1), r"name must be a non-empty topic name"),
+        (lambda b: b.create_topic("", 1), r"name must be a topic name of 1-249 characters"),
         (lambda b: b.create_topic("x", 1, 4), r"replication must be in \[1, 3\]"),
         (lambda b: b.broker_down(4), r"broker_id must be in \[1, 3\]"),
         (lambda b: b.broker_up(0), r"broker_id must be in \[1, 3\]"),
