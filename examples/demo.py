@@ -29,16 +29,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console, Group
+from rich.console import Console
 from rich.live import Live
 from rich.table import Table
+from rich.text import Text
 
-from assignor import DEFAULT_HEURISTIC, TopicPartition
+from assignor import TopicPartition
 from consumer_sdk.clusters import ClusterKind, kafka_cluster
 from consumer_sdk.spark_config import SparkSinkConfig
 from consumer_sdk.spark_connect import SparkConnectServer
 from consumer_sdk.spark_sink import SparkTableSink
 from consumer_sdk.spark_tables import table_root
+from examples.demo_view import moved, plain_line, screen
 from examples.load import LoadGenerator, RateWalk
 
 ROOT = Path(__file__).parent.parent
@@ -89,55 +91,31 @@ def read_tables(spark_remote: str, warehouse: Path) -> Counter[tuple[str, int, i
     return rows
 
 
-def view(status: dict[str, Any], elapsed: float, duration: float, rate: float) -> Group:
-    """The live screen."""
-    decision = status.get("last_decision") or {}
-    head = Table.grid(padding=(0, 2))
-    head.add_row(
-        f"[bold]t = {elapsed:5.0f} / {duration:.0f} s",
-        f"produced {rate:7.0f} rec/s",
-        f"consumers: desired [bold]{decision.get('desired', '-')}[/], "
-        f"running [bold]{status.get('replicas', '-')}[/]",
-        f"plan Rscore {decision.get('planned_rscore', 0):.2f}",
-    )
-    head.add_row(
-        f"[dim]{decision.get('action', 'starting')}: {decision.get('reason', '')}", "", "", ""
-    )
-    unit = status.get("unit", "records/s")
-    table = Table(
-        title=f"partition speed ({unit}) and lag (records), heuristic {DEFAULT_HEURISTIC}",
-        expand=True,
-    )
-    for topic in TOPICS:
-        table.add_column(f"{topic} speed", justify="right")
-        table.add_column("lag", justify="right")
-    speeds, lags = status.get("speeds", {}), status.get("lags", {})
-    for p in range(PARTITIONS):
-        cells = []
-        for topic in TOPICS:
-            key = f"{topic}:{p}"
-            cells += [f"{speeds.get(key, 0):7.0f}", f"{lags.get(key, 0):6.0f}"]
-        table.add_row(*cells)
-    return Group(head, table)
-
-
 def plot(samples: list[dict[str, float]], path: Path) -> None:
-    """Consumers (desired, running, needed for the load) and total lag over time."""
+    """Consumers (desired, running, needed for the load), total lag, and the Rscore of each
+    re-plan over time."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     t = [s["t"] for s in samples]
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 6.5), sharex=True)
-    top.step(t, [s["running"] for s in samples], where="post", label="running consumers")
-    top.step(t, [s["desired"] for s in samples], where="post", label="desired", ls="--")
+    fig, (top, middle, bottom) = plt.subplots(
+        3, 1, figsize=(10, 8), sharex=True, gridspec_kw={"height_ratios": [3, 2, 1]}
+    )
+    top.step(t, [s["desired"] for s in samples], where="post", label="desired", lw=3, alpha=0.4)
+    top.step(t, [s["running"] for s in samples], where="post", label="running", lw=1.2)
     top.plot(t, [s["rate"] / CAPACITY for s in samples], label="produced / capacity", alpha=0.6)
     top.set_ylabel("consumers")
     top.legend(loc="upper left")
     top.grid(alpha=0.3)
-    bottom.plot(t, [s["lag"] for s in samples], color="tab:red")
-    bottom.set_ylabel("total lag (records)")
+    middle.plot(t, [s["lag"] for s in samples], color="tab:red")
+    middle.set_ylabel("total lag (records)")
+    middle.grid(alpha=0.3)
+    replans = [(s["t"], s["rscore"]) for s in samples if s.get("replanned")]
+    if replans:
+        bottom.stem([x for x, _ in replans], [y for _, y in replans], basefmt=" ")
+    bottom.set_ylabel("Rscore of re-plan")
     bottom.set_xlabel("seconds")
     bottom.grid(alpha=0.3)
     fig.suptitle("kafka-autoscaler demo: consumers follow the load")
@@ -170,7 +148,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="embedded: librdkafka's mock cluster (default); apache: Apache Kafka from its "
         "jars (Java 17), capacity in bytes/s measured by the sidecar",
     )
-    parser.add_argument("--no-live", action="store_true", help="print a line per second")
+    parser.add_argument(
+        "--no-live",
+        action="store_true",
+        help="print a line per second instead of the live screen (automatic when stdout is "
+        "not a terminal)",
+    )
     parser.add_argument(
         "--local-spark",
         action="store_true",
@@ -241,38 +224,44 @@ def main(argv: Sequence[str] | None = None) -> int:
         load = LoadGenerator(kafka.bootstrap_servers, walk, value_bytes=VALUE_BYTES)
         load.start()
         samples: list[dict[str, float]] = []
+        previous_plan: dict[str, list[str]] = {}
+        last_moves: list[str] = []
+        plain = args.no_live or not console.is_terminal  # a pipe gets a line per second
         try:
             with Live(
                 console=console,
                 refresh_per_second=2,
                 transient=False,
-                auto_refresh=not args.no_live,
+                auto_refresh=not plain,
             ) as live:
                 while load.is_alive() or (
                     samples and samples[-1]["lag"] > 0 and load.elapsed() < args.duration + 60
                 ):
                     status = fetch_status(port)
-                    rate = sum(walk.current(load.elapsed()).values()) if load.is_alive() else 0
+                    elapsed = load.elapsed()
+                    rate = sum(walk.current(elapsed).values()) if load.is_alive() else 0
                     decision = status.get("last_decision") or {}
+                    plan = status.get("plan") or {}
+                    replanned = bool(previous_plan) and plan != previous_plan
+                    if replanned:
+                        last_moves = moved(previous_plan, plan)
+                    previous_plan = plan or previous_plan
                     samples.append(
                         {
-                            "t": load.elapsed(),
+                            "t": elapsed,
                             "rate": rate,
                             "running": float(status.get("replicas") or 0),
                             "desired": float(decision.get("desired") or 0),
                             "lag": float(sum((status.get("lags") or {}).values())),
                             "rscore": float(decision.get("planned_rscore") or 0),
+                            "replanned": float(replanned),
                         }
                     )
-                    if args.no_live:
-                        s = samples[-1]
-                        print(
-                            f"t={s['t']:5.0f}s rate={rate:6.0f} running={s['running']:.0f} "
-                            f"desired={s['desired']:.0f} lag={s['lag']:.0f}",
-                            flush=True,
-                        )
+                    if plain:
+                        print(plain_line(status, elapsed, args.duration, rate), flush=True)
                     else:
-                        live.update(view(status, load.elapsed(), args.duration, rate))
+                        lines = screen(status, elapsed, args.duration, rate, last_moves, TOPICS)
+                        live.update(Text("\n".join(lines)))
                     time.sleep(1.0)
         finally:
             load.stop()

@@ -237,6 +237,9 @@ class Sidecar:
             "replicas": self.controller.replicas,
             "phase": self.controller.phase.value,
             "unit": self.monitor.unit,
+            "capacity": self.config.capacity,
+            # The sizing plan (consumer -> its partitions), what the assignor packs alike.
+            "plan": _by_consumer(self.controller.plan),
             "speeds": {
                 f"{tp.topic}:{tp.partition}": s for tp, s in sorted(self.monitor.speeds().items())
             },
@@ -257,3 +260,10 @@ class Sidecar:
                 "planned_rscore": decision.planned_rscore,
             },
         }
+
+
+def _by_consumer(plan: dict[TopicPartition, str]) -> dict[str, list[str]]:
+    grouped: dict[str, list[str]] = {}
+    for tp, consumer in sorted(plan.items()):
+        grouped.setdefault(consumer, []).append(f"{tp.topic}:{tp.partition}")
+    return grouped

@@ -48,3 +48,34 @@ def test_short_demo_run(kind: ClusterKind, tmp_path: Path) -> None:
     assert max(s["running"] for s in samples) >= 1  # the sidecar started consumers
     assert " 0 missing" in result.stdout and " 0 duplicated" in result.stdout
     assert list((run / "warehouse" / "kafka.db" / "demo_orders").glob("date=*/part-*.parquet"))
+
+
+def test_the_live_screen_fits_80_by_24_and_says_who_holds_what() -> None:
+    from examples.demo_view import clock, moved, screen
+
+    topics = ("demo-orders", "demo-clicks")
+    partitions = [f"{t}:{p}" for t in topics for p in range(12)]
+    plan = {f"c{i}": partitions[2 * i : 2 * i + 2] for i in range(12)}
+    status = {
+        "replicas": 12,
+        "capacity": 1000.0,
+        "unit": "records/s",
+        "plan": plan,
+        "speeds": dict.fromkeys(partitions, 450.0),
+        "lags": dict.fromkeys(partitions, 10.0),
+        "last_decision": {
+            "action": "hold",
+            "desired": 12,
+            "planned_rscore": 0.45,
+            "reason": "a reason far longer than any terminal line could show " * 3,
+        },
+    }
+    before = {**plan, "c0": [partitions[0]], "c1": [partitions[1], *plan["c1"]]}
+    lines = screen(status, 82.0, 60.0, 5400.0, moved(before, plan), topics)
+    assert len(lines) <= 24 and all(len(line) <= 80 for line in lines)
+    assert lines[0].startswith("t = 60 s +  22 s draining")
+    assert any(
+        line.strip().startswith("c0") and "90%" in line and "o0 o1" in line for line in lines
+    )
+    assert lines[-1] == "last re-plan (Rscore 0.45) moved: demo-orders:1: c1->c0"
+    assert clock(42.0, 60.0) == "t =   42 / 60 s"
