@@ -69,6 +69,7 @@ def test_consumer_ignoring_sigterm_is_killed(tmp_path: Path) -> None:
     assert wait_until(lambda: len(started(tmp_path)) == 1)
     process = scaler.processes[0]
     scaler.scale(0)
+    assert process.poll() is None  # scale() did not wait for it: the sidecar's loop goes on
     assert wait_until(lambda: scaler.replicas() == 0 and not scaler.stopping)
     assert process.returncode == -signal.SIGKILL
     assert stopped(tmp_path) == set()
