@@ -153,12 +153,15 @@ def test_consumers_do_not_outlive_a_killed_sidecar(
         *("--bootstrap-servers", kafka, "--group", f"g-{topic}", "--topics", topic),
         *("--capacity", "1000", "--min-replicas", "2", "--max-replicas", "2"),
         *("--snapshot-topic", topic_factory(1, prefix="speeds"), "--interval", "0.5"),
-        *("--consumer-command", consumer, "--identity-prefix", "sink"),
+        *("--identity-prefix", "sink"),
         *("--lock-file", str(tmp_path / "lock"), "--http-port", "0"),
     ]
     env = {
         **os.environ,
         "PYTHONPATH": str(ROOT),
+        # In the environment, not a flag: consumers_running() looks for ``out`` in command
+        # lines, and the sidecar's own must not count.
+        "AUTOSCALER_CONSUMER_COMMAND": consumer,
         "AUTOSCALER_SESSION_TIMEOUT_MS": "1500",
         "AUTOSCALER_HEARTBEAT_INTERVAL_MS": "100",
         "AUTOSCALER_LEADER_DELAY_SECS": "0.1",
