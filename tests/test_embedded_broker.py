@@ -228,38 +228,6 @@ def test_control_protocol_replies() -> None:
         assert "partitions must be" in execute_control_line(broker, "create_topic ctl2 0")
 
 
-def test_cli_prints_bootstrap_and_writes_the_file(tmp_path: Path) -> None:
-    bootstrap_file = tmp_path / "bootstrap.txt"
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "consumer_sdk.broker_cli",
-            "--brokers",
-            "1",
-            "--topic",
-            "cli:2",
-            "--bootstrap-file",
-            str(bootstrap_file),
-            "--control",
-        ],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert process.stdout is not None and process.stdin is not None
-        printed = process.stdout.readline().strip()
-        assert printed.startswith("127.0.0.1:")
-        assert bootstrap_file.read_text().strip() == printed
-        produced = produce_numbered(printed, "cli", 100, 2)
-        assert len(consume_keys(printed, ["cli"], 100, "g-cli")) == len(produced)
-    finally:
-        assert process.stdin is not None
-        process.stdin.close()
-        assert process.wait(timeout=10) == 0
-
-
 def test_cli_rejects_a_bad_topic_spec() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "consumer_sdk.broker_cli", "--topic", "nopartitions"],
