@@ -84,15 +84,20 @@ class BinPool:
                 return candidate
         raise AssertionError("unreachable")
 
-    def open(self, bin_id: str) -> None:
-        """Open ``bin_id`` (empty)."""
+    def open(self, bin_id: str, tps: Iterable[TopicPartition] = ()) -> None:
+        """Open ``bin_id``, empty or holding ``tps`` (indexed once, with its final load)."""
         if bin_id in self.load:
             raise AssertionError(f"bin {bin_id} is already open")
         self.load[bin_id] = 0.0
         self.items[bin_id] = []
+        for tp in tps:
+            speed = self.speeds[tp]
+            self.load[bin_id] += speed
+            self.items[bin_id].append(tp)
+            self.slowest_placed = min(self.slowest_placed, speed)
         self._order[bin_id] = self._opened
         self._opened += 1
-        self._index.set(bin_id, 0.0, self._order[bin_id])
+        self._index.set(bin_id, self.load[bin_id], self._order[bin_id])
 
     # filling ----------------------------------------------------------------------------
     def fits(self, bin_id: str, speed: float, limit: float | None = None) -> bool:

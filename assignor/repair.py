@@ -73,16 +73,17 @@ def _keep_exact(
 def _cheapest_shed(
     ordered: list[TopicPartition], speeds: dict[TopicPartition, float], excess: float
 ) -> set[TopicPartition]:
-    """Partitions to shed, totalling at least ``excess``, as little speed as this finds."""
+    """Partitions to shed, totalling at least ``excess``, as little speed as this finds: the
+    cheapest single partition, else the cheapest pair (first in ``ordered`` order on ties),
+    else the slowest ones greedily. O(k log k) for k partitions."""
+    values = [speeds[tp] for tp in ordered]  # decreasing
     best: tuple[float, tuple[TopicPartition, ...]] | None = None
-    for tp in ordered:  # one partition
-        if speeds[tp] >= excess and (best is None or speeds[tp] < best[0]):
-            best = (speeds[tp], (tp,))
-    for i, first in enumerate(ordered):  # two partitions
-        for second in ordered[i + 1 :]:
-            pair = speeds[first] + speeds[second]
-            if pair >= excess and (best is None or pair < best[0]):
-                best = (pair, (first, second))
+    for tp, speed in zip(ordered, values, strict=True):  # one partition
+        if speed >= excess and (best is None or speed < best[0]):
+            best = (speed, (tp,))
+    pair = _cheapest_pair(values, excess)
+    if pair is not None and (best is None or pair[0] < best[0]):
+        best = (pair[0], (ordered[pair[1]], ordered[pair[2]]))
     if best is not None:
         return set(best[1])
     shed: set[TopicPartition] = set()
@@ -92,6 +93,43 @@ def _cheapest_shed(
         shed.add(tp)
         excess -= speeds[tp]
     return shed
+
+
+def _cheapest_pair(values: list[float], excess: float) -> tuple[float, int, int] | None:
+    """The smallest ``values[i] + values[j] >= excess`` over i < j of a decreasing list, as
+    (sum, i, j), the first (i, j) in order among equal sums; None if no pair reaches it.
+
+    For each i the sums over j > i only shrink as j grows, so the pairs reaching ``excess``
+    are a prefix of j: its last one gives i's smallest sum, and a second search finds the
+    first j with that same sum (floating-point sums of different values can be equal)."""
+    count = len(values)
+    best: tuple[float, int, int] | None = None
+    for i in range(count - 1):
+        first = values[i]
+        if first + values[i + 1] < excess:
+            continue  # no j reaches it
+        last = _last_reaching(values, i + 1, count, first, excess, strict=False)
+        total = first + values[last]
+        if best is not None and total >= best[0]:
+            continue
+        j = _last_reaching(values, i + 1, last + 1, first, total, strict=True) + 1
+        best = (total, i, j)
+    return best
+
+
+def _last_reaching(
+    values: list[float], low: int, high: int, base: float, threshold: float, *, strict: bool
+) -> int:
+    """The last j in [low, high) with ``base + values[j]`` >= ``threshold`` (> if
+    ``strict``), true on a prefix of a decreasing list; low - 1 if on none."""
+    while low < high:
+        middle = (low + high) // 2
+        total = base + values[middle]
+        if total > threshold or (not strict and total == threshold):
+            low = middle + 1
+        else:
+            high = middle
+    return low - 1
 
 
 class Repair(Heuristic):
@@ -118,10 +156,8 @@ class Repair(Heuristic):
         pool = self.new_pool(problem)
         moving = [tp for tp in speeds if tp not in problem.previous]
         for consumer, tps in group_by_owner(problem.previous).items():
-            pool.open(consumer)
             kept = keep_most(tps, speeds, problem.capacity)
-            for tp in kept:
-                pool.add(consumer, tp)
+            pool.open(consumer, kept)
             kept_set = set(kept)
             moving.extend(tp for tp in tps if tp not in kept_set)
         limit = problem.capacity * (1.0 - self.headroom)
