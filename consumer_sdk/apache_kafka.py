@@ -300,6 +300,8 @@ class ApacheKafka(BrokerHandle):
         """Wait until each node in ``node_ids`` answers on its own listener and counts itself
         among the cluster's live (unfenced) brokers."""
         waiting = {n.node_id: n for n in self._nodes if n.node_id in node_ids}
+        # One client per node for the whole wait (each is a librdkafka handle with threads).
+        admins = {i: _admin_for(f"127.0.0.1:{n.broker_port}") for i, n in waiting.items()}
         while waiting:
             for node_id, node in list(waiting.items()):
                 code = node.process.poll() if node.process is not None else -1
@@ -308,8 +310,7 @@ class ApacheKafka(BrokerHandle):
                         f"Apache Kafka node {node_id} exited with {code}:\n{node.log_tail()}"
                     )
                 try:
-                    admin = _admin_for(f"127.0.0.1:{node.broker_port}")
-                    cluster = admin.describe_cluster(request_timeout=2).result(5)
+                    cluster = admins[node_id].describe_cluster(request_timeout=2).result(5)
                     if node_id in {int(n.id) for n in cluster.nodes}:
                         del waiting[node_id]
                 except Exception:  # refused or timed out while the node comes up

@@ -19,7 +19,6 @@ import json
 import os
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -35,6 +34,7 @@ from rich.table import Table
 from rich.text import Text
 
 from assignor import TopicPartition
+from consumer_sdk.apache_kafka import free_port
 from consumer_sdk.clusters import ClusterKind, kafka_cluster
 from consumer_sdk.spark_config import SparkSinkConfig
 from consumer_sdk.spark_connect import SparkConnectServer
@@ -52,13 +52,6 @@ VALUE_BYTES = 200
 # 210 bytes in a record batch (length, offset and timestamp deltas, no key) plus its share of
 # the 61-byte batch header, so the same consumer drains about 1000 x 230 bytes/s.
 LOG_BYTES_PER_RECORD = 230
-
-
-def free_port() -> int:
-    """A free TCP port on 127.0.0.1."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def fetch_status(port: int) -> dict[str, Any]:

@@ -6,7 +6,6 @@ import json
 import os
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -19,15 +18,10 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
+from consumer_sdk.apache_kafka import free_port
 from tests.sdk_helpers import wait_until
 
 ROOT = Path(__file__).parent.parent
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def status(port: int) -> dict[str, Any]:
