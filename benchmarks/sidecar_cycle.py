@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from assignor import DEFAULT_HEURISTIC, TopicPartition
 from benchmarks.machine import machine_line
 from benchmarks.report import publish
-from consumer_sdk.snapshot import PartitionStat, Snapshot, decode
+from contract.snapshot import PartitionStat, Snapshot, decode
 from sidecar.controller import Controller, ControllerConfig, Observation
 from sidecar.speed import SpeedTracker
 

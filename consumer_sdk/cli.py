@@ -17,10 +17,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from consumer_sdk.config import ConfigError, ConsumerConfig
+from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.consumer import AutoscalingConsumer
-from consumer_sdk.lifeline import IDENTITY_LOCK_ENV, PARENT_ENV, die_with_parent, hold_identity_lock
 from consumer_sdk.sink import CallbackSink, Record, Sink
+from contract.lifeline import IDENTITY_LOCK_ENV, PARENT_ENV, die_with_parent, hold_identity_lock
+from contract.settings import ConfigError
 
 
 def _null(_topic: str, _records: Sequence[Record]) -> None:

@@ -10,96 +10,20 @@ import os
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, NoReturn
+from typing import Any
 
-from assignor import DEFAULT_HEURISTIC, HEURISTIC_NAMES
 from assignor.cooperative import COOPERATIVE, PROTOCOLS
-from assignor.validation import TOPIC_NAME_RULE, is_finite_number, is_integer, is_topic_name
-from consumer_sdk.snapshot import UNITS, speeds_topic
+from assignor.validation import is_integer
+from contract.settings import ConfigError, GroupSettings, bad_number, env_name
 
-ENV_PREFIX = "AUTOSCALER_"
 MIB = 1024 * 1024
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI", "OAUTHBEARER")
 
 
-class ConfigError(ValueError):
-    """A configuration value out of range, naming the field and its environment variable."""
-
-
-def env_name(field_name: str) -> str:
-    """``batch_bytes`` -> ``AUTOSCALER_BATCH_BYTES``."""
-    return ENV_PREFIX + field_name.upper()
-
-
 def default_identity() -> str:
     """Pod name on Kubernetes (``POD_NAME`` or ``HOSTNAME``), else the host name."""
     return os.environ.get("POD_NAME") or os.environ.get("HOSTNAME") or socket.gethostname()
-
-
-@dataclass(frozen=True)
-class GroupSettings:
-    """What the consumers and the sidecar share: the same fields, the same ``AUTOSCALER_*``
-    variables, the same checks. Subclasses say how a field is named in messages."""
-
-    bootstrap_servers: str
-    group: str
-    topics: tuple[str, ...]
-    capacity: float
-    capacity_unit: str = "records/s"
-    heuristic: str = DEFAULT_HEURISTIC
-    snapshot_topic: str = ""
-    # The consumers' batch wait; the sidecar reads it too: lag up to this many seconds of
-    # arrivals is a batch being built, not a backlog (assignor.backlog).
-    wait_time_secs: float = 5.0
-
-    def label(self, name: str) -> str:
-        """How field ``name`` is called in an error message."""
-        return f"{name} ({env_name(name)})"
-
-    def shared_environment(self) -> dict[str, str]:
-        """The shared fields as ``AUTOSCALER_*`` variables: what a process started with this
-        environment (a consumer the sidecar's local scaler starts) reads back as the same
-        settings, however they were given here (flags or variables)."""
-        environment: dict[str, str] = {}
-        for f in fields(GroupSettings):
-            value = getattr(self, f.name)
-            environment[env_name(f.name)] = (
-                ",".join(value) if isinstance(value, tuple) else str(value)
-            )
-        return environment
-
-    def _fail(self, name: str, accepted: str) -> NoReturn:
-        raise ConfigError(f"{self.label(name)} must be {accepted}, got {getattr(self, name)!r}")
-
-    def _check_group(self) -> None:
-        """Check the shared fields; derive the default snapshot topic."""
-        if not isinstance(self.bootstrap_servers, str) or not all(
-            _is_host_port(s) for s in self.bootstrap_servers.split(",")
-        ):
-            self._fail(
-                "bootstrap_servers", "a comma-separated list of host:port, port in [1, 65535]"
-            )
-        if not isinstance(self.group, str) or not self.group.strip():
-            self._fail("group", "a non-empty consumer group id")
-        if not self.topics or not all(is_topic_name(t) for t in self.topics):
-            self._fail("topics", f"one or more topic names of {TOPIC_NAME_RULE}")
-        if _bad_number(self.capacity, minimum=0.0, exclusive=True):
-            self._fail("capacity", "a finite number > 0 (records/s or bytes/s one consumer drains)")
-        if self.capacity_unit not in UNITS:
-            self._fail("capacity_unit", f"one of {', '.join(UNITS)}")
-        if self.heuristic not in HEURISTIC_NAMES:
-            self._fail("heuristic", f"one of {', '.join(HEURISTIC_NAMES)}")
-        if _bad_number(self.wait_time_secs, minimum=0.01) or self.wait_time_secs > 3600:
-            self._fail("wait_time_secs", "a number of seconds in [0.01, 3600]")
-        if not self.snapshot_topic:
-            object.__setattr__(self, "snapshot_topic", speeds_topic(self.group))
-        if not is_topic_name(self.snapshot_topic):
-            self._fail(
-                "snapshot_topic",
-                f"a topic name of {TOPIC_NAME_RULE} (the default, "
-                "<group>.autoscaler.speeds, is invalid when the group id has other characters)",
-            )
 
 
 @dataclass(frozen=True)
@@ -138,7 +62,7 @@ class ConsumerConfig(GroupSettings):
         if not (is_integer(self.writes_in_flight) and 1 <= self.writes_in_flight <= 8):
             self._fail("writes_in_flight", "an integer in [1, 8]")
         if (
-            _bad_number(self.snapshot_max_age_secs, minimum=1.0)
+            bad_number(self.snapshot_max_age_secs, minimum=1.0)
             or self.snapshot_max_age_secs > 86400
         ):
             self._fail("snapshot_max_age_secs", "a number of seconds in [1, 86400]")
@@ -152,11 +76,11 @@ class ConsumerConfig(GroupSettings):
             self._fail("max_poll_interval_ms", "an integer number of ms >= 1000")
         if self.auto_offset_reset not in ("earliest", "latest"):
             self._fail("auto_offset_reset", "earliest or latest")
-        if _bad_number(self.replan_after_secs, minimum=0.0) or self.replan_after_secs > 3600:
+        if bad_number(self.replan_after_secs, minimum=0.0) or self.replan_after_secs > 3600:
             self._fail("replan_after_secs", "a number of seconds in [0, 3600] (0: never)")
         if self.rebalance_protocol not in PROTOCOLS:
             self._fail("rebalance_protocol", f"one of {', '.join(PROTOCOLS)}")
-        if _bad_number(self.leader_delay_secs, minimum=0.0) or self.leader_delay_secs > 5:
+        if bad_number(self.leader_delay_secs, minimum=0.0) or self.leader_delay_secs > 5:
             self._fail("leader_delay_secs", "in [0, 5] (non-zero only for the embedded broker)")
         if self.security_protocol not in SECURITY_PROTOCOLS:
             self._fail("security_protocol", f"one of {', '.join(SECURITY_PROTOCOLS)}")
@@ -203,18 +127,6 @@ class ConsumerConfig(GroupSettings):
 
             options["ssl_context"] = create_ssl_context(cafile=self.ssl_cafile)
         return options
-
-
-def _is_host_port(address: str) -> bool:
-    """``host:port`` (``[v6]:port`` too) with a port in [1, 65535]."""
-    host, sep, port = address.strip().rpartition(":")
-    return bool(sep and host) and port.isascii() and port.isdigit() and 1 <= int(port) <= 65535
-
-
-def _bad_number(value: object, minimum: float, exclusive: bool = False) -> bool:
-    if not is_finite_number(value):
-        return True
-    return value <= minimum if exclusive else value < minimum
 
 
 def _topics(raw: str) -> tuple[str, ...]:

@@ -33,10 +33,10 @@ from assignor.plugin import MemberState, PluginStats, build_assignor
 from consumer_sdk import metrics
 from consumer_sdk.config import MIB, ConsumerConfig
 from consumer_sdk.cooperative import make_cooperative
-from consumer_sdk.overload import OverloadWatch
 from consumer_sdk.pending import Batch, PendingRecords
 from consumer_sdk.sink import ManagedSink, PreparingSink, Record, Sink, StagingSink
 from consumer_sdk.snapshot_cache import SnapshotCache
+from contract.overload import OverloadWatch
 
 log = logging.getLogger(__name__)
 POLL_SLICE_MS = 200

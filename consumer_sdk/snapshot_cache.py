@@ -20,8 +20,8 @@ from aiokafka.structs import TopicPartition as KafkaTopicPartition
 
 from assignor.group_plan import SpeedView
 from consumer_sdk import metrics
-from consumer_sdk.metadata import topic_partitions
-from consumer_sdk.snapshot import Snapshot, SnapshotError, decode
+from contract.metadata import topic_partitions
+from contract.snapshot import Snapshot, SnapshotError, decode
 
 log = logging.getLogger(__name__)
 TAIL_RECORDS = 10

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from consumer_sdk.arrow_batch import VALUE_FORMATS, JsonField, SchemaError, parse_json_schema
-from consumer_sdk.config import ConfigError
+from contract.settings import ConfigError
 
 SPARK_ENV_PREFIX = "AUTOSCALER_SPARK_"
 TABLE_FORMATS = ("parquet", "delta", "iceberg")

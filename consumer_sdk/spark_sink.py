@@ -37,7 +37,6 @@ import pyarrow.parquet as pq
 
 from assignor import TopicPartition
 from consumer_sdk.arrow_batch import DATE_COLUMN, ArrowBatch, ValueCodec, offset_ranges, to_arrow
-from consumer_sdk.config import ConfigError
 from consumer_sdk.sink import Record
 from consumer_sdk.spark_config import SparkSinkConfig
 from consumer_sdk.spark_tables import (
@@ -48,6 +47,7 @@ from consumer_sdk.spark_tables import (
     table_root,
 )
 from consumer_sdk.table_store import OffsetLedger, StagedFile, staged_parquet
+from contract.settings import ConfigError
 
 log = logging.getLogger(__name__)
 STAGING_DIR = ".staging"

@@ -19,8 +19,8 @@ from typing import Any
 import pyarrow as pa
 
 from consumer_sdk.arrow_batch import DATE_COLUMN
-from consumer_sdk.config import ConfigError
 from consumer_sdk.spark_config import SparkSinkConfig
+from contract.settings import ConfigError
 
 DESCRIPTOR = "_table.json"
 # Settings the sink needs whatever the user passes: files are found by listing (partitions

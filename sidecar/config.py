@@ -14,7 +14,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from consumer_sdk.config import ConfigError, GroupSettings, env_name
+from contract.settings import ConfigError, GroupSettings, env_name
 
 SCALERS = ("local", "kubernetes", "none")
 WORKLOAD_KINDS = ("deployment", "statefulset")

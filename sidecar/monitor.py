@@ -21,8 +21,8 @@ from aiokafka.structs import TopicPartition as KafkaTopicPartition
 
 from assignor import TopicPartition
 from assignor.backlog import DrainRule
-from consumer_sdk.metadata import topic_partitions
-from consumer_sdk.snapshot import UNITS, PartitionStat, Snapshot
+from contract.metadata import topic_partitions
+from contract.snapshot import UNITS, PartitionStat, Snapshot
 from sidecar.log_dirs import DescribeLogDirsRequest, partition_sizes
 from sidecar.speed import SpeedTracker
 

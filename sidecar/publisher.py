@@ -9,7 +9,7 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError, TopicAlreadyExistsError
 
-from consumer_sdk.snapshot import Snapshot, decode
+from contract.snapshot import Snapshot, decode
 
 log = logging.getLogger(__name__)
 

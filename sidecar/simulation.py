@@ -20,7 +20,7 @@ import numpy as np
 
 from assignor import Assignment, TopicPartition, get_heuristic
 from assignor.metrics import rscore
-from consumer_sdk.overload import OverloadWatch
+from contract.overload import OverloadWatch
 from sidecar.controller import Controller, ControllerConfig, Observation
 
 Rates = Callable[[int], np.ndarray]
@@ -125,7 +125,7 @@ class Policy:
 class OurPolicy(Policy):
     """The sidecar's controller and the group's heuristic (cooperative rebalancing); with
     ``replan``, each member asks for a re-plan when it stays overloaded
-    (consumer_sdk.overload, as the SDK does). The assignor packs the speeds plus backlog by
+    (contract.overload, as the SDK does). The assignor packs the speeds plus backlog by
     the controller's drain rule, as the SDK's assignor does with the snapshot's ``drain``.
     Simulated consumers commit as they read, so no lag is a batch in the making: the lag
     allowance is 0."""

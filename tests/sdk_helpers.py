@@ -14,7 +14,7 @@ from confluent_kafka import Producer
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.consumer import AutoscalingConsumer, RetryPolicy
 from consumer_sdk.sink import CallbackSink, Record, Sink
-from consumer_sdk.snapshot import Snapshot
+from contract.snapshot import Snapshot
 
 # Short timings for the embedded broker (docs/architecture.md section 7).
 FAST_GROUP = {

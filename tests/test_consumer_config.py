@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from consumer_sdk.config import ConfigError, ConsumerConfig
+from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.sink import CallbackSink, Record, Sink
+from contract.settings import ConfigError
 
 BASE: dict[str, Any] = {
     "bootstrap_servers": "k1:9092,k2:9092",

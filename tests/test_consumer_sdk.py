@@ -16,7 +16,7 @@ from consumer_sdk.clusters import ClusterKind, KafkaCluster
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.consumer import RetryPolicy
 from consumer_sdk.sink import CallbackSink, Record
-from consumer_sdk.snapshot import PartitionStat, Snapshot
+from contract.snapshot import PartitionStat, Snapshot
 from tests.kafka_helpers import produce_numbered, produce_tracked
 from tests.sdk_helpers import (
     SeenRecords,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from consumer_sdk.overload import OverloadWatch
+from contract.overload import OverloadWatch
 
 
 def test_asks_after_sustained_overload_then_cools_down() -> None:

@@ -11,8 +11,8 @@ import pytest
 from assignor import TopicPartition
 from assignor.backlog import DrainRule
 from consumer_sdk.apache_kafka import free_port
-from consumer_sdk.snapshot import PartitionStat, Snapshot, SnapshotError, decode, speeds_topic
 from consumer_sdk.snapshot_cache import MAX_CLOCK_SKEW_S, SnapshotCache
+from contract.snapshot import PartitionStat, Snapshot, SnapshotError, decode, speeds_topic
 
 TP = TopicPartition("orders", 3)
 

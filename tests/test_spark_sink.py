@@ -19,13 +19,13 @@ from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from assignor import TopicPartition
-from consumer_sdk.config import ConfigError
 from consumer_sdk.sink import Record
 from consumer_sdk.spark_config import SparkSinkConfig
 from consumer_sdk.spark_connect import SparkConnectServer
 from consumer_sdk.spark_sink import SparkTableSink
 from consumer_sdk.spark_tables import register_tables, table_root
 from consumer_sdk.table_store import OffsetLedger
+from contract.settings import ConfigError
 from tests.kafka_helpers import produce_tracked
 from tests.sdk_helpers import ThreadedMember, member_config, wait_until
 

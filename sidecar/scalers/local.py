@@ -12,7 +12,7 @@ restarted after a back-off that doubles with every crash in a row (1 s up to 60 
 ``HEALTHY_RUN_S`` forgives the past. Three crashes in a row make it crash-looping: a problem
 :meth:`LocalScaler.problems` reports (the sidecar shows it in /status, /healthz, metrics).
 
-Consumers die with the sidecar (:mod:`consumer_sdk.lifeline`: SIGTERM when their parent
+Consumers die with the sidecar (:mod:`contract.lifeline`: SIGTERM when their parent
 dies, even by kill -9) and hold a lock per member identity while they run; an identity whose
 lock is still held (a consumer of a dead sidecar still flushing) is not started again.
 """
@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from consumer_sdk.lifeline import IDENTITY_LOCK_ENV, PARENT_ENV, identity_free
+from contract.lifeline import IDENTITY_LOCK_ENV, PARENT_ENV, identity_free
 from sidecar import metrics
 
 log = logging.getLogger(__name__)

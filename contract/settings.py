@@ -1,0 +1,100 @@
+"""The settings the consumers and the sidecar share (the same fields, ``AUTOSCALER_*``
+variables and checks), below both: neither imports the other for them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import NoReturn
+
+from assignor import DEFAULT_HEURISTIC, HEURISTIC_NAMES
+from assignor.validation import TOPIC_NAME_RULE, is_finite_number, is_topic_name
+from contract.snapshot import UNITS, speeds_topic
+
+ENV_PREFIX = "AUTOSCALER_"
+
+
+class ConfigError(ValueError):
+    """A configuration value out of range, naming the field and its environment variable."""
+
+
+def env_name(field_name: str) -> str:
+    """``batch_bytes`` -> ``AUTOSCALER_BATCH_BYTES``."""
+    return ENV_PREFIX + field_name.upper()
+
+
+@dataclass(frozen=True)
+class GroupSettings:
+    """What the consumers and the sidecar share: the same fields, the same ``AUTOSCALER_*``
+    variables, the same checks. Subclasses say how a field is named in messages."""
+
+    bootstrap_servers: str
+    group: str
+    topics: tuple[str, ...]
+    capacity: float
+    capacity_unit: str = "records/s"
+    heuristic: str = DEFAULT_HEURISTIC
+    snapshot_topic: str = ""
+    # The consumers' batch wait; the sidecar reads it too: lag up to this many seconds of
+    # arrivals is a batch being built, not a backlog (assignor.backlog).
+    wait_time_secs: float = 5.0
+
+    def label(self, name: str) -> str:
+        """How field ``name`` is called in an error message."""
+        return f"{name} ({env_name(name)})"
+
+    def shared_environment(self) -> dict[str, str]:
+        """The shared fields as ``AUTOSCALER_*`` variables: what a process started with this
+        environment (a consumer the sidecar's local scaler starts) reads back as the same
+        settings, however they were given here (flags or variables)."""
+        environment: dict[str, str] = {}
+        for f in fields(GroupSettings):
+            value = getattr(self, f.name)
+            environment[env_name(f.name)] = (
+                ",".join(value) if isinstance(value, tuple) else str(value)
+            )
+        return environment
+
+    def _fail(self, name: str, accepted: str) -> NoReturn:
+        raise ConfigError(f"{self.label(name)} must be {accepted}, got {getattr(self, name)!r}")
+
+    def _check_group(self) -> None:
+        """Check the shared fields; derive the default snapshot topic."""
+        if not isinstance(self.bootstrap_servers, str) or not all(
+            _is_host_port(s) for s in self.bootstrap_servers.split(",")
+        ):
+            self._fail(
+                "bootstrap_servers", "a comma-separated list of host:port, port in [1, 65535]"
+            )
+        if not isinstance(self.group, str) or not self.group.strip():
+            self._fail("group", "a non-empty consumer group id")
+        if not self.topics or not all(is_topic_name(t) for t in self.topics):
+            self._fail("topics", f"one or more topic names of {TOPIC_NAME_RULE}")
+        if bad_number(self.capacity, minimum=0.0, exclusive=True):
+            self._fail("capacity", "a finite number > 0 (records/s or bytes/s one consumer drains)")
+        if self.capacity_unit not in UNITS:
+            self._fail("capacity_unit", f"one of {', '.join(UNITS)}")
+        if self.heuristic not in HEURISTIC_NAMES:
+            self._fail("heuristic", f"one of {', '.join(HEURISTIC_NAMES)}")
+        if bad_number(self.wait_time_secs, minimum=0.01) or self.wait_time_secs > 3600:
+            self._fail("wait_time_secs", "a number of seconds in [0.01, 3600]")
+        if not self.snapshot_topic:
+            object.__setattr__(self, "snapshot_topic", speeds_topic(self.group))
+        if not is_topic_name(self.snapshot_topic):
+            self._fail(
+                "snapshot_topic",
+                f"a topic name of {TOPIC_NAME_RULE} (the default, "
+                "<group>.autoscaler.speeds, is invalid when the group id has other characters)",
+            )
+
+
+def _is_host_port(address: str) -> bool:
+    """``host:port`` (``[v6]:port`` too) with a port in [1, 65535]."""
+    host, sep, port = address.strip().rpartition(":")
+    return bool(sep and host) and port.isascii() and port.isdigit() and 1 <= int(port) <= 65535
+
+
+def bad_number(value: object, minimum: float, exclusive: bool = False) -> bool:
+    """Not a finite number, or below ``minimum`` (at or below it if ``exclusive``)."""
+    if not is_finite_number(value):
+        return True
+    return value <= minimum if exclusive else value < minimum
