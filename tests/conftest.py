@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
+from typing import NoReturn
 
 import pytest
 
@@ -43,9 +44,7 @@ def skip_unless_runnable(kind: ClusterKind) -> None:
         java_executable()
         kafka_classpath()
     except ApacheKafkaUnavailable as exc:
-        if kind in required_cluster_kinds():
-            pytest.fail(f"the {kind.value} leg is required here but cannot start: {exc}")
-        pytest.skip(f"{kind.value} leg skipped: {exc}")
+        _skip_or_fail(kind, exc)
 
 
 @contextlib.contextmanager
@@ -56,9 +55,13 @@ def cluster_or_skip(kind: ClusterKind, brokers: int | None = None) -> Iterator[K
         with kafka_cluster(kind, brokers=brokers) as cluster:
             yield cluster
     except ApacheKafkaUnavailable as exc:
-        if kind in required_cluster_kinds():
-            pytest.fail(f"the {kind.value} leg is required here but cannot start: {exc}")
-        pytest.skip(f"{kind.value} leg skipped: {exc}")
+        _skip_or_fail(kind, exc)
+
+
+def _skip_or_fail(kind: ClusterKind, reason: Exception) -> NoReturn:
+    if kind in required_cluster_kinds():
+        pytest.fail(f"the {kind.value} leg is required here but cannot start: {reason}")
+    pytest.skip(f"{kind.value} leg skipped: {reason}")
 
 
 @pytest.fixture(scope="session", params=suite_cluster_kinds(), ids=lambda kind: kind.value)
