@@ -37,6 +37,7 @@ from consumer_sdk.pending import Batch, PendingRecords
 from consumer_sdk.sink import ManagedSink, PreparingSink, Record, Sink, StagingSink
 from consumer_sdk.snapshot_cache import SnapshotCache
 from contract.overload import OverloadWatch
+from contract.stopping import finished_unless_stopped
 
 log = logging.getLogger(__name__)
 POLL_SLICE_MS = 200
@@ -159,14 +160,9 @@ class AutoscalingConsumer:
             consumer = self._new_client()
             self._consumer = consumer  # before start(): the join may call back at once
             joining = asyncio.create_task(consumer.start())  # done at the first assignment
-            stopping = asyncio.create_task(self._stopping.wait())
-            await asyncio.wait({joining, stopping}, return_when=asyncio.FIRST_COMPLETED)
-            stopping.cancel()
-            if not joining.done():
-                joining.cancel()
-                with contextlib.suppress(asyncio.CancelledError, KafkaError):
-                    await joining
-            elif joining.exception() is None:
+            joined = await finished_unless_stopped(joining, self._stopping)
+            failure = joining.exception() if joined else None
+            if joined and failure is None:
                 if self.state.cooperative:
                     coordinator = make_cooperative(consumer, self.state)
                     if self.state.handover_pending:
@@ -174,13 +170,11 @@ class AutoscalingConsumer:
                         # knows nothing of hand-over rounds: join the one announced now.
                         coordinator.request_rejoin()
                 return
-            else:
-                exc = joining.exception()
-                assert exc is not None
-                if not isinstance(exc, KafkaError):
-                    await consumer.stop()
-                    raise exc  # a bug, not an outage
-                metrics.POLL_ERRORS.labels(self.config.group, type(exc).__name__).inc()
+            if failure is not None and not isinstance(failure, KafkaError):
+                await consumer.stop()
+                raise failure  # a bug, not an outage
+            if failure is not None:
+                metrics.POLL_ERRORS.labels(self.config.group, type(failure).__name__).inc()
             await consumer.stop()
             self._consumer = None
             if self._stopping.is_set():
@@ -190,7 +184,7 @@ class AutoscalingConsumer:
                 "joining group %s at %s failed (%r); retrying in %.1f s",
                 self.config.group,
                 self.config.bootstrap_servers,
-                joining.exception(),
+                failure,
                 delay,
             )
             with contextlib.suppress(TimeoutError):

@@ -19,6 +19,7 @@ from typing import Any
 from aiokafka.errors import KafkaError
 
 from assignor import TopicPartition
+from contract.stopping import finished_unless_stopped
 from sidecar import metrics
 from sidecar.config import SidecarConfig
 from sidecar.controller import Action, Controller, ControllerConfig, Decision, Observation
@@ -92,13 +93,7 @@ class Sidecar:
         backoff = 1.0
         while not stop.is_set():
             starting = asyncio.create_task(self.start())
-            stopping = asyncio.create_task(stop.wait())
-            await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
-            stopping.cancel()
-            if not starting.done():  # SIGTERM while connecting: stop at once
-                starting.cancel()
-                with contextlib.suppress(asyncio.CancelledError, KafkaError):
-                    await starting
+            if not await finished_unless_stopped(starting, stop):  # SIGTERM while connecting
                 await self.stop()
                 return False
             try:

@@ -1,0 +1,24 @@
+"""Waiting for work that a stop request must be able to cut short (SIGTERM at any moment)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+
+async def finished_unless_stopped(task: asyncio.Task[Any], stop: asyncio.Event) -> bool:
+    """Wait until ``task`` is done or ``stop`` is set. If the stop came first, cancel the task
+    (whatever it raises while it ends is of no interest) and return False; else True, with
+    the task's result or exception left in it."""
+    stopping = asyncio.create_task(stop.wait())
+    try:
+        await asyncio.wait({task, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopping.cancel()
+    if task.done():
+        return True
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await task
+    return False
