@@ -11,6 +11,12 @@ user data): they all rejoin as soon as they have their assignment, so the hand-o
 starts at once instead of when each member's next heartbeat hears of it (a whole heartbeat
 interval after the first round, since the members' heartbeats restart together).
 
+A member shutting down says so (``leaving``) and keeps reading while it rejoins: the leader
+plans the group without it, so its partitions are withheld from their new owners like any
+other moving partition; it revokes them, leaves the group instead of rejoining, and the
+hand-over round gives them on. A scale-in then pauses a partition for one hand-over round,
+not for the heartbeat interval the others need to notice a member that left at once.
+
 Members that rebalance eagerly (an SDK configured ``rebalance_protocol="eager"``, an older
 version, a member whose generation was reset) have already stopped reading when they join:
 they hold nothing, so nothing of theirs is withheld. One of them in the group switches the
@@ -46,6 +52,11 @@ def group_mode(members: Mapping[str, MemberData | None]) -> str:
     if members and all(d is not None and d.cooperative for d in members.values()):
         return COOPERATIVE
     return EAGER
+
+
+def staying(members: Mapping[str, MemberData | None]) -> dict[str, MemberData | None]:
+    """The members the plan is for: every member but those leaving the group."""
+    return {m: d for m, d in members.items() if d is None or not d.leaving}
 
 
 def still_held(members: Mapping[str, MemberData | None]) -> dict[TopicPartition, set[str]]:

@@ -3,10 +3,13 @@
 Versioned compact JSON::
 
     {"v": 1, "owned": {"orders": [0, 3]}, "generation": 7, "identity": "sink-2",
-     "capacity": 5000.0, "heuristic": "repair", "coop": true, "holding": true}
+     "capacity": 5000.0, "heuristic": "repair", "coop": true, "holding": true,
+     "leaving": false}
 
 ``coop``: the member rebalances cooperatively; ``holding``: it still reads ``owned`` while
-it rejoins (absent in older members: eager, holding nothing).
+it rejoins (absent in older members: eager, holding nothing); ``leaving``: it is shutting
+down and asks for nothing, so the round hands what it holds to the others while it still
+reads them (absent in older members: staying).
 
 Undecodable or invalid data decodes to ``None``: the leader then treats that member as
 owning nothing, it never fails the rebalance.
@@ -34,6 +37,7 @@ class MemberData:
     owned: tuple[TopicPartition, ...] = field(default_factory=tuple)
     cooperative: bool = False
     holding: bool = False
+    leaving: bool = False
 
     def encode(self) -> bytes:
         """Bytes for the JoinGroup user_data."""
@@ -50,6 +54,7 @@ class MemberData:
                 "heuristic": self.heuristic,
                 "coop": self.cooperative,
                 "holding": self.holding,
+                "leaving": self.leaving,
             },
             separators=(",", ":"),
         ).encode()
@@ -68,7 +73,8 @@ def decode_member_data(data: bytes | None) -> MemberData | None:
         if not (isinstance(identity, str) and isinstance(heuristic, str)):
             return None
         cooperative, holding = raw.get("coop", False), raw.get("holding", False)
-        if not (isinstance(cooperative, bool) and isinstance(holding, bool)):
+        leaving = raw.get("leaving", False)
+        if not all(isinstance(flag, bool) for flag in (cooperative, holding, leaving)):
             return None
         if not is_integer(generation):
             return None
@@ -92,4 +98,5 @@ def decode_member_data(data: bytes | None) -> MemberData | None:
         tuple(owned),
         cooperative,
         holding,
+        leaving,
     )

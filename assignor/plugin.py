@@ -29,6 +29,7 @@ from assignor.cooperative import (
     decode_assignment_data,
     decode_handover,
     encode_assignment_data,
+    staying,
     withhold_moving,
 )
 from assignor.group_plan import GroupPlan, SpeedView, plan_group
@@ -49,7 +50,8 @@ class MemberState:
 
     ``cooperative``: this member rebalances cooperatively; ``holding``: it still reads
     ``owned`` while rejoining; ``group_mode``: what the leader's last assignment said;
-    ``handover_pending``: that assignment withheld partitions, so a hand-over round follows.
+    ``handover_pending``: that assignment withheld partitions, so a hand-over round follows;
+    ``leaving``: this member is shutting down and asks the leader for nothing.
     """
 
     identity: str
@@ -61,6 +63,7 @@ class MemberState:
     holding: bool = False
     group_mode: str = EAGER
     handover_pending: bool = False
+    leaving: bool = False
 
 
 @dataclass
@@ -115,6 +118,7 @@ def build_assignor(
                 tuple(state.owned),
                 state.cooperative,
                 state.holding and state.cooperative,
+                state.leaving,
             )
             return ConsumerProtocolMemberMetadata(cls.version, sorted(topics), data.encode())
 
@@ -129,12 +133,15 @@ def build_assignor(
                     "%d member(s) sent undecodable user_data: treated as owning nothing",
                     undecodable,
                 )
-            subscriptions = {m: set(meta.subscription) for m, meta in members.items()}
+            # Members shutting down get nothing; what they hold moves like any partition.
+            planned_for = staying(decoded)
+            subscriptions = {m: set(members[m].subscription) for m in planned_for}
             topics = set().union(*subscriptions.values()) if subscriptions else set()
             partitions = {t: set(cluster.partitions_for_topic(t) or ()) for t in topics}
-            plan = plan_group(decoded, subscriptions, partitions, speeds())
+            plan = plan_group(planned_for, subscriptions, partitions, speeds())
             # Partitions another member still reads wait for the next round (KIP-429).
-            handed = withhold_moving(plan.assignment, decoded)
+            planned = {m: plan.assignment.get(m, []) for m in decoded}
+            handed = withhold_moving(planned, decoded)
             counters.record(plan, undecodable, sum(map(len, handed.withheld.values())))
             if plan.fallback_reason and plan.fallback_reason not in warned_reasons:
                 warned_reasons.add(plan.fallback_reason)

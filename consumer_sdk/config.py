@@ -51,6 +51,9 @@ class ConsumerConfig(GroupSettings):
     metrics_port: int | None = None
     replan_after_secs: float = 30.0
     rebalance_protocol: str = COOPERATIVE
+    # On stop, a cooperative member first hands its partitions to the others while it still
+    # reads them (one more rebalance round), for at most this long; 0 leaves at once.
+    leave_handover_secs: float = 10.0
 
     def __post_init__(self) -> None:
         self._check_group()
@@ -80,6 +83,8 @@ class ConsumerConfig(GroupSettings):
             self._fail("replan_after_secs", "a number of seconds in [0, 3600] (0: never)")
         if self.rebalance_protocol not in PROTOCOLS:
             self._fail("rebalance_protocol", f"one of {', '.join(PROTOCOLS)}")
+        if bad_number(self.leave_handover_secs, minimum=0.0) or self.leave_handover_secs > 300:
+            self._fail("leave_handover_secs", "a number of seconds in [0, 300] (0: leave at once)")
         if bad_number(self.leader_delay_secs, minimum=0.0) or self.leader_delay_secs > 5:
             self._fail("leader_delay_secs", "in [0, 5] (non-zero only for the embedded broker)")
         if self.security_protocol not in SECURITY_PROTOCOLS:

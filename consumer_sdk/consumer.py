@@ -32,7 +32,7 @@ from assignor.cooperative import COOPERATIVE
 from assignor.plugin import MemberState, PluginStats, build_assignor
 from consumer_sdk import metrics
 from consumer_sdk.config import MIB, ConsumerConfig
-from consumer_sdk.cooperative import make_cooperative
+from consumer_sdk.cooperative import CooperativeCoordinator, make_cooperative
 from consumer_sdk.pending import Batch, PendingRecords
 from consumer_sdk.sink import ManagedSink, PreparingSink, Record, Sink, StagingSink
 from consumer_sdk.snapshot_cache import SnapshotCache
@@ -41,6 +41,9 @@ from contract.stopping import finished_unless_stopped
 
 log = logging.getLogger(__name__)
 POLL_SLICE_MS = 200
+# While a leaving member hands its partitions over, it polls in short slices: it leaves the
+# group as soon as it owns nothing, and the hand-over round waits for that.
+LEAVING_POLL_SLICE_MS = 20
 # getmany returns buffered records without yielding to the event loop; in slices of this
 # many, with a yield after each, the loop starts the previous batch's write (and answers
 # heartbeats) while a batch fills, instead of after it.
@@ -138,6 +141,12 @@ class AutoscalingConsumer:
             else None
         )
         self.replans_requested = 0
+        # When the hand-over of our partitions on stop must end (None: not stopping yet).
+        self._leave_deadline: float | None = None
+        # A write was given up at shutdown: nothing may be written or committed after it.
+        self._abandoned = False
+        # How this member left its group (handed_over, timed_out, at_once); None until then.
+        self.leave_outcome: str | None = None
 
     # lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
@@ -225,7 +234,7 @@ class AutoscalingConsumer:
         if self._consumer is None:
             await self.start()
         try:
-            while not self._stopping.is_set():
+            while self._keep_reading():
                 await self._fill_batch()
                 # Batches are written while the next one fills (Spark works outside the
                 # GIL); they still land and commit in order.
@@ -256,6 +265,39 @@ class AutoscalingConsumer:
 
         asyncio.run(main())
 
+    def _keep_reading(self) -> bool:
+        """True until a stop is requested; then, while a cooperative member hands its
+        partitions over to the others (it reads them meanwhile), for at most
+        ``leave_handover_secs``."""
+        if not self._stopping.is_set():
+            return True
+        if self._leave_deadline is None:
+            self._leave_deadline = self._begin_leave()
+        handing_over = bool(self.assigned) and not self._abandoned
+        return handing_over and time.monotonic() < self._leave_deadline
+
+    def _begin_leave(self) -> float:
+        """Rejoin once more as a leaving member, so the leader moves our partitions while we
+        still read them; the deadline of that hand-over (now, when there is nothing to hand
+        over or the group does not rebalance cooperatively)."""
+        now = time.monotonic()
+        coordinator = getattr(self._consumer, "_coordinator", None)
+        if (
+            self.config.leave_handover_secs <= 0
+            or not self.assigned
+            or not isinstance(coordinator, CooperativeCoordinator)
+            or self.state.group_mode != COOPERATIVE
+        ):
+            return now
+        self.state.leaving = True
+        coordinator.request_rejoin()
+        log.info(
+            "stopping: handing %d partition(s) over to the rest of group %s before leaving",
+            len(self.assigned),
+            self.config.group,
+        )
+        return now + self.config.leave_handover_secs
+
     async def close(self) -> None:
         """Flush what is pending (best effort), commit, leave the group, stop readers."""
         self._stopping.set()
@@ -267,6 +309,7 @@ class AutoscalingConsumer:
                     await self._flush(None)
                 await self._settle_commit()
                 await self._commit_before_leaving()
+            self._count_leave()
             # Only now: the commits above go through this client.
             self._consumer = None
             self._change_ownership("revoked", set(self.assigned))
@@ -275,19 +318,36 @@ class AutoscalingConsumer:
         if isinstance(self.sink, ManagedSink):
             await self.sink.close()
 
+    def _count_leave(self) -> None:
+        handing_over = self.state.leaving
+        if handing_over and not self.assigned:
+            self.leave_outcome = "handed_over"
+        elif handing_over:
+            self.leave_outcome = "timed_out"
+            log.warning(
+                "leaving group %s with %d partition(s) not yet handed over: their next "
+                "owners wait for the group to notice",
+                self.config.group,
+                len(self.assigned),
+            )
+        else:
+            self.leave_outcome = "at_once"
+        metrics.LEAVES.labels(self.config.group, self.leave_outcome).inc()
+
     # batching ----------------------------------------------------------------------------
     async def _fill_batch(self) -> None:
         """Fetch until batch_bytes, wait_time_secs, or a stop request."""
         deadline = time.monotonic() + self.config.wait_time_secs
-        while not self._stopping.is_set() and self._pending.bytes < self.config.batch_bytes:
+        while self._keep_reading() and self._pending.bytes < self.config.batch_bytes:
             remaining_ms = int((deadline - time.monotonic()) * 1000)
             if remaining_ms <= 0:
                 return
             consumer = self._consumer
             assert consumer is not None
+            slice_ms = LEAVING_POLL_SLICE_MS if self._stopping.is_set() else POLL_SLICE_MS
             try:
                 batch = await consumer.getmany(
-                    timeout_ms=min(POLL_SLICE_MS, remaining_ms), max_records=POLL_MAX_RECORDS
+                    timeout_ms=min(slice_ms, remaining_ms), max_records=POLL_MAX_RECORDS
                 )
             except KafkaError as exc:
                 # aiokafka hands group errors (e.g. a failed SyncGroup) to the caller once and
@@ -337,6 +397,11 @@ class AutoscalingConsumer:
         """Write one batch (a write per topic, concurrently), then commit its offsets. With
         a staging sink the batch stages at once and publishes after ``previous`` (the batch
         before it) succeeded; if that one was abandoned, this one is too."""
+        if self._abandoned:
+            raise WriteAbandoned(
+                f"a batch of {len(batch.records)} partition(s) was not written: an earlier "
+                "batch was given up at shutdown, and nothing is committed past it"
+            )
         by_topic: dict[str, list[Record]] = {}
         for recs in batch.records.values():
             by_topic.setdefault(recs[0].topic, []).extend(recs)
@@ -345,6 +410,7 @@ class AutoscalingConsumer:
             await asyncio.wait({previous})
             if previous.cancelled() or previous.exception() is not None:
                 await asyncio.gather(*(self._discard(s) for s in staged))
+                self._abandoned = True
                 raise WriteAbandoned(
                     f"a batch of {len(batch.records)} partition(s) was not written: the batch "
                     "before it was not, and batches publish in order"
@@ -424,6 +490,7 @@ class AutoscalingConsumer:
                 await self._discard(staged)
                 staged = None  # retries write the records whole
                 if self._stopping.is_set():
+                    self._abandoned = True
                     raise WriteAbandoned(
                         f"write of {len(records)} records of {topic} failed at shutdown: {exc!r}"
                     ) from exc

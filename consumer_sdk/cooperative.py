@@ -12,6 +12,10 @@ the join and nothing else:
   partitions (the assignment says so) every member rejoins at once, so the next round hands
   them over without waiting for heartbeats (:mod:`assignor.cooperative`).
 
+A member shutting down rejoins once more, saying it is leaving (see
+:mod:`assignor.cooperative`): it reads on until the leader's plan takes its partitions away,
+revokes them, and the consumer leaves the group at once (:meth:`AutoscalingConsumer.close`).
+
 A round is eager when the group is (a member without cooperative support is present, per
 the leader's assignment) or when this member lost its generation (it was dropped from the
 group: its partitions may already be someone else's). Offsets are not committed while a
@@ -75,6 +79,8 @@ class CooperativeCoordinator(GroupCoordinator):
             await super()._on_join_complete(
                 generation, member_id, protocol, member_assignment_bytes
             )
+            if self.autoscaler_state.leaving:
+                self._leave_when_emptied()
             return
         assignor = self._lookup_assignor(protocol)
         assert assignor, f"invalid assignment protocol: {protocol}"
@@ -109,9 +115,20 @@ class CooperativeCoordinator(GroupCoordinator):
             len(added),
         )
         await self._notify("on_partitions_assigned", added)
-        if lost or self.autoscaler_state.handover_pending:
+        if self.autoscaler_state.leaving:
+            self._leave_when_emptied()
+        elif lost or self.autoscaler_state.handover_pending:
             # The next round hands what was withheld to its new owners: every member joins
             # it now rather than when its next heartbeat hears of it.
+            self.request_rejoin()
+
+    def _leave_when_emptied(self) -> None:
+        """A leaving member still assigned something joined a round that had not heard it
+        was leaving: it rejoins to say so. One whose partitions were all revoked (flushed
+        and committed by the listener) does not rejoin: the consumer sees it own nothing
+        and leaves the group, which lets the hand-over round complete without it."""
+        assignment = self._subscription.subscription.assignment
+        if assignment is not None and assignment.tps:
             self.request_rejoin()
 
     async def _notify(self, callback: str, partitions: Iterable[KafkaTopicPartition]) -> None:

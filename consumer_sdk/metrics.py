@@ -54,6 +54,12 @@ REPLANS = Counter(
     "Re-plans this member asked for (it stayed above capacity)",
     ["group"],
 )
+LEAVES = Counter(
+    "autoscaler_consumer_leaves_total",
+    "Times this member left its group, by how: handed_over (its partitions moved while it "
+    "read them), timed_out (the hand-over did not finish in leave_handover_secs), at_once",
+    ["group", "outcome"],
+)
 POLL_ERRORS = Counter(
     "autoscaler_consumer_poll_errors_total",
     "Errors raised while polling (retried)",

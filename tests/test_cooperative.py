@@ -218,6 +218,10 @@ def _scale(group: Group, step: str) -> None:
     assert revoked <= moved(before, after)
     # Converged within two rounds: the join (withholding) and the hand-over.
     assert group.generation() - generation <= 2
+    if step == "in":
+        # The leaving member read its partitions until the round that moved them, then left.
+        departed = group.departed[-1].consumer
+        assert departed is not None and departed.leave_outcome == "handed_over"
 
 
 def test_rolling_restart_delivers_everything_with_disjoint_owners(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 
+from aiokafka.coordinator.protocol import ConsumerProtocolMemberMetadata
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -17,6 +18,7 @@ from assignor.cooperative import (
     withhold_moving,
 )
 from assignor.member_data import MemberData, decode_member_data
+from assignor.plugin import MemberState, PluginStats, build_assignor
 from assignor.types import TopicPartition
 
 
@@ -38,6 +40,60 @@ def test_member_data_carries_protocol_flags_and_reads_old_members_as_eager() -> 
     legacy = decode_member_data(old)
     assert legacy is not None and not legacy.cooperative and not legacy.holding
     assert decode_member_data(old[:-1] + b',"coop":"yes"}') is None  # flags must be booleans
+
+
+def test_leaving_flag_round_trips_and_must_be_a_boolean() -> None:
+    leaving = MemberData("m", "repair", 10.0, 3, (tp(1),), True, True, leaving=True)
+    decoded = decode_member_data(leaving.encode())
+    assert decoded is not None and decoded.leaving
+    assert decode_member_data(leaving.encode().replace(b'"leaving":true', b'"leaving":1')) is None
+    old = b'{"v":1,"owned":{"t":[1]},"generation":2,"identity":"a","heuristic":"repair"}'
+    legacy = decode_member_data(old)
+    assert legacy is not None and not legacy.leaving  # older members stay
+
+
+class _FourPartitions:
+    @staticmethod
+    def partitions_for_topic(topic: str) -> set[int]:
+        return {0, 1, 2, 3}
+
+
+def _joined(data: MemberData) -> ConsumerProtocolMemberMetadata:
+    return ConsumerProtocolMemberMetadata(0, ["t"], data.encode())
+
+
+def test_a_leaving_member_is_planned_nothing_and_what_it_reads_waits_for_the_hand_over() -> None:
+    def member(identity: str, *owned: int, leaving: bool = False) -> MemberData:
+        return MemberData(
+            identity, "repair", 10.0, 3, tuple(tp(p) for p in owned), True, True, leaving
+        )
+
+    stats = PluginStats()
+    leader = build_assignor(MemberState("a", "repair", 10.0), lambda: None, stats)
+    joined = {
+        "a": _joined(member("a", 0, 1)),
+        "b": _joined(member("b", 2, 3, leaving=True)),
+        "c": _joined(member("c")),
+    }
+    result = leader.assign(_FourPartitions(), joined)
+    assert result["b"].partitions() == []  # the leaving member gets nothing
+    # It still reads 2 and 3 this round: nobody receives them before it revokes them.
+    received = {p for m in ("a", "c") for _, ps in result[m].assignment for p in ps}
+    assert received == {0, 1}
+    assert stats.withheld == 2
+    assert all(decode_handover(a.user_data) for a in result.values())
+    # Next round: it has left; the others share all four.
+    after = {"a": _joined(member("a", 0, 1)), "c": _joined(member("c"))}
+    final = leader.assign(_FourPartitions(), after)
+    shares = [len(a.partitions()) for a in final.values()]
+    assert sorted(shares) == [2, 2] and not decode_handover(final["a"].user_data)
+
+
+def test_a_group_of_leaving_members_assigns_nothing_and_fails_nothing() -> None:
+    leader = build_assignor(MemberState("a", "repair", 10.0), lambda: None)
+    gone = MemberData("a", "repair", 10.0, 3, (tp(0),), True, True, leaving=True)
+    result = leader.assign(_FourPartitions(), {"a": _joined(gone)})
+    assert result["a"].partitions() == []
 
 
 def test_a_partition_moving_between_two_holders_is_withheld_from_its_new_owner() -> None:
