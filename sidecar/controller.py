@@ -12,7 +12,11 @@ with the time it was measured, and the controller reads "now" from an injected c
 * scale: clamp to [min_replicas, min(max_replicas, partitions)] (the partition count wins
   over min_replicas: extra members would sit idle); scale up at once; scale down only after
   ``scale_down_window_s`` of lower demand, and then to the highest demand of that window;
-  a group with no traffic and no backlog needs no consumer (``min_replicas=0`` scales to 0).
+  a group with no traffic and no backlog needs no consumer (``min_replicas=0`` scales to 0);
+* no flaps: within ``scale_down_window_s`` after a scale-down, scale up again only when the
+  arrival speeds alone need more consumers than the group has (the load really rose). A
+  backlog alone, typically built by the scale-down's own rebalance, is drained by the
+  consumers there are; it counts again once that window has passed.
 """
 
 from __future__ import annotations
@@ -118,6 +122,7 @@ class Controller:
         self.plan: Assignment = {}
         self._lower_since: float | None = None
         self._window_peak = 0
+        self._scaled_down_at: float | None = None
 
     def synchronise(self, actual_replicas: int) -> None:
         """Adopt the replica count the scaler reports (at start, after a failed scale)."""
@@ -160,8 +165,21 @@ class Controller:
         )
         if target != demand:
             why += f", clamped to {target}"
+        if target > current and self._reverses_scale_down(now, observation, current):
+            return Decision(
+                now,
+                Action.HOLD,
+                current,
+                current,
+                demand,
+                f"{why}; held: scaled down {now - (self._scaled_down_at or now):.0f} s ago and "
+                f"the speeds alone need at most {current} (a backlog alone does not reverse a "
+                f"scale-down within {self.config.scale_down_window_s:.0f} s)",
+                planned,
+            )
         if target > current:
             self._lower_since = None
+            self._scaled_down_at = None
             self.replicas = target
             return Decision(now, Action.SCALE_UP, current, target, demand, why, planned)
         if target == current:
@@ -184,6 +202,7 @@ class Controller:
             )
         desired = self._window_peak
         self._lower_since = None
+        self._scaled_down_at = now
         self.replicas = desired
         return Decision(
             now,
@@ -194,6 +213,17 @@ class Controller:
             f"{why}; lower for {waited:.0f} s, down to the window's peak {desired}",
             planned,
         )
+
+    def _reverses_scale_down(self, now: float, observation: Observation, current: int) -> bool:
+        """Whether scaling up now would undo a recent scale-down while the arrival speeds
+        alone still fit the consumers there are."""
+        since = self._scaled_down_at
+        if since is None or now - since >= self.config.scale_down_window_s:
+            return False
+        heuristic = get_heuristic(self.config.heuristic)
+        packed = heuristic.assign(observation.speeds, capacity=self.config.capacity)
+        needed = bins_used(packed) if any(observation.speeds.values()) else 0
+        return needed <= current
 
     def _plan(self, observation: Observation) -> tuple[Assignment, int, float]:
         rule = self.config.drain_rule

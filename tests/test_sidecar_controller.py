@@ -99,6 +99,44 @@ def test_backlog_raises_the_count_until_drained() -> None:
     assert "backlog of 3000" in decision.reason
 
 
+@dataclass
+class Tick:
+    at: float
+    full: int
+    lag: float
+    action: Action
+    desired: int
+
+
+def test_a_backlog_alone_does_not_reverse_a_scale_down_within_its_window() -> None:
+    clock = FakeClock()
+    config = ControllerConfig(capacity=CAPACITY, scale_down_window_s=60, drain_seconds=300)
+    controller = Controller(config, clock)
+    controller.synchronise(3)
+    ticks = [
+        Tick(0, 2, 0, Action.HOLD, 3),
+        Tick(60, 2, 0, Action.SCALE_DOWN, 2),
+        # The scale-down's rebalance paused reading: 3000 records behind (one consumer's
+        # worth over 300 s), the speeds unchanged. Held: the load did not rise.
+        Tick(65, 2, 3000, Action.HOLD, 2),
+        Tick(119, 2, 3000, Action.HOLD, 2),
+        # The window has passed: a backlog still there counts again.
+        Tick(120, 2, 3000, Action.SCALE_UP, 3),
+        Tick(180, 2, 0, Action.HOLD, 3),
+        Tick(240, 2, 0, Action.SCALE_DOWN, 2),
+        # The load really rose within the window: scale up at once.
+        Tick(245, 3, 0, Action.SCALE_UP, 3),
+    ]
+    reasons = []
+    for tick in ticks:
+        clock.now = tick.at
+        lags = {TopicPartition("t", 11): tick.lag} if tick.lag else {}
+        decision = controller.step(Observation(tick.at, speeds(tick.full), lags))
+        assert (decision.action, decision.desired) == (tick.action, tick.desired), tick
+        reasons.append(decision.reason)
+    assert "a backlog alone does not reverse a scale-down" in reasons[2]
+
+
 def test_lag_within_the_batch_allowance_adds_no_consumer() -> None:
     clock = FakeClock()
     config = ControllerConfig(capacity=CAPACITY, drain_seconds=30, lag_allowance_s=5)
