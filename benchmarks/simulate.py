@@ -27,6 +27,7 @@ from sidecar.simulation import (
     Result,
     bursty,
     diurnal,
+    oracle_consumer_seconds,
     random_walk,
     simulate,
     spikes,
@@ -35,6 +36,7 @@ from sidecar.simulation import (
 CAPACITY = 1000.0
 THRESHOLDS = (100, 300, 1000, 3000, 10_000, 30_000, 100_000)
 TARGET_RATIO = 1 / 0.6
+ORACLE_TARGET = 1.25
 MEASURED = RESULTS / "cooperative_rebalance_apache.json"
 UNCALIBRATED_S = 3.0
 PEER_PROTOCOLS = {
@@ -189,6 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "",
     ]
     verdicts = {}
+    oracles: dict[str, float] = {}
     for trace in traces(args.partitions, args.seed):
         results = [
             simulate(
@@ -216,6 +219,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         runs[trace] = results
         ok, notes = verdict(results[0], results[1:])
         verdicts[trace] = ok
+        oracle = oracle_consumer_seconds(
+            traces(args.partitions, args.seed)[trace], CAPACITY, args.duration
+        )
+        oracles[trace] = oracle
+        notes.append(
+            f"oracle (ceil(total speed / C) every second, the packing lower bound): "
+            f"{oracle:,.0f} consumer-s; ours uses x{results[0].consumer_seconds / oracle:.2f} "
+            f"of it (target <= {ORACLE_TARGET:g})"
+        )
         lines += [
             f"## {trace}: target {'holds' if ok else 'BROKEN'}",
             "",
@@ -254,6 +266,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         {
             "args": vars(args),
             "verdicts": verdicts,
+            "oracle_consumer_seconds": oracles,
             "runs": {
                 t: [
                     {k: v for k, v in asdict(r).items() if k not in ("replicas", "lag")} for r in rs

@@ -269,6 +269,14 @@ class Result:
     lag: list[float] = field(default_factory=list, repr=False)
 
 
+def oracle_consumer_seconds(rates: Rates, capacity: float, duration_s: int) -> float:
+    """The physical limit: every second, the fewest consumers that could hold the total
+    arrival rate (ceil(total speed / capacity), the bin-packing lower bound), summed."""
+    if not capacity > 0:
+        raise ValueError(f"capacity must be > 0, got {capacity!r}")
+    return float(sum(math.ceil(float(rates(t).sum()) / capacity) for t in range(duration_s)))
+
+
 def simulate(
     rates: Rates,
     partitions: int,

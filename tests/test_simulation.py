@@ -6,7 +6,14 @@ import numpy as np
 import pytest
 
 from assignor import TopicPartition
-from sidecar.simulation import KedaPolicy, OurPolicy, Policy, random_walk, simulate
+from sidecar.simulation import (
+    KedaPolicy,
+    OurPolicy,
+    Policy,
+    oracle_consumer_seconds,
+    random_walk,
+    simulate,
+)
 
 
 def constant(partitions: int, rate: float):  # type: ignore[no-untyped-def]
@@ -49,6 +56,20 @@ def test_cooperative_rebalance_pauses_only_moved_partitions() -> None:
     result = simulate(constant(6, 10.0), 6, 1000.0, StepUp(), 40, rebalance_s=3)
     assert result.paused_partition_seconds == 1 * 3
     assert result.total_rscore == pytest.approx(10.0 / 1000.0)
+
+
+def test_the_oracle_is_the_packing_lower_bound_of_every_second() -> None:
+    def step(t: int) -> np.ndarray:
+        return np.full(20, 100.0 if t < 10 else 160.0)  # 2,000 then 3,200 records/s
+
+    assert oracle_consumer_seconds(step, 1000.0, 20) == 10 * 2 + 10 * 4
+    walk = random_walk(40, 1000.0, 5, seed=3)
+    result = simulate(walk, 40, 1000.0, OurPolicy("repair", 1000.0, 40), 300)
+    assert oracle_consumer_seconds(random_walk(40, 1000.0, 5, seed=3), 1000.0, 300) <= (
+        result.consumer_seconds
+    )
+    with pytest.raises(ValueError, match="capacity must be > 0"):
+        oracle_consumer_seconds(step, 0.0, 5)
 
 
 def test_keda_rules() -> None:
