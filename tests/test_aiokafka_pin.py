@@ -41,7 +41,10 @@ def test_internals_of_cooperative_rebalancing_still_exist() -> None:
     assert "_on_join_prepare(prev_assignment)" in inspect.getsource(
         GroupCoordinator.ensure_active_group
     )
-    assert "await self._on_join_complete(" in inspect.getsource(GroupCoordinator._do_rejoin_group)
+    rejoin = inspect.getsource(GroupCoordinator._do_rejoin_group)
+    assert "await self._on_join_complete(" in rejoin
+    # ... and shortens the back-off after a failed join or sync, read from this attribute.
+    assert "self._retry_backoff_ms" in rejoin
     assert list(inspect.signature(GroupCoordinator._on_join_complete).parameters) == [
         "self",
         "generation",
