@@ -23,6 +23,7 @@ from contract.stopping import finished_unless_stopped
 from sidecar import metrics
 from sidecar.config import SidecarConfig
 from sidecar.controller import Action, Controller, ControllerConfig, Decision, Observation
+from sidecar.keda import KedaController
 from sidecar.leader import Lease
 from sidecar.monitor import Monitor, Reading
 from sidecar.publisher import SnapshotPublisher
@@ -56,18 +57,20 @@ class Sidecar:
             clock=clock,
         )
         self.publisher = SnapshotPublisher(config.bootstrap_servers, config.snapshot_topic)
-        self.controller = Controller(
-            ControllerConfig(
-                capacity=config.capacity,
-                heuristic=config.heuristic,
-                min_replicas=config.min_replicas,
-                max_replicas=config.max_replicas,
-                scale_down_window_s=config.scale_down_window,
-                drain_seconds=config.drain_seconds,
-                lag_allowance_s=config.wait_time_secs,
-                max_data_age_s=config.max_data_age,
-            ),
-            clock,
+        controller_config = ControllerConfig(
+            capacity=config.capacity,
+            heuristic=config.heuristic,
+            min_replicas=config.min_replicas,
+            max_replicas=config.max_replicas,
+            scale_down_window_s=config.scale_down_window,
+            drain_seconds=config.drain_seconds,
+            lag_allowance_s=config.wait_time_secs,
+            max_data_age_s=config.max_data_age,
+        )
+        self.controller: Controller = (
+            KedaController(controller_config, clock, config.keda_lag_threshold)
+            if config.keda_lag_threshold > 0
+            else Controller(controller_config, clock)
         )
         self.last_tick: float | None = None
         self.last_reading: Reading | None = None

@@ -32,6 +32,7 @@ class SidecarConfig(GroupSettings):
     scale_down_window: float = 120.0
     drain_seconds: float = 30.0
     max_data_age: float = 10.0
+    keda_lag_threshold: float = 0.0
     scaler: str = "local"
     consumer_command: str = f"{shlex.quote(sys.executable)} -m consumer_sdk.cli"
     identity_prefix: str = "consumer"
@@ -63,6 +64,8 @@ class SidecarConfig(GroupSettings):
             fail("min_window", f"in (0, --window={self.window}]")
         if not (math.isfinite(self.scale_down_window) and self.scale_down_window >= 0):
             fail("scale_down_window", "a number of seconds >= 0")
+        if not (math.isfinite(self.keda_lag_threshold) and self.keda_lag_threshold >= 0):
+            fail("keda_lag_threshold", "a number of records >= 0 (0: our policy)")
         if self.min_replicas < 0:
             fail("min_replicas", "an integer >= 0")
         if self.max_replicas < max(1, self.min_replicas):
@@ -139,6 +142,8 @@ FLAG_HELP = {
     "scale_down_window": "seconds demand must stay lower before scaling down, >= 0",
     "drain_seconds": "a backlog is paid off within this many seconds, > 0",
     "max_data_age": "never act on measurements older than this many seconds, > 0",
+    "keda_lag_threshold": "> 0: size the group like KEDA's Kafka scaler instead (ceil(total "
+    "lag / this), 10 %% tolerance, 300 s scale-down stabilisation), for comparisons; 0: ours",
     "scaler": "local (consumer processes here), kubernetes (a Deployment or StatefulSet), or "
     "none (measure and publish only)",
     "consumer_command": "with --scaler local: the consumer to start, quoted as in a shell",

@@ -132,8 +132,9 @@ class Controller:
         self._lower_since = None
         self.phase = Phase.WATCH
 
-    def step(self, observation: Observation | None) -> Decision:
-        """Decide from the latest observation (None: nothing measured yet)."""
+    def _guard(self, observation: Observation | None) -> Decision | None:
+        """The decision when there is nothing to decide on: not synchronised with the
+        scaler, nothing measured, or data too old; None when the observation can be used."""
         now = self.clock()
         if self.replicas is None:
             return Decision(now, Action.WAIT, 0, 0, None, "synchronising with the scaler")
@@ -151,6 +152,15 @@ class Controller:
                 None,
                 f"data is {age:.0f} s old (max {self.config.max_data_age_s:.0f} s)",
             )
+        return None
+
+    def step(self, observation: Observation | None) -> Decision:
+        """Decide from the latest observation (None: nothing measured yet)."""
+        held = self._guard(observation)
+        if held is not None or observation is None or self.replicas is None:
+            assert held is not None
+            return held
+        now, current = self.clock(), self.replicas
         self.phase = Phase.PLAN
         plan, demand, backlog = self._plan(observation)
         planned = plan_rscore(self.plan, plan, observation.speeds, self.config.capacity)

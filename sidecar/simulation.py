@@ -22,6 +22,7 @@ from assignor import Assignment, TopicPartition, get_heuristic
 from assignor.metrics import rscore
 from contract.overload import OverloadWatch
 from sidecar.controller import Controller, ControllerConfig, Observation
+from sidecar.keda import KedaRule
 
 Rates = Callable[[int], np.ndarray]
 """Trace: second -> records/s of every partition."""
@@ -212,7 +213,7 @@ class KedaPolicy(Policy):
         self.partitions = partitions
         self.cooperative = cooperative
         self.name = f"keda {'coop-sticky' if cooperative else 'eager-range'} lag={lag_threshold:g}"
-        self.history: deque[tuple[float, int]] = deque()
+        self.rule = KedaRule(lag_threshold)
 
     def replicas(
         self,
@@ -221,18 +222,7 @@ class KedaPolicy(Policy):
         lags: dict[TopicPartition, float],
         current: int,
     ) -> int:
-        total = sum(lags.values())
-        desired = max(1, min(self.partitions, math.ceil(total / self.lag_threshold)))
-        # The HPA's tolerance is on the metric's ratio to its target (average lag per
-        # replica over lagThreshold), not on the replica counts.
-        if current and abs(total / (current * self.lag_threshold) - 1) <= 0.1:
-            desired = current
-        self.history.append((t, desired))
-        while self.history[0][0] < t - 300:
-            self.history.popleft()
-        if desired < current:  # scale down to the highest recommendation of 300 s
-            desired = min(current, max(d for _, d in self.history))
-        return desired
+        return self.rule.desired(t, sum(lags.values()), current, self.partitions)
 
     def assign(
         self,

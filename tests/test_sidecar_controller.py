@@ -8,6 +8,7 @@ import pytest
 
 from assignor import TopicPartition
 from sidecar.controller import Action, Controller, ControllerConfig, Observation
+from sidecar.keda import KedaController, KedaRule
 
 CAPACITY = 10.0
 PARTITIONS = 12
@@ -193,3 +194,27 @@ def test_bad_config(kwargs: dict[str, object], message: str) -> None:
         ControllerConfig(**arguments)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="actual_replicas must be an integer >= 0"):
         Controller(ControllerConfig(capacity=CAPACITY), FakeClock()).synchronise(-1)
+
+
+def test_keda_style_controller_follows_total_lag_with_hpa_rules() -> None:
+    clock = FakeClock()
+    keda = KedaController(ControllerConfig(capacity=CAPACITY, max_replicas=8), clock, 1000.0)
+    assert keda.step(None).action is Action.WAIT
+    keda.synchronise(2)
+
+    def step(at: float, total_lag: float) -> tuple[Action, int]:
+        clock.now = at
+        lags = {TopicPartition("t", 0): total_lag}
+        decision = keda.step(Observation(at, speeds(2), lags))
+        return decision.action, decision.desired
+
+    assert step(0, 5000) == (Action.SCALE_UP, 5)  # ceil(5000 / 1000)
+    assert step(1, 5400) == (Action.HOLD, 5)  # 1.08 of the target: within 10 %
+    assert step(2, 50_000) == (Action.SCALE_UP, 8)  # capped at --max-replicas
+    assert step(3, 100) == (Action.HOLD, 8)  # 300 s stabilisation: the window's highest
+    assert step(303, 100) == (Action.SCALE_DOWN, 1)
+    clock.now = 400
+    stale = keda.step(Observation(300, speeds(2), {}))
+    assert stale.action is Action.HOLD and "old" in stale.reason
+    with pytest.raises(ValueError, match="lag_threshold must be a finite number > 0"):
+        KedaRule(0.0)
