@@ -14,7 +14,7 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from consumer_sdk.config import ConsumerConfig
@@ -80,8 +80,14 @@ def parse_sink(spec: str, identity: str = "") -> Sink:
     )
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point: configuration from AUTOSCALER_* variables (see the README)."""
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    sink_factory: Callable[[str, str], Sink] = parse_sink,
+) -> int:
+    """Entry point: configuration from AUTOSCALER_* variables (see the README).
+    ``sink_factory`` turns the --sink spec and the member identity into the sink (a
+    program embedding this entry point can bring sinks of its own)."""
     parser = argparse.ArgumentParser(
         prog="kafka-autoscaler-consumer",
         description="Run one SDK consumer; its settings come from AUTOSCALER_* variables "
@@ -107,7 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "or null (discards every record)"
             )
         config = ConsumerConfig.from_env()
-        consumer = AutoscalingConsumer(config, parse_sink(args.sink, config.member_identity))
+        consumer = AutoscalingConsumer(config, sink_factory(args.sink, config.member_identity))
     except (ConfigError, OSError) as exc:
         print(f"kafka-autoscaler-consumer: error: {exc}", file=sys.stderr)
         return 2

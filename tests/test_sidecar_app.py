@@ -21,6 +21,7 @@ from sidecar.app import Sidecar
 from sidecar.config import SidecarConfig, parse_args
 from sidecar.controller import Action
 from sidecar.http import serve
+from sidecar.keda import KedaController
 from sidecar.leader import FileLease
 from sidecar.publisher import SPEEDS_TOPIC_CONFIG, ensure_speeds_topic
 from sidecar.scalers.local import LocalScaler
@@ -73,6 +74,11 @@ def test_the_local_scaler_hands_the_shared_settings_to_its_consumers() -> None:
         ([*BASE, "--scaler", "kubernetes"], {}, "--workload-name (AUTOSCALER_WORKLOAD_NAME)"),
         ([*BASE, "--min-replicas", "5", "--max-replicas", "2"], {}, "--max-replicas"),
         ([*BASE, "--http-port", "99999"], {}, "--http-port (AUTOSCALER_HTTP_PORT) must be"),
+        (
+            [*BASE, "--keda-lag-threshold", "-5"],
+            {},
+            "--keda-lag-threshold (AUTOSCALER_KEDA_LAG_THRESHOLD) must be a number of records",
+        ),
         (
             [*BASE, "--wait-time-secs", "0"],
             {},
@@ -281,3 +287,12 @@ def test_every_flag_says_what_it_means_its_default_and_variable(
         in page
     )
     assert "(required; env AUTOSCALER_CAPACITY)" in page
+
+
+def test_keda_lag_threshold_swaps_in_the_keda_style_controller() -> None:
+    config = parse_args([*BASE, "--keda-lag-threshold", "5000", "--scaler", "none"], {})
+    sidecar = Sidecar(config, None, None)
+    assert isinstance(sidecar.controller, KedaController)
+    assert sidecar.controller.rule.lag_threshold == 5000
+    ours = Sidecar(parse_args([*BASE, "--scaler", "none"], {}), None, None)
+    assert not isinstance(ours.controller, KedaController)

@@ -1,0 +1,411 @@
+"""Autoscaling with real processes: one load trace, every policy on it, one Kafka cluster.
+
+The trace: 2 topics x 12 partitions whose rates follow the paper's random walk (20-120
+records/s each at the start), times 3 in the middle third, back in the last third. Per
+policy, a fresh group on fresh topics; the sidecar (``python -m sidecar.cli``, local scaler)
+starts and stops real consumer processes (``benchmarks/autoscale_member.py``: the SDK's
+consumer writing a ledger through a downstream that drains C records/s, C being the capacity
+every policy is told). Policies, in this order: ours (default heuristic, cooperative), ours
+with eager rebalancing, KEDA-style at a few lagThreshold values (``--keda-lag-threshold``:
+ceil(total lag / threshold), HPA 10 % tolerance, 300 s scale-down stabilisation, capped at
+the partitions), and a fixed group at the largest size ours reached.
+
+Measured per policy: consumer-seconds over the trace, total lag p50/p99/max in records and in
+seconds of arrivals, end-to-end latency (record timestamp to ledger write) p50/p99 overall
+and for records produced during the step up, rebalance generations, scale events, flaps (a
+scale event reversed within the policy's scale-down window), records re-delivered and
+missing. ``python -m benchmarks.autoscale [--cluster apache|embedded] [--duration 600]``
+writes ``results/autoscale_<cluster>.{md,json,png}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import math
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from assignor import TopicPartition
+from benchmarks.autoscale_member import RATE_ENV
+from benchmarks.machine import broker_line, machine_line
+from benchmarks.report import RESULTS, publish
+from consumer_sdk.apache_kafka import free_port
+from consumer_sdk.clusters import ClusterKind, KafkaCluster, kafka_cluster
+from examples.demo import capacity_settings, fetch_status
+from examples.load import LoadGenerator, RateWalk
+
+ROOT = Path(__file__).parent.parent
+PARTITIONS = 12
+TOPICS = 2
+CAPACITY = 1000.0  # records/s a consumer's downstream drains, and what every policy is told
+SCALE_DOWN_WINDOW_S = 120.0  # ours (the sidecar's default)
+KEDA_STABILISATION_S = 300.0
+KEDA_THRESHOLDS = (1000, 5000, 20000)
+GENERATION = re.compile(r"\(generation (\d+)\)|generation (\d+):")
+
+
+@dataclass(frozen=True)
+class Policy:
+    """A name, the sidecar/consumer settings that make it, its scale-down window."""
+
+    name: str
+    env: dict[str, str]
+    window_s: float
+
+
+@dataclass
+class Run:
+    """What one policy's run produced."""
+
+    policy: Policy
+    samples: list[dict[str, float]] = field(default_factory=list)
+    latencies_ms: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    step_latencies_ms: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    redelivered: int = 0
+    missing: int = 0
+    generations: int = 0
+    peak: int = 0
+
+
+def trace(duration_s: float, seed: int, topics: Sequence[str]) -> RateWalk:
+    """The load: the paper's walk, x3 in the middle third, x1 again in the last."""
+    partitions = [TopicPartition(t, p) for t in topics for p in range(PARTITIONS)]
+    return RateWalk(
+        partitions,
+        low=20,
+        high=120,
+        delta=10,
+        duration_s=duration_s,
+        step_up=3.0,
+        step_down=1.0,
+        seed=seed,
+    )
+
+
+def sidecar_env(
+    kafka: KafkaCluster, kind: ClusterKind, group: str, topics: Sequence[str], out: Path
+) -> dict[str, str]:
+    """The settings every policy shares."""
+    member = f"{shlex.quote(sys.executable)} -m benchmarks.autoscale_member"
+    return {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "AUTOSCALER_BOOTSTRAP_SERVERS": kafka.bootstrap_servers,
+        "AUTOSCALER_GROUP": group,
+        "AUTOSCALER_TOPICS": ",".join(topics),
+        **capacity_settings(kind),
+        "AUTOSCALER_SNAPSHOT_TOPIC": f"{group}.speeds",
+        "AUTOSCALER_INTERVAL": "1",
+        "AUTOSCALER_WINDOW": "8",
+        "AUTOSCALER_MIN_WINDOW": "2",
+        "AUTOSCALER_SCALE_DOWN_WINDOW": str(SCALE_DOWN_WINDOW_S),
+        "AUTOSCALER_MAX_REPLICAS": str(PARTITIONS * len(topics)),
+        "AUTOSCALER_SCALER": "local",
+        "AUTOSCALER_CONSUMER_COMMAND": member,
+        "AUTOSCALER_IDENTITY_PREFIX": "sink",
+        "AUTOSCALER_HTTP_PORT": str(free_port()),
+        "AUTOSCALER_LOCK_FILE": str(out / "sidecar.lock"),
+        "AUTOSCALER_LEADER_DELAY_SECS": "0.1" if kind is ClusterKind.EMBEDDED else "0",
+        "AUTOSCALER_WAIT_TIME_SECS": "1",
+        "AUTOSCALER_SINK": f"ledger:{out}/{{identity}}.ledger",
+        RATE_ENV: str(CAPACITY),
+    }
+
+
+def run_policy(
+    kafka: KafkaCluster, kind: ClusterKind, policy: Policy, duration_s: float, seed: int
+) -> Run:
+    """One policy on fresh topics and a fresh group; returns its samples and ledgers read."""
+    slug = re.sub(r"[^a-z0-9]+", "-", policy.name.lower()).strip("-")
+    group = f"as-{slug}-{int(time.time())}"
+    topics = [f"{group}-t{i}" for i in range(TOPICS)]
+    broker = kafka.broker_handle()
+    for topic in topics:
+        broker.create_topic(topic, PARTITIONS, 1)
+    broker.create_topic(f"{group}.speeds", 1, 1)
+    out = Path(tempfile.mkdtemp(prefix=f"autoscale-{slug}-"))
+    env = {**sidecar_env(kafka, kind, group, topics, out), **policy.env}
+    port = int(env["AUTOSCALER_HTTP_PORT"])
+    log_path = out / "sidecar.log"
+    walk = trace(duration_s, seed, topics)
+    result = Run(policy)
+    with log_path.open("w") as log:
+        sidecar = subprocess.Popen(
+            [sys.executable, "-m", "sidecar.cli"], env=env, cwd=ROOT, stdout=log, stderr=log
+        )
+        load = LoadGenerator(kafka.bootstrap_servers, walk, value_bytes=200)
+        load.start()
+        try:
+            while load.is_alive() or (
+                result.samples
+                and result.samples[-1]["lag"] > 0
+                and load.elapsed() < duration_s + 120
+            ):
+                status = fetch_status(port)
+                elapsed = load.elapsed()
+                result.samples.append(
+                    {
+                        "t": elapsed,
+                        "rate": sum(walk.current(elapsed).values()) if load.is_alive() else 0.0,
+                        "replicas": float(status.get("replicas") or 0),
+                        "lag": float(sum((status.get("lags") or {}).values())),
+                    }
+                )
+                time.sleep(1.0)
+        finally:
+            load.stop()
+            load.join(60)
+            sidecar.send_signal(signal.SIGTERM)
+            try:
+                sidecar.wait(90)
+            except subprocess.TimeoutExpired:
+                sidecar.kill()
+    _read_ledgers(result, out, load.acked, duration_s)
+    generations = [int(a or b) for a, b in GENERATION.findall(log_path.read_text())]
+    result.generations = max(generations, default=0)
+    result.peak = int(max((s["replicas"] for s in result.samples), default=0))
+    print(f"{policy.name}: done ({out})", flush=True)
+    return result
+
+
+def _read_ledgers(
+    result: Run, out: Path, acked: set[tuple[str, int, int]], duration_s: float
+) -> None:
+    seen: Counter[tuple[str, int, int]] = Counter()
+    latencies: list[int] = []
+    stepped: list[int] = []
+    rows: list[tuple[str, int, int, int, int]] = []
+    for ledger in out.glob("*.ledger"):
+        for line in ledger.read_text().splitlines():
+            name, p, o, t, w = line.split()
+            rows.append((name, int(p), int(o), int(t), int(w)))
+    first_ts = min((r[3] for r in rows), default=0)
+    for topic, partition, offset, ts, written in rows:
+        key = (topic, partition, offset)
+        seen[key] += 1
+        if seen[key] == 1:
+            latencies.append(written - ts)
+            produced_at = (ts - first_ts) / 1000
+            if duration_s / 3 <= produced_at < 2 * duration_s / 3:
+                stepped.append(written - ts)
+    result.latencies_ms = np.array(latencies, dtype=float)
+    result.step_latencies_ms = np.array(stepped, dtype=float)
+    result.redelivered = sum(n - 1 for n in seen.values())
+    result.missing = len(acked - set(seen))
+
+
+def scale_events(samples: Sequence[dict[str, float]]) -> list[tuple[float, int, int]]:
+    """(time, from, to) whenever the replica count changed between two samples."""
+    events = []
+    for before, after in itertools.pairwise(samples):
+        if after["replicas"] != before["replicas"] and before["replicas"] > 0:
+            events.append((after["t"], int(before["replicas"]), int(after["replicas"])))
+    return events
+
+
+def flaps(events: Sequence[tuple[float, int, int]], window_s: float) -> int:
+    """Scale events that reverse the one before within ``window_s``."""
+    count = 0
+    for (t0, a0, b0), (t1, a1, b1) in itertools.pairwise(events):
+        if t1 - t0 < window_s and (b0 - a0) * (b1 - a1) < 0:
+            count += 1
+    return count
+
+
+def summarise(result: Run, duration_s: float) -> dict[str, Any]:
+    """The table row of one run."""
+    within = [s for s in result.samples if s["t"] <= duration_s]
+    consumer_seconds = sum(a["replicas"] * (b["t"] - a["t"]) for a, b in itertools.pairwise(within))
+    lags = np.array([s["lag"] for s in within] or [0.0])
+    lag_s = np.array([s["lag"] / s["rate"] if s["rate"] > 0 else 0.0 for s in within] or [0.0])
+    events = scale_events(result.samples)
+
+    def pct(values: np.ndarray, q: float) -> float:
+        return float(np.percentile(values, q)) if values.size else math.nan
+
+    return {
+        "policy": result.policy.name,
+        "consumer_seconds": consumer_seconds,
+        "lag_p50": pct(lags, 50),
+        "lag_p99": pct(lags, 99),
+        "lag_max": float(lags.max()),
+        "lag_s_p50": pct(lag_s, 50),
+        "lag_s_p99": pct(lag_s, 99),
+        "lag_s_max": float(lag_s.max()),
+        "latency_p50_s": pct(result.latencies_ms, 50) / 1000,
+        "latency_p99_s": pct(result.latencies_ms, 99) / 1000,
+        "step_latency_p99_s": pct(result.step_latencies_ms, 99) / 1000,
+        "generations": result.generations,
+        "scale_events": len(events),
+        "generations_per_event": result.generations / max(1, len(events) + 1),
+        "flaps": flaps(events, result.policy.window_s),
+        "redelivered": result.redelivered,
+        "missing": result.missing,
+        "peak": result.peak,
+    }
+
+
+def oracle_seconds(duration_s: float, seed: int) -> float:
+    """The physical limit on the same trace: ceil(total rate / C) every second, summed."""
+    walk = trace(duration_s, seed, [f"t{i}" for i in range(TOPICS)])
+    total = 0.0
+    for second in range(int(duration_s)):
+        if second:
+            walk.advance()
+        total += math.ceil(sum(walk.current(float(second)).values()) / CAPACITY)
+    return total
+
+
+def plot(runs: Sequence[Run], path: Path) -> None:
+    """Replicas and total lag over time, a line per policy."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(11, 7), sharex=True)
+    for run in runs:
+        t = [s["t"] for s in run.samples]
+        top.step(t, [s["replicas"] for s in run.samples], where="post", label=run.policy.name)
+        bottom.plot(t, [s["lag"] for s in run.samples], label=run.policy.name)
+    top.set_ylabel("consumers")
+    bottom.set_ylabel("total lag (records)")
+    bottom.set_yscale("symlog")
+    bottom.set_xlabel("seconds")
+    top.legend(fontsize=8)
+    for ax in (top, bottom):
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def report(rows: list[dict[str, Any]], header: str, oracle: float) -> str:
+    """The markdown table, the targets and what they say."""
+    lines = [
+        header,
+        "",
+        "| policy | consumer-s | x oracle | lag p50 | lag p99 | lag max | lag p99 (s) | latency "
+        "p50 (s) | latency p99 (s) | step-up p99 (s) | generations | scale events | gen/event "
+        "| flaps | re-delivered | missing |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['policy']} | {r['consumer_seconds']:,.0f} | "
+            f"{r['consumer_seconds'] / oracle:.2f} | {r['lag_p50']:,.0f} | {r['lag_p99']:,.0f} | "
+            f"{r['lag_max']:,.0f} | {r['lag_s_p99']:.1f} | {r['latency_p50_s']:.1f} | "
+            f"{r['latency_p99_s']:.1f} | {r['step_latency_p99_s']:.1f} | {r['generations']} | "
+            f"{r['scale_events']} | {r['generations_per_event']:.1f} | {r['flaps']} | "
+            f"{r['redelivered']} | {r['missing']} |"
+        )
+    ours = rows[0]
+    lines += ["", f"Oracle (packing lower bound, same trace): {oracle:,.0f} consumer-s.", ""]
+    for r in rows[1:]:
+        if r["policy"].startswith("KEDA") and r["lag_s_p99"] >= ours["lag_s_p99"]:
+            ratio = r["consumer_seconds"] / max(1.0, ours["consumer_seconds"])
+            verdict = "holds" if ratio >= 1.67 else "MISSED"
+            lines.append(
+                f"- {r['policy']}: p99 lag {r['lag_s_p99']:.1f} s, no better than ours "
+                f"({ours['lag_s_p99']:.1f} s); it uses x{ratio:.2f} our consumer-seconds "
+                f"(target >= 1.67: {verdict})"
+            )
+    lines.append(
+        f"- ours: {ours['generations_per_event']:.1f} generations per scale event (target "
+        f"<= 2), {ours['flaps']} flaps (target 0), step-up p99 latency "
+        f"{ours['step_latency_p99_s']:.1f} s (target < 10)"
+    )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run every policy on one cluster and write the results."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument(
+        "--cluster",
+        choices=[ClusterKind.APACHE.value, ClusterKind.EMBEDDED.value],
+        default=ClusterKind.APACHE.value,
+    )
+    parser.add_argument("--duration", type=float, default=600.0, help="seconds of load")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--keda", default=",".join(map(str, KEDA_THRESHOLDS)), help="lagThreshold values"
+    )
+    parser.add_argument("--no-write", action="store_true")
+    args = parser.parse_args(argv)
+    kind = ClusterKind(args.cluster)
+    runs: list[Run] = []
+    with kafka_cluster(kind) as kafka:
+        broker = broker_line(kafka)
+        ours = Policy("ours (cooperative)", {}, SCALE_DOWN_WINDOW_S)
+        runs.append(run_policy(kafka, kind, ours, args.duration, args.seed))
+        policies = [
+            Policy(
+                "ours, eager rebalancing",
+                {"AUTOSCALER_REBALANCE_PROTOCOL": "eager"},
+                SCALE_DOWN_WINDOW_S,
+            ),
+            *(
+                Policy(
+                    f"KEDA lagThreshold={threshold}",
+                    {"AUTOSCALER_KEDA_LAG_THRESHOLD": threshold},
+                    KEDA_STABILISATION_S,
+                )
+                for threshold in args.keda.split(",")
+                if threshold
+            ),
+        ]
+        for policy in policies:
+            runs.append(run_policy(kafka, kind, policy, args.duration, args.seed))
+        peak = max(1, runs[0].peak)
+        fixed = Policy(
+            f"fixed at ours' peak ({peak})",
+            {"AUTOSCALER_MIN_REPLICAS": str(peak), "AUTOSCALER_MAX_REPLICAS": str(peak)},
+            SCALE_DOWN_WINDOW_S,
+        )
+        runs.append(run_policy(kafka, kind, fixed, args.duration, args.seed))
+    rows = [summarise(r, args.duration) for r in runs]
+    oracle = oracle_seconds(args.duration, args.seed)
+    header = "\n".join(
+        [
+            f"# Autoscaling real consumer processes ({TOPICS} topics x {PARTITIONS} partitions, "
+            f"{args.duration:.0f} s trace, seed {args.seed})",
+            "",
+            machine_line(),
+            broker,
+            f"Every consumer's downstream drains {CAPACITY:g} records/s, the capacity every "
+            "policy is told. Consumers: client-default timings (10 s session, 3 s heartbeat), "
+            "1 s batch wait. Ours: the sidecar's defaults (scale-down window "
+            f"{SCALE_DOWN_WINDOW_S:g} s, drain 30 s). KEDA-style: ceil(total lag / lagThreshold), "
+            "10 % tolerance, 300 s stabilisation, same consumers (cooperative). Lag sampled "
+            "every second from the sidecar; latency = ledger write time - record timestamp.",
+        ]
+    )
+    name = f"autoscale_{kind.value}"
+    publish(
+        name,
+        report(rows, header, oracle),
+        {"broker": broker, "oracle_consumer_seconds": oracle, "rows": rows},
+        write=not args.no_write,
+    )
+    if not args.no_write:
+        plot(runs, RESULTS / f"{name}.png")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
