@@ -52,6 +52,7 @@ ROOT = Path(__file__).parent.parent
 PARTITIONS = 12
 TOPICS = 2
 CAPACITY = 1000.0  # records/s a consumer's downstream drains, and what every policy is told
+VALUE_BYTES = 200
 SCALE_DOWN_WINDOW_S = 120.0  # ours (the sidecar's default)
 KEDA_STABILISATION_S = 300.0
 KEDA_THRESHOLDS = (1000, 5000, 20000)
@@ -121,6 +122,9 @@ def sidecar_env(
         "AUTOSCALER_LOCK_FILE": str(out / "sidecar.lock"),
         "AUTOSCALER_LEADER_DELAY_SECS": "0.1" if kind is ClusterKind.EMBEDDED else "0",
         "AUTOSCALER_WAIT_TIME_SECS": "1",
+        # About one second of the downstream's work per batch (the default 16 MiB would be
+        # 80,000 records: 80 s of writing, which a revocation would wait for).
+        "AUTOSCALER_BATCH_BYTES": str(int(CAPACITY * VALUE_BYTES)),
         "AUTOSCALER_SINK": f"ledger:{out}/{{identity}}.ledger",
         RATE_ENV: str(CAPACITY),
     }
@@ -147,7 +151,7 @@ def run_policy(
         sidecar = subprocess.Popen(
             [sys.executable, "-m", "sidecar.cli"], env=env, cwd=ROOT, stdout=log, stderr=log
         )
-        load = LoadGenerator(kafka.bootstrap_servers, walk, value_bytes=200)
+        load = LoadGenerator(kafka.bootstrap_servers, walk, value_bytes=VALUE_BYTES)
         load.start()
         try:
             while load.is_alive() or (
@@ -389,7 +393,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             broker,
             f"Every consumer's downstream drains {CAPACITY:g} records/s, the capacity every "
             "policy is told. Consumers: client-default timings (10 s session, 3 s heartbeat), "
-            "1 s batch wait. Ours: the sidecar's defaults (scale-down window "
+            "1 s batch wait, batches of about one second of that downstream's work. Ours: the sidecar's defaults (scale-down window "
             f"{SCALE_DOWN_WINDOW_S:g} s, drain 30 s). KEDA-style: ceil(total lag / lagThreshold), "
             "10 % tolerance, 300 s stabilisation, same consumers (cooperative). Lag sampled "
             "every second from the sidecar; latency = ledger write time - record timestamp.",
