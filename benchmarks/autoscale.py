@@ -393,7 +393,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             broker,
             f"Every consumer's downstream drains {CAPACITY:g} records/s, the capacity every "
             "policy is told. Consumers: client-default timings (10 s session, 3 s heartbeat), "
-            "1 s batch wait, batches of about one second of that downstream's work. Ours: the sidecar's defaults (scale-down window "
+            "1 s batch wait, batches of about one second of that downstream's work. Ours: the "
+            "sidecar's defaults (scale-down window "
             f"{SCALE_DOWN_WINDOW_S:g} s, drain 30 s). KEDA-style: ceil(total lag / lagThreshold), "
             "10 % tolerance, 300 s stabilisation, same consumers (cooperative). Lag sampled "
             "every second from the sidecar; latency = ledger write time - record timestamp.",
