@@ -41,7 +41,7 @@ import numpy as np
 
 from assignor import TopicPartition
 from benchmarks.autoscale_member import RATE_ENV
-from benchmarks.machine import broker_line, machine_line
+from benchmarks.machine import add_cluster_option, broker_line, machine_line
 from benchmarks.report import RESULTS, publish
 from consumer_sdk.apache_kafka import free_port
 from consumer_sdk.clusters import ClusterKind, KafkaCluster, kafka_cluster
@@ -339,11 +339,7 @@ def report(rows: list[dict[str, Any]], header: str, oracle: float) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run every policy on one cluster and write the results."""
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument(
-        "--cluster",
-        choices=[ClusterKind.APACHE.value, ClusterKind.EMBEDDED.value],
-        default=ClusterKind.APACHE.value,
-    )
+    add_cluster_option(parser)
     parser.add_argument("--duration", type=float, default=600.0, help="seconds of load")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument(

@@ -21,7 +21,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
 from confluent_kafka import Consumer, Producer
 
-from benchmarks.machine import broker_line, machine_line
+from benchmarks.machine import add_cluster_option, broker_line, machine_line
 from benchmarks.report import publish
 from consumer_sdk.clusters import ClusterKind, kafka_cluster
 from consumer_sdk.config import ConsumerConfig
@@ -172,12 +172,7 @@ CLIENTS: dict[str, Callable[[str, str, str, int], float]] = {
 def main(argv: Sequence[str] | None = None) -> int:
     """Run and write ``results/consume_throughput_<cluster>.{md,json}``."""
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument(
-        "--cluster",
-        choices=[ClusterKind.APACHE.value, ClusterKind.EMBEDDED.value],
-        default=ClusterKind.APACHE.value,
-        help="Apache Kafka started from its jars (default) or the embedded broker",
-    )
+    add_cluster_option(parser)
     parser.add_argument("--mib", type=int, default=128, help="MiB per value size (<= 160)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--no-write", action="store_true")

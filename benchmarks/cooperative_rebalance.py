@@ -33,7 +33,7 @@ from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 from aiokafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
 from confluent_kafka import Consumer, Producer
 
-from benchmarks.machine import broker_line, machine_line
+from benchmarks.machine import add_cluster_option, broker_line, machine_line
 from benchmarks.report import RESULTS, publish
 from consumer_sdk.clusters import ClusterKind, KafkaCluster, kafka_cluster
 from consumer_sdk.config import ConsumerConfig
@@ -505,12 +505,7 @@ def report(summary: list[dict[str, Any]], header: str) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run every protocol side by side on one cluster per timing profile."""
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument(
-        "--cluster",
-        choices=[ClusterKind.APACHE.value, ClusterKind.EMBEDDED.value],
-        default=ClusterKind.APACHE.value,
-        help="Apache Kafka started from its jars (default) or the embedded broker",
-    )
+    add_cluster_option(parser)
     parser.add_argument("--rate", type=int, default=5000, help="records/s produced")
     parser.add_argument("--repeats", type=int, default=3, help="scale-out/in pairs per run")
     parser.add_argument(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import os
 import platform
@@ -58,3 +59,13 @@ def broker_line(kafka: KafkaCluster) -> str:
             f"{kafka.broker_count} brokers)."
         )
     return f"Broker: {kafka.kind.value} cluster at {kafka.bootstrap_servers}."
+
+
+def add_cluster_option(parser: argparse.ArgumentParser) -> None:
+    """``--cluster apache|embedded`` (default apache), the same in every Kafka benchmark."""
+    parser.add_argument(
+        "--cluster",
+        choices=[ClusterKind.APACHE.value, ClusterKind.EMBEDDED.value],
+        default=ClusterKind.APACHE.value,
+        help="Apache Kafka started from its jars (default) or the embedded broker",
+    )

@@ -160,7 +160,10 @@ class Controller:
         if held is not None or observation is None or self.replicas is None:
             assert held is not None
             return held
-        now, current = self.clock(), self.replicas
+        return self._decide(self.clock(), self.replicas, observation)
+
+    def _decide(self, now: float, current: int, observation: Observation) -> Decision:
+        """The decision on a fresh observation, synchronised with the scaler."""
         self.phase = Phase.PLAN
         plan, demand, backlog = self._plan(observation)
         planned = plan_rscore(self.plan, plan, observation.speeds, self.config.capacity)
@@ -176,17 +179,12 @@ class Controller:
         if target != demand:
             why += f", clamped to {target}"
         if target > current and self._reverses_scale_down(now, observation, current):
-            return Decision(
-                now,
-                Action.HOLD,
-                current,
-                current,
-                demand,
-                f"{why}; held: scaled down {now - (self._scaled_down_at or now):.0f} s ago and "
+            why += (
+                f"; held: scaled down {now - (self._scaled_down_at or now):.0f} s ago and "
                 f"the speeds alone need at most {current} (a backlog alone does not reverse a "
-                f"scale-down within {self.config.scale_down_window_s:.0f} s)",
-                planned,
+                f"scale-down within {self.config.scale_down_window_s:.0f} s)"
             )
+            return Decision(now, Action.HOLD, current, current, demand, why, planned)
         if target > current:
             self._lower_since = None
             self._scaled_down_at = None

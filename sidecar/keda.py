@@ -51,13 +51,8 @@ class KedaController(Controller):
         super().__init__(config, clock)
         self.rule = KedaRule(lag_threshold)
 
-    def step(self, observation: Observation | None) -> Decision:
-        """Decide from the total lag of the latest observation."""
-        held = self._guard(observation)
-        if held is not None or observation is None or self.replicas is None:
-            assert held is not None
-            return held
-        now, current = self.clock(), self.replicas
+    def _decide(self, now: float, current: int, observation: Observation) -> Decision:
+        """Decide from the total lag of the observation."""
         ceiling = max(1, min(self.config.max_replicas, len(observation.speeds)))
         total = sum(observation.lags.values())
         desired = max(self.config.min_replicas, self.rule.desired(now, total, current, ceiling))
