@@ -45,7 +45,7 @@ from benchmarks.machine import add_cluster_option, broker_line, machine_line
 from benchmarks.report import RESULTS, publish
 from consumer_sdk.apache_kafka import free_port
 from consumer_sdk.clusters import ClusterKind, KafkaCluster, kafka_cluster
-from examples.demo import capacity_settings, fetch_status
+from examples.demo import fetch_status
 from examples.load import LoadGenerator, RateWalk
 
 ROOT = Path(__file__).parent.parent
@@ -108,7 +108,10 @@ def sidecar_env(
         "AUTOSCALER_BOOTSTRAP_SERVERS": kafka.bootstrap_servers,
         "AUTOSCALER_GROUP": group,
         "AUTOSCALER_TOPICS": ",".join(topics),
-        **capacity_settings(kind),
+        # Records/s on both brokers: the downstream's pace is in records, and bytes/s from
+        # log sizes would convert it with an assumed record size (off by the batching).
+        "AUTOSCALER_CAPACITY": str(CAPACITY),
+        "AUTOSCALER_CAPACITY_UNIT": "records/s",
         "AUTOSCALER_SNAPSHOT_TOPIC": f"{group}.speeds",
         "AUTOSCALER_INTERVAL": "1",
         "AUTOSCALER_WINDOW": "8",
