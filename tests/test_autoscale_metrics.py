@@ -1,0 +1,21 @@
+"""What the autoscale benchmark counts as a scale event and as a flap (its targets use them)."""
+
+from __future__ import annotations
+
+from benchmarks.autoscale import flaps, scale_events
+
+
+def samples(*replicas: int) -> list[dict[str, float]]:
+    return [{"t": float(10 * i), "replicas": float(r)} for i, r in enumerate(replicas)]
+
+
+def test_scale_events_are_changes_of_a_running_group() -> None:
+    # 0 -> 2 is the group's start, not a scale event; then up, up, down.
+    assert scale_events(samples(0, 2, 2, 3, 5, 5, 4)) == [(30.0, 2, 3), (40.0, 3, 5), (60.0, 5, 4)]
+
+
+def test_a_flap_is_a_reversal_within_the_window() -> None:
+    events = scale_events(samples(3, 2, 3, 3, 3, 2))  # down at 10, up at 20, down at 50
+    assert flaps(events, window_s=120) == 2
+    assert flaps(events, window_s=15) == 1  # only the up 10 s after the down
+    assert flaps(scale_events(samples(2, 3, 4, 5)), window_s=120) == 0  # steps one way
