@@ -9,7 +9,9 @@ it over, now owned by nobody.
 A round that withheld something says so to every member (``handover`` in the assignment's
 user data): they all rejoin as soon as they have their assignment, so the hand-over round
 starts at once instead of when each member's next heartbeat hears of it (a whole heartbeat
-interval after the first round, since the members' heartbeats restart together).
+interval after the first round, since the members' heartbeats restart together). The
+hand-over round hands over what the round before planned (:func:`carried_plan`); it plans
+the group again only if the members or their subscriptions changed meanwhile.
 
 A member shutting down says so (``leaving``) and keeps reading while it rejoins: the leader
 plans the group without it, so its partitions are withheld from their new owners like any
@@ -89,6 +91,53 @@ def withhold_moving(
                 kept.append(tp)
         assignment[member] = kept
     return CooperativePlan(assignment, withheld, group_mode(members))
+
+
+@dataclass(frozen=True)
+class PendingHandover:
+    """What a round that withheld partitions planned, for the hand-over round after it."""
+
+    subscriptions: dict[str, frozenset[str]]
+    """The members the plan was for (member id -> subscribed topics)."""
+    partitions: dict[str, frozenset[int]]
+    """The partitions of their topics then."""
+    planned: dict[str, list[TopicPartition]]
+
+    @classmethod
+    def of(
+        cls,
+        subscriptions: Mapping[str, set[str]],
+        partitions: Mapping[str, set[int]],
+        planned: Mapping[str, list[TopicPartition]],
+    ) -> PendingHandover:
+        """Freeze a round's members, partitions and plan."""
+        return cls(
+            {m: frozenset(topics) for m, topics in subscriptions.items()},
+            {t: frozenset(ps) for t, ps in partitions.items()},
+            dict(planned),
+        )
+
+
+def carried_plan(
+    pending: PendingHandover | None,
+    subscriptions: Mapping[str, set[str]],
+    partitions: Mapping[str, set[int]],
+) -> dict[str, list[TopicPartition]] | None:
+    """The previous round's plan when this round only completes its hand-over: the same
+    members with the same subscriptions (a leaving member counts as gone in both) and the
+    same partitions. None when something else changed: the group is planned again.
+
+    Re-planning a hand-over round on newer speeds would move other partitions, withhold
+    them, and need yet another round: a join would cost three rounds or more, not two.
+    """
+    if pending is None:
+        return None
+    same = PendingHandover.of(subscriptions, partitions, {})
+    unchanged = (same.subscriptions, same.partitions) == (
+        pending.subscriptions,
+        pending.partitions,
+    )
+    return dict(pending.planned) if unchanged else None
 
 
 def encode_assignment_data(mode: str, handover: bool = False) -> bytes:

@@ -26,6 +26,8 @@ from aiokafka.coordinator.protocol import (
 
 from assignor.cooperative import (
     EAGER,
+    PendingHandover,
+    carried_plan,
     decode_assignment_data,
     decode_handover,
     encode_assignment_data,
@@ -71,20 +73,32 @@ class PluginStats:
     """Counters the SDK exports as metrics."""
 
     plans: int = 0
+    carried: int = 0
     fallbacks: int = 0
     withheld: int = 0
     undecodable_members: int = 0
     last_plan: GroupPlan | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def record(self, plan: GroupPlan, undecodable: int, withheld: int) -> None:
-        """Count one leader decision."""
+    def record(self, plan: GroupPlan | None, undecodable: int, withheld: int) -> None:
+        """Count one leader decision: a new plan, or (None) the previous round's plan
+        carried into its hand-over round."""
         with self._lock:
-            self.plans += 1
+            if plan is None:
+                self.carried += 1
+            else:
+                self.plans += 1
+                self.fallbacks += plan.fallback_reason is not None
+                self.last_plan = plan
             self.withheld += withheld
-            self.fallbacks += plan.fallback_reason is not None
             self.undecodable_members += undecodable
-            self.last_plan = plan
+
+
+@dataclass
+class _LeaderMemory:
+    """What this member, when it leads, remembers from one round to the next."""
+
+    pending: PendingHandover | None = None
 
 
 def build_assignor(
@@ -103,6 +117,7 @@ def build_assignor(
         raise ValueError(f"leader_delay_s must be in [0, 5], got {leader_delay_s!r}")
     counters = stats if stats is not None else PluginStats()
     warned_reasons: set[str] = set()
+    memory = _LeaderMemory()
 
     class AutoscalerAssignor(AbstractPartitionAssignor):
         name = PROTOCOL_NAME
@@ -138,14 +153,24 @@ def build_assignor(
             subscriptions = {m: set(members[m].subscription) for m in planned_for}
             topics = set().union(*subscriptions.values()) if subscriptions else set()
             partitions = {t: set(cluster.partitions_for_topic(t) or ()) for t in topics}
-            plan = plan_group(planned_for, subscriptions, partitions, speeds())
+            carried = carried_plan(memory.pending, subscriptions, partitions)
+            plan: GroupPlan | None = None
+            if carried is None:
+                plan = plan_group(planned_for, subscriptions, partitions, speeds())
+                carried = plan.assignment
+                if plan.fallback_reason and plan.fallback_reason not in warned_reasons:
+                    warned_reasons.add(plan.fallback_reason)
+                    log.warning(
+                        "assignment falls back to %s: %s", plan.heuristic, plan.fallback_reason
+                    )
             # Partitions another member still reads wait for the next round (KIP-429).
-            planned = {m: plan.assignment.get(m, []) for m in decoded}
+            planned = {m: carried.get(m, []) for m in decoded}
             handed = withhold_moving(planned, decoded)
-            counters.record(plan, undecodable, sum(map(len, handed.withheld.values())))
-            if plan.fallback_reason and plan.fallback_reason not in warned_reasons:
-                warned_reasons.add(plan.fallback_reason)
-                log.warning("assignment falls back to %s: %s", plan.heuristic, plan.fallback_reason)
+            withheld = sum(map(len, handed.withheld.values()))
+            counters.record(plan, undecodable, withheld)
+            memory.pending = (
+                PendingHandover.of(subscriptions, partitions, carried) if withheld else None
+            )
             if leader_delay_s:
                 time.sleep(leader_delay_s)
             mode = encode_assignment_data(handed.mode, handover=bool(handed.withheld))

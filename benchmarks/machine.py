@@ -6,7 +6,9 @@ import argparse
 import datetime
 import os
 import platform
+import subprocess
 import sys
+from pathlib import Path
 
 from consumer_sdk.clusters import ClusterKind, KafkaCluster
 
@@ -32,7 +34,33 @@ def machine_info() -> dict[str, str]:
         "cores": str(os.cpu_count()),
         "python": sys.version.split()[0],
         "date_utc": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M"),
+        "code": code_version(),
     }
+
+
+def code_version() -> str:
+    """The commit measured (``+`` when the work tree had changes), or ``unknown``."""
+    root = Path(__file__).parent.parent
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=10,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=10,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return commit + ("+" if dirty else "")
 
 
 def machine_line() -> str:
@@ -40,7 +68,7 @@ def machine_line() -> str:
     info = machine_info()
     return (
         f"Machine: {info['cpu']}, {info['cores']} cores, Python {info['python']}; "
-        f"run {info['date_utc']} UTC."
+        f"run {info['date_utc']} UTC, code {info['code']}."
     )
 
 

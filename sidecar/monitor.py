@@ -24,7 +24,7 @@ from assignor.backlog import DrainRule
 from contract.metadata import topic_partitions
 from contract.snapshot import UNITS, PartitionStat, Snapshot
 from sidecar.log_dirs import DescribeLogDirsRequest, partition_sizes
-from sidecar.speed import SpeedTracker
+from sidecar.speed import SpeedTracker, follow_steps
 
 log = logging.getLogger(__name__)
 
@@ -138,9 +138,10 @@ class Monitor:
         return "records/s"
 
     def speeds(self) -> dict[TopicPartition, float]:
-        """Current speeds in :attr:`unit`."""
+        """Current speeds in :attr:`unit`: the window's, or during a step up the recent
+        ones (over the minimum span), see :func:`sidecar.speed.follow_steps`."""
         tracker = self.size_tracker if self.unit == "bytes/s" else self.tracker
-        return tracker.speeds()
+        return follow_steps(tracker.speeds(), tracker.recent_speeds(tracker.min_span_s))
 
     async def _sizes(
         self, partitions: list[KafkaTopicPartition], reading: Reading

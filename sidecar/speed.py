@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from assignor import TopicPartition
+
+# A recent total this much above the window's is a step up, not noise (the paper's random
+# walk moves a 24-partition total by a few per cent a second).
+STEP_MARGIN = 1.25
 
 
 @dataclass
@@ -72,6 +76,16 @@ class SpeedWindow:
         for sample_at, sample_offset in self.samples:
             self._account(sample_at, sample_offset, +1)
 
+    def latest(self, span_s: float) -> list[tuple[float, int]]:
+        """The samples of the last ``span_s`` seconds, oldest first."""
+        since = self.samples[-1][0] - span_s if self.samples else 0.0
+        recent: list[tuple[float, int]] = []
+        for sample in reversed(self.samples):
+            if sample[0] < since:
+                break
+            recent.append(sample)
+        return recent[::-1]
+
     def span(self) -> float:
         """Seconds between the oldest and newest sample."""
         return self.samples[-1][0] - self.samples[0][0] if len(self.samples) > 1 else 0.0
@@ -83,6 +97,34 @@ class SpeedWindow:
         n, st, so, stt, sto = self._sums
         denominator = n * stt - st * st
         return max(0.0, (n * sto - st * so) / denominator) if denominator > 0 else 0.0
+
+
+def slope(samples: Sequence[tuple[float, int]]) -> float | None:
+    """Least-squares records/s through a few (time, offset) samples; None below two."""
+    if len(samples) < 2:
+        return None
+    t0, o0 = samples[0]
+    ts = [t - t0 for t, _ in samples]
+    os_ = [float(o - o0) for _, o in samples]
+    n, st, so = len(ts), sum(ts), sum(os_)
+    stt = sum(t * t for t in ts)
+    sto = sum(t * o for t, o in zip(ts, os_, strict=True))
+    denominator = n * stt - st * st
+    return max(0.0, (n * sto - st * so) / denominator) if denominator > 0 else 0.0
+
+
+def follow_steps(
+    window: Mapping[TopicPartition, float],
+    recent: Mapping[TopicPartition, float],
+    margin: float = STEP_MARGIN,
+) -> dict[TopicPartition, float]:
+    """The window's speeds, unless the recent total exceeds the window's by more than
+    ``margin`` (a step up under way, which the window's slope reports only over its whole
+    length, one consumer per decision): then each partition's higher of the two, so the
+    controller sizes the step in one decision and the assignor packs by the same speeds."""
+    if sum(recent.values()) <= margin * sum(window.values()):
+        return dict(window)
+    return {tp: max(speed, recent.get(tp, 0.0)) for tp, speed in window.items()}
 
 
 class SpeedTracker:
@@ -113,6 +155,17 @@ class SpeedTracker:
         result = {}
         for tp, window in self.windows.items():
             speed = window.speed()
+            if speed is not None:
+                result[tp] = speed
+        return result
+
+    def recent_speeds(self, span_s: float) -> dict[TopicPartition, float]:
+        """Speed over the last ``span_s`` seconds of every partition with a window speed."""
+        result = {}
+        for tp, window in self.windows.items():
+            if window.speed() is None:
+                continue
+            speed = slope(window.latest(span_s))
             if speed is not None:
                 result[tp] = speed
         return result

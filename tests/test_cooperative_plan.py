@@ -17,6 +17,7 @@ from assignor.cooperative import (
     group_mode,
     withhold_moving,
 )
+from assignor.group_plan import SpeedView
 from assignor.member_data import MemberData, decode_member_data
 from assignor.plugin import MemberState, PluginStats, build_assignor
 from assignor.types import TopicPartition
@@ -87,6 +88,44 @@ def test_a_leaving_member_is_planned_nothing_and_what_it_reads_waits_for_the_han
     final = leader.assign(_FourPartitions(), after)
     shares = [len(a.partitions()) for a in final.values()]
     assert sorted(shares) == [2, 2] and not decode_handover(final["a"].user_data)
+
+
+def test_the_hand_over_round_hands_over_what_the_round_before_planned() -> None:
+    def member(identity: str, *owned: int) -> MemberData:
+        return MemberData(identity, "repair", 10.0, 3, tuple(tp(p) for p in owned), True, True)
+
+    views = iter(
+        [
+            {tp(p): 4.0 for p in range(4)},  # round 1: two consumers' worth, evenly spread
+            {tp(0): 9.0, tp(1): 0.5, tp(2): 0.5, tp(3): 0.5},  # speeds moved meanwhile
+            {tp(0): 9.0, tp(1): 0.5, tp(2): 0.5, tp(3): 0.5},
+        ]
+    )
+    stats = PluginStats()
+    leader = build_assignor(MemberState("a", "repair", 10.0), lambda: SpeedView(next(views)), stats)
+    first = leader.assign(
+        _FourPartitions(), {"a": _joined(member("a", 0, 1, 2, 3)), "b": _joined(member("b"))}
+    )
+    assert stats.last_plan is not None and decode_handover(first["a"].user_data)
+    planned = {m: sorted(tps) for m, tps in stats.last_plan.assignment.items()}
+    kept = [p for _, ps in first["a"].assignment for p in ps]
+    # The hand-over round: a revoked what it lost, b still owns nothing.
+    second = leader.assign(
+        _FourPartitions(), {"a": _joined(member("a", *kept)), "b": _joined(member("b"))}
+    )
+    got = {m: sorted(tp(p) for _, ps in a.assignment for p in ps) for m, a in second.items()}
+    assert got == planned and stats.carried == 1 and stats.plans == 1
+    assert not decode_handover(second["a"].user_data)  # converged: no third round
+    # A member joining in between is a new group: planned again.
+    leader.assign(
+        _FourPartitions(),
+        {
+            "a": _joined(member("a", *kept)),
+            "b": _joined(member("b")),
+            "c": _joined(member("c")),
+        },
+    )
+    assert stats.plans == 2
 
 
 def test_a_group_of_leaving_members_assigns_nothing_and_fails_nothing() -> None:

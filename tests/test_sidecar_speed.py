@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from assignor import TopicPartition
-from sidecar.speed import SpeedTracker, SpeedWindow
+from sidecar.speed import SpeedTracker, SpeedWindow, follow_steps
 
 TP = TopicPartition("t", 0)
 
@@ -87,3 +87,28 @@ def test_long_runs_with_huge_offsets_stay_exact() -> None:
         offset += 250 if second < 1000 else 40
         window.add(float(second), offset)
     assert window.speed() == pytest.approx(40, rel=1e-9)
+
+
+def test_a_step_up_is_followed_within_the_minimum_span_not_the_window() -> None:
+    tracker = SpeedTracker(window_s=8, min_span_s=2)
+    partitions = [TopicPartition("t", p) for p in range(4)]
+    offsets = dict.fromkeys(partitions, 0)
+    for at in range(20):
+        rate = 100 if at <= 10 else 300  # every partition triples at t = 10
+        for tp in partitions:
+            offsets[tp] += rate
+        tracker.observe(float(at), offsets)
+        if at == 12:  # two seconds into the step
+            window = tracker.speeds()
+            followed = follow_steps(window, tracker.recent_speeds(2))
+    assert all(s < 250 for s in window.values())  # the 8 s slope is still catching up
+    assert followed == {tp: pytest.approx(300) for tp in partitions}
+    # Steady again: the window's own speeds.
+    assert follow_steps(tracker.speeds(), tracker.recent_speeds(2)) == tracker.speeds()
+
+
+def test_noise_below_the_step_margin_keeps_the_window_speeds() -> None:
+    window = {TopicPartition("t", p): 100.0 for p in range(4)}
+    noisy = {TopicPartition("t", p): 100.0 + (20 if p == 0 else 0) for p in range(4)}
+    assert follow_steps(window, noisy) == window  # 5 % above in total
+    assert follow_steps(window, {}) == window
