@@ -11,7 +11,8 @@ with the time it was measured, and the controller reads "now" from an injected c
   same rule the group's assignor packs by, so the consumers a backlog adds get work;
 * scale: clamp to [min_replicas, min(max_replicas, partitions)] (the partition count wins
   over min_replicas: extra members would sit idle); scale up at once; scale down only after
-  ``scale_down_window_s`` of lower demand, and then to the highest demand of that window;
+  ``scale_down_window_s`` of lower demand, and then to the highest demand of its last
+  quarter;
   a group with no traffic and no backlog needs no consumer (``min_replicas=0`` scales to 0);
 * no flaps: within ``scale_down_window_s`` after a scale-down, scale up again only when the
   arrival speeds alone need more consumers than the group has (the load really rose). A
@@ -21,6 +22,7 @@ with the time it was measured, and the controller reads "now" from an injected c
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -29,6 +31,11 @@ from assignor import DEFAULT_HEURISTIC, Assignment, TopicPartition, bins_used, g
 from assignor import rscore as plan_rscore
 from assignor.backlog import DrainRule
 from assignor.validation import is_finite_number, is_integer
+
+# A scale-down goes to the highest demand of the last quarter of the scale-down window, not
+# of the whole window: its first seconds are usually the backlog of the load that just
+# dropped being drained, and sizing for them kept consumers a whole extra window.
+RECENT_PEAK_SHARE = 0.25
 
 
 class Phase(StrEnum):
@@ -121,7 +128,8 @@ class Controller:
         self.replicas: int | None = None
         self.plan: Assignment = {}
         self._lower_since: float | None = None
-        self._window_peak = 0
+        # (time, target) of the lower demand since _lower_since, for the recent peak.
+        self._lower: deque[tuple[float, int]] = deque()
         self._scaled_down_at: float | None = None
 
     def synchronise(self, actual_replicas: int) -> None:
@@ -194,8 +202,11 @@ class Controller:
             self._lower_since = None
             return Decision(now, Action.HOLD, current, current, demand, why, planned)
         if self._lower_since is None:
-            self._lower_since, self._window_peak = now, target
-        self._window_peak = max(self._window_peak, target)
+            self._lower_since = now
+            self._lower.clear()
+        self._lower.append((now, target))
+        while self._lower[0][0] < now - self.config.scale_down_window_s * RECENT_PEAK_SHARE:
+            self._lower.popleft()
         waited = now - self._lower_since
         if waited < self.config.scale_down_window_s:
             return Decision(
@@ -208,7 +219,7 @@ class Controller:
                 f"{self.config.scale_down_window_s:.0f} s before scaling down",
                 planned,
             )
-        desired = self._window_peak
+        desired = max(t for _, t in self._lower)
         self._lower_since = None
         self._scaled_down_at = now
         self.replicas = desired
@@ -218,7 +229,8 @@ class Controller:
             current,
             desired,
             demand,
-            f"{why}; lower for {waited:.0f} s, down to the window's peak {desired}",
+            f"{why}; lower for {waited:.0f} s, down to the peak of its last "
+            f"{self.config.scale_down_window_s * RECENT_PEAK_SHARE:.0f} s, {desired}",
             planned,
         )
 

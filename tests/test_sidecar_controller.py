@@ -55,19 +55,34 @@ def test_spike_scales_up_at_once() -> None:
     )
 
 
-def test_drop_scales_down_after_the_window_to_its_peak() -> None:
+def test_drop_scales_down_after_the_window_to_the_peak_of_its_last_quarter() -> None:
     reasons = run(
         [
             Step(0, 3, Action.HOLD, 5),
             Step(60, 3, Action.HOLD, 5),
+            Step(100, 3, Action.HOLD, 5),
             Step(119, 2, Action.HOLD, 5),
-            Step(120, 2, Action.SCALE_DOWN, 3),  # the highest demand seen in the window
+            Step(120, 2, Action.SCALE_DOWN, 3),  # the highest demand of its last 30 s
             Step(121, 2, Action.HOLD, 3),
         ],
         start=5,
         scale_down_window_s=120,
     )
-    assert "before scaling down" in reasons[0] and "window's peak 3" in reasons[3]
+    assert "before scaling down" in reasons[0] and "last 30 s, 3" in reasons[4]
+
+
+def test_the_drain_right_after_a_drop_does_not_size_the_scale_down() -> None:
+    run(
+        [
+            Step(0, 4, Action.HOLD, 5),  # the backlog of the load that just dropped
+            Step(10, 2, Action.HOLD, 5),
+            Step(60, 2, Action.HOLD, 5),
+            Step(119, 2, Action.HOLD, 5),
+            Step(120, 2, Action.SCALE_DOWN, 2),
+        ],
+        start=5,
+        scale_down_window_s=120,
+    )
 
 
 def test_flapping_demand_never_scales_down() -> None:
