@@ -40,27 +40,20 @@ def machine_info() -> dict[str, str]:
 
 def code_version() -> str:
     """The commit measured (``+`` when the work tree had changes), or ``unknown``."""
-    root = Path(__file__).parent.parent
     try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=10,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=10,
-        ).stdout.strip()
+        commit = _git("rev-parse", "--short", "HEAD")
+        dirty = _git("status", "--porcelain", "--untracked-files=no")
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return commit + ("+" if dirty else "")
+
+
+def _git(*args: str) -> str:
+    root = Path(__file__).parent.parent
+    done = subprocess.run(
+        ["git", *args], cwd=root, capture_output=True, text=True, check=True, timeout=10
+    )
+    return done.stdout.strip()
 
 
 def machine_line() -> str:
