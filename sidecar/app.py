@@ -146,7 +146,7 @@ class Sidecar:
         self._export(speeds, lags)
         if speeds:
             drain = self.controller.config.drain_rule
-            await self.publisher.publish(self.monitor.snapshot(reading, drain=drain))
+            await self.publisher.publish(self.monitor.snapshot(reading, drain=drain, speeds=speeds))
             metrics.SNAPSHOTS.inc()
         self.last_tick = self.clock()
         leading = self.take_lead()

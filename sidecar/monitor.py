@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -141,7 +141,8 @@ class Monitor:
         """Current speeds in :attr:`unit`: the window's, or during a step up the recent
         ones (over the minimum span), see :func:`sidecar.speed.follow_steps`."""
         tracker = self.size_tracker if self.unit == "bytes/s" else self.tracker
-        return follow_steps(tracker.speeds(), tracker.recent_speeds(tracker.min_span_s))
+        window = tracker.speeds()
+        return follow_steps(window, tracker.recent_speeds(tracker.min_span_s, window))
 
     async def _sizes(
         self, partitions: list[KafkaTopicPartition], reading: Reading
@@ -186,15 +187,20 @@ class Monitor:
         return found
 
     def snapshot(
-        self, reading: Reading, wall_time: float | None = None, drain: DrainRule | None = None
+        self,
+        reading: Reading,
+        wall_time: float | None = None,
+        drain: DrainRule | None = None,
+        speeds: Mapping[TopicPartition, float] | None = None,
     ) -> Snapshot:
         """The speed snapshot for the SDK's assignor (partitions with a speed only), with
-        the rule the controller drains backlog by."""
+        the rule the controller drains backlog by; ``speeds`` as :meth:`speeds` returned
+        them this round (read again when not given)."""
         self.sequence += 1
         lags = reading.lags()
         stats = {
             tp: PartitionStat(speed, lags.get(tp, 0.0), reading.end_offsets.get(tp, 0))
-            for tp, speed in self.speeds().items()
+            for tp, speed in (self.speeds() if speeds is None else speeds).items()
         }
         return Snapshot(
             self.group,

@@ -94,9 +94,13 @@ class SpeedWindow:
         """Records per second (least-squares slope), or None with less than ``min_span_s``."""
         if self.span() < self.min_span_s:
             return None
-        n, st, so, stt, sto = self._sums
-        denominator = n * stt - st * st
-        return max(0.0, (n * sto - st * so) / denominator) if denominator > 0 else 0.0
+        return _least_squares(*self._sums)
+
+
+def _least_squares(n: float, st: float, so: float, stt: float, sto: float) -> float:
+    """The slope from the sums of n, t, offset, t*t and t*offset (never negative)."""
+    denominator = n * stt - st * st
+    return max(0.0, (n * sto - st * so) / denominator) if denominator > 0 else 0.0
 
 
 def slope(samples: Sequence[tuple[float, int]]) -> float | None:
@@ -105,12 +109,14 @@ def slope(samples: Sequence[tuple[float, int]]) -> float | None:
         return None
     t0, o0 = samples[0]
     ts = [t - t0 for t, _ in samples]
-    os_ = [float(o - o0) for _, o in samples]
-    n, st, so = len(ts), sum(ts), sum(os_)
-    stt = sum(t * t for t in ts)
-    sto = sum(t * o for t, o in zip(ts, os_, strict=True))
-    denominator = n * stt - st * st
-    return max(0.0, (n * sto - st * so) / denominator) if denominator > 0 else 0.0
+    offsets = [float(o - o0) for _, o in samples]
+    return _least_squares(
+        len(ts),
+        sum(ts),
+        sum(offsets),
+        sum(t * t for t in ts),
+        sum(t * o for t, o in zip(ts, offsets, strict=True)),
+    )
 
 
 def follow_steps(
@@ -159,13 +165,15 @@ class SpeedTracker:
                 result[tp] = speed
         return result
 
-    def recent_speeds(self, span_s: float) -> dict[TopicPartition, float]:
-        """Speed over the last ``span_s`` seconds of every partition with a window speed."""
+    def recent_speeds(
+        self, span_s: float, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, float]:
+        """Speed over the last ``span_s`` seconds of each of ``partitions`` (those with a
+        window speed, as :meth:`speeds` returned them)."""
         result = {}
-        for tp, window in self.windows.items():
-            if window.speed() is None:
-                continue
-            speed = slope(window.latest(span_s))
+        for tp in partitions:
+            window = self.windows.get(tp)
+            speed = slope(window.latest(span_s)) if window is not None else None
             if speed is not None:
                 result[tp] = speed
         return result

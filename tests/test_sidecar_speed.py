@@ -100,11 +100,12 @@ def test_a_step_up_is_followed_within_the_minimum_span_not_the_window() -> None:
         tracker.observe(float(at), offsets)
         if at == 12:  # two seconds into the step
             window = tracker.speeds()
-            followed = follow_steps(window, tracker.recent_speeds(2))
+            followed = follow_steps(window, tracker.recent_speeds(2, window))
     assert all(s < 250 for s in window.values())  # the 8 s slope is still catching up
     assert followed == {tp: pytest.approx(300) for tp in partitions}
     # Steady again: the window's own speeds.
-    assert follow_steps(tracker.speeds(), tracker.recent_speeds(2)) == tracker.speeds()
+    steady = tracker.speeds()
+    assert follow_steps(steady, tracker.recent_speeds(2, steady)) == steady
 
 
 def test_noise_below_the_step_margin_keeps_the_window_speeds() -> None:
