@@ -93,29 +93,26 @@ def withhold_moving(
     return CooperativePlan(assignment, withheld, group_mode(members))
 
 
+GroupShape = tuple[dict[str, frozenset[str]], dict[str, frozenset[int]]]
+"""Members (member id -> subscribed topics) and the partitions of their topics."""
+
+
+def group_shape(
+    subscriptions: Mapping[str, set[str]], partitions: Mapping[str, set[int]]
+) -> GroupShape:
+    """A round's members and partitions, frozen for comparison with a later round's."""
+    return (
+        {m: frozenset(topics) for m, topics in subscriptions.items()},
+        {t: frozenset(ps) for t, ps in partitions.items()},
+    )
+
+
 @dataclass(frozen=True)
 class PendingHandover:
     """What a round that withheld partitions planned, for the hand-over round after it."""
 
-    subscriptions: dict[str, frozenset[str]]
-    """The members the plan was for (member id -> subscribed topics)."""
-    partitions: dict[str, frozenset[int]]
-    """The partitions of their topics then."""
+    shape: GroupShape
     planned: dict[str, list[TopicPartition]]
-
-    @classmethod
-    def of(
-        cls,
-        subscriptions: Mapping[str, set[str]],
-        partitions: Mapping[str, set[int]],
-        planned: Mapping[str, list[TopicPartition]],
-    ) -> PendingHandover:
-        """Freeze a round's members, partitions and plan."""
-        return cls(
-            {m: frozenset(topics) for m, topics in subscriptions.items()},
-            {t: frozenset(ps) for t, ps in partitions.items()},
-            dict(planned),
-        )
 
 
 def carried_plan(
@@ -130,14 +127,9 @@ def carried_plan(
     Re-planning a hand-over round on newer speeds would move other partitions, withhold
     them, and need yet another round: a join would cost three rounds or more, not two.
     """
-    if pending is None:
+    if pending is None or pending.shape != group_shape(subscriptions, partitions):
         return None
-    same = PendingHandover.of(subscriptions, partitions, {})
-    unchanged = (same.subscriptions, same.partitions) == (
-        pending.subscriptions,
-        pending.partitions,
-    )
-    return dict(pending.planned) if unchanged else None
+    return dict(pending.planned)
 
 
 def encode_assignment_data(mode: str, handover: bool = False) -> bytes:

@@ -31,6 +31,7 @@ from assignor.cooperative import (
     decode_assignment_data,
     decode_handover,
     encode_assignment_data,
+    group_shape,
     staying,
     withhold_moving,
 )
@@ -169,7 +170,9 @@ def build_assignor(
             withheld = sum(map(len, handed.withheld.values()))
             counters.record(plan, undecodable, withheld)
             memory.pending = (
-                PendingHandover.of(subscriptions, partitions, carried) if withheld else None
+                PendingHandover(group_shape(subscriptions, partitions), dict(carried))
+                if withheld
+                else None
             )
             if leader_delay_s:
                 time.sleep(leader_delay_s)

@@ -47,6 +47,7 @@ from consumer_sdk.apache_kafka import free_port
 from consumer_sdk.clusters import ClusterKind, KafkaCluster, kafka_cluster
 from examples.demo import fetch_status
 from examples.load import LoadGenerator, RateWalk
+from sidecar.simulation import oracle_consumer_seconds
 
 ROOT = Path(__file__).parent.parent
 PARTITIONS = 12
@@ -269,12 +270,13 @@ def summarise(result: Run, duration_s: float) -> dict[str, Any]:
 def oracle_seconds(duration_s: float, seed: int) -> float:
     """The physical limit on the same trace: ceil(total rate / C) every second, summed."""
     walk = trace(duration_s, seed, [f"t{i}" for i in range(TOPICS)])
-    total = 0.0
-    for second in range(int(duration_s)):
+
+    def rates(second: int) -> np.ndarray:  # called second after second, from 0
         if second:
             walk.advance()
-        total += math.ceil(sum(walk.current(float(second)).values()) / CAPACITY)
-    return total
+        return np.fromiter(walk.current(float(second)).values(), dtype=float)
+
+    return oracle_consumer_seconds(rates, CAPACITY, int(duration_s))
 
 
 def plot(runs: Sequence[Run], path: Path) -> None:

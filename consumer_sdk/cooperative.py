@@ -93,7 +93,7 @@ class CooperativeCoordinator(GroupCoordinator):
                 generation, member_id, protocol, member_assignment_bytes
             )
             if self.autoscaler_state.leaving:
-                self._leave_when_emptied()
+                self._rejoin_until_emptied()
             return
         assignor = self._lookup_assignor(protocol)
         assert assignor, f"invalid assignment protocol: {protocol}"
@@ -129,13 +129,13 @@ class CooperativeCoordinator(GroupCoordinator):
         )
         await self._notify("on_partitions_assigned", added)
         if self.autoscaler_state.leaving:
-            self._leave_when_emptied()
+            self._rejoin_until_emptied()
         elif lost or self.autoscaler_state.handover_pending:
             # The next round hands what was withheld to its new owners: every member joins
             # it now rather than when its next heartbeat hears of it.
             self.request_rejoin()
 
-    def _leave_when_emptied(self) -> None:
+    def _rejoin_until_emptied(self) -> None:
         """A leaving member still assigned something joined a round that had not heard it
         was leaving: it rejoins to say so. One whose partitions were all revoked (flushed
         and committed by the listener) does not rejoin: the consumer sees it own nothing
