@@ -1,8 +1,10 @@
 """Java jars from Maven Central, pinned by a committed lock file and checked by sha256.
 
 A lock file lists one jar a line, ``group:artifact:version sha256``, after ``# root`` lines
-naming the coordinates it was resolved from. :func:`ensure_jars` brings the listed jars into a
-cache directory with the Python standard library (no Maven needed), verifying each digest;
+naming the coordinates it was resolved from and ``# exclude group:artifact`` lines naming
+dependencies left out (ones the runtime already ships, such as pyspark's own jars).
+:func:`ensure_jars` brings the listed jars into a cache directory with the Python standard
+library (no Maven needed), verifying each digest;
 ``python -m consumer_sdk.jar_lock regenerate LOCK`` resolves the roots again with Maven and
 rewrites the lock.
 
@@ -30,6 +32,7 @@ REPOSITORY_ENV = "KAFKA_AUTOSCALER_MAVEN_REPOSITORY"
 DEFAULT_REPOSITORY = "https://repo1.maven.org/maven2"
 LOCK_DIR = Path(__file__).resolve().parent / "locks"
 _COORDINATE = re.compile(r"^[A-Za-z0-9_.-]+:[A-Za-z0-9_.-]+:[A-Za-z0-9_.+-]+$")
+_ARTIFACT = re.compile(r"^[A-Za-z0-9_.-]+:[A-Za-z0-9_.-]+$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _DOWNLOAD_TIMEOUT_S = 60.0
 
@@ -66,15 +69,18 @@ class LockedJar:
 
 @dataclass(frozen=True)
 class JarLock:
-    """A parsed lock file: the root coordinates it was resolved from and every jar."""
+    """A parsed lock file: the root coordinates it was resolved from, every jar, and the
+    ``group:artifact`` names resolution leaves out."""
 
     roots: tuple[str, ...]
     jars: tuple[LockedJar, ...]
+    excludes: tuple[str, ...] = ()
 
 
 def parse_lock(text: str, *, source: str = "lock") -> JarLock:
     """Parse a lock file's text; raise :class:`JarLockError` naming the bad line."""
     roots: list[str] = []
+    excludes: list[str] = []
     jars: list[LockedJar] = []
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
@@ -83,6 +89,12 @@ def parse_lock(text: str, *, source: str = "lock") -> JarLock:
             if not _COORDINATE.match(root):
                 raise JarLockError(f"{source}:{number}: root must be group:artifact:version")
             roots.append(root)
+            continue
+        if line.startswith("# exclude "):
+            excluded = line.removeprefix("# exclude ").strip()
+            if not _ARTIFACT.match(excluded):
+                raise JarLockError(f"{source}:{number}: exclude must be group:artifact")
+            excludes.append(excluded)
             continue
         if not line or line.startswith("#"):
             continue
@@ -95,7 +107,7 @@ def parse_lock(text: str, *, source: str = "lock") -> JarLock:
         jars.append(LockedJar(group, artifact, version, parts[1]))
     if not jars:
         raise JarLockError(f"{source}: lists no jar")
-    return JarLock(tuple(roots), tuple(jars))
+    return JarLock(tuple(roots), tuple(jars), tuple(excludes))
 
 
 def render_lock(lock: JarLock, *, regenerate_command: str) -> str:
@@ -105,6 +117,7 @@ def render_lock(lock: JarLock, *, regenerate_command: str) -> str:
         f"#   {regenerate_command}",
     ]
     lines += [f"# root {root}" for root in lock.roots]
+    lines += [f"# exclude {excluded}" for excluded in lock.excludes]
     lines += [f"{jar.coordinate} {jar.sha256}" for jar in sorted(lock.jars, key=_sort_key)]
     return "\n".join(lines) + "\n"
 
@@ -177,8 +190,16 @@ def ensure_jars(lock: JarLock, directory: Path | None = None) -> list[Path]:
     return paths
 
 
-def resolve_with_maven(roots: Sequence[str]) -> JarLock:
-    """Resolve ``roots`` and their runtime dependencies with Maven; digest every jar."""
+# Some poms (Spark's) name mirrors of their own; this machine reaches Maven Central only.
+_MAVEN_SETTINGS = (
+    "<settings><mirrors><mirror><id>central-only</id><mirrorOf>*</mirrorOf>"
+    "<url>{}</url></mirror></mirrors></settings>"
+)
+
+
+def resolve_with_maven(roots: Sequence[str], excludes: Sequence[str] = ()) -> JarLock:
+    """Resolve ``roots`` and their runtime dependencies with Maven, leave out ``excludes``
+    (``group:artifact``), and digest every jar."""
     mvn = shutil.which("mvn")
     if mvn is None:
         raise JarLockError("regenerating a lock needs Maven (mvn) on PATH")
@@ -194,12 +215,16 @@ def resolve_with_maven(roots: Sequence[str]) -> JarLock:
     )
     with tempfile.TemporaryDirectory() as work:
         Path(work, "pom.xml").write_text(pom)
+        repository = os.environ.get(REPOSITORY_ENV, "").strip() or DEFAULT_REPOSITORY
+        Path(work, "settings.xml").write_text(_MAVEN_SETTINGS.format(repository))
         jars_dir = Path(work, "jars")
         subprocess.run(
             [
                 mvn,
                 "-q",
                 "-B",
+                "-s",
+                "settings.xml",
                 "dependency:copy-dependencies",
                 f"-DoutputDirectory={jars_dir}",
                 "-DincludeScope=runtime",
@@ -213,8 +238,10 @@ def resolve_with_maven(roots: Sequence[str]) -> JarLock:
             version_dir = path.parent
             artifact_dir = version_dir.parent
             group = str(artifact_dir.parent.relative_to(jars_dir)).replace(os.sep, ".")
+            if f"{group}:{artifact_dir.name}" in excludes:
+                continue
             jars.append(LockedJar(group, artifact_dir.name, version_dir.name, _sha256_of(path)))
-    return JarLock(tuple(roots), tuple(jars))
+    return JarLock(tuple(roots), tuple(jars), tuple(excludes))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -243,8 +270,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             else:
                 if not lock.roots:
                     raise JarLockError(f"{path}: has no '# root' line to resolve from")
-                fresh = resolve_with_maven(lock.roots)
-                command = f"python -m consumer_sdk.jar_lock regenerate {LOCK_DIR.name}/{path.name}"
+                fresh = resolve_with_maven(lock.roots, lock.excludes)
+                command = (
+                    "python -m consumer_sdk.jar_lock regenerate "
+                    f"consumer_sdk/{LOCK_DIR.name}/{path.name}"
+                )
                 path.write_text(render_lock(fresh, regenerate_command=command))
                 print(f"{path.name}: {len(fresh.jars)} jars locked")
     except (JarLockError, subprocess.CalledProcessError) as exc:

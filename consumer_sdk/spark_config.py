@@ -35,8 +35,10 @@ def table_name_for(topic: str, template: str = "{topic}") -> str:
 class SparkSinkConfig:
     """Everything :class:`~consumer_sdk.spark_sink.SparkTableSink` needs.
 
-    ``warehouse`` is a directory every writer and reader shares (local disk, NFS); tables live
-    in ``<warehouse>/<database>.db/<table>``. ``spark_remote`` (``sc://host:port``) uses Spark
+    ``warehouse`` is a directory every writer and reader shares (local disk, NFS); Delta and
+    parquet tables live in ``<warehouse>/<database>.db/<table>``, Iceberg tables in the
+    ``iceberg_catalog`` catalog (by default a SQLite JDBC catalog in the warehouse, data under
+    ``<warehouse>/iceberg``). ``spark_remote`` (``sc://host:port``) uses Spark
     Connect instead of a local session; the Connect server must see the same warehouse path.
     """
 
@@ -46,7 +48,8 @@ class SparkSinkConfig:
     tables: Mapping[str, str] = field(default_factory=dict)  # topic -> table, wins over template
     value_format: str = "raw"
     json_schema: str = ""
-    table_format: str = "parquet"
+    table_format: str = "delta"
+    iceberg_catalog: str = "lake"
     dead_letter_table: str = "dead_letters"
     master: str = "local[2]"
     spark_remote: str = ""
@@ -77,6 +80,11 @@ class SparkSinkConfig:
                 raise ConfigError(f"{self._label('json_schema')}: {exc}") from None
         if self.table_format not in TABLE_FORMATS:
             self._fail("table_format", f"one of {', '.join(TABLE_FORMATS)}")
+        if (
+            not _IDENTIFIER.fullmatch(self.iceberg_catalog)
+            or self.iceberg_catalog == "spark_catalog"
+        ):
+            self._fail("iceberg_catalog", "a lower-case identifier other than spark_catalog")
         if not _IDENTIFIER.fullmatch(self.dead_letter_table):
             self._fail("dead_letter_table", "a lower-case identifier [a-z_][a-z0-9_]*")
         if not _MASTER.fullmatch(self.master):

@@ -1,5 +1,7 @@
 """A local Spark Connect server from the pip pyspark (its bundled Connect jar), bound to
-127.0.0.1 only: for tests, benchmarks and trying the ``sc://`` path without a cluster."""
+127.0.0.1 only: for tests, benchmarks and trying the ``sc://`` path without a cluster. It
+carries the lake jars and catalogs (:mod:`consumer_sdk.lake_session`): Delta and Iceberg
+tables work through it as through a local session."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from types import TracebackType
 
 import pyspark
 
+from consumer_sdk.lake_session import lake_conf
 from consumer_sdk.spark_tables import SESSION_CONF
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
@@ -33,6 +36,7 @@ class SparkConnectServer:
         master: str = "local[2]",
         driver_memory: str = "4g",
         log_file: Path | None = None,
+        iceberg_catalog: str = "lake",
     ) -> None:
         self.warehouse = warehouse
         self.master = master
@@ -40,6 +44,7 @@ class SparkConnectServer:
         self.driver_memory = driver_memory
         self.port = _free_port()
         self.log_file = log_file or warehouse / f"connect-server-{self.port}.log"
+        self.iceberg_catalog = iceberg_catalog
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -56,6 +61,7 @@ class SparkConnectServer:
             "spark.sql.warehouse.dir": str(self.warehouse),
             "spark.ui.enabled": "false",
             **SESSION_CONF,
+            **lake_conf(self.warehouse.absolute(), self.iceberg_catalog, {}),
         }
         command = [str(home / "bin" / "spark-submit"), "--class", SERVER_CLASS]
         command += ["--master", self.master, "--driver-memory", self.driver_memory]

@@ -11,9 +11,12 @@ processes never share Spark's ``_temporary`` directory or a metastore. On assign
 seeks past rows a killed process wrote but did not commit to Kafka.
 
 Records whose value does not decode go to the dead-letter table (topic, partition, offset,
-error, raw bytes), published under the same ledger step as the good rows of their batch.
-``delta`` and ``iceberg`` formats append through Spark's own table commit and resume from
-``max(offset)`` per partition; they need those jars on the user's Spark.
+error, raw bytes) of the same format, published under the same ledger step as the good rows
+of their batch (parquet), or in a commit just before theirs (delta, iceberg).
+``delta`` (the default) and ``iceberg`` append through the format's own commit, which carries
+the batch's Kafka offsets; :mod:`consumer_sdk.lake_writer` does that, fenced against members
+that lost their partitions. ``parquet`` with the offset ledger is the fallback for a Spark
+without the lake jars.
 """
 
 from __future__ import annotations
@@ -36,11 +39,18 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from assignor import TopicPartition
-from consumer_sdk.arrow_batch import DATE_COLUMN, ArrowBatch, ValueCodec, offset_ranges, to_arrow
+from consumer_sdk.arrow_batch import (
+    DATE_COLUMN,
+    DEAD_LETTER_SCHEMA,
+    ArrowBatch,
+    ValueCodec,
+    offset_ranges,
+    to_arrow,
+)
+from consumer_sdk.lake_writer import LakeAppender
 from consumer_sdk.sink import Record
 from consumer_sdk.spark_config import SparkSinkConfig
 from consumer_sdk.spark_tables import (
-    DESCRIPTOR,
     create_table,
     describe_table,
     spark_session,
@@ -66,6 +76,7 @@ class StagedBatch:
     files: list[StagedFile]
     first_offsets: dict[int, int]
     last_offsets: dict[int, int]
+    claims: dict[int, str]  # delta/iceberg: the partition claims the batch was read under
 
 
 def _staged_batch(staged: object) -> StagedBatch:
@@ -94,6 +105,8 @@ class SparkTableSink:
         self.rows_written = 0
         self.dead_letters_written = 0
         self.rows_skipped = 0
+        self.rows_fenced = 0
+        self._lake = LakeAppender(config, self._frame) if config.table_format != "parquet" else None
 
     # lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
@@ -176,9 +189,12 @@ class SparkTableSink:
         self._ensure_table(table, batch.rows.schema)
         if batch.dead_letters.num_rows:
             self._ensure_table(self.config.dead_letter_table, batch.dead_letters.schema)
-        if self.config.table_format != "parquet":  # appended at publish, by the format
-            return StagedBatch(topic, table, batch, now, None, [], {}, {})
         first_offsets, last_offsets = offset_ranges(batch)
+        if self._lake is not None:  # appended at publish, by the format
+            claims = self._lake.claims_for(topic, sorted(last_offsets))
+            return StagedBatch(
+                topic, table, batch, now, None, [], first_offsets, last_offsets, claims
+            )
         date_dir = f"{DATE_COLUMN}={now.date().isoformat()}"
         staging = self._staging / uuid.uuid4().hex
         try:
@@ -191,7 +207,9 @@ class SparkTableSink:
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
-        return StagedBatch(topic, table, batch, now, staging, files, first_offsets, last_offsets)
+        return StagedBatch(
+            topic, table, batch, now, staging, files, first_offsets, last_offsets, {}
+        )
 
     def publish_blocking(self, staged: StagedBatch) -> None:
         """Move a staged batch into the table and advance the offset ledger (Parquet), or
@@ -200,14 +218,23 @@ class SparkTableSink:
             topic_lock = self._topic_locks.setdefault(staged.topic, threading.Lock())
         with topic_lock:
             try:
-                if staged.staging is None:
-                    self._append_transactional(self.open(), staged)
-                else:
-                    self._publish_staged(staged)
+                if self._lake is not None:
+                    self._append_to_lake(self._lake, staged)
+                    return
+                self._publish_staged(staged)
             finally:
                 self.discard_blocking(staged)
         self.rows_written += staged.batch.rows.num_rows
         self.dead_letters_written += staged.batch.dead_letters.num_rows
+
+    def _append_to_lake(self, lake: LakeAppender, staged: StagedBatch) -> None:
+        result = lake.append(
+            self.open(), staged.topic, staged.batch, staged.ingest_time.date(), staged.claims
+        )
+        self.rows_written += result.rows
+        self.dead_letters_written += result.dead_letters
+        self.rows_fenced += staged.batch.rows.num_rows - result.rows
+        self.rows_skipped += result.dead_letters_skipped
 
     def discard_blocking(self, staged: StagedBatch) -> None:
         """Delete what is left of a batch's staging directory."""
@@ -232,8 +259,11 @@ class SparkTableSink:
     ) -> dict[TopicPartition, int]:
         """Blocking :meth:`resume_offsets` (also rolls back half-done publishes)."""
         found: dict[TopicPartition, int] = {}
-        if self.config.table_format != "parquet":
-            return self._max_offsets_by_query(partitions)
+        if self._lake is not None:
+            for topic in {tp.topic for tp in partitions}:
+                self._ensure_table(self.config.table_for(topic), self.codec.schema())
+            self._ensure_table(self.config.dead_letter_table, DEAD_LETTER_SCHEMA)
+            return self._lake.claim_and_resume(self.open(), partitions)
         for topic in sorted({tp.topic for tp in partitions}):
             stored = OffsetLedger(table_root(self.config, self.config.table_for(topic))).stored(
                 topic
@@ -245,19 +275,20 @@ class SparkTableSink:
 
     def _stage(self, session: Any, table: pa.Table, path: Path) -> None:
         """Spark writes ``table`` as Parquet files under ``path``."""
-        if table.num_rows == 0:
-            return
-        # About two Arrow batches per write: Spark writes them in parallel (measured 1.3-2.5x
-        # faster than one, and far fewer files than the 10,000-row default gives). The
-        # setting is the session's, read by createDataFrame: held while both run, so batches
-        # staged at once each get their own; Spark's write runs outside the lock.
+        if table.num_rows:
+            self._frame(session, table).write.mode("error").parquet(str(path))
+
+    def _frame(self, session: Any, table: pa.Table) -> Any:
+        """A DataFrame of ``table`` in about two Arrow batches: Spark writes them in parallel
+        (measured 1.3-2.5x faster than one, and far fewer files than the 10,000-row default
+        gives). The setting is the session's, read by createDataFrame: held while both run,
+        so batches staged at once each get their own; Spark's write runs outside the lock."""
         with self._frame_lock:
             session.conf.set(
                 "spark.sql.execution.arrow.maxRecordsPerBatch",
                 str(max(1, (table.num_rows + 1) // 2)),
             )
-            frame = session.createDataFrame(table)
-        frame.write.mode("error").parquet(str(path))
+            return session.createDataFrame(table)
 
     def _ensure_table(self, table: str, schema: pa.Schema) -> None:
         with self._table_lock:
@@ -265,54 +296,15 @@ class SparkTableSink:
                 return
             root = table_root(self.config, table)
             describe_table(root, schema, self.config.table_format)
-            create_table(self.open(), self.config.database, table, root, self.config.table_format)
+            create_table(
+                self.open(),
+                self.config.database,
+                table,
+                root,
+                self.config.table_format,
+                self.config.iceberg_catalog,
+            )
             self._ready_tables.add(table)
-
-    def _register_existing(self, table: str) -> bool:
-        """Register a table another process created; False if it does not exist yet."""
-        with self._table_lock:
-            if table in self._ready_tables:
-                return True
-            root = table_root(self.config, table)
-            if not (root / DESCRIPTOR).exists():
-                return False
-            create_table(self.open(), self.config.database, table, root, self.config.table_format)
-            self._ready_tables.add(table)
-            return True
-
-    # delta / iceberg ---------------------------------------------------------------------
-    def _append_transactional(self, session: Any, staged: StagedBatch) -> None:
-        """Append through the format's own commit (no staging); resume by max(offset)."""
-        for name, rows in (
-            (staged.table, staged.batch.rows),
-            (self.config.dead_letter_table, staged.batch.dead_letters),
-        ):
-            if rows.num_rows == 0:
-                continue
-            date = pa.array([staged.ingest_time.date()] * rows.num_rows, pa.date32())
-            frame = session.createDataFrame(rows.append_column(DATE_COLUMN, date))
-            frame.write.insertInto(f"`{self.config.database}`.`{name}`")
-
-    def _max_offsets_by_query(
-        self, partitions: Sequence[TopicPartition]
-    ) -> dict[TopicPartition, int]:
-        session = self.open()
-        found: dict[TopicPartition, int] = {}
-        for topic in sorted({tp.topic for tp in partitions}):
-            wanted = {tp.partition for tp in partitions if tp.topic == topic}
-            for name in (self.config.table_for(topic), self.config.dead_letter_table):
-                if not self._register_existing(name):
-                    continue
-                rows = session.sql(
-                    f"SELECT `partition`, max(`offset`) AS last FROM "
-                    f"`{self.config.database}`.`{name}` WHERE topic = '{topic}' "
-                    "GROUP BY `partition`"
-                ).collect()
-                for row in rows:
-                    if row["partition"] in wanted:
-                        tp = TopicPartition(topic, int(row["partition"]))
-                        found[tp] = max(found.get(tp, 0), int(row["last"]) + 1)
-        return found
 
 
 def _stage_dead_letters(table: pa.Table, path: Path) -> None:

@@ -1,8 +1,9 @@
 """Spark sessions and table definitions for the sink, and for readers in other processes.
 
 One session per process: a local one (``local[N]``) or Spark Connect (``sc://host:port``).
-Tables are registered by location: each table directory carries ``_table.json`` (its columns
-and format), so any process can register every table of a warehouse in its own catalog with
+Tables are registered by location: each table has a descriptor (its columns and format;
+``<table>/_table.json`` for parquet, ``<database>.db/_tables/<table>.json`` for Delta and
+Iceberg, whose table directories must hold nothing of ours), so any process can register every table of a warehouse in its own catalog with
 :func:`register_tables` and read them with ``spark.table(...)``; ``spark.read.parquet(path)``
 needs nothing at all. No process depends on a shared metastore (the embedded Derby one admits
 a single process at a time); a deployment with a Hive metastore service can still use it
@@ -19,10 +20,12 @@ from typing import Any
 import pyarrow as pa
 
 from consumer_sdk.arrow_batch import DATE_COLUMN
+from consumer_sdk.lake_session import lake_conf
 from consumer_sdk.spark_config import SparkSinkConfig
 from contract.settings import ConfigError
 
 DESCRIPTOR = "_table.json"
+LAKE_DESCRIPTORS = "_tables"
 # Settings the sink needs whatever the user passes: files are found by listing (partitions
 # appear as writers rename them in), timestamps are written the way pyarrow reads them back.
 SESSION_CONF = {
@@ -37,11 +40,13 @@ _DEFAULT_CONF = {
     "spark.sql.shuffle.partitions": "4",
 }
 _FORMAT_JARS = {
-    "delta": "Delta Lake (io.delta:delta-spark_2.13 and spark.sql.extensions="
+    "delta": "Delta Lake (io.delta:delta-spark_4.1_2.13 and spark.sql.extensions="
     "io.delta.sql.DeltaSparkSessionExtension)",
-    "iceberg": "Apache Iceberg (org.apache.iceberg:iceberg-spark-runtime-4.0_2.13 and an "
+    "iceberg": "Apache Iceberg (org.apache.iceberg:iceberg-spark-runtime-4.1_2.13 and an "
     "Iceberg catalog in spark.sql.catalog.*)",
 }
+# Another process creating the same table at the same moment: the loser sees it exists.
+_CREATE_ATTEMPTS = 3
 
 
 def spark_session(config: SparkSinkConfig) -> Any:
@@ -67,6 +72,8 @@ def spark_session(config: SparkSinkConfig) -> Any:
         **config.spark_conf,
         **SESSION_CONF,
     }
+    if config.table_format != "parquet":
+        settings |= lake_conf(config.warehouse_path, config.iceberg_catalog, config.spark_conf)
     for key, value in settings.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
@@ -106,14 +113,28 @@ def column_ddl(schema: pa.Schema) -> str:
 
 
 def table_root(config: SparkSinkConfig, table: str) -> Path:
-    """Directory of ``table`` in the warehouse."""
+    """Directory of ``table`` in the warehouse (Delta and parquet data, every format's
+    descriptor and partition fences)."""
     return config.warehouse_path / f"{config.database}.db" / table
+
+
+def table_identifier(config: SparkSinkConfig, table: str) -> str:
+    """The SQL name of ``table``, quoted: database.table (Iceberg: catalog.database.table)."""
+    name = f"`{config.database}`.`{table}`"
+    return f"`{config.iceberg_catalog}`.{name}" if config.table_format == "iceberg" else name
+
+
+def descriptor_path(root: Path, table_format: str) -> Path:
+    """Where the descriptor of the table at ``root`` is."""
+    if table_format == "parquet":
+        return root / DESCRIPTOR
+    return root.parent / LAKE_DESCRIPTORS / f"{root.name}.json"
 
 
 def describe_table(root: Path, schema: pa.Schema, table_format: str) -> None:
     """Write the table's descriptor once (atomically; every writer writes the same text)."""
-    root.mkdir(parents=True, exist_ok=True)
-    descriptor = root / DESCRIPTOR
+    descriptor = descriptor_path(root, table_format)
+    descriptor.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps({"columns": column_ddl(schema), "format": table_format}, indent=1)
     if descriptor.exists() and descriptor.read_text() == text:
         return
@@ -122,21 +143,40 @@ def describe_table(root: Path, schema: pa.Schema, table_format: str) -> None:
             f"table {root} exists with other columns ({descriptor}); pick another table "
             "name (tables / table_template) or the value format it was created with"
         )
-    staged = root / f".{DESCRIPTOR}.{os.getpid()}"
+    staged = descriptor.with_name(f".{descriptor.name}.{os.getpid()}")
     staged.write_text(text)
     os.replace(staged, descriptor)
 
 
-def create_table(session: Any, database: str, table: str, root: Path, table_format: str) -> None:
-    """Register the table directory ``root`` as ``database.table`` in this session."""
-    described = json.loads((root / DESCRIPTOR).read_text())
-    session.sql(f"CREATE DATABASE IF NOT EXISTS `{database}` LOCATION '{root.parent.as_posix()}'")
-    try:
-        session.sql(
+def create_table(
+    session: Any,
+    database: str,
+    table: str,
+    root: Path,
+    table_format: str,
+    iceberg_catalog: str = "lake",
+) -> None:
+    """Register the table directory ``root`` as ``database.table`` in this session (Iceberg:
+    create it in its catalog unless it exists)."""
+    described = json.loads(descriptor_path(root, table_format).read_text())
+    if table_format == "iceberg":
+        namespace = f"`{iceberg_catalog}`.`{database}`"
+        statements = [
+            f"CREATE NAMESPACE IF NOT EXISTS {namespace}",
+            f"CREATE TABLE IF NOT EXISTS {namespace}.`{table}` ({described['columns']}) "
+            f"USING iceberg PARTITIONED BY (`{DATE_COLUMN}`) "
+            "TBLPROPERTIES ('format-version'='2')",
+        ]
+    else:
+        statements = [
+            f"CREATE DATABASE IF NOT EXISTS `{database}` LOCATION '{root.parent.as_posix()}'",
             f"CREATE TABLE IF NOT EXISTS `{database}`.`{table}` ({described['columns']}) "
             f"USING {table_format} PARTITIONED BY (`{DATE_COLUMN}`) "
-            f"LOCATION '{root.as_posix()}'"
-        )
+            f"LOCATION '{root.as_posix()}'",
+        ]
+    try:
+        for statement in statements:
+            _run_racing_creators(session, statement)
     except Exception as exc:
         if table_format in _FORMAT_JARS:
             raise ConfigError(
@@ -145,6 +185,8 @@ def create_table(session: Any, database: str, table: str, root: Path, table_form
                 f"{str(exc).splitlines()[0]}"
             ) from exc
         raise
+    if table_format == "iceberg":
+        return
     if session.conf.get("spark.sql.hive.manageFilesourcePartitions", "true") == "true":
         # A session tracking partitions in its catalog sees new date directories only
         # after this (ours lists files instead).
@@ -152,14 +194,36 @@ def create_table(session: Any, database: str, table: str, root: Path, table_form
     session.sql(f"REFRESH TABLE `{database}`.`{table}`")
 
 
-def register_tables(session: Any, warehouse: str | Path, database: str = "kafka") -> list[str]:
+def _run_racing_creators(session: Any, statement: str) -> None:
+    """Run a CREATE ... IF NOT EXISTS that another process may be running at the same time:
+    Delta's first commit or the Iceberg catalog's insert fails for the slower one, which then
+    finds the object there."""
+    for attempt in range(_CREATE_ATTEMPTS):
+        try:
+            session.sql(statement)
+            return
+        except Exception as exc:
+            text = str(exc)
+            racing = "already exists" in text.lower() or "Concurrent" in text
+            if not racing or attempt == _CREATE_ATTEMPTS - 1:
+                raise
+
+
+def register_tables(
+    session: Any, warehouse: str | Path, database: str = "kafka", iceberg_catalog: str = "lake"
+) -> list[str]:
     """Register every table the sink wrote under ``warehouse`` in ``session``'s catalog, so
-    ``session.table("kafka.orders")`` works in any process. Returns the table names."""
+    ``session.table("kafka.orders")`` works in any process (Iceberg tables are in their
+    catalog already: ``lake.kafka.orders``). Returns the table names."""
     base = Path(str(warehouse).removeprefix("file://")) / f"{database}.db"
     names: list[str] = []
-    for descriptor in sorted(base.glob(f"*/{DESCRIPTOR}")):
-        root = descriptor.parent
-        described = json.loads(descriptor.read_text())
-        create_table(session, database, root.name, root, described["format"])
+    descriptors = [*base.glob(f"*/{DESCRIPTOR}"), *base.glob(f"{LAKE_DESCRIPTORS}/*.json")]
+    for descriptor in sorted(descriptors):
+        table_format = json.loads(descriptor.read_text())["format"]
+        root = descriptor.parent if table_format == "parquet" else base / descriptor.stem
+        if table_format == "iceberg":
+            names.append(f"{iceberg_catalog}.{database}.{root.name}")
+            continue
+        create_table(session, database, root.name, root, table_format)
         names.append(f"{database}.{root.name}")
     return names

@@ -179,7 +179,7 @@ def _drop_stored_rows(
     dropped = 0
     for file in files:
         table = pq.read_table(file.path, partitioning=None)
-        keep = _rows_past(table, stored)
+        keep = rows_past(table, stored)
         kept: pa.Table = table.filter(keep)
         dropped += table.num_rows - kept.num_rows
         if kept.num_rows == 0:
@@ -191,7 +191,7 @@ def _drop_stored_rows(
     return kept_files, dropped
 
 
-def _rows_past(table: pa.Table, stored: Mapping[int, int]) -> pa.ChunkedArray:
+def rows_past(table: pa.Table, stored: Mapping[int, int]) -> pa.ChunkedArray:
     """Mask of rows whose offset is past the stored offset of their partition."""
     partitions = table.column("partition")
     offsets = table.column("offset")

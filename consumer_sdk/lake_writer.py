@@ -1,0 +1,174 @@
+"""Appending batches to Delta Lake and Iceberg tables, exactly once per Kafka offset.
+
+A topic's batch goes into its table in one commit of the format that also carries the batch's
+last offset per partition (:mod:`consumer_sdk.commit_offsets`); dead letters go first, in a
+commit of the dead-letter table that carries theirs. Resuming a partition reads those offsets
+back from the table's history (Delta ``DESCRIBE HISTORY``, Iceberg's ``snapshots`` table), so
+the table, not a file of ours, says where it is. A member that lost its partitions while
+paused cannot add duplicates: :mod:`consumer_sdk.partition_fence` drops its rows of
+partitions another member has claimed since. Readers see whole commits only: a killed writer
+leaves at most data files no commit names (``VACUUM`` / ``remove_orphan_files`` clean them).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import date
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from assignor import TopicPartition
+from consumer_sdk.arrow_batch import DATE_COLUMN, ArrowBatch, offset_ranges
+from consumer_sdk.commit_offsets import SUMMARY_KEY, encode_offsets, stored_offsets
+from consumer_sdk.partition_fence import FENCE_DIR, PartitionFence, lost_partitions
+from consumer_sdk.spark_config import SparkSinkConfig
+from consumer_sdk.spark_tables import table_identifier, table_root
+from consumer_sdk.table_store import rows_past
+
+log = logging.getLogger(__name__)
+
+FrameBuilder = Callable[[Any, pa.Table], Any]
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    """What one fenced append wrote, and what it dropped."""
+
+    rows: int
+    dead_letters: int
+    fenced_partitions: frozenset[int]  # lost to another member: nothing of them written
+    dead_letters_skipped: int  # already in the dead-letter table (a batch read again)
+
+
+class LakeAppender:
+    """Fenced, offset-carrying appends of one sink to its Delta or Iceberg tables."""
+
+    def __init__(self, config: SparkSinkConfig, frame: FrameBuilder) -> None:
+        if config.table_format not in ("delta", "iceberg"):
+            raise ValueError(f"LakeAppender writes delta or iceberg, not {config.table_format}")
+        self.config = config
+        self._frame = frame
+        self._fence = PartitionFence(config.warehouse_path / FENCE_DIR / config.database)
+        self._claims: dict[tuple[str, int], str] = {}
+        self._dead_stored: dict[tuple[str, int], int] = {}
+
+    # resume ------------------------------------------------------------------------------
+    def claim_and_resume(
+        self, session: Any, partitions: Sequence[TopicPartition]
+    ) -> dict[TopicPartition, int]:
+        """Claim ``partitions`` for this writer, then read where the table is: the next
+        offset per partition the table already holds rows (or dead letters) of."""
+        found: dict[TopicPartition, int] = {}
+        for topic in sorted({tp.topic for tp in partitions}):
+            wanted = [tp.partition for tp in partitions if tp.topic == topic]
+            claims = self._fence.claim(topic, wanted)
+            self._claims.update({(topic, p): token for p, token in claims.items()})
+            stored = stored_offsets(self._history(session, self.config.table_for(topic)), topic)
+            dead = stored_offsets(self._history(session, self.config.dead_letter_table), topic)
+            for partition in wanted:
+                if partition in dead:
+                    self._dead_stored[(topic, partition)] = dead[partition]
+                if partition in stored:
+                    found[TopicPartition(topic, partition)] = stored[partition] + 1
+        return found
+
+    def claims_for(self, topic: str, partitions: Sequence[int]) -> dict[int, str]:
+        """The claims a batch of ``partitions`` is read under (taken when it is staged)."""
+        return {p: self._claims[(topic, p)] for p in partitions if (topic, p) in self._claims}
+
+    def _history(self, session: Any, table: str) -> list[str | None]:
+        """Every commit's offsets metadata of ``table`` (None where a commit has none)."""
+        if self.config.table_format == "delta":
+            root = table_root(self.config, table).as_posix()
+            query = f"DESCRIBE HISTORY delta.`{root}`"
+            rows = session.sql(query).select("userMetadata").collect()
+            return [row["userMetadata"] for row in rows]
+        identifier = table_identifier(self.config, table)
+        query = f"SELECT summary['{SUMMARY_KEY}'] AS offsets FROM {identifier}.snapshots"
+        return [row["offsets"] for row in session.sql(query).collect()]
+
+    # append ------------------------------------------------------------------------------
+    def append(
+        self,
+        session: Any,
+        topic: str,
+        batch: ArrowBatch,
+        ingest_date: date,
+        claims: Mapping[int, str],
+    ) -> AppendResult:
+        """Commit ``batch`` (dead letters, then rows) unless its partitions were lost."""
+        _, last_offsets = offset_ranges(batch)
+        held = dict(claims)
+        with self._fence.locked(topic, last_offsets) as owners:
+            for partition, owner in owners.items():
+                if not owner and partition not in held:  # nobody ever claimed it: ours now
+                    held[partition] = self._fence.write_owner(topic, partition)
+                    self._claims[(topic, partition)] = held[partition]
+                    owners[partition] = held[partition]
+            lost = lost_partitions(held, owners)
+            rows, dead = batch.rows, batch.dead_letters
+            if lost:
+                rows, dead = _without(rows, lost), _without(dead, lost)
+                log.warning(
+                    "%s: partitions %s were claimed by another member since this batch was "
+                    "read; its rows of them are dropped (the new owner writes them)",
+                    topic,
+                    sorted(lost),
+                )
+            dead_stored = {p: last for (t, p), last in self._dead_stored.items() if t == topic}
+            skipped = 0
+            if dead_stored and dead.num_rows:
+                kept = dead.filter(rows_past(dead, dead_stored))
+                skipped = dead.num_rows - kept.num_rows
+                dead = kept
+            kept_last = {p: o for p, o in last_offsets.items() if p not in lost}
+            if kept_last:
+                if dead.num_rows:
+                    _, dead_last = offset_ranges(ArrowBatch(dead.slice(0, 0), dead))
+                    self._write(
+                        session,
+                        self.config.dead_letter_table,
+                        dead,
+                        ingest_date,
+                        encode_offsets(topic, dead_last),
+                    )
+                    for partition, last in dead_last.items():
+                        self._dead_stored[(topic, partition)] = last
+                self._write(
+                    session,
+                    self.config.table_for(topic),
+                    rows,
+                    ingest_date,
+                    encode_offsets(topic, kept_last),
+                )
+        return AppendResult(
+            rows.num_rows if kept_last else 0,
+            dead.num_rows if kept_last else 0,
+            frozenset(lost),
+            skipped,
+        )
+
+    def _write(
+        self, session: Any, table: str, rows: pa.Table, ingest_date: date, metadata: str
+    ) -> None:
+        """One commit of ``rows`` (possibly none: the offsets still advance) into ``table``."""
+        dates = pa.array([ingest_date] * rows.num_rows, pa.date32())
+        frame = self._frame(session, rows.append_column(DATE_COLUMN, dates))
+        if self.config.table_format == "delta":
+            root = table_root(self.config, table).as_posix()
+            frame.write.format("delta").mode("append").option("userMetadata", metadata).save(root)
+        else:
+            identifier = table_identifier(self.config, table)
+            frame.writeTo(identifier).option(f"snapshot-property.{SUMMARY_KEY}", metadata).append()
+
+
+def _without(table: pa.Table, partitions: set[int]) -> pa.Table:
+    """``table`` without the rows of ``partitions``."""
+    if table.num_rows == 0:
+        return table
+    mask = pc.is_in(table.column("partition"), value_set=pa.array(sorted(partitions), pa.int32()))
+    return table.filter(pc.invert(mask))

@@ -1,0 +1,86 @@
+"""Fencing writers that lost their Kafka partitions (zombies) out of a lake table.
+
+A member paused past its session timeout (GC, SIGSTOP, a stalled disk) still holds batches of
+partitions the group has given to another member. Its late append would duplicate rows the
+new owner writes again. Table formats cannot refuse it on their own: their appends do not
+conflict with each other, and a table-wide compare-and-swap would serialise every writer of a
+topic. So each Kafka partition has an owner file on the shared warehouse:
+
+- on assignment, the new owner *claims* the partition: under the partition's lock it writes a
+  fresh claim token into the owner file; only then does it read where the table is;
+- a batch is committed while its partitions' locks are held, and rows of every partition whose
+  owner file no longer holds the claim token the batch was read under are dropped first.
+
+A commit therefore happens either before the claim (the new owner's resume sees it) or after
+it (its rows of the claimed partitions are dropped): never both written. Locks are ``flock``
+on the warehouse filesystem, the same one the parquet format's ledger uses; they are
+uncontended in normal operation (one owner per partition), so holding them during a table
+write costs nothing. A process killed with -9 releases its locks with its file handles.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import re
+import uuid
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+
+FENCE_DIR = "_fences"
+_SAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+class PartitionFence:
+    """Owner files and locks of one table's Kafka partitions under ``root``."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def _base(self, topic: str, partition: int) -> Path:
+        directory = self.root / _SAFE.sub("_", topic)
+        directory.mkdir(parents=True, exist_ok=True)
+        return directory / str(partition)
+
+    @contextlib.contextmanager
+    def locked(self, topic: str, partitions: Iterable[int]) -> Iterator[dict[int, str]]:
+        """Hold the locks of ``partitions`` (in sorted order: no deadlock between writers)
+        and yield each one's current owner token ("" if never claimed)."""
+        handles = []
+        try:
+            owners: dict[int, str] = {}
+            for partition in sorted(set(partitions)):
+                base = self._base(topic, partition)
+                handle = base.with_suffix(".lock").open("a")
+                handles.append(handle)
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+                owner = base.with_suffix(".owner")
+                owners[partition] = owner.read_text() if owner.exists() else ""
+            yield owners
+        finally:
+            for handle in reversed(handles):
+                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+                handle.close()
+
+    def write_owner(self, topic: str, partition: int) -> str:
+        """Write a fresh claim token into the partition's owner file and return it. Only
+        while :meth:`locked` holds that partition."""
+        token = uuid.uuid4().hex
+        owner = self._base(topic, partition).with_suffix(".owner")
+        staged = owner.with_name(f".{owner.name}.{token}")
+        staged.write_text(token)
+        os.replace(staged, owner)
+        return token
+
+    def claim(self, topic: str, partitions: Iterable[int]) -> dict[int, str]:
+        """Make this caller the owner of ``partitions``; returns the new claim tokens."""
+        wanted = sorted(set(partitions))
+        with self.locked(topic, wanted):
+            return {partition: self.write_owner(topic, partition) for partition in wanted}
+
+
+def lost_partitions(claims: Mapping[int, str], owners: Mapping[int, str]) -> set[int]:
+    """Partitions whose owner file no longer holds the claim a batch was read under
+    (or that were never claimed by this writer)."""
+    return {p for p, owner in owners.items() if not claims.get(p) or claims[p] != owner}
