@@ -606,6 +606,18 @@ class AutoscalingConsumer:
         self._change_ownership("assigned", added)
         if consumer is None or not assigned:
             return
+        # The fetch loop goes on while the sink looks up where it is (a table's history can
+        # take seconds): records of these partitions must not reach a batch before the seek.
+        consumer.pause(*assigned)
+        try:
+            await self._seek_past_stored(consumer, assigned, added)
+        finally:
+            consumer.resume(*(tp for tp in assigned if tp in consumer.assignment()))
+
+    async def _seek_past_stored(
+        self, consumer: Any, assigned: set[KafkaTopicPartition], added: set[TopicPartition]
+    ) -> None:
+        """Seek each new partition past what the sink already holds of it."""
         stored = await self.sink.resume_offsets(sorted(added))
         for tp, next_offset in stored.items():
             ktp = KafkaTopicPartition(tp.topic, tp.partition)
@@ -621,4 +633,5 @@ class AutoscalingConsumer:
                     committed,
                 )
                 consumer.seek(ktp, next_offset)
+                self._pending.drop(ktp)  # anything read before the pause took hold
                 self._uncommitted[ktp] = next_offset  # Kafka catches up with the table

@@ -41,7 +41,8 @@ class AppendResult:
     rows: int
     dead_letters: int
     fenced_partitions: frozenset[int]  # lost to another member: nothing of them written
-    dead_letters_skipped: int  # already in the dead-letter table (a batch read again)
+    fenced_rows: int
+    skipped: int  # rows and dead letters the table already held (a batch read again)
 
 
 class LakeAppender:
@@ -54,6 +55,9 @@ class LakeAppender:
         self._frame = frame
         self._fence = PartitionFence(config.warehouse_path / FENCE_DIR / config.database)
         self._claims: dict[tuple[str, int], str] = {}
+        # Last offset per (topic, partition) known to be in the table (rows) and in the
+        # dead-letter table: from the resume read, then from this writer's own commits.
+        self._stored: dict[tuple[str, int], int] = {}
         self._dead_stored: dict[tuple[str, int], int] = {}
 
     # resume ------------------------------------------------------------------------------
@@ -73,6 +77,7 @@ class LakeAppender:
                 if partition in dead:
                     self._dead_stored[(topic, partition)] = dead[partition]
                 if partition in stored:
+                    self._stored[(topic, partition)] = stored[partition]
                     found[TopicPartition(topic, partition)] = stored[partition] + 1
         return found
 
@@ -100,11 +105,16 @@ class LakeAppender:
         ingest_date: date,
         claims: Mapping[int, str],
     ) -> AppendResult:
-        """Commit ``batch`` (dead letters, then rows) unless its partitions were lost."""
+        """Commit ``batch`` (dead letters, then rows) without the partitions it lost and
+        without what the table already holds."""
         _, last_offsets = offset_ranges(batch)
         held = dict(claims)
         with self._fence.locked(topic, last_offsets) as owners:
             for partition, owner in owners.items():
+                if partition not in held and (topic, partition) in self._claims:
+                    # Staged before this writer claimed it (a sink used without the
+                    # consumer's resume): its current claim is the batch's.
+                    held[partition] = self._claims[(topic, partition)]
                 if not owner and partition not in held:  # nobody ever claimed it: ours now
                     held[partition] = self._fence.write_owner(topic, partition)
                     self._claims[(topic, partition)] = held[partition]
@@ -119,38 +129,29 @@ class LakeAppender:
                     topic,
                     sorted(lost),
                 )
-            dead_stored = {p: last for (t, p), last in self._dead_stored.items() if t == topic}
-            skipped = 0
-            if dead_stored and dead.num_rows:
-                kept = dead.filter(rows_past(dead, dead_stored))
-                skipped = dead.num_rows - kept.num_rows
-                dead = kept
-            kept_last = {p: o for p, o in last_offsets.items() if p not in lost}
-            if kept_last:
-                if dead.num_rows:
-                    _, dead_last = offset_ranges(ArrowBatch(dead.slice(0, 0), dead))
-                    self._write(
-                        session,
-                        self.config.dead_letter_table,
-                        dead,
-                        ingest_date,
-                        encode_offsets(topic, dead_last),
-                    )
-                    for partition, last in dead_last.items():
-                        self._dead_stored[(topic, partition)] = last
+            fenced = batch.rows.num_rows - rows.num_rows
+            before = rows.num_rows + dead.num_rows
+            rows = _unstored(rows, topic, self._stored)
+            dead = _unstored(dead, topic, self._dead_stored)
+            skipped = before - rows.num_rows - dead.num_rows
+            kept_last = {
+                p: o
+                for p, o in last_offsets.items()
+                if p not in lost and o > self._stored.get((topic, p), -1)
+            }
+            if not kept_last:
+                return AppendResult(0, 0, frozenset(lost), fenced, skipped)
+            if dead.num_rows:
+                _, dead_last = offset_ranges(ArrowBatch(dead.slice(0, 0), dead))
+                dead_metadata = encode_offsets(topic, dead_last)
                 self._write(
-                    session,
-                    self.config.table_for(topic),
-                    rows,
-                    ingest_date,
-                    encode_offsets(topic, kept_last),
+                    session, self.config.dead_letter_table, dead, ingest_date, dead_metadata
                 )
-        return AppendResult(
-            rows.num_rows if kept_last else 0,
-            dead.num_rows if kept_last else 0,
-            frozenset(lost),
-            skipped,
-        )
+                self._dead_stored.update({(topic, p): o for p, o in dead_last.items()})
+            metadata = encode_offsets(topic, kept_last)
+            self._write(session, self.config.table_for(topic), rows, ingest_date, metadata)
+            self._stored.update({(topic, p): o for p, o in kept_last.items()})
+        return AppendResult(rows.num_rows, dead.num_rows, frozenset(lost), fenced, skipped)
 
     def _write(
         self, session: Any, table: str, rows: pa.Table, ingest_date: date, metadata: str
@@ -164,6 +165,14 @@ class LakeAppender:
         else:
             identifier = table_identifier(self.config, table)
             frame.writeTo(identifier).option(f"snapshot-property.{SUMMARY_KEY}", metadata).append()
+
+
+def _unstored(table: pa.Table, topic: str, stored: Mapping[tuple[str, int], int]) -> pa.Table:
+    """``table`` without rows at or below the stored offset of their partition."""
+    known = {p: last for (t, p), last in stored.items() if t == topic}
+    if not known or table.num_rows == 0:
+        return table
+    return table.filter(rows_past(table, known))
 
 
 def _without(table: pa.Table, partitions: set[int]) -> pa.Table:

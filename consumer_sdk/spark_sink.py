@@ -233,8 +233,8 @@ class SparkTableSink:
         )
         self.rows_written += result.rows
         self.dead_letters_written += result.dead_letters
-        self.rows_fenced += staged.batch.rows.num_rows - result.rows
-        self.rows_skipped += result.dead_letters_skipped
+        self.rows_fenced += result.fenced_rows
+        self.rows_skipped += result.skipped
 
     def discard_blocking(self, staged: StagedBatch) -> None:
         """Delete what is left of a batch's staging directory."""

@@ -3,9 +3,9 @@
 One session per process: a local one (``local[N]``) or Spark Connect (``sc://host:port``).
 Tables are registered by location: each table has a descriptor (its columns and format;
 ``<table>/_table.json`` for parquet, ``<database>.db/_tables/<table>.json`` for Delta and
-Iceberg, whose table directories must hold nothing of ours), so any process can register every table of a warehouse in its own catalog with
-:func:`register_tables` and read them with ``spark.table(...)``; ``spark.read.parquet(path)``
-needs nothing at all. No process depends on a shared metastore (the embedded Derby one admits
+Iceberg, whose table directories must hold nothing of ours), so any process can register
+every table of a warehouse in its own catalog with :func:`register_tables` and read them
+with ``spark.table(...)``. No process depends on a shared metastore (the embedded Derby one admits
 a single process at a time); a deployment with a Hive metastore service can still use it
 through ``spark_conf``.
 """
@@ -78,7 +78,26 @@ def spark_session(config: SparkSinkConfig) -> Any:
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
+    if config.table_format != "parquet":
+        _use_catalog_settings(session, settings, f"spark.sql.catalog.{config.iceberg_catalog}")
     return session
+
+
+def _use_catalog_settings(session: Any, settings: dict[str, str], prefix: str) -> None:
+    """A process has one local session: a later sink gets the one the first created. Catalog
+    settings are runtime ones, so a catalog the first session lacks is added now; one that
+    points elsewhere is refused rather than written to."""
+    wanted = {k: v for k, v in settings.items() if k == prefix or k.startswith(prefix + ".")}
+    for key, value in wanted.items():
+        current = session.conf.get(key, None)
+        if current is None:
+            session.conf.set(key, value)
+        elif current != value:
+            raise ConfigError(
+                f"iceberg_catalog ({prefix.removeprefix('spark.sql.catalog.')}): this "
+                f"process's Spark session already has {key}={current}, not {value}; give "
+                "each warehouse its own catalog name"
+            )
 
 
 def _sql_type(data_type: pa.DataType) -> str:

@@ -1,14 +1,15 @@
 """A consumer member writing Spark tables, as a real process (concurrency and kill -9 tests).
 
 ``python -m tests.spark_member_process BOOTSTRAP GROUP TOPIC IDENTITY WAREHOUSE DATABASE
-[--die-after-write] [--remote sc://...]``. With ``--die-after-write`` the process kills
-itself with SIGKILL right after its first table write that held records, before the offsets
-are committed to Kafka.
+[--table-format F] [--iceberg-catalog C] [--die-after-write] [--remote sc://...]``. With
+``--die-after-write`` the process kills itself with SIGKILL right after its first table write
+that held records, before the offsets are committed to Kafka.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import signal
 import sys
@@ -34,12 +35,17 @@ def main(argv: Sequence[str]) -> int:
         parser.add_argument(name)
     parser.add_argument("--die-after-write", action="store_true")
     parser.add_argument("--value-format", default="text")
+    parser.add_argument("--table-format", default="delta")
+    parser.add_argument("--iceberg-catalog", default="lake")
     parser.add_argument("--remote", default="", help="Spark Connect URL (default: local[1])")
     args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(name)s %(message)s")
     sink_config = SparkSinkConfig(
         warehouse=args.warehouse,
         database=args.database,
         value_format=args.value_format,
+        table_format=args.table_format,
+        iceberg_catalog=args.iceberg_catalog,
         master="local[1]",
         spark_remote=args.remote,
     )

@@ -1,5 +1,7 @@
-"""SparkTableSink against real PySpark: round trip through Kafka, dead letters, concurrent
-writer processes, kill -9 between the table write and the commit, Spark Connect."""
+"""SparkTableSink against real PySpark, in each table format (delta, iceberg, parquet): round
+trip through Kafka, dead letters, concurrent writer processes, kill -9 between the table write
+and the commit, Spark Connect. Rows and offsets are counted by engines other than Spark
+(delta-rs, pyiceberg, pyarrow: :mod:`tests.lake_readers`)."""
 
 from __future__ import annotations
 
@@ -23,10 +25,10 @@ from consumer_sdk.sink import Record
 from consumer_sdk.spark_config import SparkSinkConfig
 from consumer_sdk.spark_connect import SparkConnectServer
 from consumer_sdk.spark_sink import SparkTableSink
-from consumer_sdk.spark_tables import register_tables, table_root
-from consumer_sdk.table_store import OffsetLedger
+from consumer_sdk.spark_tables import create_table, register_tables, table_identifier, table_root
 from contract.settings import ConfigError
 from tests.kafka_helpers import produce_tracked
+from tests.lake_readers import key_counts, table_offsets
 from tests.sdk_helpers import ThreadedMember, member_config, wait_until
 
 ROOT = Path(__file__).parent.parent
@@ -37,13 +39,20 @@ def poison_every_50th(i: int) -> bytes:
     return POISON if i % 50 == 7 else f"record {i}".encode()
 
 
-@pytest.fixture
-def sink_config(tmp_path: Path) -> SparkSinkConfig:
-    # A database per test: the process's one Spark session keeps every test's catalog.
+FORMATS = ["delta", "iceberg", "parquet"]
+
+
+@pytest.fixture(params=FORMATS)
+def sink_config(tmp_path: Path, request: pytest.FixtureRequest) -> SparkSinkConfig:
+    # A database (and Iceberg catalog) per test: the process's one Spark session keeps every
+    # test's catalog.
+    token = uuid.uuid4().hex[:8]
     return SparkSinkConfig(
         warehouse=str(tmp_path / "warehouse"),
-        database=f"db_{uuid.uuid4().hex[:8]}",
+        database=f"db_{token}",
+        iceberg_catalog=f"lake_{token}",
         value_format="text",
+        table_format=request.param,
     )
 
 
@@ -54,15 +63,22 @@ def spark() -> Iterator[Any]:
     yield session
 
 
+def spark_keys(config: SparkSinkConfig, table: str) -> Counter[tuple[int, int]]:
+    """(partition, offset) counts of a table as a Spark session of this process reads it by
+    name (registered from the warehouse, or in the Iceberg catalog)."""
+    session = SparkTableSink(config).open()
+    register_tables(session, config.warehouse, config.database, config.iceberg_catalog)
+    frame = session.table(table_identifier(config, table)).select("partition", "offset")
+    return Counter((int(r["partition"]), int(r["offset"])) for r in frame.collect())
+
+
 def table_keys(spark: Any, config: SparkSinkConfig, table: str) -> Counter[tuple[int, int]]:
-    """(partition, offset) counts of a table, read through a freshly registered catalog."""
-    register_tables(spark, config.warehouse, config.database)
-    rows = spark.table(f"{config.database}.{table}").select("partition", "offset").collect()
-    return Counter((int(r["partition"]), int(r["offset"])) for r in rows)
+    """(partition, offset) counts of a table, read by another engine than Spark."""
+    return key_counts(config, table)
 
 
 def stored_offsets(config: SparkSinkConfig, topic: str) -> dict[int, int]:
-    return OffsetLedger(table_root(config, config.table_for(topic))).stored(topic)
+    return table_offsets(config, topic)
 
 
 def first_rows_stored(
@@ -101,15 +117,22 @@ def test_round_trip_rows_and_dead_letters_exactly_once(
     try:
         ends = {p: max(o for q, o in produced if q == p) for p in range(3)}
         assert wait_until(lambda: stored_offsets(sink_config, topic) == ends, timeout_s=120)
+        # Kafka's commit follows the table's; the embedded broker refuses a leaving member's
+        # last commit, so the member stays until it is in.
+        nexts = {p: end + 1 for p, end in ends.items()}
+        assert wait_until(lambda: committed(kafka, group, topic, 3) == nexts, timeout_s=60)
     finally:
         member.stop()
     table = sink_config.table_for(topic)
     assert table_keys(spark, sink_config, table) == Counter(produced - poison)
-    dead = spark.table(f"{sink_config.database}.dead_letters").collect()
+    assert spark_keys(sink_config, table) == Counter(produced - poison)
+    assert table_keys(spark, sink_config, "dead_letters") == Counter(poison)
+    spark = SparkTableSink(sink_config).open()
+    dead = spark.table(table_identifier(sink_config, "dead_letters")).collect()
     assert Counter((r["partition"], r["offset"]) for r in dead) == Counter(poison)
     assert {bytes(r["value"]) for r in dead} == {POISON}
     assert all("UnicodeDecodeError" in r["error"] and r["topic"] == topic for r in dead)
-    values = spark.table(f"{sink_config.database}.{table}").select("value").collect()
+    values = spark.table(table_identifier(sink_config, table)).select("value").collect()
     assert {r["value"] for r in values} == {
         poison_every_50th(i).decode() for i in range(900) if i % 50 != 7
     }
@@ -120,7 +143,8 @@ def start_writer(
     kafka: str, group: str, topic: str, identity: str, config: SparkSinkConfig, *extra: str
 ) -> subprocess.Popen[bytes]:
     command = [sys.executable, "-m", "tests.spark_member_process", kafka, group, topic]
-    command += [identity, config.warehouse, config.database, *extra]
+    command += [identity, config.warehouse, config.database, "--table-format"]
+    command += [config.table_format, "--iceberg-catalog", config.iceberg_catalog, *extra]
     return subprocess.Popen(command, cwd=ROOT)
 
 
@@ -148,10 +172,25 @@ def test_three_processes_write_one_table_concurrently(
         assert all(w.poll() is None for w in writers), "a writer died"
     finally:
         stop(writers)
-    root = table_root(sink_config, sink_config.table_for(topic))
-    publishes = {p.name.split("+")[1] for p in root.glob("date=*/part-*.parquet")}
-    assert len(publishes) > 1  # several batches landed in one table directory
+    assert commits_of(sink_config, topic) > 1  # several batches landed in one table
     assert table_keys(spark, sink_config, sink_config.table_for(topic)) == Counter(produced)
+
+
+def commits_of(config: SparkSinkConfig, topic: str) -> int:
+    """How many batches were committed into the topic's table."""
+    root = table_root(config, config.table_for(topic))
+    if config.table_format == "parquet":
+        return len({p.name.split("+")[1] for p in root.glob("date=*/part-*.parquet")})
+    history = (
+        SparkTableSink(config)
+        .open()
+        .sql(
+            f"SELECT * FROM {table_identifier(config, config.table_for(topic))}.snapshots"
+            if config.table_format == "iceberg"
+            else f"DESCRIBE HISTORY delta.`{root.as_posix()}`"
+        )
+    )
+    return int(history.count()) - (1 if config.table_format == "delta" else 0)  # CREATE
 
 
 def test_kill_between_table_write_and_commit_then_restart(
@@ -225,12 +264,16 @@ def test_batches_staged_at_once_publish_in_order_and_discarded_ones_leave_nothin
 def test_spark_connect_writes_tables_the_local_session_reads(
     tmp_path: Path, sink_config: SparkSinkConfig, spark: Any
 ) -> None:
-    with SparkConnectServer(tmp_path / "connect") as server:
+    warehouse = Path(sink_config.warehouse)
+    catalog = sink_config.iceberg_catalog
+    with SparkConnectServer(warehouse, iceberg_catalog=catalog) as server:
         config = SparkSinkConfig(
             warehouse=sink_config.warehouse,
             database=sink_config.database,
             value_format="text",
             spark_remote=server.url,
+            table_format=sink_config.table_format,
+            iceberg_catalog=catalog,
         )
         sink = SparkTableSink(config)
         batches = numbered_batches("events", 3)
@@ -239,26 +282,30 @@ def test_spark_connect_writes_tables_the_local_session_reads(
             sink.publish_blocking(staged)
         remote = sink.open()
         try:
-            assert remote.read.parquet(str(table_root(config, "events"))).count() == 450
+            assert remote.table(table_identifier(config, "events")).count() == 450
         finally:
             remote.stop()
     expected = Counter((r.partition, r.offset) for batch in batches for r in batch)
     assert table_keys(spark, sink_config, "events") == expected
 
 
-@pytest.mark.parametrize("entry", ["prepare", "write"])
-def test_delta_without_its_jars_fails_with_a_clear_message(
-    sink_config: SparkSinkConfig, entry: str
+class RefusingSession:
+    """A session without a format's jars: every statement fails as Spark's would."""
+
+    def sql(self, statement: str) -> None:
+        raise RuntimeError("[DATA_SOURCE_NOT_FOUND] Failed to find the data source: delta.")
+
+
+@pytest.mark.parametrize("table_format", ["delta", "iceberg"])
+def test_a_spark_without_the_format_jars_fails_with_a_clear_message(
+    tmp_path: Path, table_format: str
 ) -> None:
-    config = SparkSinkConfig(
-        warehouse=sink_config.warehouse, database=sink_config.database, table_format="delta"
-    )
-    sink = SparkTableSink(config)
-    with pytest.raises(ConfigError, match="table_format delta needs Delta Lake"):
-        if entry == "prepare":  # what the consumer calls at start, before joining
-            asyncio.run(sink.prepare(["t"]))
-        else:
-            sink.write_blocking("t", [Record("t", 0, 0, 0, None, b"v")])
+    root = tmp_path / "db.db" / "t"
+    root.mkdir(parents=True)
+    (root.parent / "_tables").mkdir()
+    (root.parent / "_tables" / "t.json").write_text('{"columns": "`a` INT"}')
+    with pytest.raises(ConfigError, match=f"table_format {table_format} needs"):
+        create_table(RefusingSession(), "db", "t", root, table_format)
 
 
 def test_prepare_creates_each_topics_table_before_any_batch(
