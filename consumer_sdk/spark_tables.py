@@ -12,8 +12,11 @@ through ``spark_conf``.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -194,8 +197,9 @@ def create_table(
             f"LOCATION '{root.as_posix()}'",
         ]
     try:
-        for statement in statements:
-            _run_racing_creators(session, statement)
+        with _creation_lock(descriptor_path(root, table_format)):
+            for statement in statements:
+                _run_racing_creators(session, statement)
     except Exception as exc:
         if table_format in _FORMAT_JARS:
             raise ConfigError(
@@ -211,6 +215,19 @@ def create_table(
         # after this (ours lists files instead).
         session.sql(f"ALTER TABLE `{database}`.`{table}` RECOVER PARTITIONS")
     session.sql(f"REFRESH TABLE `{database}`.`{table}`")
+
+
+@contextlib.contextmanager
+def _creation_lock(descriptor: Path) -> Iterator[None]:
+    """Writer processes create a table one at a time (across processes on the warehouse's
+    filesystem): Delta's first commit, seen half-written by a second creator, is "a
+    non-empty location that is not a Delta table"."""
+    with descriptor.with_suffix(".lock").open("a") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
 def _run_racing_creators(session: Any, statement: str) -> None:
