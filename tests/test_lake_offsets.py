@@ -1,0 +1,96 @@
+"""The offsets a lake commit carries (pure codec) and the per-partition claims that fence out
+members which lost their partitions (file locks on a directory)."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from consumer_sdk.commit_offsets import decode_offsets, encode_offsets, stored_offsets
+from consumer_sdk.jar_lock import JarLockError, parse_lock, render_lock
+from consumer_sdk.partition_fence import PartitionFence, lost_partitions
+
+
+def test_offsets_round_trip_through_commit_metadata() -> None:
+    text = encode_offsets("orders.v2", {3: 41, 0: 7})
+    assert decode_offsets(text) == ("orders.v2", {0: 7, 3: 41})
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        None,
+        "",
+        "compaction by a person",
+        "[1, 2]",
+        json.dumps({"kafka-autoscaler": {"topic": 5, "offsets": {}}}),
+        json.dumps({"kafka-autoscaler": {"topic": "t", "offsets": {"x": 1}}}),
+        json.dumps({"kafka-autoscaler": {"topic": "t", "offsets": {"1": -3}}}),
+        json.dumps({"kafka-autoscaler": {"topic": "t", "offsets": {"1": True}}}),
+        "[" * 100_000,
+    ],
+)
+def test_metadata_that_is_not_ours_is_ignored(text: str | None) -> None:
+    assert decode_offsets(text) is None
+
+
+def test_stored_offsets_take_the_highest_per_partition_of_the_topic() -> None:
+    history = [
+        encode_offsets("t", {0: 10, 1: 5}),
+        None,  # an OPTIMIZE commit
+        encode_offsets("t", {0: 4}),  # older, listed later
+        encode_offsets("other", {0: 99}),
+        encode_offsets("t", {2: 0}),
+    ]
+    assert stored_offsets(history, "t") == {0: 10, 1: 5, 2: 0}
+
+
+def test_a_claim_by_another_writer_marks_the_partition_lost(tmp_path: Path) -> None:
+    fence = PartitionFence(tmp_path)
+    first = fence.claim("t", [0, 1])
+    with fence.locked("t", [0, 1]) as owners:
+        assert lost_partitions(first, owners) == set()
+    second = fence.claim("t", [1])
+    with fence.locked("t", [0, 1]) as owners:
+        assert lost_partitions(first, owners) == {1}
+        assert lost_partitions({1: second[1]}, owners) == {0}  # never claimed 0
+
+
+def _hold_lock(root: str, held: Any, release: Any) -> None:
+    with PartitionFence(Path(root)).locked("t", [0]):
+        held.set()
+        release.wait(60)
+        (Path(root) / "released").write_text("the holder let go after this")
+
+
+def test_a_claim_waits_for_a_commit_in_progress(tmp_path: Path) -> None:
+    context = multiprocessing.get_context("spawn")
+    held, release = context.Event(), context.Event()
+    holder = context.Process(target=_hold_lock, args=(str(tmp_path), held, release))
+    holder.start()
+    try:
+        assert held.wait(60)
+        with ThreadPoolExecutor(1) as pool:
+            claiming = pool.submit(PartitionFence(tmp_path).claim, "t", [0])
+            release.set()
+            claims = claiming.result(60)
+        # The claim is written only once the committing process let go of the lock.
+        assert (tmp_path / "released").exists()
+        assert (tmp_path / "t" / "0.owner").read_text() == claims[0]
+    finally:
+        holder.join(30)
+    assert holder.exitcode == 0
+
+
+def test_lock_files_name_what_resolution_leaves_out() -> None:
+    text = "# root g:a:1\n# exclude org.scala-lang:scala-library\ng:a:1 " + "0" * 64 + "\n"
+    lock = parse_lock(text)
+    assert lock.excludes == ("org.scala-lang:scala-library",)
+    assert parse_lock(render_lock(lock, regenerate_command="x")) == lock
+    with pytest.raises(JarLockError, match="exclude must be group:artifact"):
+        parse_lock("# exclude nonsense\ng:a:1 " + "0" * 64)
