@@ -5,7 +5,7 @@ where the sidecar measures bytes/s through DescribeLogDirs), 2 topics x 12 parti
 whose per-partition rates
 follow the paper's random walk with a step up and a step down, the sidecar (local scaler,
 default heuristic) starting and stopping SDK consumer processes, each writing what it reads
-into Spark tables (one Parquet table per topic in a local warehouse) through a Spark Connect
+into Spark tables (one Delta table per topic in a local warehouse) through a Spark Connect
 server the demo starts on 127.0.0.1, so consumers stay light Python processes. A live view
 shows speeds, desired and actual consumers, lag and each plan's Rscore. At the end: rows in
 the tables counted with Spark and compared with what was produced (every record exactly
@@ -73,7 +73,8 @@ def read_tables(spark_remote: str, warehouse: Path) -> Counter[tuple[str, int, i
         if not root.exists():
             continue
         counted = (
-            session.read.parquet(str(root))
+            session.read.format(config.table_format)
+            .load(str(root))
             .groupBy("topic", "partition", "offset")
             .count()
             .collect()
@@ -287,9 +288,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     console.print(
         f"consumers: peak {peak:.0f}, final {samples[-1]['running'] if samples else 0:.0f}; "
         f"{len(produced)} records produced, {len(missing)} missing, {duplicates} duplicated\n"
-        f"files: {out} (warehouse/kafka.db/<topic>/ Parquet tables, consumers_and_lag.png, "
+        f"files: {out} (warehouse/kafka.db/<topic>/ Delta tables, consumers_and_lag.png, "
         "samples.json, sidecar.log)\n"
-        f"read them: spark.read.parquet('{warehouse}/kafka.db/demo_orders')"
+        f"read them: DeltaTable('{warehouse}/kafka.db/demo_orders') (deltalake package), or "
+        f"spark.read.format('delta').load('{warehouse}/kafka.db/demo_orders')"
     )
     return 0 if not missing and not duplicates and load.failed == 0 else 1
 
