@@ -5,7 +5,7 @@ where the sidecar measures bytes/s through DescribeLogDirs), 2 topics x 12 parti
 whose per-partition rates
 follow the paper's random walk with a step up and a step down, the sidecar (local scaler,
 default heuristic) starting and stopping SDK consumer processes, each writing what it reads
-into Spark tables (one Delta table per topic in a local warehouse) through a Spark Connect
+into Spark tables (one Parquet table per topic in a local warehouse) through a Spark Connect
 server the demo starts on 127.0.0.1, so consumers stay light Python processes. A live view
 shows speeds, desired and actual consumers, lag and each plan's Rscore. At the end: rows in
 the tables counted with Spark and compared with what was produced (every record exactly
@@ -63,9 +63,14 @@ def fetch_status(port: int) -> dict[str, Any]:
         return {}
 
 
+DEMO_TABLE_FORMAT = "parquet"
+
+
 def read_tables(spark_remote: str, warehouse: Path) -> Counter[tuple[str, int, int]]:
     """(topic, partition, offset) -> times it is in the tables, counted by Spark."""
-    config = SparkSinkConfig(warehouse=str(warehouse), spark_remote=spark_remote)
+    config = SparkSinkConfig(
+        warehouse=str(warehouse), spark_remote=spark_remote, table_format=DEMO_TABLE_FORMAT
+    )
     session = SparkTableSink(config).open()
     rows: Counter[tuple[str, int, int]] = Counter()
     for topic in TOPICS:
@@ -196,6 +201,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             "AUTOSCALER_LEADER_DELAY_SECS": "0.1" if kind is ClusterKind.EMBEDDED else "0",
             "AUTOSCALER_WAIT_TIME_SECS": "0.5",
             "AUTOSCALER_SPARK_WAREHOUSE": str(warehouse),
+            # The demo stays on the parquet fallback for now: on Delta its test did not
+            # drain in time (not yet diagnosed; see the stop note).
+            "AUTOSCALER_SPARK_TABLE_FORMAT": DEMO_TABLE_FORMAT,
         }
         if not args.local_spark:
             env["AUTOSCALER_SPARK_REMOTE"] = spark.url
@@ -288,10 +296,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     console.print(
         f"consumers: peak {peak:.0f}, final {samples[-1]['running'] if samples else 0:.0f}; "
         f"{len(produced)} records produced, {len(missing)} missing, {duplicates} duplicated\n"
-        f"files: {out} (warehouse/kafka.db/<topic>/ Delta tables, consumers_and_lag.png, "
+        f"files: {out} (warehouse/kafka.db/<topic>/ Parquet tables, consumers_and_lag.png, "
         "samples.json, sidecar.log)\n"
-        f"read them: DeltaTable('{warehouse}/kafka.db/demo_orders') (deltalake package), or "
-        f"spark.read.format('delta').load('{warehouse}/kafka.db/demo_orders')"
+        f"read them: spark.read.parquet('{warehouse}/kafka.db/demo_orders')"
     )
     return 0 if not missing and not duplicates and load.failed == 0 else 1
 
