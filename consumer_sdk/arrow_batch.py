@@ -297,10 +297,16 @@ def _dead_letter_table(dead: Sequence[tuple[Record, str]], ingest_time: datetime
 def offset_ranges(batch: ArrowBatch) -> tuple[dict[int, int], dict[int, int]]:
     """First and last offset per partition over a batch's rows and dead letters (an Arrow
     group-by: no Python work per record in the write path)."""
-    both = pa.concat_tables(
-        [t.select(["partition", "offset"]) for t in (batch.rows, batch.dead_letters)]
+    return table_offset_ranges(
+        pa.concat_tables(
+            [t.select(["partition", "offset"]) for t in (batch.rows, batch.dead_letters)]
+        )
     )
-    ranges = both.group_by("partition").aggregate([("offset", "min"), ("offset", "max")])
+
+
+def table_offset_ranges(table: pa.Table) -> tuple[dict[int, int], dict[int, int]]:
+    """First and last offset per partition of a table with ``partition`` and ``offset``."""
+    ranges = table.group_by("partition").aggregate([("offset", "min"), ("offset", "max")])
     partitions = ranges.column("partition").to_pylist()
     firsts = ranges.column("offset_min").to_pylist()
     lasts = ranges.column("offset_max").to_pylist()

@@ -81,20 +81,20 @@ def parse_lock(text: str, *, source: str = "lock") -> JarLock:
     """Parse a lock file's text; raise :class:`JarLockError` naming the bad line."""
     roots: list[str] = []
     excludes: list[str] = []
+    directives = (
+        ("# root ", _COORDINATE, "group:artifact:version", roots),
+        ("# exclude ", _ARTIFACT, "group:artifact", excludes),
+    )
     jars: list[LockedJar] = []
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
-        if line.startswith("# root "):
-            root = line.removeprefix("# root ").strip()
-            if not _COORDINATE.match(root):
-                raise JarLockError(f"{source}:{number}: root must be group:artifact:version")
-            roots.append(root)
-            continue
-        if line.startswith("# exclude "):
-            excluded = line.removeprefix("# exclude ").strip()
-            if not _ARTIFACT.match(excluded):
-                raise JarLockError(f"{source}:{number}: exclude must be group:artifact")
-            excludes.append(excluded)
+        directive = next((d for d in directives if line.startswith(d[0])), None)
+        if directive is not None:
+            prefix, pattern, shape, values = directive
+            value = line.removeprefix(prefix).strip()
+            if not pattern.match(value):
+                raise JarLockError(f"{source}:{number}: {prefix[2:-1]} must be {shape}")
+            values.append(value)
             continue
         if not line or line.startswith("#"):
             continue

@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from assignor import TopicPartition
-from consumer_sdk.arrow_batch import DATE_COLUMN, ArrowBatch, offset_ranges
+from consumer_sdk.arrow_batch import DATE_COLUMN, ArrowBatch, table_offset_ranges
 from consumer_sdk.commit_offsets import SUMMARY_KEY, encode_offsets, stored_offsets
 from consumer_sdk.partition_fence import FENCE_DIR, PartitionFence, lost_partitions
 from consumer_sdk.spark_config import SparkSinkConfig
@@ -67,12 +67,16 @@ class LakeAppender:
         """Claim ``partitions`` for this writer, then read where the table is: the next
         offset per partition the table already holds rows (or dead letters) of."""
         found: dict[TopicPartition, int] = {}
-        for topic in sorted({tp.topic for tp in partitions}):
+        topics = sorted({tp.topic for tp in partitions})
+        for topic in topics:  # every claim before any read of where the tables are
             wanted = [tp.partition for tp in partitions if tp.topic == topic]
             claims = self._fence.claim(topic, wanted)
             self._claims.update({(topic, p): token for p, token in claims.items()})
+        dead_history = self._history(session, self.config.dead_letter_table)  # every topic's
+        for topic in topics:
+            wanted = [tp.partition for tp in partitions if tp.topic == topic]
             stored = stored_offsets(self._history(session, self.config.table_for(topic)), topic)
-            dead = stored_offsets(self._history(session, self.config.dead_letter_table), topic)
+            dead = stored_offsets(dead_history, topic)
             for partition in wanted:
                 if partition in dead:
                     self._dead_stored[(topic, partition)] = dead[partition]
@@ -102,12 +106,13 @@ class LakeAppender:
         session: Any,
         topic: str,
         batch: ArrowBatch,
+        last_offsets: Mapping[int, int],
         ingest_date: date,
         claims: Mapping[int, str],
     ) -> AppendResult:
-        """Commit ``batch`` (dead letters, then rows) without the partitions it lost and
-        without what the table already holds."""
-        _, last_offsets = offset_ranges(batch)
+        """Commit ``batch`` (whose last offset per partition is ``last_offsets``; dead
+        letters, then rows) without the partitions it lost and without what the table
+        already holds."""
         held = dict(claims)
         with self._fence.locked(topic, last_offsets) as owners:
             for partition, owner in owners.items():
@@ -142,7 +147,7 @@ class LakeAppender:
             if not kept_last:
                 return AppendResult(0, 0, frozenset(lost), fenced, skipped)
             if dead.num_rows:
-                _, dead_last = offset_ranges(ArrowBatch(dead.slice(0, 0), dead))
+                _, dead_last = table_offset_ranges(dead)
                 dead_metadata = encode_offsets(topic, dead_last)
                 self._write(
                     session, self.config.dead_letter_table, dead, ingest_date, dead_metadata

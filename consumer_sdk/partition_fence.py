@@ -82,5 +82,5 @@ class PartitionFence:
 
 def lost_partitions(claims: Mapping[int, str], owners: Mapping[int, str]) -> set[int]:
     """Partitions whose owner file no longer holds the claim a batch was read under
-    (or that were never claimed by this writer)."""
-    return {p for p, owner in owners.items() if not claims.get(p) or claims[p] != owner}
+    (or that were never claimed by this writer: claim tokens are never empty)."""
+    return {p for p, owner in owners.items() if claims.get(p) != owner}

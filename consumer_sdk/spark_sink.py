@@ -229,7 +229,12 @@ class SparkTableSink:
 
     def _append_to_lake(self, lake: LakeAppender, staged: StagedBatch) -> None:
         result = lake.append(
-            self.open(), staged.topic, staged.batch, staged.ingest_time.date(), staged.claims
+            self.open(),
+            staged.topic,
+            staged.batch,
+            staged.last_offsets,
+            staged.ingest_time.date(),
+            staged.claims,
         )
         self.rows_written += result.rows
         self.dead_letters_written += result.dead_letters

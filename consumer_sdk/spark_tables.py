@@ -5,9 +5,9 @@ Tables are registered by location: each table has a descriptor (its columns and 
 ``<table>/_table.json`` for parquet, ``<database>.db/_tables/<table>.json`` for Delta and
 Iceberg, whose table directories must hold nothing of ours), so any process can register
 every table of a warehouse in its own catalog with :func:`register_tables` and read them
-with ``spark.table(...)``. No process depends on a shared metastore (the embedded Derby one admits
-a single process at a time); a deployment with a Hive metastore service can still use it
-through ``spark_conf``.
+with ``spark.table(...)``. No process depends on a shared metastore (the embedded Derby one
+admits a single process at a time); a deployment with a Hive metastore service can still use
+it through ``spark_conf``.
 """
 
 from __future__ import annotations
@@ -48,8 +48,6 @@ _FORMAT_JARS = {
     "iceberg": "Apache Iceberg (org.apache.iceberg:iceberg-spark-runtime-4.1_2.13 and an "
     "Iceberg catalog in spark.sql.catalog.*)",
 }
-# Another process creating the same table at the same moment: the loser sees it exists.
-_CREATE_ATTEMPTS = 3
 
 
 def spark_session(config: SparkSinkConfig) -> Any:
@@ -199,7 +197,7 @@ def create_table(
     try:
         with _creation_lock(descriptor_path(root, table_format)):
             for statement in statements:
-                _run_racing_creators(session, statement)
+                session.sql(statement)
     except Exception as exc:
         if table_format in _FORMAT_JARS:
             raise ConfigError(
@@ -220,29 +218,15 @@ def create_table(
 @contextlib.contextmanager
 def _creation_lock(descriptor: Path) -> Iterator[None]:
     """Writer processes create a table one at a time (across processes on the warehouse's
-    filesystem): Delta's first commit, seen half-written by a second creator, is "a
-    non-empty location that is not a Delta table"."""
+    filesystem), so each finds it created or creates it alone: Delta's first commit, seen
+    half-written by a second creator, is "a non-empty location that is not a Delta table",
+    and the Iceberg catalog refuses a second insert of the same table."""
     with descriptor.with_suffix(".lock").open("a") as handle:
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
         try:
             yield
         finally:
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-
-
-def _run_racing_creators(session: Any, statement: str) -> None:
-    """Run a CREATE ... IF NOT EXISTS that another process may be running at the same time:
-    Delta's first commit or the Iceberg catalog's insert fails for the slower one, which then
-    finds the object there."""
-    for attempt in range(_CREATE_ATTEMPTS):
-        try:
-            session.sql(statement)
-            return
-        except Exception as exc:
-            text = str(exc)
-            racing = "already exists" in text.lower() or "Concurrent" in text
-            if not racing or attempt == _CREATE_ATTEMPTS - 1:
-                raise
 
 
 def register_tables(
