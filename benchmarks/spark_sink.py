@@ -196,6 +196,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         warehouse=str(work / "warehouse"),
                         database=f"bench_{mode}_{value_size}",
                         spark_remote=server.url if mode == "connect" else "",
+                        # What the committed figures measured; delta and iceberg are not in
+                        # this benchmark yet (Spark alone here writes plain parquet files).
+                        table_format="parquet",
                     )
                     alone_sink = SparkTableSink(config)
                     warm_up = arrow_batches(value_size, 4 * MIB, count // 8)
@@ -211,6 +214,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                 database=config.database,
                                 table_template=f"{{topic}}_{batch_mib}_{r}",
                                 spark_remote=config.spark_remote,
+                                table_format=config.table_format,
                             )
                             sdk.append(
                                 run_sdk(

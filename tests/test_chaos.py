@@ -21,8 +21,9 @@ from consumer_sdk.spark_sink import SparkTableSink
 from consumer_sdk.spark_tables import table_root
 from tests.conftest import cluster_or_skip
 from tests.kafka_helpers import produce_tracked
+from tests.lake_readers import key_counts, table_offsets
 from tests.sdk_helpers import wait_until
-from tests.test_spark_sink import first_rows_stored, start_writer, stop, stored_offsets
+from tests.test_spark_sink import first_rows_stored, start_writer, stop
 
 PARTITIONS = 6
 OFFSET_COMMIT = 8  # Kafka API key
@@ -65,7 +66,7 @@ def test_chaos_leaves_every_record_exactly_once_in_the_table(
             producer.start()
 
             def written() -> int:
-                return sum(stored_offsets(config, topic).values())
+                return sum(table_offsets(config, topic).values())
 
             def progress_after(mark: int) -> bool:
                 return wait_until(lambda: written() > mark, timeout_s=60)
@@ -95,14 +96,15 @@ def test_chaos_leaves_every_record_exactly_once_in_the_table(
             producer.join(180)
             assert not producer.is_alive()
             ends = {p: max(o for q, o in produced if q == p) for p in range(PARTITIONS)}
-            assert wait_until(lambda: stored_offsets(config, topic) == ends, timeout_s=180)
+            assert wait_until(lambda: table_offsets(config, topic) == ends, timeout_s=180)
         finally:
             stop(list(members.values()))
         reader = SparkTableSink(
             SparkSinkConfig(warehouse=config.warehouse, spark_remote=spark.url)
         ).open()
         try:
-            rows = reader.read.parquet(str(table_root(config, config.table_for(topic))))
+            root = str(table_root(config, config.table_for(topic)))
+            rows = reader.read.format(config.table_format).load(root)
             found = Counter(
                 (int(r["partition"]), int(r["offset"]))
                 for r in rows.select("partition", "offset").collect()
@@ -111,3 +113,4 @@ def test_chaos_leaves_every_record_exactly_once_in_the_table(
             reader.stop()  # its gRPC threads would keep the test process alive
     assert len(produced) >= 6000
     assert found == Counter(produced)
+    assert key_counts(config, config.table_for(topic)) == Counter(produced)  # delta-rs too

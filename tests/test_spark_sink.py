@@ -64,11 +64,12 @@ def sink_config(tmp_path: Path, request: pytest.FixtureRequest) -> SparkSinkConf
     )
 
 
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    """The reading session of this test process (the writers are other processes or sinks)."""
-    session = SparkTableSink(SparkSinkConfig(warehouse="/tmp/unused-warehouse")).open()
-    yield session
+@pytest.fixture(scope="module", autouse=True)
+def lake_session() -> Iterator[Any]:
+    """This process's one local Spark session, started with the lake jars before any test:
+    jars are fixed when a session starts, so a parquet-format sink opened first would leave
+    the Delta and Iceberg tests without them."""
+    yield SparkTableSink(SparkSinkConfig(warehouse="/tmp/unused-warehouse")).open()
 
 
 def spark_keys(config: SparkSinkConfig, table: str) -> Counter[tuple[int, int]]:
@@ -80,15 +81,6 @@ def spark_keys(config: SparkSinkConfig, table: str) -> Counter[tuple[int, int]]:
     return Counter((int(r["partition"]), int(r["offset"])) for r in frame.collect())
 
 
-def table_keys(spark: Any, config: SparkSinkConfig, table: str) -> Counter[tuple[int, int]]:
-    """(partition, offset) counts of a table, read by another engine than Spark."""
-    return key_counts(config, table)
-
-
-def stored_offsets(config: SparkSinkConfig, topic: str) -> dict[int, int]:
-    return table_offsets(config, topic)
-
-
 def first_rows_stored(
     kafka: str, topic: str, partitions: int, config: SparkSinkConfig
 ) -> set[tuple[int, int]]:
@@ -97,7 +89,7 @@ def first_rows_stored(
 
     def stored() -> bool:
         produced.update(produce_tracked(kafka, topic, partitions, partitions))
-        return bool(stored_offsets(config, topic))
+        return bool(table_offsets(config, topic))
 
     assert wait_until(stored, timeout_s=120), "no writer stored rows"
     return produced
@@ -113,7 +105,7 @@ def committed(kafka: str, group: str, topic: str, partitions: int) -> dict[int, 
 
 
 def test_round_trip_rows_and_dead_letters_exactly_once(
-    kafka: str, topic_factory: Callable[..., str], sink_config: SparkSinkConfig, spark: Any
+    kafka: str, topic_factory: Callable[..., str], sink_config: SparkSinkConfig
 ) -> None:
     topic = topic_factory(3)
     produced = produce_tracked(kafka, topic, 900, 3, value_for=poison_every_50th)
@@ -124,7 +116,7 @@ def test_round_trip_rows_and_dead_letters_exactly_once(
     ).start()
     try:
         ends = {p: max(o for q, o in produced if q == p) for p in range(3)}
-        assert wait_until(lambda: stored_offsets(sink_config, topic) == ends, timeout_s=120)
+        assert wait_until(lambda: table_offsets(sink_config, topic) == ends, timeout_s=120)
         # Kafka's commit follows the table's; the embedded broker refuses a leaving member's
         # last commit, so the member stays until it is in.
         nexts = {p: end + 1 for p, end in ends.items()}
@@ -132,9 +124,9 @@ def test_round_trip_rows_and_dead_letters_exactly_once(
     finally:
         member.stop()
     table = sink_config.table_for(topic)
-    assert table_keys(spark, sink_config, table) == Counter(produced - poison)
+    assert key_counts(sink_config, table) == Counter(produced - poison)
     assert spark_keys(sink_config, table) == Counter(produced - poison)
-    assert table_keys(spark, sink_config, "dead_letters") == Counter(poison)
+    assert key_counts(sink_config, "dead_letters") == Counter(poison)
     spark = SparkTableSink(sink_config).open()
     dead = spark.table(table_identifier(sink_config, "dead_letters")).collect()
     assert Counter((r["partition"], r["offset"]) for r in dead) == Counter(poison)
@@ -165,7 +157,7 @@ def stop(processes: list[subprocess.Popen[bytes]]) -> None:
 
 
 def test_three_processes_write_one_table_concurrently(
-    kafka: str, topic_factory: Callable[..., str], sink_config: SparkSinkConfig, spark: Any
+    kafka: str, topic_factory: Callable[..., str], sink_config: SparkSinkConfig
 ) -> None:
     process_formats(sink_config)
     topic = topic_factory(6)
@@ -177,12 +169,12 @@ def test_three_processes_write_one_table_concurrently(
         produced = first_rows_stored(kafka, topic, 6, sink_config)
         produced |= produce_tracked(kafka, topic, 4800, 6, pause_every=60, pause_s=0.2)
         ends = {p: max(o for q, o in produced if q == p) for p in range(6)}
-        assert wait_until(lambda: stored_offsets(sink_config, topic) == ends, timeout_s=180)
+        assert wait_until(lambda: table_offsets(sink_config, topic) == ends, timeout_s=180)
         assert all(w.poll() is None for w in writers), "a writer died"
     finally:
         stop(writers)
     assert commits_of(sink_config, topic) > 1  # several batches landed in one table
-    assert table_keys(spark, sink_config, sink_config.table_for(topic)) == Counter(produced)
+    assert key_counts(sink_config, sink_config.table_for(topic)) == Counter(produced)
 
 
 def commits_of(config: SparkSinkConfig, topic: str) -> int:
@@ -203,7 +195,7 @@ def commits_of(config: SparkSinkConfig, topic: str) -> int:
 
 
 def test_kill_between_table_write_and_commit_then_restart(
-    kafka: str, topic_factory: Callable[..., str], sink_config: SparkSinkConfig, spark: Any
+    kafka: str, topic_factory: Callable[..., str], sink_config: SparkSinkConfig
 ) -> None:
     process_formats(sink_config)
     topic = topic_factory(2)
@@ -211,7 +203,7 @@ def test_kill_between_table_write_and_commit_then_restart(
     produced = produce_tracked(kafka, topic, 600, 2)
     dying = start_writer(kafka, group, topic, "w-0", sink_config, "--die-after-write")
     assert dying.wait(120) == -signal.SIGKILL
-    written = stored_offsets(sink_config, topic)
+    written = table_offsets(sink_config, topic)
     assert written  # the table holds rows ...
     assert all(
         offset < 0 for offset in committed(kafka, group, topic, 2).values()
@@ -220,10 +212,10 @@ def test_kill_between_table_write_and_commit_then_restart(
     restarted = start_writer(kafka, group, topic, "w-0", sink_config)
     try:
         ends = {p: max(o for q, o in produced if q == p) for p in range(2)}
-        assert wait_until(lambda: stored_offsets(sink_config, topic) == ends, timeout_s=120)
+        assert wait_until(lambda: table_offsets(sink_config, topic) == ends, timeout_s=120)
     finally:
         stop([restarted])
-    assert table_keys(spark, sink_config, sink_config.table_for(topic)) == Counter(produced)
+    assert key_counts(sink_config, sink_config.table_for(topic)) == Counter(produced)
 
 
 def test_resume_offsets_come_from_the_table(sink_config: SparkSinkConfig) -> None:
@@ -254,25 +246,25 @@ def numbered_batches(topic: str, count: int, value: bytes = b"ok") -> list[list[
 
 
 def test_batches_staged_at_once_publish_in_order_and_discarded_ones_leave_nothing(
-    sink_config: SparkSinkConfig, spark: Any
+    sink_config: SparkSinkConfig,
 ) -> None:
     sink = SparkTableSink(sink_config)
     batches = numbered_batches("events", 3)
     staged = stage_at_once(sink, "events", batches)
-    assert table_keys(spark, sink_config, "events") == Counter()  # staged is not visible
+    assert key_counts(sink_config, "events") == Counter()  # staged is not visible
     for batch in staged[:2]:
         asyncio.run(sink.publish(batch))
     asyncio.run(sink.discard(staged[2]))
     expected = Counter((r.partition, r.offset) for batch in batches[:2] for r in batch)
-    assert table_keys(spark, sink_config, "events") == expected
-    assert stored_offsets(sink_config, "events") == {0: 99, 1: 99, 2: 99}
+    assert key_counts(sink_config, "events") == expected
+    assert table_offsets(sink_config, "events") == {0: 99, 1: 99, 2: 99}
     assert not sink._staging.exists() or not any(sink._staging.iterdir())
     with pytest.raises(TypeError, match="expected a StagedBatch"):
         asyncio.run(sink.publish(object()))
 
 
 def test_spark_connect_writes_tables_the_local_session_reads(
-    tmp_path: Path, sink_config: SparkSinkConfig, spark: Any
+    tmp_path: Path, sink_config: SparkSinkConfig
 ) -> None:
     process_formats(sink_config)
     warehouse = Path(sink_config.warehouse)
@@ -297,7 +289,7 @@ def test_spark_connect_writes_tables_the_local_session_reads(
         finally:
             remote.stop()
     expected = Counter((r.partition, r.offset) for batch in batches for r in batch)
-    assert table_keys(spark, sink_config, "events") == expected
+    assert key_counts(sink_config, "events") == expected
 
 
 class RefusingSession:
@@ -319,16 +311,14 @@ def test_a_spark_without_the_format_jars_fails_with_a_clear_message(
         create_table(RefusingSession(), "db", "t", root, table_format)
 
 
-def test_prepare_creates_each_topics_table_before_any_batch(
-    sink_config: SparkSinkConfig, spark: Any
-) -> None:
+def test_prepare_creates_each_topics_table_before_any_batch(sink_config: SparkSinkConfig) -> None:
     sink = SparkTableSink(sink_config)
     asyncio.run(sink.start())
     asyncio.run(sink.prepare(["orders", "payments"]))
     for topic in ("orders", "payments"):
-        assert table_keys(spark, sink_config, sink_config.table_for(topic)) == Counter()
+        assert key_counts(sink_config, sink_config.table_for(topic)) == Counter()
     sink.write_blocking("orders", [Record("orders", 0, 7, 0, None, b"v")])
-    assert table_keys(spark, sink_config, "orders") == Counter({(0, 7): 1})
+    assert key_counts(sink_config, "orders") == Counter({(0, 7): 1})
 
 
 @pytest.mark.parametrize(
