@@ -1,24 +1,30 @@
-"""Kafka -> SDK -> Spark table throughput, next to the raw client and Spark alone, one run.
+"""Kafka -> SDK -> Spark table throughput per table format, next to Spark alone, Spark
+Structured Streaming and the raw client, one run.
 
-Per value size (200 B, 1 KiB) one topic of 48 partitions is filled on the embedded broker.
-For each Spark mode (local session, Spark Connect server on 127.0.0.1) and batch size
-(4/16/64 MiB), in the same run:
+Per value size (200 B, 1 KiB) one topic is filled on the chosen Kafka cluster (Apache Kafka by
+default). For each Spark mode (local session, Spark Connect server on 127.0.0.1), table format
+(delta, iceberg, parquet) and batch size, in the same run:
 
 - **sdk -> table**: one AutoscalingConsumer with SparkTableSink reads the whole topic in a
-  fresh group into a fresh table; time from assignment to the last row published;
-- **spark alone**: the same Spark session writes Arrow batches of the same rows and size as
-  staged Parquet (what the sink asks of Spark), no Kafka, no publish, one after another
-  (the issue's baseline), and again with two batches at once (the SDK's default
-  ``writes_in_flight``: how much of the SDK's rate comes from overlapping Spark jobs);
+  fresh group into a fresh table; time from assignment to the last row committed;
+- **spark alone**: the same Spark session writes Arrow batches of the same rows and size into
+  the same format (Delta/Iceberg: an append each; parquet: the staged files the sink asks
+  of Spark), no Kafka, one after another, and again with two batches at once (the SDK's
+  default ``writes_in_flight``);
+- **structured streaming**: what a Spark user would run instead: Spark's Kafka source on the
+  same topic into the same format with a checkpoint, ``trigger(availableNow=True)``,
+  ``maxOffsetsPerTrigger`` = the records of one batch; time from ``start()`` to the end;
 - **raw client**: aiokafka reading the same topic (once per value size).
 
-MiB/s counts value bytes. ``python -m benchmarks.spark_sink [--mib N]``.
+MiB/s counts value bytes. ``python -m benchmarks.spark_sink [--cluster apache|embedded]``
+writes ``results/spark_sink_<cluster>.{md,json}``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import shutil
 import statistics
 import tempfile
@@ -34,21 +40,24 @@ from typing import Any
 import pyarrow as pa
 
 from benchmarks.consume_throughput import fill, run_aiokafka
-from benchmarks.machine import machine_line
+from benchmarks.machine import add_cluster_option, broker_line, machine_line
 from benchmarks.report import publish
 from consumer_sdk.arrow_batch import ValueCodec, to_arrow
+from consumer_sdk.clusters import ClusterKind, kafka_cluster
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.consumer import AutoscalingConsumer
-from consumer_sdk.embedded_process import EmbeddedKafkaProcess
 from consumer_sdk.sink import Record
 from consumer_sdk.spark_config import SparkSinkConfig
 from consumer_sdk.spark_connect import SparkConnectServer
 from consumer_sdk.spark_sink import SparkTableSink
+from consumer_sdk.spark_tables import table_identifier, table_root
 
 PARTITIONS = 64
 MIB = 1024 * 1024
+SDK = "sdk -> table"
 ALONE = "spark alone"
 ALONE_2 = "spark alone, 2 at once"
+STREAMING = "structured streaming"
 
 
 class CountingSink(SparkTableSink):
@@ -141,126 +150,215 @@ def arrow_batches(value_size: int, batch: int, count: int) -> list[pa.Table]:
 
 
 def run_spark_alone(sink: SparkTableSink, tables: Sequence[pa.Table], at_once: int = 1) -> Timing:
-    """Seconds for Spark to stage ``tables`` (built beforehand: this is Spark's share only),
-    ``at_once`` of them in flight."""
+    """Seconds for Spark to write ``tables`` (built beforehand: this is Spark's share only)
+    into the sink's format, ``at_once`` of them in flight."""
     session = sink.open()
-    target = sink.config.warehouse_path / "spark-alone" / uuid.uuid4().hex
+    config = sink.config
+    name = f"alone_{uuid.uuid4().hex[:8]}"
+    target = config.warehouse_path / "spark-alone" / name
+    if config.table_format == "iceberg":  # an empty table to append to, as the sink has
+        sink._frame(session, tables[0].slice(0, 0)).writeTo(table_identifier(config, name)).create()
+
+    def write(i: int) -> None:
+        if config.table_format == "parquet":
+            sink._stage(session, tables[i], target / str(i))
+        elif config.table_format == "delta":
+            sink._frame(session, tables[i]).write.format("delta").mode("append").save(str(target))
+        else:
+            sink._frame(session, tables[i]).writeTo(table_identifier(config, name)).append()
+
     marks: list[tuple[float, int]] = []
-
-    def stage(i: int) -> None:
-        sink._stage(session, tables[i], target / str(i))
-
     started = time.perf_counter()
     with ThreadPoolExecutor(at_once) as pool:
-        for i, _ in enumerate(pool.map(stage, range(len(tables)))):  # in order, as they end
+        for i, _ in enumerate(pool.map(write, range(len(tables)))):  # in order, as they end
             marks.append((time.perf_counter(), (marks[-1][1] if marks else 0) + tables[i].num_rows))
     elapsed = time.perf_counter() - started
+    if config.table_format == "iceberg":
+        session.sql(f"DROP TABLE {table_identifier(config, name)} PURGE")
     shutil.rmtree(target, ignore_errors=True)
     return Timing(elapsed, steady_rate(marks))
 
 
+def _progress_value(progress: Any, key: str) -> Any:
+    """A field of a streaming progress report (an object or a dict, by Spark version)."""
+    return progress[key] if isinstance(progress, dict) else getattr(progress, key)
+
+
+def run_streaming(
+    sink: SparkTableSink, bootstrap: str, topic: str, per_trigger: int, count: int
+) -> Timing:
+    """Structured Streaming from ``topic`` into a fresh table of the sink's format; seconds
+    from ``start()`` to the end of ``availableNow``. Steady: rows over the trigger times of
+    every micro-batch but the first and the last."""
+    session = sink.open()
+    config = sink.config
+    name = f"streaming_{uuid.uuid4().hex[:8]}"
+    checkpoint = config.warehouse_path / "checkpoints" / name
+    frame = (
+        session.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", str(per_trigger))
+        .load()
+        .select("topic", "partition", "offset", "timestamp", "key", "value")
+    )
+    writer = (
+        frame.writeStream.format(config.table_format)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+    )
+    started = time.perf_counter()
+    if config.table_format == "iceberg":
+        query = writer.toTable(table_identifier(config, name))
+    else:
+        query = writer.start(str(table_root(config, name)))
+    query.awaitTermination()
+    elapsed = time.perf_counter() - started
+    batches = [
+        (
+            int(_progress_value(p, "numInputRows")),
+            float(_progress_value(p, "durationMs")["triggerExecution"]) / 1000,
+        )
+        for p in query.recentProgress
+        if int(_progress_value(p, "numInputRows")) > 0
+    ]
+    read = sum(rows for rows, _ in batches)
+    if read != count:
+        raise RuntimeError(f"structured streaming read {read} records of {count}")
+    middle = batches[1:-1]
+    steady = sum(r for r, _ in middle) / sum(t for _, t in middle) if middle else None
+    return Timing(elapsed, steady)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run and write ``results/spark_sink.{md,json}``."""
+    """Run and write ``results/spark_sink_<cluster>.{md,json}``."""
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--mib", type=int, default=192, help="MiB per value size (<= 250)")
+    add_cluster_option(parser)
+    parser.add_argument("--mib", type=int, default=96, help="MiB per value size (<= 250)")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--no-connect", action="store_true")
+    parser.add_argument("--no-streaming", action="store_true")
     parser.add_argument("--value-sizes", default="200,1024", help="comma-separated bytes")
-    parser.add_argument("--batch-mib", default="4,16,64", help="comma-separated MiB")
+    parser.add_argument("--batch-mib", default="16", help="comma-separated MiB")
+    parser.add_argument("--formats", default="delta,iceberg,parquet", help="comma-separated")
     parser.add_argument("--partitions", type=int, default=PARTITIONS)
-    parser.add_argument("--name", default="spark_sink", help="results file name")
+    parser.add_argument("--name", default="", help="results file name")
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args(argv)
     rows: list[dict[str, Any]] = []
     work = Path(tempfile.mkdtemp(prefix="spark-sink-bench-"))
+    warehouse = work / "warehouse"
     modes = ["local"] if args.no_connect else ["local", "connect"]
+    formats = args.formats.split(",")
+    kind = ClusterKind(args.cluster)
     try:
-        with (
-            EmbeddedKafkaProcess(brokers=3) as broker,
-            SparkConnectServer(work / "connect") as server,
-        ):
+        with kafka_cluster(kind) as broker, SparkConnectServer(warehouse) as server:
+            broker_text = broker_line(broker)
+            # The process's one local session, with the lake jars whatever format comes first.
+            SparkTableSink(SparkSinkConfig(warehouse=str(warehouse))).open()
             for value_size in (int(v) for v in args.value_sizes.split(",")):
-                topic = f"spark-{value_size}"
-                broker.create_topic(topic, args.partitions, 1)
+                topic = broker.create_topic(args.partitions, prefix=f"spark-{value_size}")
                 count = fill(broker.bootstrap_servers, topic, value_size, args.mib, args.partitions)
                 raw = [
                     run_aiokafka(broker.bootstrap_servers, topic, f"raw-{value_size}-{r}", count)
                     for r in range(args.rounds)
                 ]
                 rows.append(
-                    _row(value_size, "-", 0, "raw aiokafka", count, [Timing(t, None) for t in raw])
+                    _row(
+                        value_size,
+                        "-",
+                        "-",
+                        0,
+                        "raw aiokafka",
+                        count,
+                        [Timing(t, None) for t in raw],
+                    )
                 )
                 print(f"{value_size} B raw aiokafka {statistics.median(raw):.2f} s", flush=True)
                 for mode in modes:
-                    config = SparkSinkConfig(
-                        warehouse=str(work / "warehouse"),
-                        database=f"bench_{mode}_{value_size}",
-                        spark_remote=server.url if mode == "connect" else "",
-                        # What the committed figures measured; delta and iceberg are not in
-                        # this benchmark yet (Spark alone here writes plain parquet files).
-                        table_format="parquet",
-                    )
-                    alone_sink = SparkTableSink(config)
-                    warm_up = arrow_batches(value_size, 4 * MIB, count // 8)
-                    run_spark_alone(alone_sink, warm_up)  # JIT warm-up
-                    for batch_mib in (int(b) for b in args.batch_mib.split(",")):
-                        sdk: list[Timing] = []
-                        alone: list[Timing] = []
-                        alone_2: list[Timing] = []
-                        tables = arrow_batches(value_size, batch_mib * MIB, count)
-                        for r in range(args.rounds):  # alternating: noise hits both alike
-                            table_config = SparkSinkConfig(
-                                warehouse=config.warehouse,
-                                database=config.database,
-                                table_template=f"{{topic}}_{batch_mib}_{r}",
-                                spark_remote=config.spark_remote,
-                                table_format=config.table_format,
-                            )
-                            sdk.append(
-                                run_sdk(
-                                    broker.bootstrap_servers,
-                                    topic,
-                                    table_config,
-                                    batch_mib * MIB,
-                                    count,
-                                )
-                            )
-                            alone.append(run_spark_alone(alone_sink, tables))
-                            alone_2.append(run_spark_alone(alone_sink, tables, at_once=2))
-                            print(
-                                f"{value_size} B {mode} {batch_mib} MiB: sdk "
-                                f"{sdk[-1].seconds:.2f} s, spark alone {alone[-1].seconds:.2f} s"
-                                f" (2 at once {alone_2[-1].seconds:.2f} s)",
-                                flush=True,
-                            )
-                        for path, runs in (
-                            ("sdk -> table", sdk),
-                            (ALONE, alone),
-                            (ALONE_2, alone_2),
-                        ):
-                            rows.append(_row(value_size, mode, batch_mib, path, count, runs))
-                        shutil.rmtree(
-                            config.warehouse_path / f"{config.database}.db", ignore_errors=True
+                    for table_format in formats:
+                        rows += _measure_format(
+                            args,
+                            broker.bootstrap_servers,
+                            topic,
+                            count,
+                            value_size,
+                            mode,
+                            SparkSinkConfig(
+                                warehouse=str(warehouse),
+                                database=f"bench_{mode}_{table_format}_{value_size}",
+                                spark_remote=server.url if mode == "connect" else "",
+                                table_format=table_format,
+                            ),
                         )
     finally:
         shutil.rmtree(work, ignore_errors=True)
     publish(
-        args.name,
-        _table(rows, args),
-        {"args": vars(args), "rows": rows},
+        args.name or f"spark_sink_{args.cluster}",
+        _table(rows, args, broker_text),
+        {"args": vars(args), "broker": broker_text, "rows": rows},
         write=not args.no_write,
     )
     return 0
 
 
+def _measure_format(
+    args: argparse.Namespace,
+    bootstrap: str,
+    topic: str,
+    count: int,
+    value_size: int,
+    mode: str,
+    config: SparkSinkConfig,
+) -> list[dict[str, Any]]:
+    """Every path for one Spark mode and table format, rounds alternating."""
+    rows: list[dict[str, Any]] = []
+    alone_sink = SparkTableSink(config)
+    warm_up = arrow_batches(value_size, 4 * MIB, count // 8)
+    run_spark_alone(alone_sink, warm_up)  # JIT warm-up
+    for batch_mib in (int(b) for b in args.batch_mib.split(",")):
+        runs: dict[str, list[Timing]] = {SDK: [], ALONE: [], ALONE_2: [], STREAMING: []}
+        tables = arrow_batches(value_size, batch_mib * MIB, count)
+        for r in range(args.rounds):  # alternating: noise hits every path alike
+            table_config = dataclasses.replace(config, table_template=f"{{topic}}_{batch_mib}_{r}")
+            runs[SDK].append(run_sdk(bootstrap, topic, table_config, batch_mib * MIB, count))
+            runs[ALONE].append(run_spark_alone(alone_sink, tables))
+            runs[ALONE_2].append(run_spark_alone(alone_sink, tables, at_once=2))
+            if not args.no_streaming:
+                per_trigger = max(1, batch_mib * MIB // value_size)
+                runs[STREAMING].append(
+                    run_streaming(alone_sink, bootstrap, topic, per_trigger, count)
+                )
+            print(
+                f"{value_size} B {mode} {config.table_format} {batch_mib} MiB: "
+                + ", ".join(f"{path} {t[-1].seconds:.2f} s" for path, t in runs.items() if t),
+                flush=True,
+            )
+        for path, timings in runs.items():
+            if timings:
+                rows.append(
+                    _row(value_size, mode, config.table_format, batch_mib, path, count, timings)
+                )
+    shutil.rmtree(config.warehouse_path / f"{config.database}.db", ignore_errors=True)
+    return rows
+
+
 def _row(
-    value_size: int, mode: str, batch_mib: int, path: str, count: int, runs: list[Timing]
+    value_size: int,
+    mode: str,
+    table_format: str,
+    batch_mib: int,
+    path: str,
+    count: int,
+    runs: list[Timing],
 ) -> dict[str, Any]:
     median = statistics.median(t.seconds for t in runs)
     steady = [t.steady_rows_per_s for t in runs if t.steady_rows_per_s is not None]
     return {
         "value_bytes": value_size,
         "spark": mode,
+        "format": table_format,
         "batch_mib": batch_mib,
         "path": path,
         "records": count,
@@ -272,34 +370,38 @@ def _row(
     }
 
 
-def _table(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
+def _table(rows: list[dict[str, Any]], args: argparse.Namespace, broker_text: str) -> str:
     lines = [
-        "# Kafka -> SDK -> Spark table, per consumer process",
+        "# Kafka -> SDK -> Spark table per format, per consumer process",
         "",
         machine_line(),
-        f"{args.mib} MiB of values per value size on the embedded broker "
-        f"({args.partitions} partitions), median of {args.rounds} alternating rounds after a "
-        "warm-up write. 'sdk -> table': SparkTableSink, time from assignment to the last row "
-        "published (Parquet, exactly-once publish included; the SDK's defaults: tables "
-        "created when the consumer starts, before the clock, and two batches in the sink at "
-        "once). 'spark alone': the same session staging the same rows as Arrow batches of the "
-        "same size, no Kafka, one after another; '2 at once': two in flight, as the SDK "
-        "does. Ratio = sdk / spark alone (one after another), 'vs 2' = sdk / spark alone 2 at "
-        "once. 'Steady': from the end of the first batch to the end of the last but one (what "
-        "a long-running consumer sustains; leaves out the first fetch, the pipeline's start "
-        "and the last batch, which may be partial and wait wait_time_secs), the same batches "
-        "for every path.",
+        broker_text,
+        f"{args.mib} MiB of values per value size ({args.partitions} partitions), median of "
+        f"{args.rounds} alternating rounds after a warm-up write. 'sdk -> table': "
+        "SparkTableSink, time from assignment to the last row committed (exactly-once "
+        "commit included; the SDK's defaults: tables created when the consumer starts, "
+        "before the clock, and two batches in the sink at once). 'spark alone': the same "
+        "session writing the same rows as Arrow batches of the same size into the same "
+        "format, no Kafka, one after another; '2 at once': two in flight, as the SDK does. "
+        "'structured streaming': Spark's Kafka source into the same format with a "
+        "checkpoint, trigger(availableNow), maxOffsetsPerTrigger = one batch's records, time "
+        "from start() (query planning included). Ratio = path / spark alone (one after "
+        "another), 'vs 2' = path / spark alone 2 at once. 'Steady': from the end of the first "
+        "batch to the end of the last but one (streaming: rows over the trigger times of "
+        "every micro-batch but the first and the last).",
         "",
-        "| value | spark | batch | path | MiB/s | rows/s | ratio | vs 2 | steady MiB/s "
-        "| steady ratio |",
-        "|---:|---|---:|---|---:|---:|---:|---:|---:|---:|",
+        "| value | spark | format | batch | path | MiB/s | rows/s | ratio | vs 2 "
+        "| steady MiB/s | steady ratio |",
+        "|---:|---|---|---:|---|---:|---:|---:|---:|---:|---:|",
     ]
-    by_key = {(r["value_bytes"], r["spark"], r["batch_mib"], r["path"]): r for r in rows}
+    by_key = {
+        (r["value_bytes"], r["spark"], r["format"], r["batch_mib"], r["path"]): r for r in rows
+    }
     for r in rows:
-        key = (r["value_bytes"], r["spark"], r["batch_mib"])
+        key = (r["value_bytes"], r["spark"], r["format"], r["batch_mib"])
         ratio = versus_2 = steady_ratio = ""
         alone, alone_2 = by_key.get((*key, ALONE)), by_key.get((*key, ALONE_2))
-        if r["path"] == "sdk -> table" and alone is not None:
+        if r["path"] in (SDK, STREAMING) and alone is not None:
             ratio = f"{r['mib_per_s'] / alone['mib_per_s']:.2f}"
             if alone_2 is not None:
                 versus_2 = f"{r['mib_per_s'] / alone_2['mib_per_s']:.2f}"
@@ -308,7 +410,7 @@ def _table(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
         steady = f"{r['steady_mib_per_s']:.1f}" if r["steady_mib_per_s"] else ""
         batch = f"{r['batch_mib']} MiB" if r["batch_mib"] else "-"
         lines.append(
-            f"| {r['value_bytes']} B | {r['spark']} | {batch} | {r['path']} | "
+            f"| {r['value_bytes']} B | {r['spark']} | {r['format']} | {batch} | {r['path']} | "
             f"{r['mib_per_s']:.1f} | {r['rows_per_s']:,.0f} | {ratio} | {versus_2} | {steady} "
             f"| {steady_ratio} |"
         )
