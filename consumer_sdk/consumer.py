@@ -34,7 +34,14 @@ from consumer_sdk import metrics
 from consumer_sdk.config import MIB, ConsumerConfig
 from consumer_sdk.cooperative import CooperativeCoordinator, make_cooperative
 from consumer_sdk.pending import Batch, PendingRecords
-from consumer_sdk.sink import ManagedSink, PreparingSink, Record, Sink, StagingSink
+from consumer_sdk.sink import (
+    ManagedSink,
+    PartitionsFenced,
+    PreparingSink,
+    Record,
+    Sink,
+    StagingSink,
+)
 from consumer_sdk.snapshot_cache import SnapshotCache
 from contract.overload import OverloadWatch
 from contract.stopping import finished_unless_stopped
@@ -415,7 +422,7 @@ class AutoscalingConsumer:
                     f"a batch of {len(batch.records)} partition(s) was not written: the batch "
                     "before it was not, and batches publish in order"
                 )
-        await asyncio.gather(
+        fenced = await asyncio.gather(
             *(
                 self._write(topic, recs, first)
                 for (topic, recs), first in zip(by_topic.items(), staged, strict=True)
@@ -424,9 +431,24 @@ class AutoscalingConsumer:
         # Every write succeeded: commit. The commit runs while the next batch fills (it is
         # off the critical path); commits stay in order because each waits for the last.
         offsets = batch.next_offsets()
+        self._forget_fenced(offsets, frozenset().union(*fenced))
         await self._settle_commit()
         self._commit_task = asyncio.create_task(self._commit(offsets))
         self._account(batch)
+
+    def _forget_fenced(
+        self, offsets: dict[KafkaTopicPartition, int], fenced: frozenset[TopicPartition]
+    ) -> None:
+        """Partitions whose rows the sink refused (another member claimed them): nothing of
+        them is committed, now or later (a commit past rows the table lacks would make their
+        next owner skip them); their new owner resumes from where the sink is."""
+        for tp in fenced:
+            ktp = KafkaTopicPartition(tp.topic, tp.partition)
+            offsets.pop(ktp, None)
+            self._uncommitted.pop(ktp, None)
+        if fenced:
+            metrics.PARTITIONS_FENCED.labels(self.config.group).inc(len(fenced))
+            log.warning("%s", PartitionsFenced(fenced))
 
     async def _settle_commit(self) -> None:
         """Wait for the commit in flight, if any."""
@@ -475,9 +497,12 @@ class AutoscalingConsumer:
         except Exception as exc:
             log.warning("discarding a staged batch failed (%r)", exc)
 
-    async def _write(self, topic: str, records: Sequence[Record], staged: object | None) -> None:
+    async def _write(
+        self, topic: str, records: Sequence[Record], staged: object | None
+    ) -> frozenset[TopicPartition]:
         """Publish ``staged`` (or write ``records`` if nothing is staged); on failure write
-        them again, with backoff, until they are in or a stop is requested."""
+        them again, with backoff, until they are in or a stop is requested. Returns the
+        partitions the sink refused as claimed by another member (not retried)."""
         delays = iter(self.retry.delays())
         while True:
             try:
@@ -485,7 +510,9 @@ class AutoscalingConsumer:
                     await self._stager.publish(staged)
                 else:
                     await self.sink.write(topic, records)
-                return
+                return frozenset()
+            except PartitionsFenced as fenced:
+                return fenced.partitions
             except Exception as exc:
                 await self._discard(staged)
                 staged = None  # retries write the records whole

@@ -23,6 +23,11 @@ BATCHES = Counter("autoscaler_consumer_batches_total", "Batches flushed and comm
 WRITE_RETRIES = Counter(
     "autoscaler_consumer_write_retries_total", "Sink writes retried", ["group", "topic"]
 )
+PARTITIONS_FENCED = Counter(
+    "autoscaler_consumer_partitions_fenced_total",
+    "Batches' partitions the sink refused because another member had claimed them",
+    ["group"],
+)
 COMMIT_FAILURES = Counter(
     "autoscaler_consumer_commit_failures_total",
     "Offset commits that failed (records may be re-delivered)",

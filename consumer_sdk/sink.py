@@ -27,6 +27,18 @@ class Record(NamedTuple):
         return len(self.key or b"") + len(self.value or b"")
 
 
+class PartitionsFenced(Exception):
+    """Raised by a sink's ``write`` or ``publish`` after it wrote the rest of a batch: another
+    member has claimed ``partitions`` since the batch was read, so their rows were not
+    written. The consumer commits nothing of them (their new owner reads them again) and does
+    not retry."""
+
+    def __init__(self, partitions: frozenset[TopicPartition]) -> None:
+        self.partitions = partitions
+        names = ", ".join(f"{tp.topic}:{tp.partition}" for tp in sorted(partitions))
+        super().__init__(f"partitions claimed by another member, not written: {names}")
+
+
 @runtime_checkable
 class Sink(Protocol):
     """Receives one topic's part of a batch. ``write`` must raise on failure: the SDK then

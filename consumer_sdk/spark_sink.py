@@ -48,7 +48,7 @@ from consumer_sdk.arrow_batch import (
     to_arrow,
 )
 from consumer_sdk.lake_writer import LakeAppender
-from consumer_sdk.sink import Record
+from consumer_sdk.sink import PartitionsFenced, Record
 from consumer_sdk.spark_config import SparkSinkConfig
 from consumer_sdk.spark_tables import (
     create_table,
@@ -240,6 +240,10 @@ class SparkTableSink:
         self.dead_letters_written += result.dead_letters
         self.rows_fenced += result.fenced_rows
         self.rows_skipped += result.skipped
+        if result.fenced_partitions:
+            raise PartitionsFenced(
+                frozenset(TopicPartition(staged.topic, p) for p in result.fenced_partitions)
+            )
 
     def discard_blocking(self, staged: StagedBatch) -> None:
         """Delete what is left of a batch's staging directory."""

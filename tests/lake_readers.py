@@ -4,6 +4,7 @@ these, so "exactly once" is not only Spark's word."""
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 
 import pyarrow as pa
@@ -14,7 +15,7 @@ from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import NoSuchTableError
 
 from consumer_sdk.commit_offsets import SUMMARY_KEY, stored_offsets
-from consumer_sdk.lake_session import ICEBERG_DATA_DIR, iceberg_catalog_uri
+from consumer_sdk.lake_session import ICEBERG_CATALOG_FILE, ICEBERG_DATA_DIR, iceberg_catalog_uri
 from consumer_sdk.spark_config import SparkSinkConfig
 from consumer_sdk.spark_tables import table_root
 from consumer_sdk.table_store import OffsetLedger
@@ -23,6 +24,8 @@ KEY_COLUMNS = ["partition", "offset"]
 
 
 def _iceberg_table(config: SparkSinkConfig, table: str) -> object | None:
+    if not (config.warehouse_path / ICEBERG_CATALOG_FILE).exists():
+        return None  # no writer has started yet (SQLite cannot open it)
     catalog = SqlCatalog(
         config.iceberg_catalog,
         uri=iceberg_catalog_uri(config.warehouse_path),
@@ -83,3 +86,43 @@ def table_offsets(config: SparkSinkConfig, topic: str) -> dict[int, int]:
         summaries = (s.summary.additional_properties for s in loaded.snapshots())  # type: ignore[attr-defined]
         return stored_offsets((summary.get(SUMMARY_KEY) for summary in summaries), topic)
     return OffsetLedger(root).stored(topic)
+
+
+class PollingReader:
+    """Reads a table over and over in a thread (as a dashboard would) while writers run, and
+    remembers the worst it saw: a (partition, offset) twice in one read, a row count lower
+    than an earlier read's."""
+
+    def __init__(self, config: SparkSinkConfig, table: str) -> None:
+        self.config = config
+        self.table = table
+        self.reads = 0
+        self.most_copies = 0
+        self.count_went_down = False
+        self.error: Exception | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+
+    def __enter__(self) -> PollingReader:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(60)
+
+    def _poll(self) -> None:
+        try:
+            self._poll_until_stopped()
+        except Exception as exc:  # reported to the test, which fails on it
+            self.error = exc
+
+    def _poll_until_stopped(self) -> None:
+        last = 0
+        while not self._stop.is_set():
+            counts = key_counts(self.config, self.table)
+            total = sum(counts.values())
+            self.count_went_down |= total < last
+            self.most_copies = max(self.most_copies, max(counts.values(), default=0))
+            last = max(last, total)
+            self.reads += 1

@@ -15,7 +15,7 @@ from assignor.plugin import MemberState, PluginStats, build_assignor
 from consumer_sdk.clusters import ClusterKind, KafkaCluster
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.consumer import RetryPolicy
-from consumer_sdk.sink import CallbackSink, Record
+from consumer_sdk.sink import CallbackSink, PartitionsFenced, Record
 from contract.snapshot import PartitionStat, Snapshot
 from tests.kafka_helpers import produce_numbered, produce_tracked
 from tests.sdk_helpers import (
@@ -203,6 +203,33 @@ def test_failing_writes_are_retried_and_never_committed_past(
         member.stop()
     assert failures["left"] == 0 and seen.duplicates() == 0
     assert records_after_restart(kafka, config, topic, 2, produce=10) == 10
+
+
+def test_partitions_the_sink_fences_are_not_retried_and_never_committed(
+    kafka: str, topic_factory: Callable[..., str]
+) -> None:
+    topic = topic_factory(2)
+    seen = SeenRecords()
+    fenced_writes = {"count": 0}
+
+    def fenced_on_partition_0(topic_name: str, records: Sequence[Record]) -> None:
+        seen.write(topic_name, [r for r in records if r.partition != 0])
+        if any(r.partition == 0 for r in records):  # as if another member claimed it
+            fenced_writes["count"] += 1
+            raise PartitionsFenced(frozenset({TopicPartition(topic_name, 0)}))
+
+    produce_numbered(kafka, topic, 500, 2)
+    config = member_config(kafka, f"g-{topic}", [topic], "sink-0")
+    member = ThreadedMember(config, CallbackSink(fenced_on_partition_0)).start()
+    try:
+        assert wait_until(lambda: seen.total() == 250)  # all of partition 1
+        assert wait_until(lambda: fenced_writes["count"] > 0)
+    finally:
+        member.stop()
+    assert seen.duplicates() == 0
+    # Nothing of partition 0 was committed: a new member reads all 250 of it again, and
+    # partition 1 was committed in full.
+    assert records_after_restart(kafka, config, topic, 2, produce=10) == 10 + 250
 
 
 def records_after_restart(

@@ -6,6 +6,7 @@ and the commit, Spark Connect. Rows and offsets are counted by engines other tha
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import subprocess
 import sys
@@ -21,6 +22,7 @@ from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from assignor import TopicPartition
+from consumer_sdk.compact import compact, data_files
 from consumer_sdk.sink import Record
 from consumer_sdk.spark_config import SparkSinkConfig
 from consumer_sdk.spark_connect import SparkConnectServer
@@ -28,7 +30,7 @@ from consumer_sdk.spark_sink import SparkTableSink
 from consumer_sdk.spark_tables import create_table, register_tables, table_identifier, table_root
 from contract.settings import ConfigError
 from tests.kafka_helpers import produce_tracked
-from tests.lake_readers import key_counts, table_offsets
+from tests.lake_readers import PollingReader, key_counts, table_offsets
 from tests.sdk_helpers import ThreadedMember, member_config, wait_until
 
 ROOT = Path(__file__).parent.parent
@@ -201,20 +203,63 @@ def test_kill_between_table_write_and_commit_then_restart(
     topic = topic_factory(2)
     group = f"g-{topic}"
     produced = produce_tracked(kafka, topic, 600, 2)
-    dying = start_writer(kafka, group, topic, "w-0", sink_config, "--die-after-write")
-    assert dying.wait(120) == -signal.SIGKILL
-    written = table_offsets(sink_config, topic)
-    assert written  # the table holds rows ...
-    assert all(
-        offset < 0 for offset in committed(kafka, group, topic, 2).values()
-    )  # ... Kafka no commit
-    produced |= produce_tracked(kafka, topic, 400, 2)
-    restarted = start_writer(kafka, group, topic, "w-0", sink_config)
+    table = sink_config.table_for(topic)
+    # A reader polls the table throughout (lake formats: parquet readers may see a dead
+    # writer's files until the next publish rolls them back, as the README says).
+    with contextlib.ExitStack() as polling:
+        reader = None
+        if sink_config.table_format != "parquet":
+            reader = polling.enter_context(PollingReader(sink_config, table))
+        dying = start_writer(kafka, group, topic, "w-0", sink_config, "--die-after-write")
+        assert dying.wait(120) == -signal.SIGKILL
+        written = table_offsets(sink_config, topic)
+        assert written  # the table holds rows ...
+        assert all(
+            offset < 0 for offset in committed(kafka, group, topic, 2).values()
+        )  # ... Kafka no commit
+        produced |= produce_tracked(kafka, topic, 400, 2)
+        restarted = start_writer(kafka, group, topic, "w-0", sink_config)
+        try:
+            ends = {p: max(o for q, o in produced if q == p) for p in range(2)}
+            assert wait_until(lambda: table_offsets(sink_config, topic) == ends, timeout_s=120)
+        finally:
+            stop([restarted])
+    assert key_counts(sink_config, table) == Counter(produced)
+    if reader is not None:
+        assert reader.error is None
+        assert reader.reads > 1
+        assert reader.most_copies <= 1  # no read ever saw a (partition, offset) twice
+        assert not reader.count_went_down
+
+
+def test_a_member_paused_past_its_session_timeout_adds_no_duplicates(
+    kafka: str, topic_factory: Callable[..., str], sink_config: SparkSinkConfig
+) -> None:
+    process_formats(sink_config)
+    topic = topic_factory(4)
+    group = f"g-{topic}"
+    writers = [start_writer(kafka, group, topic, f"w-{i}", sink_config) for i in range(2)]
+    paused = writers[0]
     try:
-        ends = {p: max(o for q, o in produced if q == p) for p in range(2)}
-        assert wait_until(lambda: table_offsets(sink_config, topic) == ends, timeout_s=120)
+        produced = first_rows_stored(kafka, topic, 4, sink_config)
+        # Paused while records keep coming: it is likely to hold batches it read.
+        producing = ThreadPoolExecutor(1)
+        more = producing.submit(
+            produce_tracked, kafka, topic, 1200, 4, pause_every=100, pause_s=0.1
+        )
+        paused.send_signal(signal.SIGSTOP)
+        produced |= more.result(120)
+        producing.shutdown()
+        # Its session (1.5 s) expires; the other member takes its partitions and writes all.
+        ends = {p: max(o for q, o in produced if q == p) for p in range(4)}
+        assert wait_until(lambda: table_offsets(sink_config, topic) == ends, timeout_s=180)
+        paused.send_signal(signal.SIGCONT)  # the zombie wakes up with what it held
+        produced |= produce_tracked(kafka, topic, 400, 4)
+        ends = {p: max(o for q, o in produced if q == p) for p in range(4)}
+        assert wait_until(lambda: table_offsets(sink_config, topic) == ends, timeout_s=180)
     finally:
-        stop([restarted])
+        paused.send_signal(signal.SIGCONT)
+        stop(writers)
     assert key_counts(sink_config, sink_config.table_for(topic)) == Counter(produced)
 
 
@@ -319,6 +364,29 @@ def test_prepare_creates_each_topics_table_before_any_batch(sink_config: SparkSi
         assert key_counts(sink_config, sink_config.table_for(topic)) == Counter()
     sink.write_blocking("orders", [Record("orders", 0, 7, 0, None, b"v")])
     assert key_counts(sink_config, "orders") == Counter({(0, 7): 1})
+
+
+def test_compaction_rewrites_small_batches_into_few_files_and_keeps_every_row(
+    sink_config: SparkSinkConfig,
+) -> None:
+    if sink_config.table_format == "parquet":
+        pytest.skip("parquet tables with the offset ledger are not compacted")
+    sink = SparkTableSink(sink_config)
+    batches = numbered_batches("events", 6)
+    for batch in batches:
+        sink.write_blocking("events", batch)
+    before = key_counts(sink_config, "events")
+    session = sink.open()
+    done = compact(session, sink_config, "events")
+    assert done.files_before >= len(batches)
+    assert done.files_after == 1  # one date partition, a few KiB of rows
+    assert data_files(session, sink_config, "events") == 1
+    assert (
+        key_counts(sink_config, "events")
+        == before
+        == Counter((r.partition, r.offset) for batch in batches for r in batch)
+    )
+    assert table_offsets(sink_config, "events") == {0: 299, 1: 299, 2: 299}
 
 
 @pytest.mark.parametrize(
