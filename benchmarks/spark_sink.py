@@ -156,8 +156,9 @@ def run_spark_alone(sink: SparkTableSink, tables: Sequence[pa.Table], at_once: i
     config = sink.config
     name = f"alone_{uuid.uuid4().hex[:8]}"
     target = config.warehouse_path / "spark-alone" / name
-    if config.table_format == "iceberg":  # an empty table to append to, as the sink has
-        sink._frame(session, tables[0].slice(0, 0)).writeTo(table_identifier(config, name)).create()
+    if config.table_format == "iceberg":  # a table to append to, as the sink has (one row:
+        # Spark Connect infers no schema from none)
+        sink._frame(session, tables[0].slice(0, 1)).writeTo(table_identifier(config, name)).create()
 
     def write(i: int) -> None:
         if config.table_format == "parquet":
@@ -177,11 +178,6 @@ def run_spark_alone(sink: SparkTableSink, tables: Sequence[pa.Table], at_once: i
         session.sql(f"DROP TABLE {table_identifier(config, name)} PURGE")
     shutil.rmtree(target, ignore_errors=True)
     return Timing(elapsed, steady_rate(marks))
-
-
-def _progress_value(progress: Any, key: str) -> Any:
-    """A field of a streaming progress report (an object or a dict, by Spark version)."""
-    return progress[key] if isinstance(progress, dict) else getattr(progress, key)
 
 
 def run_streaming(
@@ -215,13 +211,12 @@ def run_streaming(
         query = writer.start(str(table_root(config, name)))
     query.awaitTermination()
     elapsed = time.perf_counter() - started
+    # The progress reports' properties: in Spark Connect the raw numInputRows key may be
+    # empty, the property sums the sources.
     batches = [
-        (
-            int(_progress_value(p, "numInputRows")),
-            float(_progress_value(p, "durationMs")["triggerExecution"]) / 1000,
-        )
+        (int(p.numInputRows), float(p.durationMs["triggerExecution"]) / 1000)
         for p in query.recentProgress
-        if int(_progress_value(p, "numInputRows")) > 0
+        if p.numInputRows
     ]
     read = sum(rows for rows, _ in batches)
     if read != count:

@@ -26,7 +26,7 @@ from consumer_sdk.arrow_batch import DATE_COLUMN, ArrowBatch, table_offset_range
 from consumer_sdk.commit_offsets import SUMMARY_KEY, encode_offsets, stored_offsets
 from consumer_sdk.partition_fence import FENCE_DIR, PartitionFence, lost_partitions
 from consumer_sdk.spark_config import SparkSinkConfig
-from consumer_sdk.spark_tables import table_identifier, table_root
+from consumer_sdk.spark_tables import column_ddl, table_identifier, table_root
 from consumer_sdk.table_store import rows_past
 
 log = logging.getLogger(__name__)
@@ -162,8 +162,11 @@ class LakeAppender:
         self, session: Any, table: str, rows: pa.Table, ingest_date: date, metadata: str
     ) -> None:
         """One commit of ``rows`` (possibly none: the offsets still advance) into ``table``."""
-        dates = pa.array([ingest_date] * rows.num_rows, pa.date32())
-        frame = self._frame(session, rows.append_column(DATE_COLUMN, dates))
+        if rows.num_rows:
+            dates = pa.array([ingest_date] * rows.num_rows, pa.date32())
+            frame = self._frame(session, rows.append_column(DATE_COLUMN, dates))
+        else:  # a batch of dead letters only: Spark Connect infers no schema from no rows
+            frame = session.createDataFrame([], column_ddl(rows.schema))
         if self.config.table_format == "delta":
             root = table_root(self.config, table).as_posix()
             frame.write.format("delta").mode("append").option("userMetadata", metadata).save(root)

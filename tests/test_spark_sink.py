@@ -291,6 +291,20 @@ def test_resume_offsets_come_from_the_table(sink_config: SparkSinkConfig) -> Non
     assert sink.rows_skipped == 5
 
 
+def test_a_batch_of_dead_letters_only_is_written_once_even_when_read_again(
+    sink_config: SparkSinkConfig,
+) -> None:
+    poison = [Record("t", 0, o, 0, None, POISON) for o in range(5)]
+    SparkTableSink(sink_config).write_blocking("t", poison)
+    assert key_counts(sink_config, "dead_letters") == Counter((0, o) for o in range(5))
+    assert key_counts(sink_config, "t") == Counter()
+    # A restarted writer that reads the batch again (its Kafka commit was lost).
+    again = SparkTableSink(sink_config)
+    asyncio.run(again.resume_offsets([TopicPartition("t", 0)]))
+    again.write_blocking("t", poison)
+    assert key_counts(sink_config, "dead_letters") == Counter((0, o) for o in range(5))
+
+
 def stage_at_once(sink: SparkTableSink, topic: str, batches: list[list[Record]]) -> list[Any]:
     """Stage every batch at the same time, each in its own thread, as the consumer does."""
     with ThreadPoolExecutor(len(batches)) as pool:
