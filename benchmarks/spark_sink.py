@@ -156,9 +156,13 @@ def run_spark_alone(sink: SparkTableSink, tables: Sequence[pa.Table], at_once: i
     config = sink.config
     name = f"alone_{uuid.uuid4().hex[:8]}"
     target = config.warehouse_path / "spark-alone" / name
-    if config.table_format == "iceberg":  # a table to append to, as the sink has (one row:
-        # Spark Connect infers no schema from none)
-        sink._frame(session, tables[0].slice(0, 1)).writeTo(table_identifier(config, name)).create()
+    # A table to append to, as the sink has (one row: Spark Connect infers no schema from
+    # none; Delta's first commit by two writers at once fails with ProtocolChanged).
+    first_row = sink._frame(session, tables[0].slice(0, 1))
+    if config.table_format == "iceberg":
+        first_row.writeTo(table_identifier(config, name)).create()
+    elif config.table_format == "delta":
+        first_row.write.format("delta").save(str(target))
 
     def write(i: int) -> None:
         if config.table_format == "parquet":
