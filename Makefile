@@ -9,7 +9,7 @@ DEMO_ARGS ?=
 export KAFKA_AUTOSCALER_CACHE ?= $(CURDIR)/.cache
 JARS_STAMP := $(KAFKA_AUTOSCALER_CACHE)/.jars-$(shell cat consumer_sdk/locks/*.lock | cksum | cut -d' ' -f1)
 
-.PHONY: demo test lint bench clean jars
+.PHONY: demo test lint bench clean jars kube-binaries
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -24,6 +24,13 @@ $(JARS_STAMP): $(STAMP)
 
 jars: $(JARS_STAMP)
 
+# etcd, kube-apiserver and kube-controller-manager for the tests against a real control
+# plane, built from the Go module proxy into $(KAFKA_AUTOSCALER_CACHE)/kube/bin (once: about
+# 10 minutes on 2 cores, then seconds). Without Go the kube-apiserver tests skip.
+kube-binaries:
+	@if command -v go >/dev/null; then scripts/build_kube_control_plane.sh; \
+	else echo "go not installed: the kube-apiserver tests will be skipped"; fi
+
 demo: $(STAMP) $(JARS_STAMP)
 	$(PY) -m examples.demo $(DEMO_ARGS)
 
@@ -32,8 +39,9 @@ lint: $(STAMP)
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
 
-# The whole suite: every Kafka test on the embedded broker and on Apache Kafka.
-test: lint $(JARS_STAMP)
+# The whole suite: every Kafka test on the embedded broker and on Apache Kafka, and the
+# Kubernetes tests on the in-process API server and on a real kube-apiserver.
+test: lint $(JARS_STAMP) kube-binaries
 	$(PY) -m pytest
 
 bench: $(STAMP) $(JARS_STAMP)

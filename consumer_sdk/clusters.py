@@ -28,6 +28,8 @@ from consumer_sdk.embedded_process import EmbeddedKafkaProcess
 BOOTSTRAP_ENV = "KAFKA_BOOTSTRAP_SERVERS"
 SUITE_KINDS_ENV = "KAFKA_AUTOSCALER_TEST_CLUSTERS"
 REQUIRED_KINDS_ENV = "KAFKA_AUTOSCALER_REQUIRE_CLUSTERS"
+# Legs the same variable may require that are not Kafka clusters.
+NON_KAFKA_LEGS = frozenset({"kube-apiserver"})
 
 
 class ClusterKind(StrEnum):
@@ -133,7 +135,7 @@ def _kinds_from(value: str, variable: str) -> list[ClusterKind]:
         try:
             kinds.append(ClusterKind(word))
         except ValueError:
-            accepted = ", ".join(k.value for k in ClusterKind)
+            accepted = ", ".join([*(k.value for k in ClusterKind), *sorted(NON_KAFKA_LEGS)])
             raise ValueError(f"{variable}: {word!r} is not a cluster kind ({accepted})") from None
     return kinds
 
@@ -148,9 +150,17 @@ def suite_cluster_kinds() -> list[ClusterKind]:
     return [ClusterKind.EMBEDDED, ClusterKind.APACHE]
 
 
+def required_legs() -> set[str]:
+    """Every leg named in ``KAFKA_AUTOSCALER_REQUIRE_CLUSTERS``: Kafka cluster kinds and the
+    other real services the suite starts (``kube-apiserver``)."""
+    words = (w.strip() for w in os.environ.get(REQUIRED_KINDS_ENV, "").split(","))
+    return {word for word in words if word}
+
+
 def required_cluster_kinds() -> set[ClusterKind]:
     """Kinds that must not be skipped (CI lists them in ``KAFKA_AUTOSCALER_REQUIRE_CLUSTERS``)."""
-    return set(_kinds_from(os.environ.get(REQUIRED_KINDS_ENV, ""), REQUIRED_KINDS_ENV))
+    kafka = ",".join(sorted(required_legs() - NON_KAFKA_LEGS))
+    return set(_kinds_from(kafka, REQUIRED_KINDS_ENV))
 
 
 def default_cluster_kind() -> ClusterKind:

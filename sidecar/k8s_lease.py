@@ -10,8 +10,9 @@ from __future__ import annotations
 import datetime
 import logging
 from collections.abc import Callable
+from typing import Any
 
-from kubernetes.client import ApiClient, CoordinationV1Api, V1Lease, V1LeaseSpec, V1ObjectMeta
+from kubernetes.client import ApiClient, CoordinationV1Api, V1Lease, V1LeaseSpec
 from kubernetes.client.exceptions import ApiException
 
 log = logging.getLogger(__name__)
@@ -20,6 +21,29 @@ log = logging.getLogger(__name__)
 def utc_now() -> datetime.datetime:
     """Now, timezone-aware."""
     return datetime.datetime.now(datetime.UTC)
+
+
+def micro_time(moment: datetime.datetime) -> str:
+    """A Lease time as the API server parses it: RFC 3339 in UTC with exactly six fractional
+    digits. (The client's own serialisation, isoformat, drops the fraction when it is zero,
+    and the server rejects such a Lease with 400 Bad Request.)"""
+    return moment.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def lease_body(
+    name: str, namespace: str, resource_version: str | None, spec: dict[str, Any]
+) -> dict[str, Any]:
+    """A coordination.k8s.io/v1 Lease to create or replace (``resource_version`` makes the
+    replace conditional); fields that are None are left out."""
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace}
+    if resource_version is not None:
+        metadata["resourceVersion"] = resource_version
+    return {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": metadata,
+        "spec": {key: value for key, value in spec.items() if value is not None},
+    }
 
 
 class KubernetesLease:
@@ -66,27 +90,21 @@ class KubernetesLease:
     def _write(self, lease: V1Lease | None, now: datetime.datetime) -> bool:
         spec = lease.spec if lease is not None and lease.spec is not None else V1LeaseSpec()
         ours = spec.holder_identity == self.identity
-        body = V1Lease(
-            metadata=V1ObjectMeta(
-                name=self.name,
-                namespace=self.namespace,
-                resource_version=(
-                    lease.metadata.resource_version if lease and lease.metadata else None
-                ),
-            ),
-            spec=V1LeaseSpec(
-                holder_identity=self.identity,
-                lease_duration_seconds=self.duration_s,
-                acquire_time=spec.acquire_time if ours else now,
-                renew_time=now,
-                lease_transitions=(spec.lease_transitions or 0) + (0 if ours or not lease else 1),
-            ),
+        acquired = spec.acquire_time if ours and spec.acquire_time is not None else now
+        body = lease_body(
+            self.name,
+            self.namespace,
+            lease.metadata.resource_version if lease and lease.metadata else None,
+            {
+                "holderIdentity": self.identity,
+                "leaseDurationSeconds": self.duration_s,
+                "acquireTime": micro_time(acquired),
+                "renewTime": micro_time(now),
+                "leaseTransitions": (spec.lease_transitions or 0) + (0 if ours or not lease else 1),
+            },
         )
         try:
-            if lease is None:
-                self.api.create_namespaced_lease(self.namespace, body)
-            else:
-                self.api.replace_namespaced_lease(self.name, self.namespace, body)
+            self._send(body, create=lease is None)
         except ApiException as exc:
             if exc.status not in (409, 403):
                 log.warning("writing lease %s failed: HTTP %s", self.name, exc.status)
@@ -97,6 +115,25 @@ class KubernetesLease:
         self.held = True
         return True
 
+    def _send(self, body: dict[str, Any], create: bool) -> None:
+        """POST (create) or PUT (replace) ``body`` as it is; raises ApiException.
+
+        Not through create/replace_namespaced_lease: those turn the body into a V1Lease
+        model and serialise its times with isoformat again (see micro_time)."""
+        path = f"/apis/coordination.k8s.io/v1/namespaces/{self.namespace}/leases"
+        client = self.api.api_client
+        request = client.param_serialize(
+            "POST" if create else "PUT",
+            path if create else f"{path}/{self.name}",
+            header_params={"Content-Type": "application/json", "Accept": "application/json"},
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        response = client.call_api(*request)
+        response.read()
+        if not 200 <= response.status <= 299:
+            client.response_deserialize(response, {})  # raises ApiException with the status
+
     def release(self) -> None:
         """Give the lease up so a standby takes over at once."""
         if not self.held:
@@ -104,8 +141,16 @@ class KubernetesLease:
         self.held = False
         try:
             lease = self.api.read_namespaced_lease(self.name, self.namespace)
-            if lease.spec is not None and lease.spec.holder_identity == self.identity:
-                lease.spec.holder_identity = None
-                self.api.replace_namespaced_lease(self.name, self.namespace, lease)
+            spec = lease.spec
+            if spec is None or spec.holder_identity != self.identity:
+                return
+            kept = {
+                "leaseDurationSeconds": spec.lease_duration_seconds,
+                "acquireTime": micro_time(spec.acquire_time) if spec.acquire_time else None,
+                "renewTime": micro_time(spec.renew_time) if spec.renew_time else None,
+                "leaseTransitions": spec.lease_transitions,
+            }
+            version = lease.metadata.resource_version if lease.metadata else None
+            self._send(lease_body(self.name, self.namespace, version, kept), create=False)
         except ApiException as exc:
             log.warning("releasing lease %s failed: HTTP %s", self.name, exc.status)

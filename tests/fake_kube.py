@@ -1,9 +1,10 @@
 """A small in-process Kubernetes API server: the REST paths the sidecar uses, in memory.
 
-Scale subresources of Deployments and StatefulSets (GET, PATCH with resourceVersion
-checks), pods (list by label selector, PATCH annotations), coordination.k8s.io Leases
-(GET, POST, PUT with resourceVersion checks). ``fail_next`` injects one error response.
-The real ``kubernetes`` client talks to it over HTTP on 127.0.0.1.
+Scale subresources of Deployments and StatefulSets (GET; PATCH as a merge patch or as a JSON
+patch whose failed ``test`` answers 422, as kube-apiserver does), pods (list by label
+selector, PATCH annotations), coordination.k8s.io Leases (GET, POST, PUT with resourceVersion
+checks, times parsed as strictly as the real server). ``fail_next`` injects one error
+response. The real ``kubernetes`` client talks to it over HTTP on 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from kubernetes.client import ApiClient, Configuration
 
 SCALE = re.compile(r"^/apis/apps/v1/namespaces/([^/]+)/(deployments|statefulsets)/([^/]+)/scale$")
 PODS = re.compile(r"^/api/v1/namespaces/([^/]+)/pods(?:/([^/]+))?$")
+# kube-apiserver parses a Lease's times as RFC 3339 with exactly six fractional digits.
+MICRO_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}(Z|[+-]\d\d:\d\d)$")
 LEASES = re.compile(r"^/apis/coordination\.k8s\.io/v1/namespaces/([^/]+)/leases(?:/([^/]+))?$")
 
 
@@ -150,10 +153,10 @@ class FakeKube:
         if scale is None:
             return 404, status(404, "NotFound", f"{plural}/{name} not found")
         if method == "PATCH":
-            wanted = (body.get("metadata") or {}).get("resourceVersion")
-            if wanted is not None and str(wanted) != str(scale["rv"]):
-                return 409, status(409, "Conflict", "the object has been modified")
-            scale["replicas"] = body["spec"]["replicas"]
+            replicas = self._patched_replicas(scale, body)
+            if replicas is None:  # what kube-apiserver answers when a JSON patch test fails
+                return 422, status(422, "Invalid", "the server rejected our request")
+            scale["replicas"] = replicas
             scale["rv"] = self._bump()
         return 200, {
             "apiVersion": "autoscaling/v1",
@@ -162,6 +165,22 @@ class FakeKube:
             "spec": {"replicas": scale["replicas"]},
             "status": {"replicas": scale["replicas"], "selector": scale["selector"]},
         }
+
+    @staticmethod
+    def _patched_replicas(scale: dict[str, Any], body: Any) -> int | None:
+        """The replicas a scale PATCH sets: a JSON patch (test, then replace /spec/replicas)
+        or a merge patch; None when a test operation fails."""
+        if isinstance(body, dict):
+            return int(body["spec"]["replicas"])
+        replicas = scale["replicas"]
+        for operation in body:
+            if operation["path"] != "/spec/replicas":
+                raise ValueError(f"unsupported JSON patch path {operation['path']!r}")
+            if operation["op"] == "test" and operation["value"] != replicas:
+                return None
+            if operation["op"] == "replace":
+                replicas = operation["value"]
+        return int(replicas)
 
     def _pod_json(self, namespace: str, name: str) -> dict[str, Any]:
         pod = self.pods[(namespace, name)]
@@ -205,6 +224,11 @@ class FakeKube:
     def _leases(
         self, method: str, namespace: str, name: str | None, body: Any
     ) -> tuple[int, dict[str, Any]]:
+        if method in ("POST", "PUT"):
+            for field_name in ("acquireTime", "renewTime"):
+                value = body["spec"].get(field_name)
+                if value is not None and not MICRO_TIME.match(value):
+                    return 400, status(400, "BadRequest", f"{field_name} {value!r} not MicroTime")
         if method == "POST":
             name = body["metadata"]["name"]
             if (namespace, name) in self.leases:

@@ -52,7 +52,7 @@ def test_statefulset_relies_on_ordinals() -> None:
 def test_conflict_is_retried_after_rereading() -> None:
     with FakeKube() as kube:
         kube.add_workload("deployment", "sink", 1, LABELS)
-        kube.fail_next("PATCH", "/scale", 409)
+        kube.fail_next("PATCH", "/scale", 422)  # replicas changed between read and write
         scaler = KubernetesScaler(kube.client(), "default", "deployment", "sink")
         scaler.scale(3)
         assert scaler.replicas() == 3

@@ -36,6 +36,20 @@ def explain(exc: ApiException, what: str) -> ScalerError:
     return ScalerError(f"{what} failed with HTTP {exc.status}: {hint}")
 
 
+def replicas_compare_and_set(expected: int, replicas: int) -> list[dict[str, Any]]:
+    """A JSON patch of the scale subresource that sets ``replicas`` only if they are still
+    ``expected`` (the server answers 422 otherwise).
+
+    A resourceVersion precondition would be the usual guard, but the scale's resourceVersion
+    is the workload's: the controllers' status writes change it several times a second after
+    every scale, so a conditional write keeps losing to them. The test operation guards only
+    what the marking of pods depends on: the replica count read."""
+    return [
+        {"op": "test", "path": "/spec/replicas", "value": expected},
+        {"op": "replace", "path": "/spec/replicas", "value": replicas},
+    ]
+
+
 class KubernetesScaler:
     """Reads and patches ``<kind>/<name>/scale`` in ``namespace``."""
 
@@ -54,7 +68,7 @@ class KubernetesScaler:
         except ApiException as exc:
             raise explain(exc, f"reading {self.kind}/{self.name}/scale") from exc
 
-    def _patch(self, body: dict[str, Any]) -> None:
+    def _patch(self, body: list[dict[str, Any]]) -> None:
         if self.kind == "deployment":
             self.apps.patch_namespaced_deployment_scale(self.name, self.namespace, body)
         else:
@@ -79,18 +93,16 @@ class KubernetesScaler:
                 return
             if replicas < current and self.kind == "deployment":
                 self._mark_for_deletion(scale.status.selector or "", current - replicas)
-            body = {
-                "metadata": {"resourceVersion": scale.metadata.resource_version},
-                "spec": {"replicas": replicas},
-            }
             try:
-                self._patch(body)
+                self._patch(replicas_compare_and_set(current, replicas))
                 log.info("scaled %s/%s from %d to %d", self.kind, self.name, current, replicas)
                 return
             except ApiException as exc:
-                if exc.status != 409:
+                if exc.status not in (409, 422):
                     raise explain(exc, f"scaling {self.kind}/{self.name}") from exc
-                log.warning("conflict scaling %s/%s: re-reading", self.kind, self.name)
+                log.warning(
+                    "replicas changed while scaling %s/%s: re-reading", self.kind, self.name
+                )
         raise ScalerError(
             f"scaling {self.kind}/{self.name} kept conflicting "
             f"({CONFLICT_RETRIES} attempts); someone else is changing it"

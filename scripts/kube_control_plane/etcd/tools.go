@@ -1,0 +1,5 @@
+//go:build tools
+
+package etcdbuild
+
+import _ "go.etcd.io/etcd/server/v3"

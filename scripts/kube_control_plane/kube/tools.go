@@ -1,0 +1,8 @@
+//go:build tools
+
+package kubebuild
+
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+)

@@ -1,0 +1,219 @@
+"""A real Kubernetes control plane for tests: etcd, kube-apiserver, kube-controller-manager.
+
+The binaries are built from the Go module proxy by ``make kube-binaries``
+(``scripts/build_kube_control_plane.sh``) into ``$KAFKA_AUTOSCALER_CACHE/kube/bin``, or taken
+from ``KAFKA_AUTOSCALER_KUBE_BIN``. Everything runs on 127.0.0.1 from a temporary directory:
+no nodes (pods stay Pending), RBAC authorization, a static admin token in ``system:masters``,
+and the controllers a Deployment's scale needs (serviceaccount, deployment, replicaset).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import ssl
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kubernetes.client import ApiClient, Configuration
+
+from consumer_sdk.apache_kafka import free_port
+from consumer_sdk.clusters import required_legs
+
+BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager")
+ADMIN_TOKEN = "kafka-autoscaler-test-admin"  # a throwaway cluster's token
+START_TIMEOUT_S = 90.0
+
+
+class ControlPlaneUnavailable(RuntimeError):
+    """The binaries are missing or a component did not start; the message says which."""
+
+
+def kube_bin_dir() -> Path:
+    """Where the control plane's binaries are expected."""
+    explicit = os.environ.get("KAFKA_AUTOSCALER_KUBE_BIN")
+    if explicit:
+        return Path(explicit)
+    cache = os.environ.get("KAFKA_AUTOSCALER_CACHE") or str(Path(__file__).parents[1] / ".cache")
+    return Path(cache) / "kube" / "bin"
+
+
+def missing_binaries() -> list[str]:
+    """The binaries not found (empty when the control plane can start)."""
+    directory = kube_bin_dir()
+    return [name for name in BINARIES if not os.access(directory / name, os.X_OK)]
+
+
+def control_plane_required() -> bool:
+    """Whether a missing control plane fails the suite instead of skipping its tests."""
+    return "kube-apiserver" in required_legs()
+
+
+@dataclass
+class ControlPlane:
+    """A running etcd + kube-apiserver + kube-controller-manager; ``stop()`` ends them."""
+
+    root: Path
+    api_port: int = 0
+    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    @property
+    def server(self) -> str:
+        """The API server's URL."""
+        return f"https://127.0.0.1:{self.api_port}"
+
+    def client(self, token: str = ADMIN_TOKEN) -> ApiClient:
+        """A ``kubernetes`` client authenticated by ``token`` (the admin's by default)."""
+        configuration = Configuration()
+        configuration.host = self.server
+        configuration.verify_ssl = False  # the API server's self-signed serving certificate
+        configuration.api_key = {"authorization": token}
+        configuration.api_key_prefix = {"authorization": "Bearer"}
+        return ApiClient(configuration)
+
+    def start(self) -> ControlPlane:
+        """Start the three components; raises ControlPlaneUnavailable with the log tail."""
+        missing = missing_binaries()
+        if missing:
+            raise ControlPlaneUnavailable(
+                f"{', '.join(missing)} not in {kube_bin_dir()} (run `make kube-binaries`)"
+            )
+        deadline = time.monotonic() + START_TIMEOUT_S
+        etcd_port, peer_port = free_port(), free_port()
+        self._launch(
+            "etcd",
+            [
+                f"--data-dir={self.root / 'etcd'}",
+                "--name=default",
+                f"--listen-client-urls=http://127.0.0.1:{etcd_port}",
+                f"--advertise-client-urls=http://127.0.0.1:{etcd_port}",
+                f"--listen-peer-urls=http://127.0.0.1:{peer_port}",
+                f"--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}",
+                f"--initial-cluster=default=http://127.0.0.1:{peer_port}",
+                "--unsafe-no-fsync",
+            ],
+        )
+        self._wait("etcd", f"http://127.0.0.1:{etcd_port}/health", deadline)
+        key = self._service_account_key()
+        tokens = self.root / "tokens.csv"
+        tokens.write_text(f'{ADMIN_TOKEN},admin,admin,"system:masters"\n')
+        self.api_port = free_port()
+        self._launch(
+            "kube-apiserver",
+            [
+                f"--etcd-servers=http://127.0.0.1:{etcd_port}",
+                f"--secure-port={self.api_port}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                "--endpoint-reconciler-type=none",  # a loopback address cannot be an endpoint
+                f"--cert-dir={self.root / 'certs'}",
+                f"--token-auth-file={tokens}",
+                "--authorization-mode=RBAC",
+                "--service-account-issuer=https://kubernetes.default.svc",
+                f"--service-account-key-file={key}",
+                f"--service-account-signing-key-file={key}",
+                "--service-cluster-ip-range=10.96.0.0/24",
+                "--enable-priority-and-fairness=false",
+                "--profiling=false",
+            ],
+        )
+        self._wait("kube-apiserver", f"{self.server}/readyz", deadline)
+        kubeconfig = self._kubeconfig()
+        self._launch(
+            "kube-controller-manager",
+            [
+                f"--kubeconfig={kubeconfig}",
+                "--controllers=serviceaccount,deployment,replicaset",
+                "--leader-elect=false",
+                "--secure-port=0",
+                "--concurrent-deployment-syncs=2",
+                "--concurrent-replicaset-syncs=2",
+            ],
+        )
+        return self
+
+    def _launch(self, name: str, args: list[str]) -> None:
+        log = (self.root / f"{name}.log").open("wb")
+        self.processes[name] = subprocess.Popen(
+            [str(kube_bin_dir() / name), *args],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def _wait(self, name: str, url: str, deadline: float) -> None:
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        request = urllib.request.Request(url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+        while time.monotonic() < deadline:
+            if self.processes[name].poll() is not None:
+                break
+            with (
+                contextlib.suppress(OSError, urllib.error.URLError),
+                urllib.request.urlopen(request, timeout=2, context=context) as response,
+            ):
+                if response.status == 200:
+                    return
+            time.sleep(0.2)  # polling a starting server; readiness has no push channel
+        raise ControlPlaneUnavailable(f"{name} did not become ready:\n{self.log_tail(name)}")
+
+    def _service_account_key(self) -> Path:
+        key = self.root / "service-account.key"
+        subprocess.run(
+            ["openssl", "genrsa", "-out", str(key), "2048"],
+            check=True,
+            capture_output=True,
+        )
+        return key
+
+    def _kubeconfig(self) -> Path:
+        path = self.root / "kubeconfig"
+        path.write_text(
+            "apiVersion: v1\nkind: Config\n"
+            "clusters:\n- name: test\n  cluster:\n"
+            f"    server: {self.server}\n    insecure-skip-tls-verify: true\n"
+            "users:\n- name: admin\n  user:\n"
+            f"    token: {ADMIN_TOKEN}\n"
+            "contexts:\n- name: test\n  context: {cluster: test, user: admin}\n"
+            "current-context: test\n"
+        )
+        return path
+
+    def log_tail(self, name: str, lines: int = 20) -> str:
+        """The last lines a component wrote."""
+        path = self.root / f"{name}.log"
+        if not path.exists():
+            return "(no log)"
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+    def stop(self) -> None:
+        """Stop the components, newest first, and wait for them."""
+        for process in reversed(list(self.processes.values())):
+            if process.poll() is None:
+                process.terminate()
+        for process in self.processes.values():
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+@contextlib.contextmanager
+def control_plane() -> Iterator[ControlPlane]:
+    """A started control plane in a temporary directory, stopped and removed afterwards."""
+    root = Path(tempfile.mkdtemp(prefix="kube-control-plane-"))
+    plane = ControlPlane(root)
+    try:
+        yield plane.start()
+    finally:
+        plane.stop()
+        shutil.rmtree(root, ignore_errors=True)
