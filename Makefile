@@ -11,7 +11,8 @@ JARS_STAMP := $(KAFKA_AUTOSCALER_CACHE)/.jars-$(shell cat consumer_sdk/locks/*.l
 
 .PHONY: demo test lint bench clean jars kube-binaries
 
-$(STAMP): pyproject.toml
+# The install also compiles the native record-batch decoder (consumer_sdk/native/).
+$(STAMP): pyproject.toml consumer_sdk/native/kafka_records.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet --editable '.[dev]'
@@ -48,4 +49,4 @@ bench: $(STAMP) $(JARS_STAMP)
 	$(PY) -m benchmarks.run_all
 
 clean:
-	rm -rf $(VENV) .cache .mypy_cache .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .cache .mypy_cache .pytest_cache .ruff_cache .hypothesis consumer_sdk/*.so

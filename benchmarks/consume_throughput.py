@@ -24,8 +24,10 @@ from confluent_kafka import Consumer, Producer
 from benchmarks.machine import add_cluster_option, broker_line, machine_line
 from benchmarks.report import publish
 from consumer_sdk.clusters import ClusterKind, kafka_cluster
+from consumer_sdk.columnar_fetch import COLUMNAR, install
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.consumer import AutoscalingConsumer
+from consumer_sdk.record_columns import native_available
 from consumer_sdk.sink import CallbackSink, Record
 
 PARTITIONS = 32
@@ -97,8 +99,11 @@ class _Stamp(ConsumerRebalanceListener):
             self.at = time.perf_counter()
 
 
-def run_aiokafka(bootstrap: str, topic: str, group: str, expected: int) -> float:
-    """Seconds from assignment to the last record with aiokafka's getmany."""
+def run_aiokafka(
+    bootstrap: str, topic: str, group: str, expected: int, columnar: bool = False
+) -> float:
+    """Seconds from assignment to the last record with aiokafka's getmany; with
+    ``columnar``, fetched as Arrow columns (consumer_sdk.columnar_fetch), no record objects."""
 
     async def go() -> float:
         stamp = _Stamp()
@@ -109,6 +114,7 @@ def run_aiokafka(bootstrap: str, topic: str, group: str, expected: int) -> float
             enable_auto_commit=False,
             max_partition_fetch_bytes=4 * MIB,
             fetch_max_bytes=64 * MIB,
+            **({"key_deserializer": COLUMNAR} if columnar else {}),
         )
         consumer.subscribe([topic], listener=stamp)
         await consumer.start()
@@ -116,7 +122,10 @@ def run_aiokafka(bootstrap: str, topic: str, group: str, expected: int) -> float
         try:
             while seen < expected:
                 batch = await consumer.getmany(timeout_ms=500)
-                seen += sum(len(records) for records in batch.values())
+                if columnar:
+                    seen += sum(c.count for chunks in batch.values() for c in chunks)
+                else:
+                    seen += sum(len(records) for records in batch.values())
             assert stamp.at is not None
             return time.perf_counter() - stamp.at
         finally:
@@ -165,6 +174,9 @@ def run_sdk(bootstrap: str, topic: str, group: str, expected: int) -> float:
 CLIENTS: dict[str, Callable[[str, str, str, int], float]] = {
     "confluent-kafka": run_confluent,
     "aiokafka": run_aiokafka,
+    "aiokafka, columnar fetch": lambda bootstrap, topic, group, expected: run_aiokafka(
+        bootstrap, topic, group, expected, columnar=True
+    ),
     "sdk (no-op sink)": run_sdk,
 }
 
@@ -177,6 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args(argv)
+    install()
     rows: list[dict[str, Any]] = []
     kind = ClusterKind(args.cluster)
     with kafka_cluster(kind) as broker:
@@ -210,7 +223,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         broker_text,
         f"{args.mib} MiB per value size, median of {args.rounds} alternating rounds; time from "
         "partition assignment to the last record. SDK: 16 MiB batches, 0.25 s wait (the "
-        "last partial batch waits it out), no-op sink, commit after every batch.",
+        "last partial batch waits it out), no-op sink, commit after every batch. "
+        "Columnar fetch: aiokafka's fetcher handing over Arrow columns decoded natively "
+        f"(consumer_sdk.columnar_fetch; native decoder built: {native_available()}).",
         "",
         "| value | client | records | MiB/s | records/s |",
         "|---:|---|---:|---:|---:|",

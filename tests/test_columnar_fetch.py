@@ -1,0 +1,104 @@
+"""aiokafka fetching Arrow columns (consumer_sdk.columnar_fetch) on both Kafka legs: the same
+records as aiokafka's own ConsumerRecords, positions that follow, seek, and other consumers
+in the process untouched."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from confluent_kafka import Producer
+
+from consumer_sdk.columnar_fetch import COLUMNAR, install
+from consumer_sdk.record_columns import RecordColumns
+
+Row = tuple[int, int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]
+
+
+def produce_mixed(bootstrap: str, topic: str, partitions: int, per_partition: int) -> None:
+    """Keys (some null), values (some null, some large), headers, gzip and uncompressed."""
+    for compression in ("none", "gzip"):
+        producer = Producer(
+            {"bootstrap.servers": bootstrap, "compression.type": compression, "linger.ms": 5}
+        )
+        for i in range(per_partition // 2):
+            for partition in range(partitions):
+                producer.produce(
+                    topic,
+                    partition=partition,
+                    key=None if i % 3 == 0 else f"k{i}".encode(),
+                    value=None if i % 7 == 0 else f"v{i}-{compression}".encode() * (1 + i % 50),
+                    headers=[("h", f"{i}".encode()), ("null", None)] if i % 4 == 0 else None,
+                )
+        assert producer.flush(30) == 0
+
+
+async def read_all(
+    bootstrap: str, topic: str, partitions: int, expected: int, columnar: bool, seek: int = 0
+) -> dict[int, list[Row]]:
+    """Every partition's records from ``seek`` on, by one consumer without a group."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        max_partition_fetch_bytes=4096,  # several fetches per partition
+        **({"key_deserializer": COLUMNAR} if columnar else {}),
+    )
+    await consumer.start()
+    tps = [TopicPartition(topic, p) for p in range(partitions)]
+    consumer.assign(tps)
+    for tp in tps:
+        consumer.seek(tp, seek)
+    rows: dict[int, list[Row]] = {p: [] for p in range(partitions)}
+    try:
+        async with asyncio.timeout(60):
+            while sum(len(r) for r in rows.values()) < expected:
+                fetched = await consumer.getmany(timeout_ms=500)
+                for tp, items in fetched.items():
+                    rows[tp.partition].extend(_rows(items, columnar))
+        positions = {tp.partition: await consumer.position(tp) for tp in tps}
+    finally:
+        await consumer.stop()
+    for partition, partition_rows in rows.items():
+        assert positions[partition] == partition_rows[-1][0] + 1
+    return rows
+
+
+def _rows(items: list[Any], columnar: bool) -> list[Row]:
+    if not columnar:
+        return [(m.offset, m.timestamp, m.key, m.value, list(m.headers)) for m in items]
+    out: list[Row] = []
+    for chunk in items:
+        assert isinstance(chunk, RecordColumns)
+        table = chunk.batch.to_pydict()
+        out.extend(
+            zip(
+                table["offset"],
+                table["timestamp"],
+                table["key"],
+                table["value"],
+                [[(h["key"], h["value"]) for h in hs] for hs in table["headers"]],
+                strict=True,
+            )
+        )
+    return out
+
+
+def test_columns_hold_what_aiokafka_records_hold(
+    kafka: str, topic_factory: Callable[..., str]
+) -> None:
+    install()
+    partitions, per_partition = 3, 60
+    topic = topic_factory(partitions, prefix=f"columnar-{uuid.uuid4().hex[:6]}")
+    produce_mixed(kafka, topic, partitions, per_partition)
+    total = partitions * per_partition
+    plain = asyncio.run(read_all(kafka, topic, partitions, total, columnar=False))
+    columns = asyncio.run(read_all(kafka, topic, partitions, total, columnar=True))
+    assert columns == plain
+    assert all(len(rows) == per_partition for rows in columns.values())
+    # From the middle of a batch: only what follows the position.
+    later = asyncio.run(read_all(kafka, topic, partitions, total - 3 * 17, True, seek=17))
+    assert later == {p: rows[17:] for p, rows in plain.items()}

@@ -1,0 +1,165 @@
+"""Record batches to Arrow columns: the native decoder against aiokafka's own reader.
+
+Batches are written by aiokafka's DefaultRecordBatchBuilder (what a producer sends); the
+expected records are what went in. Both decoders (native, and the aiokafka fallback) must
+return exactly them.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import pytest
+from aiokafka.record.default_records import DefaultRecordBatchBuilder
+from aiokafka.record.util import calc_crc32c
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from consumer_sdk import record_columns
+from consumer_sdk.record_columns import CorruptRecords, RecordColumns, decode_records
+
+Header = tuple[str, bytes | None]
+Row = tuple[bytes | None, bytes | None, list[Header]]
+
+pytestmark = pytest.mark.skipif(
+    not record_columns.native_available(), reason="the native decoder is not built"
+)
+
+
+def batch(
+    rows: list[Row],
+    base_offset: int,
+    *,
+    codec: int = 0,
+    timestamp: int = 1_700_000_000_000,
+    producer_id: int = -1,
+    transactional: bool = False,
+    flags: int = 0,
+) -> bytes:
+    """One v2 record batch of ``rows`` at ``base_offset``; ``flags`` are extra attribute
+    bits (the builder cannot set them; the CRC is recomputed)."""
+    builder = DefaultRecordBatchBuilder(2, codec, int(transactional), producer_id, 0, 0, 1 << 30)
+    for delta, (key, value, headers) in enumerate(rows):
+        builder.append(delta, timestamp + 3 * delta, key, value, headers)
+    data = bytearray(builder.build())
+    data[0:8] = struct.pack(">q", base_offset)
+    if flags:
+        (attributes,) = struct.unpack_from(">h", data, 21)
+        struct.pack_into(">h", data, 21, attributes | flags)
+        struct.pack_into(">I", data, 17, calc_crc32c(bytes(data[21:])))
+    return bytes(data)
+
+
+def rows_of(columns: RecordColumns) -> list[tuple[int, int, bytes | None, bytes | None, Any]]:
+    table = columns.batch.to_pydict()
+    return list(
+        zip(
+            table["offset"],
+            table["timestamp"],
+            table["key"],
+            table["value"],
+            [[(h["key"], h["value"]) for h in headers] for headers in table["headers"]],
+            strict=True,
+        )
+    )
+
+
+def expected(rows: list[Row], base_offset: int, timestamp: int = 1_700_000_000_000) -> list[Any]:
+    return [
+        (base_offset + i, timestamp + 3 * i, key, value, headers)
+        for i, (key, value, headers) in enumerate(rows)
+    ]
+
+
+def both_decoders(data: bytes, fetch_offset: int, **options: Any) -> list[RecordColumns]:
+    """The native result and the fallback's, which must agree."""
+    native = decode_records("t", 3, data, fetch_offset, **options)
+    sections, _ = record_columns._sections(data, fetch_offset, True, (), False)
+    fallback = record_columns._decode_with_aiokafka(data, sections, fetch_offset)
+    assert fallback.equals(native.batch)
+    return [native]
+
+
+maybe_bytes = st.one_of(st.none(), st.binary(max_size=300))
+headers = st.lists(st.tuples(st.text(max_size=8), maybe_bytes), max_size=3)
+rows_strategy = st.lists(st.tuples(maybe_bytes, maybe_bytes, headers), min_size=1, max_size=40)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    batches=st.lists(st.tuples(rows_strategy, st.sampled_from([0, 1])), min_size=1, max_size=4),
+    skip=st.integers(min_value=0, max_value=60),
+)
+def test_any_records_decode_as_written(batches: list[tuple[list[Row], int]], skip: int) -> None:
+    data, want, offset = b"", [], 100
+    for rows, codec in batches:
+        data += batch(rows, offset, codec=codec)
+        want += expected(rows, offset)
+        offset += len(rows)
+    fetch_offset = 100 + skip
+    [columns] = both_decoders(data, fetch_offset)
+    assert rows_of(columns) == [row for row in want if row[0] >= fetch_offset]
+    assert columns.next_offset == max(offset, fetch_offset)
+    assert columns.payload_bytes == sum(
+        len(r[2] or b"") + len(r[3] or b"") for r in rows_of(columns)
+    )
+
+
+def test_a_batch_cut_by_the_fetch_limit_is_left_for_the_next_fetch() -> None:
+    first = batch([(b"k", b"v1", [])], 0)
+    second = batch([(None, b"v2", [])], 1)
+    columns = decode_records("t", 0, first + second[:-5], 0)
+    assert [row[3] for row in rows_of(columns)] == [b"v1"]
+    assert columns.next_offset == 1
+
+
+def test_log_append_time_batches_carry_the_brokers_time() -> None:
+    data = batch([(None, b"a", []), (None, b"b", [])], 7, flags=0x08)
+    (max_timestamp,) = struct.unpack_from(">q", data, 35)
+    columns = decode_records("t", 0, data, 7)
+    assert columns.batch.column(1).to_pylist() == [max_timestamp, max_timestamp]
+
+
+def test_control_batches_are_skipped_but_moved_past() -> None:
+    marker = batch([(struct.pack(">hh", 0, 1), b"", [])], 5, producer_id=9, flags=0x30)
+    data = batch([(None, b"x", [])], 4) + marker + batch([(None, b"y", [])], 6)
+    columns = decode_records("t", 0, data, 4)
+    assert [row[0] for row in rows_of(columns)] == [4, 6]
+    assert decode_records("t", 0, batch([(None, b"x", [])], 4) + marker, 4).next_offset == 6
+
+
+def test_read_committed_drops_aborted_transactions() -> None:
+    aborted = batch([(None, b"gone", [])], 0, producer_id=1, transactional=True)
+    abort_marker = batch([(struct.pack(">hh", 0, 0), b"", [])], 1, producer_id=1, flags=0x30)
+    kept = batch([(None, b"kept", [])], 2, producer_id=2, transactional=True)
+    data = aborted + abort_marker + kept
+    committed = decode_records("t", 0, data, 0, aborted_transactions=[(1, 0)], read_committed=True)
+    assert [row[3] for row in rows_of(committed)] == [b"kept"]
+    everything = decode_records("t", 0, data, 0, aborted_transactions=[(1, 0)])
+    assert [row[3] for row in rows_of(everything)] == [b"gone", b"kept"]
+
+
+def test_a_corrupt_batch_is_refused() -> None:
+    data = bytearray(batch([(b"key", b"value", [])], 0))
+    data[-1] ^= 0xFF
+    with pytest.raises(CorruptRecords, match="CRC mismatch"):
+        decode_records("t", 0, bytes(data), 0)
+    # A batch whose CRC matches but whose records end early: refused, not read past its end.
+    short = bytearray(batch([(b"key", b"value", [])], 0))
+    struct.pack_into(">i", short, 57, 2)  # claims two records, holds one
+    struct.pack_into(">I", short, 17, calc_crc32c(bytes(short[21:])))
+    with pytest.raises(CorruptRecords, match="do not parse"):
+        decode_records("t", 0, bytes(short), 0)
+
+
+def test_without_the_native_library_the_fallback_gives_the_same_columns(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    rows: list[Row] = [(b"k", None, [("h", None), ("i", b"1")]), (None, b"v", [])]
+    data = batch(rows, 10, codec=1)
+    native = decode_records("t", 0, data, 10)
+    monkeypatch.setattr(record_columns, "_native", lambda: None)
+    fallback = decode_records("t", 0, data, 10)
+    assert fallback.batch.equals(native.batch)
+    assert rows_of(fallback) == expected(rows, 10)
