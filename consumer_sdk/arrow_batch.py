@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from assignor.validation import is_finite_number, is_integer
-from consumer_sdk.sink import Record
+from consumer_sdk.sink import Record, RecordsView
 
 VALUE_FORMATS = ("raw", "text", "json")
 # The partition column of the table directory layout (the batch's UTC ingest date).
@@ -213,6 +213,39 @@ def to_arrow(records: Sequence[Record], codec: ValueCodec, ingest_time: datetime
         good, values = _narrow(good, values, codec, ingest_time, dead)
         rows = _rows(good, values, codec, ingest_time)
     return ArrowBatch(rows, _dead_letter_table(dead, ingest_time))
+
+
+def columns_to_arrow(
+    topic: str, fetched: pa.Table, codec: ValueCodec, ingest_time: datetime
+) -> ArrowBatch:
+    """The same tables as :func:`to_arrow`, from a fetched table (offset, timestamp, key,
+    value, headers, partition: the columnar record path) without a Python object per record
+    when values are raw, or text that is all valid UTF-8. Otherwise (JSON, or text with a
+    value that is not UTF-8) the records are decoded one by one, as :func:`to_arrow` does."""
+    values = fetched.column("value")
+    if codec.value_format == "text":
+        try:
+            values = values.cast(pa.string())  # validates the UTF-8 of every value
+        except pa.ArrowInvalid:
+            return to_arrow(RecordsView(topic, fetched), codec, ingest_time)
+    elif codec.value_format != "raw":
+        return to_arrow(RecordsView(topic, fetched), codec, ingest_time)
+    count = fetched.num_rows
+    timestamps = pc.multiply(fetched.column("timestamp"), 1000).cast(TIMESTAMP)  # ms -> us
+    rows = pa.Table.from_arrays(
+        [
+            pa.repeat(pa.scalar(topic, pa.string()), count),
+            fetched.column("partition").cast(pa.int32()),
+            fetched.column("offset"),
+            timestamps,
+            fetched.column("key"),
+            values,
+            fetched.column("headers"),
+            pa.repeat(pa.scalar(ingest_time, TIMESTAMP), count),
+        ],
+        schema=codec.schema(),
+    )
+    return ArrowBatch(rows, _dead_letter_table([], ingest_time))
 
 
 def _rows(

@@ -26,6 +26,9 @@ def default_identity() -> str:
     return os.environ.get("POD_NAME") or os.environ.get("HOSTNAME") or socket.gethostname()
 
 
+RECORD_PATHS = ("records", "columns")
+
+
 @dataclass(frozen=True)
 class ConsumerConfig(GroupSettings):
     """Everything an :class:`~consumer_sdk.consumer.AutoscalingConsumer` needs."""
@@ -54,6 +57,10 @@ class ConsumerConfig(GroupSettings):
     # On stop, a cooperative member first hands its partitions to the others while it still
     # reads them (one more rebalance round), for at most this long; 0 leaves at once.
     leave_handover_secs: float = 10.0
+    # How fetched records travel to the sink: "records" (a Record per record, as aiokafka
+    # builds them) or "columns" (Arrow columns decoded natively per fetch; sinks that
+    # implement ColumnarSink get tables, others get a lazy sequence of Records).
+    record_path: str = "columns"
 
     def __post_init__(self) -> None:
         self._check_group()
@@ -83,6 +90,8 @@ class ConsumerConfig(GroupSettings):
             self._fail("replan_after_secs", "a number of seconds in [0, 3600] (0: never)")
         if self.rebalance_protocol not in PROTOCOLS:
             self._fail("rebalance_protocol", f"one of {', '.join(PROTOCOLS)}")
+        if self.record_path not in RECORD_PATHS:
+            self._fail("record_path", f"one of {', '.join(RECORD_PATHS)}")
         if bad_number(self.leave_handover_secs, minimum=0.0) or self.leave_handover_secs > 300:
             self._fail("leave_handover_secs", "a number of seconds in [0, 300] (0: leave at once)")
         if bad_number(self.leader_delay_secs, minimum=0.0) or self.leader_delay_secs > 5:

@@ -23,6 +23,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
 from aiokafka.errors import KafkaError
 from aiokafka.structs import TopicPartition as KafkaTopicPartition
@@ -31,14 +33,19 @@ from assignor import TopicPartition
 from assignor.cooperative import COOPERATIVE
 from assignor.plugin import MemberState, PluginStats, build_assignor
 from consumer_sdk import metrics
+from consumer_sdk.columnar_fetch import COLUMNAR, install
 from consumer_sdk.config import MIB, ConsumerConfig
 from consumer_sdk.cooperative import CooperativeCoordinator, make_cooperative
 from consumer_sdk.pending import Batch, PendingRecords
+from consumer_sdk.pending_columns import ColumnBatch, PendingColumns
 from consumer_sdk.sink import (
+    ColumnarSink,
+    ColumnarStagingSink,
     ManagedSink,
     PartitionsFenced,
     PreparingSink,
     Record,
+    RecordsView,
     Sink,
     StagingSink,
 )
@@ -124,7 +131,9 @@ class AutoscalingConsumer:
             client_options=config.client_options(),
         )
         self._consumer: AIOKafkaConsumer | None = None
-        self._pending: PendingRecords[KafkaTopicPartition] = PendingRecords()
+        self._columnar = config.record_path == "columns"
+        self._pending: PendingRecords[KafkaTopicPartition] | PendingColumns[KafkaTopicPartition]
+        self._pending = PendingColumns() if self._columnar else PendingRecords()
         self._lock = asyncio.Lock()
         self._stopping = asyncio.Event()
         self._window_started = time.monotonic()
@@ -133,6 +142,10 @@ class AutoscalingConsumer:
         # Batches handed to the sink, oldest first; each publishes after the one before it.
         self._writes: deque[asyncio.Task[None]] = deque()
         self._stager: StagingSink | None = sink if isinstance(sink, StagingSink) else None
+        # On the columnar path, whole tables go to a sink that takes them; others get Records.
+        self._table_sink: ColumnarSink | None = (
+            sink if self._columnar and isinstance(sink, ColumnarSink) else None
+        )
         self._depth = config.writes_in_flight if self._stager is not None else 1
         # Offsets written (or found in the sink) whose commit has not succeeded yet: retried
         # when the member is idle, so the committed offsets (the sidecar's lag) catch up.
@@ -208,6 +221,8 @@ class AutoscalingConsumer:
 
     def _new_client(self) -> AIOKafkaConsumer:
         config = self.config
+        if self._columnar:
+            install()  # aiokafka's fetcher then decodes our fetches into columns
         assignor = build_assignor(
             self.state,
             self.snapshots.view,
@@ -227,6 +242,7 @@ class AutoscalingConsumer:
             max_partition_fetch_bytes=4 * MIB,
             fetch_max_bytes=max(64 * MIB, config.batch_bytes),
             partition_assignment_strategy=(assignor,),
+            **({"key_deserializer": COLUMNAR} if self._columnar else {}),
             **config.client_options(),
         )
         consumer.subscribe(list(config.topics), listener=_Listener(self))
@@ -398,7 +414,7 @@ class AutoscalingConsumer:
 
     async def _write_and_commit(
         self,
-        batch: Batch[KafkaTopicPartition],
+        batch: Batch[KafkaTopicPartition] | ColumnBatch[KafkaTopicPartition],
         previous: asyncio.Task[None] | None = None,
     ) -> None:
         """Write one batch (a write per topic, concurrently), then commit its offsets. With
@@ -409,9 +425,7 @@ class AutoscalingConsumer:
                 f"a batch of {len(batch.records)} partition(s) was not written: an earlier "
                 "batch was given up at shutdown, and nothing is committed past it"
             )
-        by_topic: dict[str, list[Record]] = {}
-        for recs in batch.records.values():
-            by_topic.setdefault(recs[0].topic, []).extend(recs)
+        by_topic = self._by_topic(batch)
         staged = await asyncio.gather(*(self._stage(t, recs) for t, recs in by_topic.items()))
         if previous is not None:
             await asyncio.wait({previous})
@@ -436,6 +450,25 @@ class AutoscalingConsumer:
         self._commit_task = asyncio.create_task(self._commit(offsets))
         self._account(batch)
 
+    def _by_topic(
+        self, batch: Batch[KafkaTopicPartition] | ColumnBatch[KafkaTopicPartition]
+    ) -> dict[str, Sequence[Record] | pa.Table]:
+        """Each topic's part of ``batch``: Records, or one table for a columnar sink."""
+        if isinstance(batch, Batch):
+            lists: dict[str, list[Record]] = {}
+            for recs in batch.records.values():
+                lists.setdefault(recs[0].topic, []).extend(recs)
+            return dict(lists)
+        tables: dict[str, list[pa.Table]] = {}
+        for tp, table in batch.records.items():
+            partition = pa.array(np.full(len(table), tp.partition, np.int32))
+            tables.setdefault(tp.topic, []).append(table.append_column("partition", partition))
+        by_topic: dict[str, Sequence[Record] | pa.Table] = {}
+        for topic, parts in tables.items():
+            whole = pa.concat_tables(parts)
+            by_topic[topic] = whole if self._table_sink is not None else RecordsView(topic, whole)
+        return by_topic
+
     def _forget_fenced(
         self, offsets: dict[KafkaTopicPartition, int], fenced: frozenset[TopicPartition]
     ) -> None:
@@ -456,7 +489,9 @@ class AutoscalingConsumer:
         if task is not None:
             await task
 
-    def _account(self, flushed: Batch[KafkaTopicPartition]) -> None:
+    def _account(
+        self, flushed: Batch[KafkaTopicPartition] | ColumnBatch[KafkaTopicPartition]
+    ) -> None:
         group = self.config.group
         total_bytes = total_records = 0
         for tp, recs in flushed.records.items():
@@ -476,12 +511,16 @@ class AutoscalingConsumer:
             metrics.ASSIGNOR_FALLBACKS.labels(group).inc(fallbacks - self._fallbacks_seen)
             self._fallbacks_seen = fallbacks
 
-    async def _stage(self, topic: str, records: Sequence[Record]) -> object | None:
+    async def _stage(self, topic: str, records: Sequence[Record] | pa.Table) -> object | None:
         """Stage ``records`` if the sink stages; None if it does not, or if staging failed
         (then :meth:`_write` writes them whole, with retries)."""
         if self._stager is None:
             return None
         try:
+            if isinstance(records, pa.Table):
+                if not isinstance(self._stager, ColumnarStagingSink):
+                    return None  # written whole by write_columns
+                return await self._stager.stage_columns(topic, records)
             return await self._stager.stage(topic, records)
         except Exception as exc:
             metrics.WRITE_RETRIES.labels(self.config.group, topic).inc()
@@ -498,7 +537,7 @@ class AutoscalingConsumer:
             log.warning("discarding a staged batch failed (%r)", exc)
 
     async def _write(
-        self, topic: str, records: Sequence[Record], staged: object | None
+        self, topic: str, records: Sequence[Record] | pa.Table, staged: object | None
     ) -> frozenset[TopicPartition]:
         """Publish ``staged`` (or write ``records`` if nothing is staged); on failure write
         them again, with backoff, until they are in or a stop is requested. Returns the
@@ -508,6 +547,9 @@ class AutoscalingConsumer:
             try:
                 if staged is not None and self._stager is not None:
                     await self._stager.publish(staged)
+                elif isinstance(records, pa.Table):
+                    assert self._table_sink is not None
+                    await self._table_sink.write_columns(topic, records)
                 else:
                     await self.sink.write(topic, records)
                 return frozenset()

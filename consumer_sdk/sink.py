@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import NamedTuple, Protocol, runtime_checkable
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from typing import NamedTuple, Protocol, overload, runtime_checkable
+
+import pyarrow as pa
 
 from assignor import TopicPartition
 
@@ -103,6 +105,68 @@ class StagingSink(Sink, Protocol):
     async def discard(self, staged: object) -> None:
         """Drop a staged batch that will not be published (or whose publish failed)."""
         ...
+
+
+@runtime_checkable
+class ColumnarSink(Protocol):
+    """A sink that takes a topic's part of a batch as one Arrow table (columns offset,
+    timestamp, key, value, headers, partition: consumer_sdk.record_columns.RECORD_SCHEMA plus
+    the partition), with the consumer's ``record_path="columns"``. Same contract as
+    ``Sink.write``: raise on failure, PartitionsFenced for partitions claimed meanwhile."""
+
+    async def write_columns(self, topic: str, table: pa.Table) -> None:
+        """Persist ``table`` (all of ``topic``, in offset order per partition)."""
+        ...
+
+
+@runtime_checkable
+class ColumnarStagingSink(Protocol):
+    """A staging sink that also stages a fetched table (see ColumnarSink, StagingSink)."""
+
+    async def stage_columns(self, topic: str, table: pa.Table) -> object:
+        """``StagingSink.stage`` for one topic's table."""
+        ...
+
+
+class RecordsView(Sequence[Record]):
+    """A topic's table seen as a sequence of Records, built only when read: what a
+    record-at-a-time sink gets on the columnar path (``len`` costs nothing)."""
+
+    def __init__(self, topic: str, table: pa.Table) -> None:
+        self.topic = topic
+        self.table = table
+        self._records: list[Record] | None = None
+
+    def __len__(self) -> int:
+        return int(self.table.num_rows)
+
+    @overload
+    def __getitem__(self, index: int) -> Record: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Record]: ...
+    def __getitem__(self, index: int | slice) -> Record | Sequence[Record]:
+        return self._materialise()[index]
+
+    def __iter__(self) -> Iterator[Record]:
+        return iter(self._materialise())
+
+    def _materialise(self) -> list[Record]:
+        if self._records is None:
+            columns = self.table.to_pydict()
+            headers = [tuple((h["key"], h["value"]) for h in hs) for hs in columns["headers"]]
+            self._records = [
+                Record(self.topic, *row)
+                for row in zip(
+                    columns["partition"],
+                    columns["offset"],
+                    columns["timestamp"],
+                    columns["key"],
+                    columns["value"],
+                    headers,
+                    strict=True,
+                )
+            ]
+        return self._records
 
 
 WriteFunction = Callable[[str, Sequence[Record]], Awaitable[None] | None]

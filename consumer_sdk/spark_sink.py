@@ -44,6 +44,7 @@ from consumer_sdk.arrow_batch import (
     DEAD_LETTER_SCHEMA,
     ArrowBatch,
     ValueCodec,
+    columns_to_arrow,
     offset_ranges,
     to_arrow,
 )
@@ -159,6 +160,17 @@ class SparkTableSink:
         """Build and stage one topic's records; nothing is visible until :meth:`publish`."""
         return await asyncio.to_thread(self.stage_blocking, topic, records)
 
+    async def write_columns(self, topic: str, table: pa.Table) -> None:
+        """Write one topic's fetched table (the columnar record path)."""
+        if table.num_rows:
+            staged = await self.stage_columns(topic, table)
+            await self.publish(staged)
+
+    async def stage_columns(self, topic: str, table: pa.Table) -> StagedBatch:
+        """:meth:`stage` for a fetched table: raw and valid text values go to Arrow without
+        a Python object per record."""
+        return await asyncio.to_thread(self.stage_columns_blocking, topic, table)
+
     async def publish(self, staged: object) -> None:
         """Publish a batch :meth:`stage` returned into the table."""
         await asyncio.to_thread(self.publish_blocking, _staged_batch(staged))
@@ -182,9 +194,16 @@ class SparkTableSink:
     def stage_blocking(self, topic: str, records: Sequence[Record]) -> StagedBatch:
         """Convert to Arrow and (Parquet format) have Spark write the rows into a staging
         directory private to this batch. Safe to run for several batches at once."""
-        session = self.open()
         now = datetime.now(UTC)
-        batch = to_arrow(records, self.codec, now)
+        return self._stage_arrow(topic, to_arrow(records, self.codec, now), now)
+
+    def stage_columns_blocking(self, topic: str, fetched: pa.Table) -> StagedBatch:
+        """:meth:`stage_blocking` for a fetched table."""
+        now = datetime.now(UTC)
+        return self._stage_arrow(topic, columns_to_arrow(topic, fetched, self.codec, now), now)
+
+    def _stage_arrow(self, topic: str, batch: ArrowBatch, now: datetime) -> StagedBatch:
+        session = self.open()
         table = self.config.table_for(topic)
         self._ensure_table(table, batch.rows.schema)
         if batch.dead_letters.num_rows:

@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
+import pyarrow as pa
 import pytest
 
 from consumer_sdk.arrow_batch import (
     DEAD_LETTER_SCHEMA,
+    HEADERS,
     SchemaError,
     ValueCodec,
+    columns_to_arrow,
     offset_ranges,
     parse_json_schema,
     to_arrow,
@@ -155,3 +158,36 @@ def test_a_row_arrow_refuses_is_narrowed_to_its_record(monkeypatch: pytest.Monke
     assert [r["offset"] for r in batch.rows.to_pylist()] == [0, 2]
     [dead] = batch.dead_letters.to_pylist()
     assert dead["offset"] == 1 and "is not STRING" not in dead["error"]  # Arrow's refusal
+
+
+def fetched_table(records: list[Record]) -> pa.Table:
+    """What the columnar record path hands a sink for these records."""
+    return pa.table(
+        {
+            "offset": pa.array([r.offset for r in records], pa.int64()),
+            "timestamp": pa.array([r.timestamp for r in records], pa.int64()),
+            "key": pa.array([r.key for r in records], pa.binary()),
+            "value": pa.array([r.value for r in records], pa.binary()),
+            "headers": pa.array([list(r.headers) for r in records], HEADERS),
+            "partition": pa.array([r.partition for r in records], pa.int32()),
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("codec", "values"),
+    [
+        (ValueCodec(), [b"a", None, b"\xff raw"]),
+        (ValueCodec("text"), ["é".encode(), None, b"plain"]),
+        (ValueCodec("text"), [b"ok", b"\xff not utf-8", None]),  # falls back, dead letter
+        (ValueCodec("json", parse_json_schema("id BIGINT")), [b'{"id": 1}', b"[", None]),
+    ],
+)
+def test_a_fetched_table_becomes_the_same_tables_as_its_records(
+    codec: ValueCodec, values: list[bytes | None]
+) -> None:
+    records = [record(i, value, partition=i % 2) for i, value in enumerate(values)]
+    from_records = to_arrow(records, codec, NOW)
+    from_columns = columns_to_arrow("orders", fetched_table(records), codec, NOW)
+    assert from_columns.rows.equals(from_records.rows)
+    assert from_columns.dead_letters.equals(from_records.dead_letters)

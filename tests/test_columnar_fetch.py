@@ -14,8 +14,7 @@ from confluent_kafka import Producer
 
 from consumer_sdk.columnar_fetch import COLUMNAR, install
 from consumer_sdk.record_columns import RecordColumns
-
-Row = tuple[int, int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]
+from tests.columns_helpers import Row, column_rows
 
 
 def produce_mixed(bootstrap: str, topic: str, partitions: int, per_partition: int) -> None:
@@ -73,17 +72,7 @@ def _rows(items: list[Any], columnar: bool) -> list[Row]:
     out: list[Row] = []
     for chunk in items:
         assert isinstance(chunk, RecordColumns)
-        table = chunk.batch.to_pydict()
-        out.extend(
-            zip(
-                table["offset"],
-                table["timestamp"],
-                table["key"],
-                table["value"],
-                [[(h["key"], h["value"]) for h in hs] for hs in table["headers"]],
-                strict=True,
-            )
-        )
+        out.extend(column_rows(chunk))
     return out
 
 

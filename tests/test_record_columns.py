@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from consumer_sdk import record_columns
 from consumer_sdk.record_columns import CorruptRecords, RecordColumns, decode_records
+from tests.columns_helpers import column_rows
 
 Header = tuple[str, bytes | None]
 Row = tuple[bytes | None, bytes | None, list[Header]]
@@ -49,20 +50,6 @@ def batch(
         struct.pack_into(">h", data, 21, attributes | flags)
         struct.pack_into(">I", data, 17, calc_crc32c(bytes(data[21:])))
     return bytes(data)
-
-
-def rows_of(columns: RecordColumns) -> list[tuple[int, int, bytes | None, bytes | None, Any]]:
-    table = columns.batch.to_pydict()
-    return list(
-        zip(
-            table["offset"],
-            table["timestamp"],
-            table["key"],
-            table["value"],
-            [[(h["key"], h["value"]) for h in headers] for headers in table["headers"]],
-            strict=True,
-        )
-    )
 
 
 def expected(rows: list[Row], base_offset: int, timestamp: int = 1_700_000_000_000) -> list[Any]:
@@ -99,10 +86,10 @@ def test_any_records_decode_as_written(batches: list[tuple[list[Row], int]], ski
         offset += len(rows)
     fetch_offset = 100 + skip
     [columns] = both_decoders(data, fetch_offset)
-    assert rows_of(columns) == [row for row in want if row[0] >= fetch_offset]
+    assert column_rows(columns) == [row for row in want if row[0] >= fetch_offset]
     assert columns.next_offset == max(offset, fetch_offset)
     assert columns.payload_bytes == sum(
-        len(r[2] or b"") + len(r[3] or b"") for r in rows_of(columns)
+        len(r[2] or b"") + len(r[3] or b"") for r in column_rows(columns)
     )
 
 
@@ -110,7 +97,7 @@ def test_a_batch_cut_by_the_fetch_limit_is_left_for_the_next_fetch() -> None:
     first = batch([(b"k", b"v1", [])], 0)
     second = batch([(None, b"v2", [])], 1)
     columns = decode_records("t", 0, first + second[:-5], 0)
-    assert [row[3] for row in rows_of(columns)] == [b"v1"]
+    assert [row[3] for row in column_rows(columns)] == [b"v1"]
     assert columns.next_offset == 1
 
 
@@ -125,7 +112,7 @@ def test_control_batches_are_skipped_but_moved_past() -> None:
     marker = batch([(struct.pack(">hh", 0, 1), b"", [])], 5, producer_id=9, flags=0x30)
     data = batch([(None, b"x", [])], 4) + marker + batch([(None, b"y", [])], 6)
     columns = decode_records("t", 0, data, 4)
-    assert [row[0] for row in rows_of(columns)] == [4, 6]
+    assert [row[0] for row in column_rows(columns)] == [4, 6]
     assert decode_records("t", 0, batch([(None, b"x", [])], 4) + marker, 4).next_offset == 6
 
 
@@ -135,9 +122,9 @@ def test_read_committed_drops_aborted_transactions() -> None:
     kept = batch([(None, b"kept", [])], 2, producer_id=2, transactional=True)
     data = aborted + abort_marker + kept
     committed = decode_records("t", 0, data, 0, aborted_transactions=[(1, 0)], read_committed=True)
-    assert [row[3] for row in rows_of(committed)] == [b"kept"]
+    assert [row[3] for row in column_rows(committed)] == [b"kept"]
     everything = decode_records("t", 0, data, 0, aborted_transactions=[(1, 0)])
-    assert [row[3] for row in rows_of(everything)] == [b"gone", b"kept"]
+    assert [row[3] for row in column_rows(everything)] == [b"gone", b"kept"]
 
 
 def test_a_corrupt_batch_is_refused() -> None:
@@ -162,4 +149,4 @@ def test_without_the_native_library_the_fallback_gives_the_same_columns(
     monkeypatch.setattr(record_columns, "_native", lambda: None)
     fallback = decode_records("t", 0, data, 10)
     assert fallback.batch.equals(native.batch)
-    assert rows_of(fallback) == expected(rows, 10)
+    assert column_rows(fallback) == expected(rows, 10)

@@ -1,0 +1,174 @@
+"""Fetched columns not yet handed to the sink, cut into batches of at most N bytes.
+
+The columnar twin of consumer_sdk.pending: the same contract (add what a poll returned, take
+batches by bytes, drop a revoked partition), with each partition's records held as the Arrow
+chunks the columnar fetch decoded (consumer_sdk.record_columns.RecordColumns). Nothing here
+touches a record: chunks are kept whole, sliced where a batch ends, and measured with Arrow
+kernels. Pure (no client, no sink).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Hashable, Sequence
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from consumer_sdk.record_columns import RecordColumns
+
+Partition = TypeVar("Partition", bound=Hashable)
+
+
+@dataclass
+class _Held:
+    """A partition's chunks, oldest first, and their bytes; ``next_offset`` is the offset
+    after the last chunk (past control batches the fetch skipped)."""
+
+    chunks: list[pa.RecordBatch]
+    sizes: list[int]
+    next_offset: int
+
+    @property
+    def bytes(self) -> int:
+        return sum(self.sizes)
+
+    @property
+    def last_offset(self) -> int:
+        return int(self.chunks[-1].column(0)[-1].as_py())
+
+
+@dataclass
+class ColumnBatch(Generic[Partition]):
+    """Records taken out together: per partition a table of consecutive fetched records,
+    its bytes, and the offset to commit once it is stored."""
+
+    records: dict[Partition, pa.Table] = field(default_factory=dict)
+    sizes: dict[Partition, int] = field(default_factory=dict)
+    commit_offsets: dict[Partition, int] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.records)
+
+    @property
+    def bytes(self) -> int:
+        """Key and value bytes of every record."""
+        return sum(self.sizes.values())
+
+    def next_offsets(self) -> dict[Partition, int]:
+        """The offset to commit per partition once the batch is stored."""
+        return dict(self.commit_offsets)
+
+
+def payload_sizes(chunk: pa.RecordBatch) -> np.ndarray:
+    """Bytes of key plus value per record (what batch_bytes counts)."""
+    keys = pc.fill_null(pc.binary_length(chunk.column(2)), 0)
+    values = pc.fill_null(pc.binary_length(chunk.column(3)), 0)
+    return np.asarray(pc.add(keys, values), dtype=np.int64)
+
+
+def payload_bytes(chunk: pa.RecordBatch) -> int:
+    """Bytes of keys and values of a chunk."""
+    return int(payload_sizes(chunk).sum()) if chunk.num_rows else 0
+
+
+class PendingColumns(Generic[Partition]):
+    """Fetched chunks per partition, in offset order, with their bytes."""
+
+    def __init__(self) -> None:
+        self._held: dict[Partition, _Held] = {}
+        self.bytes = 0
+
+    def add(self, partition: Partition, fetched: Sequence[RecordColumns]) -> None:
+        """Append a poll's chunks of ``partition``. Offsets already held come back after a
+        repositioning (a rebalance that handed the partition back, a resume seek): they are
+        kept once."""
+        for columns in fetched:
+            chunk = columns.batch
+            held = self._held.get(partition)
+            if held is not None and chunk.num_rows:
+                offsets = np.asarray(chunk.column(0))
+                start = int(np.searchsorted(offsets, held.last_offset, side="right"))
+                chunk = chunk.slice(start)
+            if chunk.num_rows == 0:
+                if held is not None:
+                    held.next_offset = max(held.next_offset, columns.next_offset)
+                continue
+            size = payload_bytes(chunk)
+            if held is None:
+                self._held[partition] = _Held([chunk], [size], columns.next_offset)
+            else:
+                held.chunks.append(chunk)
+                held.sizes.append(size)
+                held.next_offset = max(held.next_offset, columns.next_offset)
+            self.bytes += size
+
+    def take(
+        self, partitions: Collection[Partition] | None = None, limit: int | None = None
+    ) -> ColumnBatch[Partition]:
+        """Take the records of ``partitions`` (all if None) out: at most ``limit`` bytes of
+        them if given (a record larger than that goes alone), a prefix of each partition's
+        records, the rest staying for the next batch."""
+        batch: ColumnBatch[Partition] = ColumnBatch()
+        taken = 0
+        for partition in list(self._held):
+            if partitions is not None and partition not in partitions:
+                continue
+            held = self._held.pop(partition)
+            chunks, size, commit = held.chunks, held.bytes, held.next_offset
+            if limit is not None and taken + size > limit:
+                kept = _cut(held, limit - taken, alone=taken == 0)
+                if kept is not None:
+                    self._held[partition] = kept
+                    chunks = held.chunks  # _cut left the taken prefix in ``held``
+                    size = held.bytes
+                    commit = held.last_offset + 1 if chunks else commit
+            if chunks:
+                batch.records[partition] = pa.Table.from_batches(chunks)
+                batch.sizes[partition] = size
+                batch.commit_offsets[partition] = commit
+                taken += size
+            if partition in self._held or (limit is not None and taken >= limit):
+                break  # the batch is full
+        self.bytes -= taken
+        return batch
+
+    def drop(self, partition: Partition) -> None:
+        """Forget the records of ``partition`` (it was revoked before they were written)."""
+        held = self._held.pop(partition, None)
+        if held is not None:
+            self.bytes -= held.bytes
+
+
+def _cut(held: _Held, budget: int, alone: bool) -> _Held | None:
+    """Split ``held`` in place into the prefix that fits ``budget`` bytes (left in
+    ``held``) and the rest (returned; None if everything fits). With ``alone`` at least one
+    record is taken (a record bigger than a batch is a batch of its own)."""
+    prefix: list[pa.RecordBatch] = []
+    prefix_sizes: list[int] = []
+    used = 0
+    for index, (chunk, size) in enumerate(zip(held.chunks, held.sizes, strict=True)):
+        if used + size <= budget:
+            prefix.append(chunk)
+            prefix_sizes.append(size)
+            used += size
+            continue
+        cumulative = np.cumsum(payload_sizes(chunk))
+        count = int(np.searchsorted(cumulative, budget - used, side="right"))
+        if count == 0 and alone and not prefix:
+            count = 1
+        rest_chunks = held.chunks[index + 1 :]
+        rest_sizes = held.sizes[index + 1 :]
+        if count:
+            head_size = int(cumulative[count - 1])
+            prefix.append(chunk.slice(0, count))
+            prefix_sizes.append(head_size)
+        if count < chunk.num_rows:
+            rest_chunks = [chunk.slice(count), *rest_chunks]
+            rest_sizes = [size - (int(cumulative[count - 1]) if count else 0), *rest_sizes]
+        rest = _Held(rest_chunks, rest_sizes, held.next_offset)
+        held.chunks, held.sizes = prefix, prefix_sizes
+        return rest if rest.chunks else None
+    return None

@@ -1,0 +1,101 @@
+"""The columnar pending buffer cuts exactly the batches the record buffer cuts.
+
+Both buffers get the same fetches (the columnar one as RecordColumns chunks, the other as
+records) and the same sequence of take/drop calls; every batch must hold the same records of
+the same partitions and commit the same offsets. Pure: no client, no sink.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from consumer_sdk.arrow_batch import HEADERS
+from consumer_sdk.pending import PendingRecords
+from consumer_sdk.pending_columns import PendingColumns
+from consumer_sdk.record_columns import RECORD_SCHEMA, RecordColumns
+from consumer_sdk.sink import Record
+
+
+def chunk(partition: int, records: list[Record], next_offset: int) -> RecordColumns:
+    batch = pa.RecordBatch.from_arrays(
+        [
+            pa.array([r.offset for r in records], pa.int64()),
+            pa.array([r.timestamp for r in records], pa.int64()),
+            pa.array([r.key for r in records], pa.binary()),
+            pa.array([r.value for r in records], pa.binary()),
+            pa.array([list(r.headers) for r in records], HEADERS),
+        ],
+        schema=RECORD_SCHEMA,
+    )
+    return RecordColumns("t", partition, batch, next_offset)
+
+
+def as_offsets(records: dict[Any, Any]) -> dict[int, list[int]]:
+    out: dict[int, list[int]] = {}
+    for partition, held in records.items():
+        if isinstance(held, pa.Table):
+            out[partition] = held.column("offset").to_pylist()
+        else:
+            out[partition] = [r.offset for r in held]
+    return out
+
+
+fetch = st.tuples(
+    st.integers(min_value=0, max_value=2),  # partition
+    st.lists(st.integers(min_value=0, max_value=400), min_size=1, max_size=12),  # value sizes
+    st.integers(min_value=0, max_value=3),  # how many already-held offsets come back
+)
+step = st.one_of(
+    st.tuples(st.just("fetch"), fetch),
+    st.tuples(st.just("take"), st.integers(min_value=1, max_value=2500)),
+    st.tuples(st.just("take_partition"), st.integers(min_value=0, max_value=2)),
+    st.tuples(st.just("drop"), st.integers(min_value=0, max_value=2)),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(steps=st.lists(step, min_size=1, max_size=30))
+def test_same_batches_as_the_record_buffer(steps: list[tuple[str, Any]]) -> None:
+    records: PendingRecords[int] = PendingRecords()
+    columns: PendingColumns[int] = PendingColumns()
+    next_offset = {0: 0, 1: 0, 2: 0}
+    for kind, argument in steps:
+        if kind == "fetch":
+            partition, sizes, replay = argument
+            first = max(0, next_offset[partition] - replay)  # a repositioning re-reads
+            fetched = [
+                Record("t", partition, first + i, 1000 + i, b"k" if i % 2 else None, b"v" * size)
+                for i, size in enumerate(sizes)
+            ]
+            next_offset[partition] = max(next_offset[partition], first + len(sizes))
+            records.add(partition, fetched)
+            columns.add(partition, [chunk(partition, fetched, first + len(sizes))])
+        elif kind == "drop":
+            records.drop(argument)
+            columns.drop(argument)
+        else:
+            partitions = {argument} if kind == "take_partition" else None
+            limit = argument if kind == "take" else None
+            want = records.take(partitions, limit)
+            got = columns.take(partitions, limit)
+            assert as_offsets(got.records) == as_offsets(want.records)
+            assert got.sizes == want.sizes
+            assert got.next_offsets() == want.next_offsets()
+        assert columns.bytes == records.bytes
+
+
+def test_a_partition_whose_first_record_does_not_fit_stays_whole() -> None:
+    records: PendingRecords[int] = PendingRecords()
+    columns: PendingColumns[int] = PendingColumns()
+    for partition, size in ((0, 600), (1, 500)):
+        fetched = [Record("t", partition, 0, 0, None, b"v" * size)]
+        records.add(partition, fetched)
+        columns.add(partition, [chunk(partition, fetched, 1)])
+    want, got = records.take(limit=1000), columns.take(limit=1000)
+    assert as_offsets(got.records) == as_offsets(want.records) == {0: [0]}
+    assert got.next_offsets() == want.next_offsets() == {0: 1}
+    assert columns.bytes == records.bytes == 500
