@@ -8,13 +8,14 @@ partition a batch ends in is walked, to cut it).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Hashable, Sequence
+from collections.abc import Callable, Collection, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
 from consumer_sdk.sink import Record
 
 Partition = TypeVar("Partition", bound=Hashable)
+Rows = TypeVar("Rows")
 
 
 class Message(Protocol):
@@ -37,11 +38,10 @@ class Message(Protocol):
 
 
 @dataclass
-class Batch(Generic[Partition]):
-    """Records taken out together: per partition a run of consecutive fetched records, and
-    their bytes."""
+class Taken(Generic[Partition, Rows]):
+    """What a pending buffer hands out: per partition its rows and their bytes."""
 
-    records: dict[Partition, list[Record]] = field(default_factory=dict)
+    records: dict[Partition, Rows] = field(default_factory=dict)
     sizes: dict[Partition, int] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
@@ -52,25 +52,63 @@ class Batch(Generic[Partition]):
         """Key and value bytes of every record."""
         return sum(self.sizes.values())
 
+
+@dataclass
+class Batch(Taken[Partition, list[Record]]):
+    """Records taken out together: per partition a run of consecutive fetched records, and
+    their bytes."""
+
     def next_offsets(self) -> dict[Partition, int]:
         """The offset to commit per partition once the batch is stored."""
         return {p: recs[-1].offset + 1 for p, recs in self.records.items()}
+
+
+Holding = TypeVar("Holding")
+
+
+def take_prefixes(
+    held: dict[Partition, Holding],
+    partitions: Collection[Partition] | None,
+    limit: int | None,
+    size_of: Callable[[Holding], int],
+    split: Callable[[Holding, int, bool], tuple[Holding | None, Holding | None]],
+) -> list[tuple[Partition, Holding]]:
+    """The cut both pending buffers share: take the holdings of ``partitions`` (all if
+    None) out of ``held`` in order; when one would pass ``limit`` bytes, ``split`` it into
+    the prefix that fits (taken; with ``alone`` at least one record) and the rest (put back),
+    and stop once the batch is full."""
+    out: list[tuple[Partition, Holding]] = []
+    taken = 0
+    for partition in list(held):
+        if partitions is not None and partition not in partitions:
+            continue
+        holding: Holding | None = held.pop(partition)
+        assert holding is not None
+        if limit is not None and taken + size_of(holding) > limit:
+            holding, rest = split(holding, limit - taken, taken == 0)
+            if rest is not None:
+                held[partition] = rest
+        if holding is not None:
+            out.append((partition, holding))
+            taken += size_of(holding)
+        if partition in held or (limit is not None and taken >= limit):
+            break  # the batch is full
+    return out
 
 
 class PendingRecords(Generic[Partition]):
     """Fetched records per partition, in offset order, with their bytes."""
 
     def __init__(self) -> None:
-        self._records: dict[Partition, list[Record]] = {}
-        self._bytes: dict[Partition, int] = {}
+        self._held: dict[Partition, tuple[list[Record], int]] = {}  # records, their bytes
         self.bytes = 0
 
     def add(self, partition: Partition, messages: Sequence[Message]) -> None:
         """Append a poll's ``messages`` of ``partition``. Offsets already held come back
         after a repositioning (a rebalance that handed the partition back, a resume seek):
         they are kept once."""
-        held = self._records.get(partition)
-        last = held[-1].offset if held else -1
+        records, size = self._held.get(partition, ([], 0))
+        last = records[-1].offset if records else -1
         start = 0
         while start < len(messages) and messages[start].offset <= last:
             start += 1
@@ -88,10 +126,10 @@ class PendingRecords(Generic[Partition]):
             )
             for m in (messages[start:] if start else messages)
         ]
-        size = sum(len(r.key or b"") + len(r.value or b"") for r in fresh)
-        self._records.setdefault(partition, []).extend(fresh)
-        self._bytes[partition] = self._bytes.get(partition, 0) + size
-        self.bytes += size
+        added = sum(len(r.key or b"") + len(r.value or b"") for r in fresh)
+        records.extend(fresh)
+        self._held[partition] = (records, size + added)
+        self.bytes += added
 
     def take(
         self, partitions: Collection[Partition] | None = None, limit: int | None = None
@@ -100,31 +138,32 @@ class PendingRecords(Generic[Partition]):
         them if given (a record larger than that goes alone), a prefix of each partition's
         records, the rest staying for the next batch."""
         batch: Batch[Partition] = Batch()
-        taken = 0
-        for partition in list(self._records):
-            if partitions is not None and partition not in partitions:
-                continue
-            records = self._records.pop(partition)
-            size = self._bytes.pop(partition)
-            if limit is not None and taken + size > limit:
-                cut, cut_size = _prefix_within(records, limit - taken, alone=taken == 0)
-                if cut < len(records):
-                    self._records[partition] = records[cut:]
-                    self._bytes[partition] = size - cut_size
-                    records, size = records[:cut], cut_size
-            if records:
-                batch.records[partition] = records
-                batch.sizes[partition] = size
-                taken += size
-            if partition in self._records or (limit is not None and taken >= limit):
-                break  # the batch is full
-        self.bytes -= taken
+        for partition, (records, size) in take_prefixes(
+            self._held, partitions, limit, _held_bytes, _split_records
+        ):
+            batch.records[partition] = records
+            batch.sizes[partition] = size
+        self.bytes -= batch.bytes
         return batch
 
     def drop(self, partition: Partition) -> None:
         """Forget the records of ``partition`` (it was revoked before they were written)."""
-        self._records.pop(partition, None)
-        self.bytes -= self._bytes.pop(partition, 0)
+        _, size = self._held.pop(partition, ([], 0))
+        self.bytes -= size
+
+
+def _held_bytes(holding: tuple[list[Record], int]) -> int:
+    return holding[1]
+
+
+def _split_records(
+    holding: tuple[list[Record], int], budget: int, alone: bool
+) -> tuple[tuple[list[Record], int] | None, tuple[list[Record], int] | None]:
+    records, size = holding
+    cut, cut_size = _prefix_within(records, budget, alone)
+    prefix = (records[:cut], cut_size) if cut else None
+    rest = (records[cut:], size - cut_size) if cut < len(records) else None
+    return prefix, rest
 
 
 def _prefix_within(records: Sequence[Record], budget: int, alone: bool) -> tuple[int, int]:

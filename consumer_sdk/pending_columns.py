@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from consumer_sdk.pending import Taken, take_prefixes
 from consumer_sdk.record_columns import RecordColumns
 
 Partition = TypeVar("Partition", bound=Hashable)
@@ -41,21 +42,11 @@ class _Held:
 
 
 @dataclass
-class ColumnBatch(Generic[Partition]):
+class ColumnBatch(Taken[Partition, pa.Table]):
     """Records taken out together: per partition a table of consecutive fetched records,
     its bytes, and the offset to commit once it is stored."""
 
-    records: dict[Partition, pa.Table] = field(default_factory=dict)
-    sizes: dict[Partition, int] = field(default_factory=dict)
     commit_offsets: dict[Partition, int] = field(default_factory=dict)
-
-    def __bool__(self) -> bool:
-        return bool(self.records)
-
-    @property
-    def bytes(self) -> int:
-        """Key and value bytes of every record."""
-        return sum(self.sizes.values())
 
     def next_offsets(self) -> dict[Partition, int]:
         """The offset to commit per partition once the batch is stored."""
@@ -112,27 +103,13 @@ class PendingColumns(Generic[Partition]):
         them if given (a record larger than that goes alone), a prefix of each partition's
         records, the rest staying for the next batch."""
         batch: ColumnBatch[Partition] = ColumnBatch()
-        taken = 0
-        for partition in list(self._held):
-            if partitions is not None and partition not in partitions:
-                continue
-            held = self._held.pop(partition)
-            chunks, size, commit = held.chunks, held.bytes, held.next_offset
-            if limit is not None and taken + size > limit:
-                kept = _cut(held, limit - taken, alone=taken == 0)
-                if kept is not None:
-                    self._held[partition] = kept
-                    chunks = held.chunks  # _cut left the taken prefix in ``held``
-                    size = held.bytes
-                    commit = held.last_offset + 1 if chunks else commit
-            if chunks:
-                batch.records[partition] = pa.Table.from_batches(chunks)
-                batch.sizes[partition] = size
-                batch.commit_offsets[partition] = commit
-                taken += size
-            if partition in self._held or (limit is not None and taken >= limit):
-                break  # the batch is full
-        self.bytes -= taken
+        for partition, held in take_prefixes(
+            self._held, partitions, limit, _held_bytes, _split_held
+        ):
+            batch.records[partition] = pa.Table.from_batches(held.chunks)
+            batch.sizes[partition] = held.bytes
+            batch.commit_offsets[partition] = held.next_offset
+        self.bytes -= batch.bytes
         return batch
 
     def drop(self, partition: Partition) -> None:
@@ -142,10 +119,13 @@ class PendingColumns(Generic[Partition]):
             self.bytes -= held.bytes
 
 
-def _cut(held: _Held, budget: int, alone: bool) -> _Held | None:
-    """Split ``held`` in place into the prefix that fits ``budget`` bytes (left in
-    ``held``) and the rest (returned; None if everything fits). With ``alone`` at least one
-    record is taken (a record bigger than a batch is a batch of its own)."""
+def _held_bytes(held: _Held) -> int:
+    return held.bytes
+
+
+def _split_held(held: _Held, budget: int, alone: bool) -> tuple[_Held | None, _Held | None]:
+    """The prefix of ``held`` that fits ``budget`` bytes (with ``alone`` at least one
+    record: a record bigger than a batch is a batch of its own), and the rest."""
     prefix: list[pa.RecordBatch] = []
     prefix_sizes: list[int] = []
     used = 0
@@ -161,14 +141,16 @@ def _cut(held: _Held, budget: int, alone: bool) -> _Held | None:
             count = 1
         rest_chunks = held.chunks[index + 1 :]
         rest_sizes = held.sizes[index + 1 :]
+        head_size = int(cumulative[count - 1]) if count else 0
         if count:
-            head_size = int(cumulative[count - 1])
             prefix.append(chunk.slice(0, count))
             prefix_sizes.append(head_size)
         if count < chunk.num_rows:
             rest_chunks = [chunk.slice(count), *rest_chunks]
-            rest_sizes = [size - (int(cumulative[count - 1]) if count else 0), *rest_sizes]
-        rest = _Held(rest_chunks, rest_sizes, held.next_offset)
-        held.chunks, held.sizes = prefix, prefix_sizes
-        return rest if rest.chunks else None
-    return None
+            rest_sizes = [size - head_size, *rest_sizes]
+        taken = _Held(prefix, prefix_sizes, 0) if prefix else None
+        if taken is not None:
+            taken.next_offset = taken.last_offset + 1  # the rest is still to be written
+        rest = _Held(rest_chunks, rest_sizes, held.next_offset) if rest_chunks else None
+        return taken, rest
+    return held, None
