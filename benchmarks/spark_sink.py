@@ -54,7 +54,8 @@ from consumer_sdk.spark_tables import table_identifier, table_root
 
 PARTITIONS = 64
 MIB = 1024 * 1024
-SDK = "sdk -> table"
+SDK = "sdk -> table"  # the columnar record path (the default)
+SDK_RECORDS = "sdk -> table, record path"  # record_path="records": a Record per record
 ALONE = "spark alone"
 ALONE_2 = "spark alone, 2 at once"
 STREAMING = "structured streaming"
@@ -103,7 +104,12 @@ def steady_rate(marks: Sequence[tuple[float, int]]) -> float | None:
 
 
 def run_sdk(
-    bootstrap: str, topic: str, sink_config: SparkSinkConfig, batch: int, count: int
+    bootstrap: str,
+    topic: str,
+    sink_config: SparkSinkConfig,
+    batch: int,
+    count: int,
+    record_path: str = "columns",
 ) -> Timing:
     """Seconds from assignment to the last row in the table; steady-state rows/s."""
 
@@ -118,6 +124,7 @@ def run_sdk(
             batch_bytes=batch,
             wait_time_secs=0.5,
             replan_after_secs=0,
+            record_path=record_path,
         )
         consumer = AutoscalingConsumer(config, sink)
         await consumer.start()  # the Spark session starts here, before the clock
@@ -317,11 +324,23 @@ def _measure_format(
     warm_up = arrow_batches(value_size, 4 * MIB, count // 8)
     run_spark_alone(alone_sink, warm_up)  # JIT warm-up
     for batch_mib in (int(b) for b in args.batch_mib.split(",")):
-        runs: dict[str, list[Timing]] = {SDK: [], ALONE: [], ALONE_2: [], STREAMING: []}
+        runs: dict[str, list[Timing]] = {
+            SDK: [],
+            SDK_RECORDS: [],
+            ALONE: [],
+            ALONE_2: [],
+            STREAMING: [],
+        }
         tables = arrow_batches(value_size, batch_mib * MIB, count)
         for r in range(args.rounds):  # alternating: noise hits every path alike
             table_config = dataclasses.replace(config, table_template=f"{{topic}}_{batch_mib}_{r}")
             runs[SDK].append(run_sdk(bootstrap, topic, table_config, batch_mib * MIB, count))
+            records_config = dataclasses.replace(
+                config, table_template=f"{{topic}}_{batch_mib}_{r}_records"
+            )
+            runs[SDK_RECORDS].append(
+                run_sdk(bootstrap, topic, records_config, batch_mib * MIB, count, "records")
+            )
             runs[ALONE].append(run_spark_alone(alone_sink, tables))
             runs[ALONE_2].append(run_spark_alone(alone_sink, tables, at_once=2))
             if not args.no_streaming:
@@ -377,7 +396,9 @@ def _table(rows: list[dict[str, Any]], args: argparse.Namespace, broker_text: st
         broker_text,
         f"{args.mib} MiB of values per value size ({args.partitions} partitions), median of "
         f"{args.rounds} alternating rounds after a warm-up write. 'sdk -> table': "
-        "SparkTableSink, time from assignment to the last row committed (exactly-once "
+        "SparkTableSink on the columnar record path (the default; ', record path': "
+        "record_path=records, a Record per record), time from assignment to the last row "
+        "committed (exactly-once "
         "commit included; the SDK's defaults: tables created when the consumer starts, "
         "before the clock, and two batches in the sink at once). 'spark alone': the same "
         "session writing the same rows as Arrow batches of the same size into the same "
@@ -400,7 +421,7 @@ def _table(rows: list[dict[str, Any]], args: argparse.Namespace, broker_text: st
         key = (r["value_bytes"], r["spark"], r["format"], r["batch_mib"])
         ratio = versus_2 = steady_ratio = ""
         alone, alone_2 = by_key.get((*key, ALONE)), by_key.get((*key, ALONE_2))
-        if r["path"] in (SDK, STREAMING) and alone is not None:
+        if r["path"] in (SDK, SDK_RECORDS, STREAMING) and alone is not None:
             ratio = f"{r['mib_per_s'] / alone['mib_per_s']:.2f}"
             if alone_2 is not None:
                 versus_2 = f"{r['mib_per_s'] / alone_2['mib_per_s']:.2f}"
