@@ -465,7 +465,8 @@ class AutoscalingConsumer:
             tables.setdefault(tp.topic, []).append(table.append_column("partition", partition))
         by_topic: dict[str, Sequence[Record] | pa.Table] = {}
         for topic, parts in tables.items():
-            whole = pa.concat_tables(parts)
+            # One chunk per column: a fetch is a chunk, and Spark makes a task of each one.
+            whole = pa.concat_tables(parts).combine_chunks()
             by_topic[topic] = whole if self._table_sink is not None else RecordsView(topic, whole)
         return by_topic
 
