@@ -54,8 +54,8 @@ from consumer_sdk.spark_tables import table_identifier, table_root
 
 PARTITIONS = 64
 MIB = 1024 * 1024
-SDK = "sdk -> table"  # the columnar record path (the default)
-SDK_RECORDS = "sdk -> table, record path"  # record_path="records": a Record per record
+SDK = "sdk -> table"  # the columnar record path (record_path="columns")
+SDK_RECORDS = "sdk -> table, record path"  # record_path="records" (the default)
 ALONE = "spark alone"
 ALONE_2 = "spark alone, 2 at once"
 STREAMING = "structured streaming"
@@ -396,7 +396,7 @@ def _table(rows: list[dict[str, Any]], args: argparse.Namespace, broker_text: st
         broker_text,
         f"{args.mib} MiB of values per value size ({args.partitions} partitions), median of "
         f"{args.rounds} alternating rounds after a warm-up write. 'sdk -> table': "
-        "SparkTableSink on the columnar record path (the default; ', record path': "
+        "SparkTableSink on the columnar record path (record_path=columns; ', record path': "
         "record_path=records, a Record per record), time from assignment to the last row "
         "committed (exactly-once "
         "commit included; the SDK's defaults: tables created when the consumer starts, "

@@ -59,8 +59,10 @@ class ConsumerConfig(GroupSettings):
     leave_handover_secs: float = 10.0
     # How fetched records travel to the sink: "records" (a Record per record, as aiokafka
     # builds them) or "columns" (Arrow columns decoded natively per fetch; sinks that
-    # implement ColumnarSink get tables, others get a lazy sequence of Records).
-    record_path: str = "columns"
+    # implement ColumnarSink get tables, others get a lazy sequence of Records). "records"
+    # stays the default until the columnar path has passed CI's Spark process tests
+    # reliably (one failure in the last two runs; see the README).
+    record_path: str = "records"
 
     def __post_init__(self) -> None:
         self._check_group()

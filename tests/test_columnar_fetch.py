@@ -6,14 +6,18 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import pyarrow as pa
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from confluent_kafka import Producer
 
 from consumer_sdk.columnar_fetch import COLUMNAR, install
+from consumer_sdk.config import ConsumerConfig
+from consumer_sdk.consumer import AutoscalingConsumer
 from consumer_sdk.record_columns import RecordColumns
+from consumer_sdk.sink import CallbackSink, Record
 from tests.columns_helpers import Row, column_rows
 
 
@@ -91,3 +95,76 @@ def test_columns_hold_what_aiokafka_records_hold(
     # From the middle of a batch: only what follows the position.
     later = asyncio.run(read_all(kafka, topic, partitions, total - 3 * 17, True, seek=17))
     assert later == {p: rows[17:] for p, rows in plain.items()}
+
+
+class TableSink:
+    """A ColumnarSink that keeps what it is given."""
+
+    def __init__(self) -> None:
+        self.tables: list[pa.Table] = []
+
+    async def write(self, topic: str, records: Sequence[Record]) -> None:
+        raise AssertionError("a columnar sink gets tables on the columnar path")
+
+    async def write_columns(self, topic: str, table: pa.Table) -> None:
+        self.tables.append(table)
+
+    async def resume_offsets(self, partitions: Sequence[Any]) -> Mapping[Any, int]:
+        return {}
+
+
+async def consume_columns(
+    bootstrap: str, topic: str, sink: Any, expected: Callable[[], bool]
+) -> AutoscalingConsumer:
+    config = ConsumerConfig(
+        bootstrap_servers=bootstrap,
+        group=f"g-{topic}",
+        topics=(topic,),
+        capacity=1.0,
+        member_identity="columns-0",
+        wait_time_secs=0.2,
+        batch_bytes=4096,  # several batches, cut inside fetched chunks
+        record_path="columns",
+    )
+    consumer = AutoscalingConsumer(config, sink)
+    runner = asyncio.create_task(consumer.run_async())
+    async with asyncio.timeout(60):
+        while not expected():
+            await asyncio.sleep(0.05)  # polling the sink's progress, not timing it
+    consumer.request_stop()
+    await runner
+    return consumer
+
+
+def test_the_consumer_on_the_columnar_path_hands_every_record_once(
+    kafka: str, topic_factory: Callable[..., str]
+) -> None:
+    install()
+    partitions, per_partition = 3, 60
+    total = partitions * per_partition
+    topic = topic_factory(partitions, prefix=f"columns-{uuid.uuid4().hex[:6]}")
+    produce_mixed(kafka, topic, partitions, per_partition)
+    plain = asyncio.run(read_all(kafka, topic, partitions, total, columnar=False))
+
+    tables = TableSink()
+    asyncio.run(consume_columns(kafka, topic, tables, lambda: rows(tables) >= total))
+    got = pa.concat_tables(tables.tables)
+    assert len(tables.tables) > 1
+    pairs = zip(got["partition"].to_pylist(), got["offset"].to_pylist(), strict=True)
+    assert sorted(pairs) == sorted(
+        (p, row[0]) for p, partition_rows in plain.items() for row in partition_rows
+    )
+
+    seen: list[Record] = []
+    records_topic = topic_factory(partitions, prefix=f"columns-cb-{uuid.uuid4().hex[:6]}")
+    produce_mixed(kafka, records_topic, partitions, per_partition)
+    expected = asyncio.run(read_all(kafka, records_topic, partitions, total, columnar=False))
+    sink = CallbackSink(lambda _topic, records: seen.extend(records))
+    asyncio.run(consume_columns(kafka, records_topic, sink, lambda: len(seen) >= total))
+    assert sorted(
+        (r.partition, r.offset, r.timestamp, r.key, r.value, list(r.headers)) for r in seen
+    ) == sorted((p, *row) for p, partition_rows in expected.items() for row in partition_rows)
+
+
+def rows(sink: TableSink) -> int:
+    return sum(table.num_rows for table in sink.tables)
