@@ -15,10 +15,9 @@ from typing import Generic, TypeVar
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from consumer_sdk.pending import Taken, take_prefixes
-from consumer_sdk.record_columns import RecordColumns
+from consumer_sdk.record_columns import RecordColumns, payload_bytes, payload_sizes
 
 Partition = TypeVar("Partition", bound=Hashable)
 
@@ -51,18 +50,6 @@ class ColumnBatch(Taken[Partition, pa.Table]):
     def next_offsets(self) -> dict[Partition, int]:
         """The offset to commit per partition once the batch is stored."""
         return dict(self.commit_offsets)
-
-
-def payload_sizes(chunk: pa.RecordBatch) -> np.ndarray:
-    """Bytes of key plus value per record (what batch_bytes counts)."""
-    keys = pc.fill_null(pc.binary_length(chunk.column(2)), 0)
-    values = pc.fill_null(pc.binary_length(chunk.column(3)), 0)
-    return np.asarray(pc.add(keys, values), dtype=np.int64)
-
-
-def payload_bytes(chunk: pa.RecordBatch) -> int:
-    """Bytes of keys and values of a chunk."""
-    return int(payload_sizes(chunk).sum()) if chunk.num_rows else 0
 
 
 class PendingColumns(Generic[Partition]):

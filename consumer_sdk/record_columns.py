@@ -138,12 +138,19 @@ class RecordColumns:
     @property
     def payload_bytes(self) -> int:
         """Bytes of keys and values."""
-        return _data_bytes(self.batch.column(2)) + _data_bytes(self.batch.column(3))
+        return payload_bytes(self.batch)
 
 
-def _data_bytes(array: pa.Array) -> int:
-    total = pc.sum(pc.binary_length(array)).as_py()
-    return int(total or 0)
+def payload_sizes(chunk: pa.RecordBatch) -> np.ndarray:
+    """Bytes of key plus value per record (what batch_bytes counts)."""
+    keys = pc.fill_null(pc.binary_length(chunk.column(2)), 0)
+    values = pc.fill_null(pc.binary_length(chunk.column(3)), 0)
+    return np.asarray(pc.add(keys, values), dtype=np.int64)
+
+
+def payload_bytes(chunk: pa.RecordBatch) -> int:
+    """Bytes of keys and values of a chunk."""
+    return int(payload_sizes(chunk).sum()) if chunk.num_rows else 0
 
 
 # -- the native decoder ----------------------------------------------------------------------
