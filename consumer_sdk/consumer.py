@@ -154,6 +154,12 @@ class AutoscalingConsumer:
         # Partitions being revoked: records fetched for them meanwhile are not taken (a
         # cooperative member keeps fetching while the listener flushes).
         self._revoking: set[KafkaTopicPartition] = set()
+        # Newly assigned partitions stay paused until the sink said where each resumes; the
+        # lookup runs as a task of its own, so the listener returns and heartbeats go on
+        # (aiokafka sends none while a listener runs). The value names the assignment that
+        # paused it: a lookup only seeks and resumes partitions whose assignment it serves.
+        self._resuming: dict[KafkaTopicPartition, object] = {}
+        self._resume_tasks: set[asyncio.Task[None]] = set()
         self.ownership_log: deque[OwnershipEvent] = deque(maxlen=10_000)
         self.overload = (
             OverloadWatch(config.capacity, sustain_s=config.replan_after_secs)
@@ -324,6 +330,9 @@ class AutoscalingConsumer:
     async def close(self) -> None:
         """Flush what is pending (best effort), commit, leave the group, stop readers."""
         self._stopping.set()
+        for task in list(self._resume_tasks):
+            task.cancel()
+        await asyncio.gather(*self._resume_tasks, return_exceptions=True)
         consumer = self._consumer
         if consumer is not None:
             async with self._lock:
@@ -639,6 +648,8 @@ class AutoscalingConsumer:
     # rebalance callbacks -------------------------------------------------------------------
     async def _on_revoked(self, revoked: set[KafkaTopicPartition]) -> None:
         self._revoking |= revoked
+        for ktp in revoked:
+            self._resuming.pop(ktp, None)
         async with self._lock:
             try:
                 await self._settle_writes()  # they may hold records of revoked partitions
@@ -676,18 +687,60 @@ class AutoscalingConsumer:
         self._change_ownership("assigned", added)
         if consumer is None or not assigned:
             return
-        # The fetch loop goes on while the sink looks up where it is (a table's history can
-        # take seconds): records of these partitions must not reach a batch before the seek.
+        # Records of these partitions must not reach a batch before the seek: paused until
+        # the sink has said where each resumes (a table's history can take seconds).
         consumer.pause(*assigned)
-        try:
-            await self._seek_past_stored(consumer, assigned, added)
-        finally:
-            consumer.resume(*(tp for tp in assigned if tp in consumer.assignment()))
+        assignment = object()
+        for ktp in assigned:
+            self._resuming[ktp] = assignment
+        task = asyncio.create_task(self._resume_assigned(consumer, assigned, assignment))
+        self._resume_tasks.add(task)
+        task.add_done_callback(self._resume_tasks.discard)
+
+    async def _resume_assigned(
+        self, consumer: AIOKafkaConsumer, assigned: set[KafkaTopicPartition], assignment: object
+    ) -> None:
+        """Seek the partitions of one assignment past what the sink holds, then resume the
+        ones still ours; retried with backoff while the sink cannot answer (the partitions
+        stay paused meanwhile: reading them from the committed offsets could duplicate)."""
+        delays = iter(self.retry.delays())
+        while True:
+            mine = {
+                ktp
+                for ktp in assigned
+                if self._resuming.get(ktp) is assignment and ktp in consumer.assignment()
+            }
+            client_replaced = self._consumer is not consumer  # closed or restarted
+            if not mine or client_replaced:
+                return
+            try:
+                await self._seek_past_stored(consumer, mine)
+                break
+            except Exception as exc:  # the sink's or Kafka's; the partitions wait
+                delay = next(delays, self.retry.max_delay_s)
+                metrics.RESUME_LOOKUP_FAILURES.labels(self.config.group).inc()
+                log.warning(
+                    "looking up where %d partition(s) resume failed (%r); retrying in %.1f s",
+                    len(mine),
+                    exc,
+                    delay,
+                )
+                await asyncio.sleep(delay)
+        # Only partitions still ours under this assignment: a newer one resumes its own.
+        ready = [
+            ktp
+            for ktp in mine
+            if self._resuming.get(ktp) is assignment and ktp in consumer.assignment()
+        ]
+        for ktp in ready:
+            del self._resuming[ktp]
+        consumer.resume(*ready)
 
     async def _seek_past_stored(
-        self, consumer: Any, assigned: set[KafkaTopicPartition], added: set[TopicPartition]
+        self, consumer: AIOKafkaConsumer, assigned: set[KafkaTopicPartition]
     ) -> None:
         """Seek each new partition past what the sink already holds of it."""
+        added = {TopicPartition(tp.topic, tp.partition) for tp in assigned}
         stored = await self.sink.resume_offsets(sorted(added))
         for tp, next_offset in stored.items():
             ktp = KafkaTopicPartition(tp.topic, tp.partition)

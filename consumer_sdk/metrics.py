@@ -28,6 +28,11 @@ PARTITIONS_FENCED = Counter(
     "Batches' partitions the sink refused because another member had claimed them",
     ["group"],
 )
+RESUME_LOOKUP_FAILURES = Counter(
+    "autoscaler_consumer_resume_lookup_failures_total",
+    "Times the sink could not say where new partitions resume (retried; they stay paused)",
+    ["group"],
+)
 COMMIT_FAILURES = Counter(
     "autoscaler_consumer_commit_failures_total",
     "Offset commits that failed (records may be re-delivered)",

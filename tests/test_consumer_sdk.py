@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 import pytest
+from prometheus_client import REGISTRY
 
 from assignor import TopicPartition
 from assignor.group_plan import GroupPlan
@@ -203,6 +204,62 @@ def test_failing_writes_are_retried_and_never_committed_past(
         member.stop()
     assert failures["left"] == 0 and seen.duplicates() == 0
     assert records_after_restart(kafka, config, topic, 2, produce=10) == 10
+
+
+class SlowResumeSink(CallbackSink):
+    """Its first lookup of where partitions resume fails, the second waits for the test; it
+    holds offsets 0..29 of partition 0 already."""
+
+    def __init__(self, topic: str, seen: SeenRecords) -> None:
+        super().__init__(seen.write)
+        self.topic = topic
+        self.lookups = 0
+        self.release = threading.Event()
+
+    async def resume_offsets(
+        self, partitions: Sequence[TopicPartition]
+    ) -> Mapping[TopicPartition, int]:
+        self.lookups += 1
+        if self.lookups == 1:
+            raise OSError("table unavailable")
+        await asyncio.to_thread(self.release.wait, 60)
+        return {TopicPartition(self.topic, 0): 30}
+
+
+def test_a_slow_resume_lookup_pauses_its_partitions_and_keeps_the_member_heartbeating(
+    kafka: str, topic_factory: Callable[..., str]
+) -> None:
+    topic = topic_factory(2)
+    produce_numbered(kafka, topic, 100, 2)
+    seen = SeenRecords()
+    sink = SlowResumeSink(topic, seen)
+    config = member_config(kafka, f"g-{topic}", [topic], "sink-0")
+    member = ThreadedMember(config, sink, RetryPolicy(first_delay_s=0.01)).start()
+    try:
+        assert wait_until(lambda: sink.lookups == 2)
+        consumer = member.consumer
+        assert consumer is not None and consumer._consumer is not None
+        # The listener has returned: aiokafka heartbeats again (it sends none while one
+        # runs, and a lookup can outlast the session timeout) ...
+        heartbeat = consumer._consumer._coordinator._heartbeat_task
+        assert heartbeat is not None and not heartbeat.done()
+        # ... and nothing of the new partitions is read before the sink has answered.
+        assert consumer._consumer.paused() == consumer._consumer.assignment()
+        assert seen.total() == 0
+        assert (
+            REGISTRY.get_sample_value(
+                "autoscaler_consumer_resume_lookup_failures_total", {"group": config.group}
+            )
+            == 1
+        )
+        sink.release.set()
+        assert wait_until(lambda: seen.total() == 20 + 50)
+    finally:
+        sink.release.set()
+        member.stop()
+    received = seen.keys()
+    assert min(offset for (_, p, offset) in received if p == 0) == 30
+    assert seen.duplicates() == 0
 
 
 def test_partitions_the_sink_fences_are_not_retried_and_never_committed(
