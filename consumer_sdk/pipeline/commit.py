@@ -1,0 +1,115 @@
+"""Commit stage: a batch's offsets go to Kafka once the sink holds the batch.
+
+One commit is in flight at a time and commits stay in order (each waits for the one before).
+A commit that fails (typically a rebalance in progress) or that a cooperative rejoin defers
+is kept and retried with the next one, for the partitions the member still owns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
+
+from aiokafka.errors import KafkaError
+from aiokafka.structs import TopicPartition as KafkaTopicPartition
+
+from consumer_sdk import metrics
+
+log = logging.getLogger(__name__)
+
+
+class CommitClient(Protocol):
+    """What the stage needs of the Kafka client (aiokafka's consumer has it)."""
+
+    _coordinator: Any
+
+    async def commit(self, offsets: dict[KafkaTopicPartition, int]) -> None:
+        """Commit ``offsets`` (the next offset to read, per partition) for the group."""
+
+
+class OffsetCommits:
+    """Offsets owed to Kafka: committed in order, one commit in flight, failures retried."""
+
+    def __init__(
+        self,
+        group: str,
+        client: Callable[[], CommitClient | None],
+        owned: Callable[[], Iterable[KafkaTopicPartition]],
+    ) -> None:
+        self._group = group
+        self._client = client
+        self._owned = owned
+        # Offsets written (or found in the sink) whose commit has not succeeded yet: retried
+        # when the member is idle, so the committed offsets (the sidecar's lag) catch up.
+        self.uncommitted: dict[KafkaTopicPartition, int] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    def owe(self, partition: KafkaTopicPartition, next_offset: int) -> None:
+        """Kafka must catch up to ``next_offset`` (the sink already holds what is before)."""
+        self.uncommitted[partition] = next_offset
+
+    def forget(self, partitions: Iterable[KafkaTopicPartition]) -> None:
+        """Never commit these (another member owns what the sink holds of them)."""
+        for partition in partitions:
+            self.uncommitted.pop(partition, None)
+
+    def owes_any(self, partitions: Iterable[KafkaTopicPartition]) -> bool:
+        """True if an offset of one of ``partitions`` is still to be committed."""
+        return any(p in self.uncommitted for p in partitions)
+
+    async def settle(self) -> None:
+        """Wait for the commit in flight, if any."""
+        task, self._task = self._task, None
+        if task is not None:
+            await task
+
+    async def submit(self, offsets: dict[KafkaTopicPartition, int]) -> None:
+        """Start committing ``offsets`` (and what is owed) after the commit in flight; the
+        commit runs while the next batch fills."""
+        await self.settle()
+        self._task = asyncio.create_task(self.commit(offsets))
+
+    async def commit(self, offsets: dict[KafkaTopicPartition, int]) -> None:
+        """Commit ``offsets`` plus earlier ones that failed (of partitions still owned)."""
+        client = self._client()
+        owned = set(self._owned())
+        wanted = {tp: o for tp, o in {**self.uncommitted, **offsets}.items() if tp in owned}
+        self.uncommitted = {}
+        if client is None or not wanted:
+            return
+        if getattr(client._coordinator, "rejoining", False):
+            # A cooperative rejoin is in flight: brokers refuse commits until it completes.
+            self.uncommitted = wanted
+            return
+        try:
+            await client.commit(wanted)
+        except (KafkaError, AssertionError) as exc:
+            # Typically a rebalance in progress: retried when idle; a next owner resumes
+            # from the sink's stored offsets (or re-reads from the last commit).
+            self.uncommitted = {**wanted, **self.uncommitted}
+            metrics.COMMIT_FAILURES.labels(self._group).inc()
+            log.warning("offset commit failed (%r); will retry", exc)
+
+    async def before_leaving(self, timeout_s: float) -> None:
+        """Commit what is still owed before the member leaves, so the next owners do not
+        read it again. Waits for a rejoin in flight and retries, for at most ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        while self.uncommitted and time.monotonic() < deadline:
+            client = self._client()
+            if client is None:
+                break
+            if getattr(client._coordinator, "rejoining", False):
+                await asyncio.sleep(0.05)  # the coordinator task completes the join
+                continue
+            await self.commit({})
+            if self.uncommitted:
+                await asyncio.sleep(0.1)
+        if self.uncommitted:
+            log.warning(
+                "leaving with %d partition(s) uncommitted: their next owners read the last "
+                "batch again (the sink's stored offsets keep a table exactly once)",
+                len(self.uncommitted),
+            )

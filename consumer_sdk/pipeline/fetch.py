@@ -1,0 +1,90 @@
+"""Fetch stage: the client's records into the pending buffer until a batch is full.
+
+A batch is full at ``batch_bytes`` or after ``wait_time_secs``, whichever comes first, or
+when the member stops reading. Records of partitions being revoked are not taken: a
+cooperative member keeps fetching while its listener flushes them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+from aiokafka.errors import KafkaError
+from aiokafka.structs import TopicPartition as KafkaTopicPartition
+
+from consumer_sdk import metrics
+from consumer_sdk.pending import PendingRecords
+from consumer_sdk.pending_columns import PendingColumns
+
+log = logging.getLogger(__name__)
+POLL_SLICE_MS = 200
+# While a leaving member hands its partitions over, it polls in short slices: it leaves the
+# group as soon as it owns nothing, and the hand-over round waits for that.
+LEAVING_POLL_SLICE_MS = 20
+# getmany returns buffered records without yielding to the event loop; in slices of this
+# many, with a yield after each, the loop starts the previous batch's write (and answers
+# heartbeats) while a batch fills, instead of after it.
+POLL_MAX_RECORDS = 500
+# After a failed poll: aiokafka retries the group by itself, polling again is the retry.
+POLL_ERROR_PAUSE_S = 0.5
+
+AnyPending = PendingRecords[KafkaTopicPartition] | PendingColumns[KafkaTopicPartition]
+
+
+class FetchClient(Protocol):
+    """What the stage needs of the Kafka client (aiokafka's consumer has it)."""
+
+    async def getmany(
+        self, *partitions: KafkaTopicPartition, timeout_ms: int = 0, max_records: int | None = None
+    ) -> Mapping[KafkaTopicPartition, Sequence[Any]]:
+        """Records fetched since the last call, per partition."""
+
+
+class BatchFiller:
+    """Polls the client into ``pending`` until a batch is due."""
+
+    def __init__(
+        self, pending: AnyPending, *, group: str, batch_bytes: int, wait_time_secs: float
+    ) -> None:
+        self.pending = pending
+        self._group = group
+        self._batch_bytes = batch_bytes
+        self._wait_time_s = wait_time_secs
+        # Partitions being revoked: what is fetched of them meanwhile is not taken.
+        self.revoking: set[KafkaTopicPartition] = set()
+
+    async def fill(
+        self,
+        client: Callable[[], FetchClient | None],
+        keep_reading: Callable[[], bool],
+        leaving: asyncio.Event,
+    ) -> None:
+        """Fetch until ``batch_bytes``, ``wait_time_secs``, or ``keep_reading()`` is false."""
+        deadline = time.monotonic() + self._wait_time_s
+        while keep_reading() and self.pending.bytes < self._batch_bytes:
+            remaining_ms = int((deadline - time.monotonic()) * 1000)
+            if remaining_ms <= 0:
+                return
+            consumer = client()
+            if consumer is None:
+                return
+            slice_ms = LEAVING_POLL_SLICE_MS if leaving.is_set() else POLL_SLICE_MS
+            try:
+                fetched = await consumer.getmany(
+                    timeout_ms=min(slice_ms, remaining_ms), max_records=POLL_MAX_RECORDS
+                )
+            except KafkaError as exc:
+                # aiokafka hands group errors (e.g. a failed SyncGroup) to the caller once and
+                # keeps its coordination loop running: polling again is the rejoin retry.
+                metrics.POLL_ERRORS.labels(self._group, type(exc).__name__).inc()
+                log.warning("poll failed, retrying (group rejoins by itself): %r", exc)
+                await asyncio.sleep(POLL_ERROR_PAUSE_S)
+                continue
+            for ktp, messages in fetched.items():
+                if ktp not in self.revoking:
+                    self.pending.add(ktp, messages)
+            await asyncio.sleep(0)

@@ -1,0 +1,155 @@
+"""Resume stage: newly assigned partitions wait, paused, until the sink says where each
+resumes; then each is sought past what the sink holds and resumed.
+
+The lookup runs as a task of its own, not inside the rebalance listener: aiokafka sends no
+heartbeats while a listener runs, and a table's history can take longer than the session
+timeout to read. A lookup that fails is retried with backoff, and the partitions stay paused
+meanwhile (reading them from the committed offsets could write rows the sink already has).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
+
+from aiokafka.structs import TopicPartition as KafkaTopicPartition
+
+from assignor import TopicPartition
+from consumer_sdk import metrics
+from consumer_sdk.pipeline.commit import OffsetCommits
+from consumer_sdk.pipeline.fetch import AnyPending
+from consumer_sdk.pipeline.retry import RetryPolicy
+from consumer_sdk.sink import Sink
+
+log = logging.getLogger(__name__)
+
+
+class ResumeClient(Protocol):
+    """What the stage needs of the Kafka client (aiokafka's consumer has it)."""
+
+    def assignment(self) -> set[KafkaTopicPartition]:
+        """The partitions assigned now."""
+
+    def pause(self, *partitions: KafkaTopicPartition) -> None:
+        """Stop fetching ``partitions``."""
+
+    def resume(self, *partitions: KafkaTopicPartition) -> None:
+        """Fetch ``partitions`` again."""
+
+    def seek(self, partition: KafkaTopicPartition, offset: int) -> None:
+        """Read ``partition`` from ``offset`` next."""
+
+    async def committed(self, partition: KafkaTopicPartition) -> Any:
+        """The group's committed offset of ``partition`` (None if none)."""
+
+
+class ResumeLookups:
+    """Holds new partitions paused until the sink has said where they resume."""
+
+    def __init__(
+        self,
+        sink: Sink,
+        pending: AnyPending,
+        commits: OffsetCommits,
+        *,
+        group: str,
+        retry: RetryPolicy,
+        current_client: Callable[[], object],
+    ) -> None:
+        self._sink = sink
+        self._pending = pending
+        self._commits = commits
+        self._group = group
+        self._retry = retry
+        self._current_client = current_client
+        # The value names the assignment that paused a partition: a lookup only seeks and
+        # resumes the partitions whose assignment it serves (a newer one resumes its own).
+        self._waiting: dict[KafkaTopicPartition, object] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def waiting(self) -> frozenset[KafkaTopicPartition]:
+        """Partitions paused until their lookup answers."""
+        return frozenset(self._waiting)
+
+    def start(self, client: ResumeClient, assigned: set[KafkaTopicPartition]) -> None:
+        """Pause ``assigned`` and look up where they resume (returns at once)."""
+        client.pause(*assigned)
+        assignment = object()
+        for ktp in assigned:
+            self._waiting[ktp] = assignment
+        task = asyncio.create_task(self._resume(client, assigned, assignment))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def forget(self, revoked: Iterable[KafkaTopicPartition]) -> None:
+        """``revoked`` are no longer ours: their lookups neither seek nor resume them."""
+        for ktp in revoked:
+            self._waiting.pop(ktp, None)
+
+    async def close(self) -> None:
+        """Stop every lookup in flight."""
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def _still_waiting(
+        self, client: ResumeClient, partitions: Iterable[KafkaTopicPartition], assignment: object
+    ) -> set[KafkaTopicPartition]:
+        assigned_now = client.assignment()
+        return {
+            ktp
+            for ktp in partitions
+            if self._waiting.get(ktp) is assignment and ktp in assigned_now
+        }
+
+    async def _resume(
+        self, client: ResumeClient, assigned: set[KafkaTopicPartition], assignment: object
+    ) -> None:
+        delays = iter(self._retry.delays())
+        while True:
+            mine = self._still_waiting(client, assigned, assignment)
+            if not mine or self._current_client() is not client:  # closed or restarted
+                return
+            try:
+                await self._seek_past_stored(client, mine, assignment)
+                break
+            except Exception as exc:  # the sink's or Kafka's; the partitions wait
+                delay = next(delays)
+                metrics.RESUME_LOOKUP_FAILURES.labels(self._group).inc()
+                log.warning(
+                    "looking up where %d partition(s) resume failed (%r); retrying in %.1f s",
+                    len(mine),
+                    exc,
+                    delay,
+                )
+                await asyncio.sleep(delay)
+        ready = self._still_waiting(client, mine, assignment)
+        for ktp in ready:
+            del self._waiting[ktp]
+        client.resume(*ready)
+
+    async def _seek_past_stored(
+        self, client: ResumeClient, partitions: set[KafkaTopicPartition], assignment: object
+    ) -> None:
+        """Seek each partition past what the sink already holds of it."""
+        wanted = sorted(TopicPartition(tp.topic, tp.partition) for tp in partitions)
+        stored = await self._sink.resume_offsets(wanted)
+        for tp, next_offset in stored.items():
+            ktp = KafkaTopicPartition(tp.topic, tp.partition)
+            if ktp not in partitions or self._waiting.get(ktp) is not assignment:
+                continue  # not asked for, or revoked (maybe assigned anew) meanwhile
+            committed = await client.committed(ktp)
+            if committed is None or next_offset > committed:
+                log.info(
+                    "%s:%d resumes at %d (sink holds data past committed %s)",
+                    tp.topic,
+                    tp.partition,
+                    next_offset,
+                    committed,
+                )
+                client.seek(ktp, next_offset)
+                self._pending.drop(ktp)  # anything read before the pause took hold
+                self._commits.owe(ktp, next_offset)  # Kafka catches up with the table

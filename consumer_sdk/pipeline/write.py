@@ -1,0 +1,229 @@
+"""Write stage: each batch into the sink, a write per topic, concurrently; then its commit.
+
+Batches are written while the next one fills. With a :class:`~consumer_sdk.sink.StagingSink`
+up to ``depth`` batches are in the sink at once: a batch stages while the one before it is
+still being written, and publishes (then commits) only after it. A write that fails is
+retried with backoff, whole, and never committed past; at shutdown it is given up
+(:class:`WriteAbandoned`) and nothing after it is written or committed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import deque
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import pyarrow as pa
+from aiokafka.structs import TopicPartition as KafkaTopicPartition
+
+from assignor import TopicPartition
+from consumer_sdk import metrics
+from consumer_sdk.pending import Batch
+from consumer_sdk.pending_columns import ColumnBatch
+from consumer_sdk.pipeline.commit import OffsetCommits
+from consumer_sdk.pipeline.retry import RetryPolicy
+from consumer_sdk.sink import (
+    ColumnarSink,
+    ColumnarStagingSink,
+    PartitionsFenced,
+    Record,
+    RecordsView,
+    Sink,
+    StagingSink,
+)
+
+log = logging.getLogger(__name__)
+
+AnyBatch = Batch[KafkaTopicPartition] | ColumnBatch[KafkaTopicPartition]
+
+
+class WriteAbandoned(RuntimeError):
+    """A sink write kept failing until shutdown; its records were not committed."""
+
+
+class BatchWriter:
+    """Writes batches into a sink in order and hands their offsets to the commit stage."""
+
+    def __init__(
+        self,
+        sink: Sink,
+        commits: OffsetCommits,
+        *,
+        group: str,
+        writes_in_flight: int,
+        columnar: bool,
+        retry: RetryPolicy,
+        stopping: asyncio.Event,
+        on_written: Callable[[AnyBatch], None],
+    ) -> None:
+        self.sink = sink
+        self._commits = commits
+        self._group = group
+        self._stager: StagingSink | None = sink if isinstance(sink, StagingSink) else None
+        # On the columnar path, whole tables go to a sink that takes them; others get Records.
+        self._table_sink: ColumnarSink | None = (
+            sink if columnar and isinstance(sink, ColumnarSink) else None
+        )
+        self.depth = writes_in_flight if self._stager is not None else 1
+        self._retry = retry
+        self._stopping = stopping
+        self._on_written = on_written
+        # Batches handed to the sink, oldest first; each publishes after the one before it.
+        self._writes: deque[asyncio.Task[None]] = deque()
+        # A write was given up at shutdown: nothing may be written or committed after it.
+        self.abandoned = False
+
+    def submit(self, batch: AnyBatch) -> None:
+        """Start writing ``batch``; it publishes after every batch submitted before it."""
+        previous = self._writes[-1] if self._writes else None
+        self._writes.append(asyncio.create_task(self.write(batch, previous)))
+
+    async def settle(self, keep: int = 0) -> None:
+        """Wait, oldest first, until at most ``keep`` batches are being written; then raise
+        the first error a write raised. Shielded: a cancelled waiter leaves the write
+        running and still owned, so no later batch of the same partitions starts before it
+        ends."""
+        failure: Exception | None = None
+        while len(self._writes) > keep:
+            task = self._writes[0]
+            try:
+                await asyncio.shield(task)
+            except Exception as exc:  # the later writes are still waited for
+                failure = failure or exc
+            finally:
+                if task.done() and self._writes and self._writes[0] is task:
+                    self._writes.popleft()
+        if failure is not None:
+            raise failure
+
+    async def write(self, batch: AnyBatch, previous: asyncio.Task[None] | None = None) -> None:
+        """Write one batch (a write per topic, concurrently), then commit its offsets. With
+        a staging sink the batch stages at once and publishes after ``previous`` (the batch
+        before it) succeeded; if that one was abandoned, this one is too."""
+        if self.abandoned:
+            raise WriteAbandoned(
+                f"a batch of {len(batch.records)} partition(s) was not written: an earlier "
+                "batch was given up at shutdown, and nothing is committed past it"
+            )
+        by_topic = self._by_topic(batch)
+        staged = await asyncio.gather(*(self._stage(t, recs) for t, recs in by_topic.items()))
+        if previous is not None:
+            await asyncio.wait({previous})
+            if previous.cancelled() or previous.exception() is not None:
+                await asyncio.gather(*(self._discard(s) for s in staged))
+                self.abandoned = True
+                raise WriteAbandoned(
+                    f"a batch of {len(batch.records)} partition(s) was not written: the batch "
+                    "before it was not, and batches publish in order"
+                )
+        fenced = await asyncio.gather(
+            *(
+                self._write(topic, recs, first)
+                for (topic, recs), first in zip(by_topic.items(), staged, strict=True)
+            )
+        )
+        # Every write succeeded: commit. The commit runs while the next batch fills (it is
+        # off the critical path); commits stay in order because each waits for the last.
+        offsets = batch.next_offsets()
+        self._forget_fenced(offsets, frozenset().union(*fenced))
+        await self._commits.submit(offsets)
+        self._on_written(batch)
+
+    def _by_topic(self, batch: AnyBatch) -> dict[str, Sequence[Record] | pa.Table]:
+        """Each topic's part of ``batch``: Records, or one table for a columnar sink."""
+        if isinstance(batch, Batch):
+            lists: dict[str, list[Record]] = {}
+            for recs in batch.records.values():
+                lists.setdefault(recs[0].topic, []).extend(recs)
+            return dict(lists)
+        tables: dict[str, list[pa.Table]] = {}
+        for tp, table in batch.records.items():
+            partition = pa.array(np.full(len(table), tp.partition, np.int32))
+            tables.setdefault(tp.topic, []).append(table.append_column("partition", partition))
+        by_topic: dict[str, Sequence[Record] | pa.Table] = {}
+        for topic, parts in tables.items():
+            # One chunk per column: a fetch is a chunk, and Spark makes a task of each one.
+            whole = pa.concat_tables(parts).combine_chunks()
+            by_topic[topic] = whole if self._table_sink is not None else RecordsView(topic, whole)
+        return by_topic
+
+    def _forget_fenced(
+        self, offsets: dict[KafkaTopicPartition, int], fenced: frozenset[TopicPartition]
+    ) -> None:
+        """Partitions whose rows the sink refused (another member claimed them): nothing of
+        them is committed, now or later (a commit past rows the table lacks would make their
+        next owner skip them); their new owner resumes from where the sink is."""
+        gone = [KafkaTopicPartition(tp.topic, tp.partition) for tp in fenced]
+        for ktp in gone:
+            offsets.pop(ktp, None)
+        self._commits.forget(gone)
+        if fenced:
+            metrics.PARTITIONS_FENCED.labels(self._group).inc(len(fenced))
+            log.warning("%s", PartitionsFenced(fenced))
+
+    async def _stage(self, topic: str, records: Sequence[Record] | pa.Table) -> object | None:
+        """Stage ``records`` if the sink stages; None if it does not, or if staging failed
+        (then :meth:`_write` writes them whole, with retries)."""
+        if self._stager is None:
+            return None
+        try:
+            if isinstance(records, pa.Table):
+                if not isinstance(self._stager, ColumnarStagingSink):
+                    return None  # written whole by write_columns
+                return await self._stager.stage_columns(topic, records)
+            return await self._stager.stage(topic, records)
+        except Exception as exc:
+            metrics.WRITE_RETRIES.labels(self._group, topic).inc()
+            log.warning("staging %d records of %s failed (%r)", len(records), topic, exc)
+            return None
+
+    async def _discard(self, staged: object | None) -> None:
+        """Drop a staged batch; a failure only leaves files the sink cleans up later."""
+        if staged is None or self._stager is None:
+            return
+        try:
+            await self._stager.discard(staged)
+        except Exception as exc:
+            log.warning("discarding a staged batch failed (%r)", exc)
+
+    async def _write(
+        self, topic: str, records: Sequence[Record] | pa.Table, staged: object | None
+    ) -> frozenset[TopicPartition]:
+        """Publish ``staged`` (or write ``records`` if nothing is staged); on failure write
+        them again, with backoff, until they are in or a stop is requested. Returns the
+        partitions the sink refused as claimed by another member (not retried)."""
+        delays = iter(self._retry.delays())
+        while True:
+            try:
+                if staged is not None and self._stager is not None:
+                    await self._stager.publish(staged)
+                elif isinstance(records, pa.Table):
+                    assert self._table_sink is not None
+                    await self._table_sink.write_columns(topic, records)
+                else:
+                    await self.sink.write(topic, records)
+                return frozenset()
+            except PartitionsFenced as fenced:
+                return fenced.partitions
+            except Exception as exc:
+                await self._discard(staged)
+                staged = None  # retries write the records whole
+                if self._stopping.is_set():
+                    self.abandoned = True
+                    raise WriteAbandoned(
+                        f"write of {len(records)} records of {topic} failed at shutdown: {exc!r}"
+                    ) from exc
+                delay = next(delays)
+                metrics.WRITE_RETRIES.labels(self._group, topic).inc()
+                log.warning(
+                    "sink write of %d records of %s failed (%r); retry in %.1f s",
+                    len(records),
+                    topic,
+                    exc,
+                    delay,
+                )
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stopping.wait(), delay)

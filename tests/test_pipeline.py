@@ -1,0 +1,361 @@
+"""Each stage of the consumer's pipeline alone, with a fake client and fake sinks (no Kafka):
+fetch -> write -> commit, and the resume stage. The same stages run through the consumer on
+both Kafka legs in the SDK tests."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pytest
+from aiokafka.errors import KafkaError, RebalanceInProgressError
+from aiokafka.structs import TopicPartition as KTP
+from prometheus_client import REGISTRY
+
+from assignor import TopicPartition
+from consumer_sdk.pending import Batch, PendingRecords
+from consumer_sdk.pipeline.commit import OffsetCommits
+from consumer_sdk.pipeline.fetch import BatchFiller
+from consumer_sdk.pipeline.resume import ResumeLookups
+from consumer_sdk.pipeline.retry import RetryPolicy
+from consumer_sdk.pipeline.write import AnyBatch, BatchWriter, WriteAbandoned
+from consumer_sdk.sink import PartitionsFenced, Record
+
+P0, P1 = KTP("t", 0), KTP("t", 1)
+NO_WAIT = RetryPolicy(first_delay_s=0.001, max_delay_s=0.001)
+
+
+class Coordinator:
+    def __init__(self) -> None:
+        self.rejoining = False
+
+
+class FakeClient:
+    """The parts of aiokafka's consumer the stages use, recorded."""
+
+    def __init__(self, assigned: set[KTP] | None = None) -> None:
+        self._coordinator = Coordinator()
+        self.committed_offsets: list[dict[KTP, int]] = []
+        self.commit_failures = 0
+        self.polls: list[Mapping[KTP, Sequence[Any]] | Exception] = []
+        self.assigned = set(assigned or ())
+        self.paused: set[KTP] = set()
+        self.sought: dict[KTP, int] = {}
+        self.group_committed: dict[KTP, int] = {}
+
+    async def commit(self, offsets: dict[KTP, int]) -> None:
+        if self.commit_failures:
+            self.commit_failures -= 1
+            raise RebalanceInProgressError()
+        self.committed_offsets.append(dict(offsets))
+
+    async def getmany(
+        self, *partitions: KTP, timeout_ms: int = 0, max_records: int | None = None
+    ) -> Mapping[KTP, Sequence[Any]]:
+        if not self.polls:
+            await asyncio.sleep(0)
+            return {}
+        poll = self.polls.pop(0)
+        if isinstance(poll, Exception):
+            raise poll
+        return poll
+
+    def assignment(self) -> set[KTP]:
+        return set(self.assigned)
+
+    def pause(self, *partitions: KTP) -> None:
+        self.paused |= set(partitions)
+
+    def resume(self, *partitions: KTP) -> None:
+        self.paused -= set(partitions)
+
+    def seek(self, partition: KTP, offset: int) -> None:
+        self.sought[partition] = offset
+
+    async def committed(self, partition: KTP) -> int | None:
+        return self.group_committed.get(partition)
+
+
+def records(partition: int, offsets: range, size: int = 10) -> list[Record]:
+    return [Record("t", partition, o, 0, None, b"x" * size) for o in offsets]
+
+
+def batch_of(*parts: tuple[int, range]) -> Batch[KTP]:
+    pending: PendingRecords[KTP] = PendingRecords()
+    for partition, offsets in parts:
+        pending.add(KTP("t", partition), records(partition, offsets))
+    return pending.take()
+
+
+def commits_for(client: FakeClient, owned: set[KTP] | None = None) -> OffsetCommits:
+    return OffsetCommits("g-pipeline", lambda: client, lambda: owned or {P0, P1})
+
+
+# commit ----------------------------------------------------------------------------------
+def test_a_failed_commit_is_kept_and_retried_with_the_next_one() -> None:
+    async def go() -> FakeClient:
+        client = FakeClient()
+        client.commit_failures = 1
+        commits = commits_for(client)
+        await commits.submit({P0: 10})
+        await commits.settle()
+        assert commits.uncommitted == {P0: 10}
+        await commits.submit({P1: 5})
+        await commits.settle()
+        assert commits.uncommitted == {}
+        return client
+
+    assert asyncio.run(go()).committed_offsets == [{P0: 10, P1: 5}]
+
+
+def test_only_owned_partitions_are_committed_and_a_rejoin_defers_the_commit() -> None:
+    async def go() -> tuple[FakeClient, OffsetCommits]:
+        client = FakeClient()
+        commits = commits_for(client, owned={P1})
+        client._coordinator.rejoining = True
+        await commits.commit({P0: 3, P1: 4})
+        assert commits.uncommitted == {P1: 4} and client.committed_offsets == []
+        client._coordinator.rejoining = False
+        await commits.before_leaving(timeout_s=5)
+        return client, commits
+
+    client, commits = asyncio.run(go())
+    assert client.committed_offsets == [{P1: 4}] and commits.uncommitted == {}
+
+
+def test_forgotten_partitions_are_never_committed() -> None:
+    async def go() -> FakeClient:
+        client = FakeClient()
+        commits = commits_for(client)
+        commits.owe(P0, 7)
+        commits.owe(P1, 8)
+        assert commits.owes_any([P0])
+        commits.forget([P0])
+        await commits.commit({})
+        return client
+
+    assert asyncio.run(go()).committed_offsets == [{P1: 8}]
+
+
+# write -----------------------------------------------------------------------------------
+class StagingRecorder:
+    """A staging sink whose first publish waits until the second batch has staged."""
+
+    def __init__(
+        self,
+        fail_publish: bool = False,
+        fence: frozenset[TopicPartition] = frozenset(),
+        gate: bool = True,
+    ):
+        self.events: list[str] = []
+        self.gate = gate
+        self.fail_publish = fail_publish
+        self.fence = fence
+        self.second_staged = asyncio.Event()
+        self.stages = 0
+
+    async def stage(self, topic: str, recs: Sequence[Record]) -> object:
+        self.stages += 1
+        self.events.append(f"stage {self.stages}")
+        if self.stages == 2:
+            self.second_staged.set()
+        return self.stages
+
+    async def publish(self, staged: object) -> None:
+        if staged == 1 and self.gate:
+            await self.second_staged.wait()
+        if self.fail_publish:
+            raise OSError("table unavailable")
+        if self.fence:
+            raise PartitionsFenced(self.fence)
+        self.events.append(f"publish {staged}")
+
+    async def discard(self, staged: object) -> None:
+        self.events.append(f"discard {staged}")
+
+    async def write(self, topic: str, recs: Sequence[Record]) -> None:
+        self.events.append(f"write {len(recs)}")
+
+    async def resume_offsets(
+        self, partitions: Sequence[TopicPartition]
+    ) -> Mapping[TopicPartition, int]:
+        return {}
+
+
+def writer_for(
+    sink: StagingRecorder, client: FakeClient, written: list[AnyBatch], stopping: asyncio.Event
+) -> BatchWriter:
+    return BatchWriter(
+        sink,
+        commits_for(client),
+        group="g-pipeline",
+        writes_in_flight=2,
+        columnar=False,
+        retry=NO_WAIT,
+        stopping=stopping,
+        on_written=written.append,
+    )
+
+
+def test_a_batch_stages_while_the_one_before_publishes_and_commits_follow_in_order() -> None:
+    async def go() -> tuple[StagingRecorder, FakeClient, list[AnyBatch]]:
+        sink, client, written = StagingRecorder(), FakeClient(), list[AnyBatch]()
+        writer = writer_for(sink, client, written, asyncio.Event())
+        writer.submit(batch_of((0, range(0, 5))))
+        writer.submit(batch_of((0, range(5, 9)), (1, range(0, 2))))
+        await writer.settle()
+        await writer._commits.settle()
+        return sink, client, written
+
+    sink, client, written = asyncio.run(go())
+    assert sink.events == ["stage 1", "stage 2", "publish 1", "publish 2"]
+    assert client.committed_offsets == [{P0: 5}, {P0: 9, P1: 2}]
+    assert len(written) == 2
+
+
+def test_fenced_partitions_are_not_committed() -> None:
+    async def go() -> FakeClient:
+        sink, client, written = (
+            StagingRecorder(fence=frozenset({TopicPartition("t", 0)}), gate=False),
+            FakeClient(),
+            list[AnyBatch](),
+        )
+        writer = writer_for(sink, client, written, asyncio.Event())
+        await writer.write(batch_of((0, range(0, 5)), (1, range(0, 3))))
+        await writer._commits.settle()
+        return client
+
+    assert asyncio.run(go()).committed_offsets == [{P1: 3}]
+
+
+def test_a_write_failing_at_shutdown_abandons_it_and_every_batch_after_it() -> None:
+    async def go() -> tuple[StagingRecorder, FakeClient, list[BaseException | None]]:
+        sink, client, written = StagingRecorder(fail_publish=True), FakeClient(), list[AnyBatch]()
+        stopping = asyncio.Event()
+        stopping.set()
+        writer = writer_for(sink, client, written, stopping)
+        writer.submit(batch_of((0, range(0, 5))))
+        writer.submit(batch_of((0, range(5, 9))))
+        with pytest.raises(WriteAbandoned):
+            await writer.settle()
+        assert writer.abandoned
+        with pytest.raises(WriteAbandoned):
+            await writer.write(batch_of((1, range(0, 1))))
+        return sink, client, []
+
+    sink, client, _ = asyncio.run(go())
+    assert client.committed_offsets == []
+    assert "discard 1" in sink.events and "discard 2" in sink.events
+    assert not any(e.startswith("publish") for e in sink.events)
+
+
+# fetch -----------------------------------------------------------------------------------
+def test_the_filler_stops_at_batch_bytes_skips_revoking_partitions_and_retries_errors() -> None:
+    async def go() -> tuple[BatchFiller, FakeClient]:
+        client = FakeClient()
+        client.polls = [
+            KafkaError("coordinator moved"),
+            {P0: records(0, range(0, 3)), P1: records(1, range(0, 3))},
+            {P0: records(0, range(3, 6))},
+            {P0: records(0, range(6, 9))},
+        ]
+        pending: PendingRecords[KTP] = PendingRecords()
+        filler = BatchFiller(pending, group="g-pipeline", batch_bytes=60, wait_time_secs=30)
+        filler.revoking.add(P1)
+        await filler.fill(lambda: client, lambda: True, asyncio.Event())
+        return filler, client
+
+    filler, client = asyncio.run(go())
+    taken = filler.pending.take()
+    assert {p: [r.offset for r in recs] for p, recs in taken.records.items()} == {
+        P0: list(range(6))
+    }
+    assert len(client.polls) == 1  # stopped once 60 bytes were held
+    assert REGISTRY.get_sample_value(
+        "autoscaler_consumer_poll_errors_total", {"group": "g-pipeline", "error": "KafkaError"}
+    )
+
+
+# resume ----------------------------------------------------------------------------------
+class LookupSink:
+    """Says partition 0 resumes at 30; its first ``failures`` lookups fail."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+        self.lookups = 0
+        self.answer = asyncio.Event()
+
+    async def write(self, topic: str, recs: Sequence[Record]) -> None:
+        raise AssertionError("not written in these tests")
+
+    async def resume_offsets(
+        self, partitions: Sequence[TopicPartition]
+    ) -> Mapping[TopicPartition, int]:
+        self.lookups += 1
+        if self.lookups <= self.failures:
+            raise OSError("table unavailable")
+        await self.answer.wait()
+        return {TopicPartition("t", 0): 30}
+
+
+def resume_stage(sink: LookupSink, client: FakeClient) -> tuple[ResumeLookups, OffsetCommits]:
+    commits = commits_for(client)
+    pending: PendingRecords[KTP] = PendingRecords()
+    stage = ResumeLookups(
+        sink, pending, commits, group="g-pipeline", retry=NO_WAIT, current_client=lambda: client
+    )
+    return stage, commits
+
+
+def test_new_partitions_stay_paused_until_the_sink_answers_then_seek_past_it() -> None:
+    async def go() -> tuple[FakeClient, OffsetCommits, ResumeLookups]:
+        client, sink = FakeClient({P0, P1}), LookupSink(failures=2)
+        client.group_committed = {P0: 12}
+        stage, commits = resume_stage(sink, client)
+        stage.start(client, {P0, P1})  # returns at once: the listener does not wait
+        assert client.paused == {P0, P1} and stage.waiting == {P0, P1}
+        while sink.lookups < 3:
+            await asyncio.sleep(0)
+        assert client.paused == {P0, P1}  # two failed lookups, the third is pending
+        sink.answer.set()
+        while stage.waiting:
+            await asyncio.sleep(0)
+        return client, commits, stage
+
+    client, commits, _ = asyncio.run(go())
+    assert client.paused == set() and client.sought == {P0: 30}
+    assert commits.uncommitted == {P0: 30}  # Kafka catches up with the table
+
+
+def test_a_partition_revoked_during_its_lookup_is_neither_sought_nor_resumed() -> None:
+    async def go() -> FakeClient:
+        client, sink = FakeClient({P0, P1}), LookupSink(failures=0)
+        stage, _ = resume_stage(sink, client)
+        stage.start(client, {P0, P1})
+        while sink.lookups < 1:
+            await asyncio.sleep(0)
+        client.assigned = {P1}
+        stage.forget([P0])
+        sink.answer.set()
+        while stage.waiting:
+            await asyncio.sleep(0)
+        await stage.close()
+        return client
+
+    client = asyncio.run(go())
+    assert client.sought == {} and client.paused == {P0}  # P0 is another member's now
+
+
+def test_closing_stops_lookups_in_flight() -> None:
+    async def go() -> tuple[FakeClient, ResumeLookups]:
+        client, sink = FakeClient({P0}), LookupSink(failures=0)
+        stage, _ = resume_stage(sink, client)
+        stage.start(client, {P0})
+        while sink.lookups < 1:
+            await asyncio.sleep(0)
+        await stage.close()
+        return client, stage
+
+    client, stage = asyncio.run(go())
+    assert client.paused == {P0} and client.sought == {} and stage.waiting == {P0}
