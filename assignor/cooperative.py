@@ -132,15 +132,29 @@ def carried_plan(
     return dict(pending.planned)
 
 
-def encode_assignment_data(mode: str, handover: bool = False) -> bytes:
-    """The user_data of every assignment the leader sends: the group's mode, and whether a
-    hand-over round follows (something was withheld)."""
+def encode_assignment_data(mode: str, handover: bool = False, members: int | None = None) -> bytes:
+    """The user_data of every assignment the leader sends: the group's mode, whether a
+    hand-over round follows (something was withheld), and how many members the plan is
+    for (those not leaving)."""
     if mode not in PROTOCOLS:
         raise ValueError(f"mode must be one of {', '.join(PROTOCOLS)}, got {mode!r}")
     data: dict[str, object] = {"mode": mode}
     if handover:
         data["handover"] = True
+    if members is not None:
+        data["members"] = members
     return json.dumps(data, separators=(",", ":")).encode()
+
+
+def decode_members(data: bytes | None) -> int | None:
+    """How many members the leader planned for; None when absent or unreadable (an older
+    leader)."""
+    try:
+        members = json.loads(data or b"{}").get("members")
+    except (ValueError, AttributeError):
+        return None
+    valid = isinstance(members, int) and not isinstance(members, bool) and members >= 0
+    return members if valid else None
 
 
 def decode_handover(data: bytes | None) -> bool:

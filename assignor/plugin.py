@@ -30,6 +30,7 @@ from assignor.cooperative import (
     carried_plan,
     decode_assignment_data,
     decode_handover,
+    decode_members,
     encode_assignment_data,
     group_shape,
     staying,
@@ -54,7 +55,8 @@ class MemberState:
     ``cooperative``: this member rebalances cooperatively; ``holding``: it still reads
     ``owned`` while rejoining; ``group_mode``: what the leader's last assignment said;
     ``handover_pending``: that assignment withheld partitions, so a hand-over round follows;
-    ``leaving``: this member is shutting down and asks the leader for nothing.
+    ``leaving``: this member is shutting down and asks the leader for nothing;
+    ``group_size``: how many members the leader's last plan was for (None: not said).
     """
 
     identity: str
@@ -67,6 +69,7 @@ class MemberState:
     group_mode: str = EAGER
     handover_pending: bool = False
     leaving: bool = False
+    group_size: int | None = None
 
 
 @dataclass
@@ -176,7 +179,9 @@ def build_assignor(
             )
             if leader_delay_s:
                 time.sleep(leader_delay_s)
-            mode = encode_assignment_data(handed.mode, handover=bool(handed.withheld))
+            mode = encode_assignment_data(
+                handed.mode, handover=bool(handed.withheld), members=len(planned_for)
+            )
             return {
                 member: ConsumerProtocolMemberAssignment(cls.version, _by_topic(tps), mode)
                 for member, tps in handed.assignment.items()
@@ -189,6 +194,7 @@ def build_assignor(
             )
             state.group_mode = decode_assignment_data(assignment.user_data)
             state.handover_pending = decode_handover(assignment.user_data)
+            state.group_size = decode_members(assignment.user_data)
 
     return AutoscalerAssignor
 

@@ -42,7 +42,7 @@ from consumer_sdk.pipeline.retry import RetryPolicy
 from consumer_sdk.pipeline.write import AnyBatch, BatchWriter, WriteAbandoned
 from consumer_sdk.sink import ManagedSink, PreparingSink, Sink
 from consumer_sdk.snapshot_cache import SnapshotCache
-from contract.overload import OverloadWatch
+from contract.overload import OverloadWatch, replan_can_help
 from contract.stopping import finished_unless_stopped
 
 __all__ = ["AutoscalingConsumer", "OwnershipEvent", "RetryPolicy", "WriteAbandoned"]
@@ -377,16 +377,28 @@ class AutoscalingConsumer:
             return
         load = sum(view.speeds.get(tp, 0.0) for tp in self.assigned)
         coordinator: Any = getattr(self._consumer, "_coordinator", None)
-        if self.overload.observe(time.monotonic(), load) and coordinator is not None:
-            self.replans_requested += 1
-            metrics.REPLANS.labels(self.config.group).inc()
+        if not self.overload.observe(time.monotonic(), load) or coordinator is None:
+            return
+        members = self.state.group_size
+        if not replan_can_help(view.speeds, self.config.capacity, members, self.config.heuristic):
+            metrics.REPLANS_SKIPPED.labels(self.config.group).inc()
             log.info(
-                "load %.0f above capacity %.0f for %.0f s: asking the group to re-plan",
+                "load %.0f above capacity %.0f, but the speeds need more than the group's %s "
+                "member(s): no re-plan (the sidecar scales up)",
                 load,
                 self.config.capacity,
-                self.config.replan_after_secs,
+                members,
             )
-            coordinator.request_rejoin()
+            return
+        self.replans_requested += 1
+        metrics.REPLANS.labels(self.config.group).inc()
+        log.info(
+            "load %.0f above capacity %.0f for %.0f s: asking the group to re-plan",
+            load,
+            self.config.capacity,
+            self.config.replan_after_secs,
+        )
+        coordinator.request_rejoin()
 
     # rebalance callbacks -------------------------------------------------------------------
     async def _on_revoked(self, revoked: set[KafkaTopicPartition]) -> None:

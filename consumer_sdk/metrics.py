@@ -64,6 +64,12 @@ REPLANS = Counter(
     "Re-plans this member asked for (it stayed above capacity)",
     ["group"],
 )
+REPLANS_SKIPPED = Counter(
+    "autoscaler_consumer_replans_skipped_total",
+    "Re-plans this member did not ask for: it stayed above capacity, but the speeds need "
+    "more members than the group has (the sidecar scales up instead)",
+    ["group"],
+)
 LEAVES = Counter(
     "autoscaler_consumer_leaves_total",
     "Times this member left its group, by how: handed_over (its partitions moved while it "

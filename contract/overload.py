@@ -4,10 +4,29 @@ The group re-packs only when membership changes. Between scale events the speeds
 a member can end up holding more than its capacity while others idle, and the sidecar's
 count still looks right. A member that stays overloaded for ``sustain_s`` asks for a
 rejoin (at most once per ``cooldown_s``); the leader's heuristic then re-packs, moving as
-little as it can.
+little as it can. It asks only when a re-pack can help (:func:`replan_can_help`).
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+
+from assignor import TopicPartition, bins_used, get_heuristic
+
+
+def replan_can_help(
+    speeds: Mapping[TopicPartition, float], capacity: float, members: int | None, heuristic: str
+) -> bool:
+    """Whether a re-pack could take every member below ``capacity``: the speeds fit in the
+    group's ``members`` (None: the leader did not say; assume it can). When they do not,
+    the sidecar adds members (it packs the same speeds), and a re-plan now would only add a
+    rebalance in front of that scale-up's own."""
+    if members is None:
+        return True
+    if not any(speeds.values()):
+        return True
+    packed = get_heuristic(heuristic).assign(dict(speeds), capacity=capacity)
+    return bins_used(packed) <= members
 
 
 class OverloadWatch:

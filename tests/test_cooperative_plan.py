@@ -13,6 +13,7 @@ from assignor.cooperative import (
     EAGER,
     decode_assignment_data,
     decode_handover,
+    decode_members,
     encode_assignment_data,
     group_mode,
     withhold_moving,
@@ -179,6 +180,14 @@ def test_a_round_that_withholds_announces_the_hand_over_round() -> None:
     assert not decode_handover(encode_assignment_data(COOPERATIVE))
     for junk in (b"", None, b"not json", b"[1]", b'{"handover":"yes"}'):
         assert not decode_handover(junk)
+
+
+def test_assignment_data_says_how_many_members_the_plan_is_for() -> None:
+    data = encode_assignment_data(COOPERATIVE, handover=True, members=4)
+    assert decode_members(data) == 4 and decode_assignment_data(data) == COOPERATIVE
+    assert decode_members(encode_assignment_data(EAGER)) is None  # an older leader
+    for junk in (b"", None, b"not json", b"[1]", b'{"members":"4"}', b'{"members":-1}'):
+        assert decode_members(junk) is None
 
 
 @given(st.integers(min_value=0, max_value=10_000))
