@@ -1,0 +1,229 @@
+"""Memory of one consumer process while its sink is the bottleneck, per record path.
+
+A topic of 32 partitions is filled; then, per record path (``records``, ``columns``) and
+``writes_in_flight`` (1, 2), a fresh process runs the SDK's consumer over it into a staging
+sink whose publish takes ``--publish-secs`` per batch (a slow table: batches queue behind
+it). The bound the consumer keeps is ``writes_in_flight`` batches in the sink plus the one
+filling, each at most ``batch_bytes`` of keys and values; on top of that come aiokafka's
+fetch buffers and, on the records path, a Python object per record. Measured per process:
+resident memory after start-up (imports, client, before the first fetch), the peak
+(``VmHWM``), and the most batches the sink held at once.
+``python -m benchmarks.consumer_memory [--cluster apache|embedded]`` writes
+``results/consumer_memory_<cluster>.{md,json}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from assignor import TopicPartition
+from benchmarks.consume_throughput import fill
+from benchmarks.machine import add_cluster_option, broker_line, machine_line
+from benchmarks.report import publish
+from consumer_sdk.clusters import ClusterKind, kafka_cluster
+from consumer_sdk.config import ConsumerConfig
+from consumer_sdk.consumer import AutoscalingConsumer
+from consumer_sdk.sink import Record
+
+PARTITIONS = 32
+MIB = 1024 * 1024
+BATCH_MIB = 16
+
+
+def resident_kib(field: str) -> int:
+    """``VmRSS`` or ``VmHWM`` of this process, KiB."""
+    with open("/proc/self/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"{field} not in /proc/self/status")
+
+
+class SlowTable:
+    """A staging sink whose publish takes ``publish_s``: staged batches wait in it."""
+
+    def __init__(self, publish_s: float) -> None:
+        self.publish_s = publish_s
+        self.rows = 0
+        self.held = 0
+        self.most_held = 0
+
+    def _hold(self, rows: int) -> tuple[str, int]:
+        self.held += 1
+        self.most_held = max(self.most_held, self.held)
+        return ("staged", rows)
+
+    async def stage(self, topic: str, records: Sequence[Record]) -> object:
+        return self._hold(len(records))
+
+    async def stage_columns(self, topic: str, table: pa.Table) -> object:
+        return self._hold(table.num_rows)
+
+    async def publish(self, staged: object) -> None:
+        assert isinstance(staged, tuple)
+        await asyncio.sleep(self.publish_s)
+        self.rows += staged[1]
+        self.held -= 1
+
+    async def discard(self, staged: object) -> None:
+        self.held -= 1
+
+    async def write(self, topic: str, records: Sequence[Record]) -> None:
+        self.rows += len(records)
+
+    async def write_columns(self, topic: str, table: pa.Table) -> None:
+        self.rows += table.num_rows
+
+    async def resume_offsets(
+        self, partitions: Sequence[TopicPartition]
+    ) -> Mapping[TopicPartition, int]:
+        return {}
+
+
+def child(args: argparse.Namespace) -> None:
+    """One consumer over the whole topic; prints its measurements as JSON."""
+
+    async def go() -> dict[str, Any]:
+        sink = SlowTable(args.publish_secs)
+        config = ConsumerConfig(
+            bootstrap_servers=args.bootstrap,
+            group=args.group,
+            topics=(args.topic,),
+            capacity=1.0,
+            member_identity="memory-0",
+            wait_time_secs=0.25,
+            batch_bytes=BATCH_MIB * MIB,
+            writes_in_flight=args.depth,
+            record_path=args.path,
+        )
+        consumer = AutoscalingConsumer(config, sink)
+        baseline_kib = resident_kib("VmRSS")
+        started = time.perf_counter()
+        await consumer.start()
+        runner = asyncio.create_task(consumer.run_async())
+        while sink.rows < args.expected:
+            await asyncio.sleep(0.05)
+        elapsed = time.perf_counter() - started
+        consumer.request_stop()
+        await runner
+        return {
+            "baseline_mib": baseline_kib / 1024,
+            "peak_mib": resident_kib("VmHWM") / 1024,
+            "most_batches_in_sink": sink.most_held,
+            "seconds": elapsed,
+        }
+
+    print(json.dumps(asyncio.run(go())), flush=True)
+
+
+def measure(
+    bootstrap: str, topic: str, expected: int, path: str, depth: int, publish_s: float
+) -> dict[str, Any]:
+    """Run one child process and return its measurements."""
+    group = f"memory-{topic}-{path}-{depth}"
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.consumer_memory",
+            "--child",
+            f"--bootstrap={bootstrap}",
+            f"--topic={topic}",
+            f"--group={group}",
+            f"--expected={expected}",
+            f"--path={path}",
+            f"--depth={depth}",
+            f"--publish-secs={publish_s}",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run and write ``results/consumer_memory_<cluster>.{md,json}``."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    add_cluster_option(parser)
+    parser.add_argument("--mib", type=int, default=128, help="MiB per value size")
+    parser.add_argument("--publish-secs", type=float, default=1.0)
+    parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    for hidden in ("bootstrap", "topic", "group", "path"):
+        parser.add_argument(f"--{hidden}", help=argparse.SUPPRESS)
+    parser.add_argument("--expected", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--depth", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        child(args)
+        return 0
+    rows: list[dict[str, Any]] = []
+    kind = ClusterKind(args.cluster)
+    with kafka_cluster(kind) as broker:
+        broker_text = broker_line(broker)
+        for value_size in (200, 1024):
+            topic = broker.create_topic(PARTITIONS, prefix=f"memory-{value_size}")
+            count = fill(broker.bootstrap_servers, topic, value_size, args.mib)
+            for path in ("records", "columns"):
+                for depth in (1, 2):
+                    row = measure(
+                        broker.bootstrap_servers, topic, count, path, depth, args.publish_secs
+                    )
+                    row.update(
+                        value_bytes=value_size,
+                        record_path=path,
+                        writes_in_flight=depth,
+                        bound_mib=(depth + 1) * BATCH_MIB,
+                    )
+                    row["working_mib"] = row["peak_mib"] - row["baseline_mib"]
+                    rows.append(row)
+                    print(json.dumps(row), flush=True)
+    lines = [
+        f"# Consumer memory with a slow sink on {kind.value} Kafka",
+        "",
+        machine_line(),
+        broker_text,
+        f"{args.mib} MiB per value size, 32 partitions, one consumer process per row; "
+        f"{BATCH_MIB} MiB batches, each publish takes {args.publish_secs:g} s, so batches queue "
+        "behind the sink. Bound: (writes_in_flight + 1) batches of keys and values. Working set: "
+        "peak resident memory minus resident memory after start-up (before the first fetch); "
+        "it also holds aiokafka's fetch buffers (up to 64 MiB a fetch) and, on the records "
+        "path, a Python object per record.",
+        "",
+        "| value | record path | writes in flight | bound (MiB) | most batches in sink | "
+        "start-up RSS (MiB) | peak RSS (MiB) | working set (MiB) |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['value_bytes']} B | {r['record_path']} | {r['writes_in_flight']} | "
+            f"{r['bound_mib']} | {r['most_batches_in_sink']} | {r['baseline_mib']:.0f} | "
+            f"{r['peak_mib']:.0f} | {r['working_mib']:.0f} |"
+        )
+    publish(
+        f"consumer_memory_{kind.value}",
+        "\n".join(lines),
+        {
+            "args": {k: v for k, v in vars(args).items() if v is not None},
+            "broker": broker_text,
+            "rows": rows,
+        },
+        write=not args.no_write,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
