@@ -57,12 +57,10 @@ class ConsumerConfig(GroupSettings):
     # On stop, a cooperative member first hands its partitions to the others while it still
     # reads them (one more rebalance round), for at most this long; 0 leaves at once.
     leave_handover_secs: float = 10.0
-    # How fetched records travel to the sink: "records" (a Record per record, as aiokafka
-    # builds them) or "columns" (Arrow columns decoded natively per fetch; sinks that
-    # implement ColumnarSink get tables, others get a lazy sequence of Records). "records"
-    # stays the default until the columnar path has passed CI's Spark process tests
-    # reliably (one failure in the last two runs; see the README).
-    record_path: str = "records"
+    # How fetched records travel to the sink: "columns" (Arrow columns decoded natively per
+    # fetch; sinks that implement ColumnarSink get tables, others get a lazy sequence of
+    # Records) or "records" (a Record per record, as aiokafka builds them).
+    record_path: str = "columns"
 
     def __post_init__(self) -> None:
         self._check_group()

@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
+import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from confluent_kafka import Producer
 
@@ -114,7 +115,11 @@ class TableSink:
 
 
 async def consume_columns(
-    bootstrap: str, topic: str, sink: Any, expected: Callable[[], bool]
+    bootstrap: str,
+    topic: str,
+    sink: Any,
+    expected: Callable[[], bool],
+    record_path: str = "columns",
 ) -> AutoscalingConsumer:
     config = ConsumerConfig(
         bootstrap_servers=bootstrap,
@@ -124,7 +129,7 @@ async def consume_columns(
         member_identity="columns-0",
         wait_time_secs=0.2,
         batch_bytes=4096,  # several batches, cut inside fetched chunks
-        record_path="columns",
+        record_path=record_path,
     )
     consumer = AutoscalingConsumer(config, sink)
     runner = asyncio.create_task(consumer.run_async())
@@ -136,7 +141,7 @@ async def consume_columns(
     return consumer
 
 
-def test_the_consumer_on_the_columnar_path_hands_every_record_once(
+def test_a_columnar_sink_gets_every_record_once_as_tables(
     kafka: str, topic_factory: Callable[..., str]
 ) -> None:
     install()
@@ -155,12 +160,22 @@ def test_the_consumer_on_the_columnar_path_hands_every_record_once(
         (p, row[0]) for p, partition_rows in plain.items() for row in partition_rows
     )
 
+
+@pytest.mark.parametrize("record_path", ["columns", "records"])
+def test_a_callback_sink_gets_every_record_once_on_either_record_path(
+    kafka: str, topic_factory: Callable[..., str], record_path: str
+) -> None:
+    install()
+    partitions, per_partition = 3, 60
+    total = partitions * per_partition
     seen: list[Record] = []
     records_topic = topic_factory(partitions, prefix=f"columns-cb-{uuid.uuid4().hex[:6]}")
     produce_mixed(kafka, records_topic, partitions, per_partition)
     expected = asyncio.run(read_all(kafka, records_topic, partitions, total, columnar=False))
     sink = CallbackSink(lambda _topic, records: seen.extend(records))
-    asyncio.run(consume_columns(kafka, records_topic, sink, lambda: len(seen) >= total))
+    asyncio.run(
+        consume_columns(kafka, records_topic, sink, lambda: len(seen) >= total, record_path)
+    )
     assert sorted(
         (r.partition, r.offset, r.timestamp, r.key, r.value, list(r.headers)) for r in seen
     ) == sorted((p, *row) for p, partition_rows in expected.items() for row in partition_rows)

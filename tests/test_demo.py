@@ -47,7 +47,8 @@ def test_short_demo_run(kind: ClusterKind, tmp_path: Path) -> None:
     samples = json.loads((run / "samples.json").read_text())
     assert max(s["running"] for s in samples) >= 1  # the sidecar started consumers
     assert " 0 missing" in result.stdout and " 0 duplicated" in result.stdout
-    assert list((run / "warehouse" / "kafka.db" / "demo_orders").glob("date=*/part-*.parquet"))
+    table = run / "warehouse" / "kafka.db" / "demo_orders"
+    assert list((table / "_delta_log").glob("*.json")) and list(table.glob("date=*/part-*.parquet"))
 
 
 def test_the_live_screen_fits_80_by_24_and_says_who_holds_what() -> None:
