@@ -91,6 +91,18 @@ class Timing:
 
     seconds: float
     steady_rows_per_s: float | None
+    files: int | None = None  # data files in the table after the run
+
+
+def data_files(session: Any, config: SparkSinkConfig, table: str, root: Path) -> int:
+    """Data files the table holds now, as its format counts them (Delta: the live files of
+    its log; Iceberg: its ``files`` metadata table; parquet: the files on disk)."""
+    if config.table_format == "delta":
+        return int(session.sql(f"DESCRIBE DETAIL delta.`{root}`").collect()[0]["numFiles"])
+    if config.table_format == "iceberg":
+        name = f"{table_identifier(config, table)}.`files`"
+        return int(session.sql(f"SELECT COUNT(*) AS n FROM {name}").collect()[0]["n"])
+    return sum(1 for _ in root.rglob("*.parquet"))
 
 
 def steady_rate(marks: Sequence[tuple[float, int]]) -> float | None:
@@ -134,9 +146,13 @@ def run_sdk(
         started = time.perf_counter()
         await sink.done.wait()
         elapsed = time.perf_counter() - started
+        table = sink_config.table_for(topic)
+        files = await asyncio.to_thread(
+            data_files, sink.open(), sink_config, table, table_root(sink_config, table)
+        )
         consumer.request_stop()
         await runner
-        return Timing(elapsed, steady_rate(sink.marks))
+        return Timing(elapsed, steady_rate(sink.marks), files)
 
     return asyncio.run(go())
 
@@ -185,10 +201,11 @@ def run_spark_alone(sink: SparkTableSink, tables: Sequence[pa.Table], at_once: i
         for i, _ in enumerate(pool.map(write, range(len(tables)))):  # in order, as they end
             marks.append((time.perf_counter(), (marks[-1][1] if marks else 0) + tables[i].num_rows))
     elapsed = time.perf_counter() - started
+    files = data_files(session, config, name, target) - (config.table_format != "parquet")
     if config.table_format == "iceberg":
         session.sql(f"DROP TABLE {table_identifier(config, name)} PURGE")
     shutil.rmtree(target, ignore_errors=True)
-    return Timing(elapsed, steady_rate(marks))
+    return Timing(elapsed, steady_rate(marks), files)  # without the first row's file
 
 
 def run_streaming(
@@ -234,7 +251,7 @@ def run_streaming(
         raise RuntimeError(f"structured streaming read {read} records of {count}")
     middle = batches[1:-1]
     steady = sum(r for r, _ in middle) / sum(t for _, t in middle) if middle else None
-    return Timing(elapsed, steady)
+    return Timing(elapsed, steady, data_files(session, config, name, table_root(config, name)))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -385,6 +402,13 @@ def _row(
         "rows_per_s": count / median,
         "steady_mib_per_s": statistics.median(steady) * value_size / MIB if steady else None,
         "runs_s": [t.seconds for t in runs],
+        "files": [t.files for t in runs],
+        "files_per_batch": (
+            statistics.median(t.files for t in runs if t.files is not None)
+            / max(1, -(-count * value_size // (batch_mib * MIB)))
+            if batch_mib and any(t.files is not None for t in runs)
+            else None
+        ),
     }
 
 
@@ -408,11 +432,13 @@ def _table(rows: list[dict[str, Any]], args: argparse.Namespace, broker_text: st
         "from start() (query planning included). Ratio = path / spark alone (one after "
         "another), 'vs 2' = path / spark alone 2 at once. 'Steady': from the end of the first "
         "batch to the end of the last but one (streaming: rows over the trigger times of "
-        "every micro-batch but the first and the last).",
+        "every micro-batch but the first and the last). 'Files/batch': data files in the "
+        "table after the run (Delta: live files of its log; Iceberg: its files table; "
+        "parquet: on disk), median over rounds, per batch of the given size.",
         "",
         "| value | spark | format | batch | path | MiB/s | rows/s | ratio | vs 2 "
-        "| steady MiB/s | steady ratio |",
-        "|---:|---|---|---:|---|---:|---:|---:|---:|---:|---:|",
+        "| steady MiB/s | steady ratio | files/batch |",
+        "|---:|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     by_key = {
         (r["value_bytes"], r["spark"], r["format"], r["batch_mib"], r["path"]): r for r in rows
@@ -429,10 +455,11 @@ def _table(rows: list[dict[str, Any]], args: argparse.Namespace, broker_text: st
                 steady_ratio = f"{r['steady_mib_per_s'] / alone['steady_mib_per_s']:.2f}"
         steady = f"{r['steady_mib_per_s']:.1f}" if r["steady_mib_per_s"] else ""
         batch = f"{r['batch_mib']} MiB" if r["batch_mib"] else "-"
+        per_batch = f"{r['files_per_batch']:.1f}" if r.get("files_per_batch") else ""
         lines.append(
             f"| {r['value_bytes']} B | {r['spark']} | {r['format']} | {batch} | {r['path']} | "
             f"{r['mib_per_s']:.1f} | {r['rows_per_s']:,.0f} | {ratio} | {versus_2} | {steady} "
-            f"| {steady_ratio} |"
+            f"| {steady_ratio} | {per_batch} |"
         )
     return "\n".join(lines)
 
