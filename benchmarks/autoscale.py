@@ -322,8 +322,10 @@ def report(rows: list[dict[str, Any]], header: str, oracle: float) -> str:
             f"{r['scale_events']} | {r['generations_per_event']:.1f} | {r['flaps']} | "
             f"{r['redelivered']} | {r['missing']} |"
         )
-    ours = rows[0]
     lines += ["", f"Oracle (packing lower bound, same trace): {oracle:,.0f} consumer-s.", ""]
+    if not rows or not rows[0]["policy"].startswith("ours (cooperative)"):
+        return "\n".join(lines)  # the targets are ours against the others
+    ours = rows[0]
     for r in rows[1:]:
         if r["policy"].startswith("KEDA") and r["lag_s_p99"] >= ours["lag_s_p99"]:
             ratio = r["consumer_seconds"] / max(1.0, ours["consumer_seconds"])
@@ -341,6 +343,9 @@ def report(rows: list[dict[str, Any]], header: str, oracle: float) -> str:
     return "\n".join(lines)
 
 
+POLICY_KINDS = ("ours", "eager", "keda", "fixed")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run every policy on one cluster and write the results."""
     parser = argparse.ArgumentParser(description=__doc__)
@@ -350,21 +355,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--keda", default=",".join(map(str, KEDA_THRESHOLDS)), help="lagThreshold values"
     )
+    parser.add_argument(
+        "--policies",
+        default=",".join(POLICY_KINDS),
+        help=f"comma-separated subset of {','.join(POLICY_KINDS)} (a subset writes "
+        "results/autoscale_<cluster>_<subset>.*, not the full comparison)",
+    )
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args(argv)
+    chosen = [p for p in args.policies.split(",") if p]
+    if not chosen or any(p not in POLICY_KINDS for p in chosen):
+        parser.error(f"--policies: a comma-separated subset of {','.join(POLICY_KINDS)}")
     kind = ClusterKind(args.cluster)
     runs: list[Run] = []
     with kafka_cluster(kind) as kafka:
         broker = broker_line(kafka)
-        ours = Policy("ours (cooperative)", {}, SCALE_DOWN_WINDOW_S)
-        runs.append(run_policy(kafka, kind, ours, args.duration, args.seed))
-        policies = [
-            Policy(
-                "ours, eager rebalancing",
-                {"AUTOSCALER_REBALANCE_PROTOCOL": "eager"},
-                SCALE_DOWN_WINDOW_S,
-            ),
-            *(
+        policies: list[Policy] = []
+        if "ours" in chosen:
+            policies.append(Policy("ours (cooperative)", {}, SCALE_DOWN_WINDOW_S))
+        if "eager" in chosen:
+            policies.append(
+                Policy(
+                    "ours, eager rebalancing",
+                    {"AUTOSCALER_REBALANCE_PROTOCOL": "eager"},
+                    SCALE_DOWN_WINDOW_S,
+                )
+            )
+        if "keda" in chosen:
+            policies += [
                 Policy(
                     f"KEDA lagThreshold={threshold}",
                     {"AUTOSCALER_KEDA_LAG_THRESHOLD": threshold},
@@ -372,17 +390,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
                 for threshold in args.keda.split(",")
                 if threshold
-            ),
-        ]
+            ]
         for policy in policies:
             runs.append(run_policy(kafka, kind, policy, args.duration, args.seed))
-        peak = max(1, runs[0].peak)
-        fixed = Policy(
-            f"fixed at ours' peak ({peak})",
-            {"AUTOSCALER_MIN_REPLICAS": str(peak), "AUTOSCALER_MAX_REPLICAS": str(peak)},
-            SCALE_DOWN_WINDOW_S,
-        )
-        runs.append(run_policy(kafka, kind, fixed, args.duration, args.seed))
+        if "fixed" in chosen:
+            peak = max(1, runs[0].peak if runs else 1)
+            fixed = Policy(
+                f"fixed at ours' peak ({peak})" if "ours" in chosen else f"fixed ({peak})",
+                {"AUTOSCALER_MIN_REPLICAS": str(peak), "AUTOSCALER_MAX_REPLICAS": str(peak)},
+                SCALE_DOWN_WINDOW_S,
+            )
+            runs.append(run_policy(kafka, kind, fixed, args.duration, args.seed))
     rows = [summarise(r, args.duration) for r in runs]
     oracle = oracle_seconds(args.duration, args.seed)
     header = "\n".join(
@@ -401,7 +419,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "every second from the sidecar; latency = ledger write time - record timestamp.",
         ]
     )
-    name = f"autoscale_{kind.value}"
+    subset = "" if set(chosen) == set(POLICY_KINDS) else "_" + "_".join(chosen)
+    name = f"autoscale_{kind.value}{subset}"
     publish(
         name,
         report(rows, header, oracle),
