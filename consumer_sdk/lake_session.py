@@ -71,5 +71,8 @@ def lake_conf(
             # V1 is the schema pyiceberg's SqlCatalog shares.
             f"{prefix}.jdbc.schema-version": "V1",
             f"{prefix}.jdbc.busy_timeout": _SQLITE_BUSY_TIMEOUT_MS,
+            # Several processes write one table: a table cached by this session (30 s by
+            # default) would hide the others' commits from its reads.
+            f"{prefix}.cache-enabled": "false",
         }
     return conf

@@ -97,6 +97,9 @@ class LakeAppender:
             rows = session.sql(query).select("userMetadata").collect()
             return [row["userMetadata"] for row in rows]
         identifier = table_identifier(self.config, table)
+        # Other processes commit to this table: read its latest metadata, not a copy a
+        # caching catalog (Iceberg's default in Spark) may hold from before their commits.
+        session.sql(f"REFRESH TABLE {identifier}")
         query = f"SELECT summary['{SUMMARY_KEY}'] AS offsets FROM {identifier}.snapshots"
         return [row["offsets"] for row in session.sql(query).collect()]
 
