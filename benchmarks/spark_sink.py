@@ -42,7 +42,7 @@ import pyarrow as pa
 from benchmarks.consume_throughput import fill, run_aiokafka
 from benchmarks.machine import add_cluster_option, broker_line, machine_line
 from benchmarks.report import publish
-from consumer_sdk.arrow_batch import ValueCodec, to_arrow
+from consumer_sdk.arrow_batch import DATE_COLUMN, ValueCodec, to_arrow
 from consumer_sdk.clusters import ClusterKind, kafka_cluster
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.consumer import AutoscalingConsumer
@@ -50,7 +50,7 @@ from consumer_sdk.sink import Record
 from consumer_sdk.spark_config import SparkSinkConfig
 from consumer_sdk.spark_connect import SparkConnectServer
 from consumer_sdk.spark_sink import SparkTableSink
-from consumer_sdk.spark_tables import table_identifier, table_root
+from consumer_sdk.spark_tables import descriptor_path, table_identifier, table_root
 
 PARTITIONS = 64
 MIB = 1024 * 1024
@@ -174,18 +174,20 @@ def arrow_batches(value_size: int, batch: int, count: int) -> list[pa.Table]:
 
 def run_spark_alone(sink: SparkTableSink, tables: Sequence[pa.Table], at_once: int = 1) -> Timing:
     """Seconds for Spark to write ``tables`` (built beforehand: this is Spark's share only)
-    into the sink's format, ``at_once`` of them in flight."""
+    into a table laid out as the sink's (same format; Delta and Iceberg: partitioned by
+    ingest date, the date column added before the clock), ``at_once`` of them in flight."""
     session = sink.open()
     config = sink.config
     name = f"alone_{uuid.uuid4().hex[:8]}"
     target = config.warehouse_path / "spark-alone" / name
-    # A table to append to, as the sink has (one row: Spark Connect infers no schema from
-    # none; Delta's first commit by two writers at once fails with ProtocolChanged).
-    first_row = sink._frame(session, tables[0].slice(0, 1))
-    if config.table_format == "iceberg":
-        first_row.writeTo(table_identifier(config, name)).create()
-    elif config.table_format == "delta":
-        first_row.write.format("delta").save(str(target))
+    if config.table_format != "parquet":
+        sink._ensure_table(name, tables[0].schema)  # created as the sink creates its own
+        target = table_root(config, name)
+        today = datetime.now(UTC).date()
+        tables = [
+            t.append_column(DATE_COLUMN, pa.repeat(pa.scalar(today, pa.date32()), t.num_rows))
+            for t in tables
+        ]
 
     def write(i: int) -> None:
         if config.table_format == "parquet":
@@ -201,11 +203,13 @@ def run_spark_alone(sink: SparkTableSink, tables: Sequence[pa.Table], at_once: i
         for i, _ in enumerate(pool.map(write, range(len(tables)))):  # in order, as they end
             marks.append((time.perf_counter(), (marks[-1][1] if marks else 0) + tables[i].num_rows))
     elapsed = time.perf_counter() - started
-    files = data_files(session, config, name, target) - (config.table_format != "parquet")
+    files = data_files(session, config, name, target)
     if config.table_format == "iceberg":
         session.sql(f"DROP TABLE {table_identifier(config, name)} PURGE")
     shutil.rmtree(target, ignore_errors=True)
-    return Timing(elapsed, steady_rate(marks), files)  # without the first row's file
+    if config.table_format != "parquet":
+        descriptor_path(target, config.table_format).unlink(missing_ok=True)
+    return Timing(elapsed, steady_rate(marks), files)
 
 
 def run_streaming(

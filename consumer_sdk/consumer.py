@@ -39,7 +39,7 @@ from consumer_sdk.pipeline.commit import OffsetCommits
 from consumer_sdk.pipeline.fetch import AnyPending, BatchFiller
 from consumer_sdk.pipeline.resume import ResumeLookups
 from consumer_sdk.pipeline.retry import RetryPolicy
-from consumer_sdk.pipeline.write import AnyBatch, BatchWriter, WriteAbandoned
+from consumer_sdk.pipeline.write import BatchWriter, WriteAbandoned, WrittenBatch
 from consumer_sdk.sink import ManagedSink, PreparingSink, Sink
 from consumer_sdk.snapshot_cache import SnapshotCache
 from contract.overload import OverloadWatch, replan_can_help
@@ -223,9 +223,11 @@ class AutoscalingConsumer:
             heartbeat_interval_ms=config.heartbeat_interval_ms,
             max_poll_interval_ms=config.max_poll_interval_ms,
             fetch_max_wait_ms=100,
-            # Fetch big enough to fill a batch in a few round trips (defaults: 1 MiB/partition).
-            max_partition_fetch_bytes=4 * MIB,
-            fetch_max_bytes=max(64 * MIB, config.batch_bytes),
+            # A fetch fills about one batch (defaults: 1 MiB/partition, 50 MiB a fetch): the
+            # client holds one fetch ahead of the batch being filled, so a consumer's memory
+            # is writes_in_flight + 2 batches, not writes_in_flight batches plus 64 MiB.
+            max_partition_fetch_bytes=min(4 * MIB, max(MIB, config.batch_bytes)),
+            fetch_max_bytes=max(MIB, config.batch_bytes),
             partition_assignment_strategy=(assignor,),
             **({"key_deserializer": COLUMNAR} if self._columnar else {}),
             **config.client_options(),
@@ -349,14 +351,14 @@ class AutoscalingConsumer:
         if batch:
             await self._writer.write(batch)
 
-    def _account(self, flushed: AnyBatch) -> None:
+    def _account(self, flushed: WrittenBatch) -> None:
         group = self.config.group
         total_bytes = total_records = 0
-        for tp, recs in flushed.records.items():
+        for tp, count in flushed.records.items():
             size = flushed.sizes[tp]
             total_bytes += size
-            total_records += len(recs)
-            metrics.RECORDS.labels(group, tp.topic, str(tp.partition)).inc(len(recs))
+            total_records += count
+            metrics.RECORDS.labels(group, tp.topic, str(tp.partition)).inc(count)
             metrics.BYTES.labels(group, tp.topic, str(tp.partition)).inc(size)
         now = time.monotonic()
         elapsed = max(1e-6, now - self._window_started)

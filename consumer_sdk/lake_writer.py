@@ -166,7 +166,7 @@ class LakeAppender:
     ) -> None:
         """One commit of ``rows`` (possibly none: the offsets still advance) into ``table``."""
         if rows.num_rows:
-            dates = pa.array([ingest_date] * rows.num_rows, pa.date32())
+            dates = pa.repeat(pa.scalar(ingest_date, pa.date32()), rows.num_rows)
             frame = self._frame(session, rows.append_column(DATE_COLUMN, dates))
         else:  # a batch of dead letters only: Spark Connect infers no schema from no rows
             frame = session.createDataFrame([], column_ddl(rows.schema))

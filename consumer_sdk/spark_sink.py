@@ -128,15 +128,19 @@ class SparkTableSink:
         return self._session
 
     async def prepare(self, topics: Sequence[str]) -> None:
-        """Create (or register) the table of each topic, before any batch arrives."""
+        """Create (or register) the table of each topic (and, for delta and iceberg, the
+        dead-letter table whose history every resume reads), before any batch arrives."""
         await asyncio.to_thread(self.prepare_blocking, topics)
 
     def prepare_blocking(self, topics: Sequence[str]) -> None:
         """Blocking :meth:`prepare`. Raises ConfigError if a table exists with other columns,
         or if the table format needs jars this Spark lacks."""
-        for topic in topics:
+        tables = [(self.config.table_for(topic), self.codec.schema()) for topic in topics]
+        if self._lake is not None:  # read at every assignment: made now, not at the first
+            tables.append((self.config.dead_letter_table, DEAD_LETTER_SCHEMA))
+        for table, schema in tables:
             try:
-                self._ensure_table(self.config.table_for(topic), self.codec.schema())
+                self._ensure_table(table, schema)
             except OSError as exc:
                 raise self._unwritable(exc) from None
 

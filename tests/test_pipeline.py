@@ -19,7 +19,7 @@ from consumer_sdk.pipeline.commit import OffsetCommits
 from consumer_sdk.pipeline.fetch import BatchFiller
 from consumer_sdk.pipeline.resume import ResumeLookups
 from consumer_sdk.pipeline.retry import RetryPolicy
-from consumer_sdk.pipeline.write import AnyBatch, BatchWriter, WriteAbandoned
+from consumer_sdk.pipeline.write import BatchWriter, WriteAbandoned, WrittenBatch
 from consumer_sdk.sink import PartitionsFenced, Record
 
 P0, P1 = KTP("t", 0), KTP("t", 1)
@@ -184,7 +184,7 @@ class StagingRecorder:
 
 
 def writer_for(
-    sink: StagingRecorder, client: FakeClient, written: list[AnyBatch], stopping: asyncio.Event
+    sink: StagingRecorder, client: FakeClient, written: list[WrittenBatch], stopping: asyncio.Event
 ) -> BatchWriter:
     return BatchWriter(
         sink,
@@ -199,19 +199,22 @@ def writer_for(
 
 
 def test_a_batch_stages_while_the_one_before_publishes_and_commits_follow_in_order() -> None:
-    async def go() -> tuple[StagingRecorder, FakeClient, list[AnyBatch]]:
-        sink, client, written = StagingRecorder(), FakeClient(), list[AnyBatch]()
+    async def go() -> tuple[StagingRecorder, FakeClient, list[WrittenBatch]]:
+        sink, client, written = StagingRecorder(), FakeClient(), list[WrittenBatch]()
         writer = writer_for(sink, client, written, asyncio.Event())
-        writer.submit(batch_of((0, range(0, 5))))
-        writer.submit(batch_of((0, range(5, 9)), (1, range(0, 2))))
+        first, second = batch_of((0, range(0, 5))), batch_of((0, range(5, 9)), (1, range(0, 2)))
+        writer.submit(first)
+        writer.submit(second)
         await writer.settle()
         await writer._commits.settle()
+        # The writer let go of the fetched rows once the sink had them (held once, not twice).
+        assert not first.records and not second.records
         return sink, client, written
 
     sink, client, written = asyncio.run(go())
     assert sink.events == ["stage 1", "stage 2", "publish 1", "publish 2"]
     assert client.committed_offsets == [{P0: 5}, {P0: 9, P1: 2}]
-    assert len(written) == 2
+    assert [dict(w.records) for w in written] == [{P0: 5}, {P0: 4, P1: 2}]
 
 
 def test_fenced_partitions_are_not_committed() -> None:
@@ -219,7 +222,7 @@ def test_fenced_partitions_are_not_committed() -> None:
         sink, client, written = (
             StagingRecorder(fence=frozenset({TopicPartition("t", 0)}), gate=False),
             FakeClient(),
-            list[AnyBatch](),
+            list[WrittenBatch](),
         )
         writer = writer_for(sink, client, written, asyncio.Event())
         await writer.write(batch_of((0, range(0, 5)), (1, range(0, 3))))
@@ -231,7 +234,8 @@ def test_fenced_partitions_are_not_committed() -> None:
 
 def test_a_write_failing_at_shutdown_abandons_it_and_every_batch_after_it() -> None:
     async def go() -> tuple[StagingRecorder, FakeClient, list[BaseException | None]]:
-        sink, client, written = StagingRecorder(fail_publish=True), FakeClient(), list[AnyBatch]()
+        sink, client = StagingRecorder(fail_publish=True), FakeClient()
+        written: list[WrittenBatch] = []
         stopping = asyncio.Event()
         stopping.set()
         writer = writer_for(sink, client, written, stopping)

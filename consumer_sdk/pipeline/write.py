@@ -13,7 +13,8 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -40,6 +41,25 @@ log = logging.getLogger(__name__)
 AnyBatch = Batch[KafkaTopicPartition] | ColumnBatch[KafkaTopicPartition]
 
 
+@dataclass(frozen=True)
+class WrittenBatch:
+    """What the accounting needs of a batch once it is written: per partition its records,
+    bytes, and the offset committed; its rows are gone by then."""
+
+    records: Mapping[KafkaTopicPartition, int]
+    sizes: Mapping[KafkaTopicPartition, int]
+    next_offsets: Mapping[KafkaTopicPartition, int]
+
+    @classmethod
+    def of(cls, batch: AnyBatch) -> WrittenBatch:
+        """The summary of ``batch`` (taken before its rows are handed to the sink)."""
+        return cls(
+            {tp: len(rows) for tp, rows in batch.records.items()},
+            dict(batch.sizes),
+            batch.next_offsets(),
+        )
+
+
 class WriteAbandoned(RuntimeError):
     """A sink write kept failing until shutdown; its records were not committed."""
 
@@ -57,7 +77,7 @@ class BatchWriter:
         columnar: bool,
         retry: RetryPolicy,
         stopping: asyncio.Event,
-        on_written: Callable[[AnyBatch], None],
+        on_written: Callable[[WrittenBatch], None],
     ) -> None:
         self.sink = sink
         self._commits = commits
@@ -103,12 +123,17 @@ class BatchWriter:
         """Write one batch (a write per topic, concurrently), then commit its offsets. With
         a staging sink the batch stages at once and publishes after ``previous`` (the batch
         before it) succeeded; if that one was abandoned, this one is too."""
+        written = WrittenBatch.of(batch)
         if self.abandoned:
             raise WriteAbandoned(
-                f"a batch of {len(batch.records)} partition(s) was not written: an earlier "
+                f"a batch of {len(written.records)} partition(s) was not written: an earlier "
                 "batch was given up at shutdown, and nothing is committed past it"
             )
         by_topic = self._by_topic(batch)
+        # The sink's tables are copies (one chunk per column): the fetched chunks go now, so
+        # a batch in the sink is held once, not twice.
+        batch.records.clear()
+        del batch
         staged = await asyncio.gather(*(self._stage(t, recs) for t, recs in by_topic.items()))
         if previous is not None:
             await asyncio.wait({previous})
@@ -116,8 +141,8 @@ class BatchWriter:
                 await asyncio.gather(*(self._discard(s) for s in staged))
                 self.abandoned = True
                 raise WriteAbandoned(
-                    f"a batch of {len(batch.records)} partition(s) was not written: the batch "
-                    "before it was not, and batches publish in order"
+                    f"a batch of {len(written.records)} partition(s) was not written: the "
+                    "batch before it was not, and batches publish in order"
                 )
         fenced = await asyncio.gather(
             *(
@@ -127,10 +152,10 @@ class BatchWriter:
         )
         # Every write succeeded: commit. The commit runs while the next batch fills (it is
         # off the critical path); commits stay in order because each waits for the last.
-        offsets = batch.next_offsets()
+        offsets = dict(written.next_offsets)
         self._forget_fenced(offsets, frozenset().union(*fenced))
         await self._commits.submit(offsets)
-        self._on_written(batch)
+        self._on_written(written)
 
     def _by_topic(self, batch: AnyBatch) -> dict[str, Sequence[Record] | pa.Table]:
         """Each topic's part of ``batch``: Records, or one table for a columnar sink."""
