@@ -14,7 +14,13 @@ The Kafka plugin (``assignor.plugin``) decodes the members' metadata, calls
 * partitions of a topic go only to the members subscribed to it;
 * speeds are packed with their backlog added when the snapshot says how the sidecar drains
   it (``SpeedView.drain``), so the consumers the sidecar added for a backlog get partitions;
-  the planned Rscore is on the plain speeds (what moving costs).
+  the planned Rscore is on the plain speeds (what moving costs);
+* stickiness never costs a consumer: when the heuristic's plan, starting from where the
+  partitions are, overloads a member but a packing from scratch (best fit decreasing) fits
+  the members there are, that packing is used instead, each of its consumers given to the
+  member already holding most of its speed. The sidecar sizes the group from its own plan
+  (its own previous assignment): without this, a group it sized to fit could be overloaded
+  by the leader's plan until the next scale-up, and it is the sidecar's count that is right.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from assignor.registry import HEURISTIC_NAMES, get_heuristic
 from assignor.types import Assignment, TopicPartition
 
 FALLBACK_HEURISTIC = "sticky"
+REPACK_HEURISTIC = "bfd"  # the tightest of ours, for a plan whose stickiness overloads
 _ORDINAL = re.compile(r"^(.*?)(\d+)$")
 
 
@@ -52,6 +59,7 @@ class GroupPlan:
     fallback_reason: str | None
     planned_rscore: float
     capacity: float | None
+    repacked: bool = False  # a sticky plan overloaded a member; packed from scratch instead
 
 
 def choose_heuristic(data: Mapping[str, MemberData | None]) -> str | None:
@@ -125,6 +133,7 @@ def plan_group(
         for p in sorted(partitions.get(topic, ())):
             classes.setdefault(subscribers, []).append(TopicPartition(topic, p))
     result: Assignment = {}
+    repacked = False
     speeds_all: dict[TopicPartition, float] = {}
     for subscribers, tps in sorted(classes.items(), key=lambda item: sorted(item[0])):
         ids = sorted(subscribers)
@@ -153,9 +162,35 @@ def plan_group(
                 members=ids,
                 remove_first=remove_first,
             )
+        if capacity and name != FALLBACK_HEURISTIC and overloads(part, packed, capacity):
+            tighter = get_heuristic(REPACK_HEURISTIC).assign(
+                packed,
+                capacity=capacity,
+                previous=part_previous,
+                members=ids,
+                remove_first=remove_first,
+            )
+            if not overloads(tighter, packed, capacity):
+                part, repacked = tighter, True
         result.update(part)
     assignment: dict[str, list[TopicPartition]] = {m: [] for m in members}
     for tp, member in sorted(result.items()):
         assignment[member].append(tp)
     planned = rscore(previous, result, speeds_all, capacity) if capacity else 0.0
-    return GroupPlan(assignment, name, reason, planned, capacity)
+    return GroupPlan(assignment, name, reason, planned, capacity, repacked)
+
+
+def overloads(
+    assignment: Mapping[TopicPartition, str],
+    speeds: Mapping[TopicPartition, float],
+    capacity: float,
+) -> bool:
+    """Whether a member holds partitions faster than ``capacity`` in sum, while at least one
+    of them could have been placed elsewhere (a lone partition faster than C overloads any
+    member: that is not the plan's doing)."""
+    loads: dict[str, float] = {}
+    counts: Counter[str] = Counter()
+    for tp, member in assignment.items():
+        loads[member] = loads.get(member, 0.0) + speeds.get(tp, 0.0)
+        counts[member] += 1
+    return any(load > capacity * (1 + 1e-9) and counts[m] > 1 for m, load in loads.items())

@@ -79,6 +79,7 @@ class PluginStats:
     plans: int = 0
     carried: int = 0
     fallbacks: int = 0
+    repacks: int = 0
     withheld: int = 0
     undecodable_members: int = 0
     last_plan: GroupPlan | None = None
@@ -93,6 +94,7 @@ class PluginStats:
             else:
                 self.plans += 1
                 self.fallbacks += plan.fallback_reason is not None
+                self.repacks += plan.repacked
                 self.last_plan = plan
             self.withheld += withheld
             self.undecodable_members += undecodable

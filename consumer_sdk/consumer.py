@@ -106,6 +106,7 @@ class AutoscalingConsumer:
         self._stopping = asyncio.Event()
         self._window_started = time.monotonic()
         self._fallbacks_seen = 0
+        self._repacks_seen = 0
         self.assigned: set[TopicPartition] = set()
         # the pipeline's stages
         pending: AnyPending = PendingColumns() if self._columnar else PendingRecords()
@@ -370,6 +371,10 @@ class AutoscalingConsumer:
         if fallbacks > self._fallbacks_seen:
             metrics.ASSIGNOR_FALLBACKS.labels(group).inc(fallbacks - self._fallbacks_seen)
             self._fallbacks_seen = fallbacks
+        repacks = self.plugin_stats.repacks
+        if repacks > self._repacks_seen:
+            metrics.ASSIGNOR_REPACKS.labels(group).inc(repacks - self._repacks_seen)
+            self._repacks_seen = repacks
 
     def _check_overload(self) -> None:
         """Ask the group for a re-plan when this member stays above its capacity (the

@@ -51,6 +51,11 @@ THROUGHPUT_RECORDS = Gauge(
 ASSIGNOR_FALLBACKS = Counter(
     "autoscaler_assignor_fallbacks_total", "Leader assignments that fell back to sticky", ["group"]
 )
+ASSIGNOR_REPACKS = Counter(
+    "autoscaler_assignor_repacks_total",
+    "Leader assignments packed from scratch: the sticky plan overloaded a member",
+    ["group"],
+)
 SNAPSHOTS_IGNORED = Counter(
     "autoscaler_snapshots_ignored_total", "Speed snapshots ignored", ["group", "reason"]
 )

@@ -9,6 +9,7 @@ from assignor.backlog import DrainRule
 from assignor.group_plan import (
     SpeedView,
     choose_heuristic,
+    overloads,
     plan_group,
     previous_owners,
     removal_order,
@@ -89,6 +90,41 @@ def test_plan_follows_the_heuristic_with_fresh_speeds() -> None:
         speeds, capacity=10.0, members=["m-a", "m-b", "m-c"], remove_first=["m-c", "m-b", "m-a"]
     )
     assert {t: m for m, tps in plan.assignment.items() for t in tps} == expected
+
+
+REPACK_SPEEDS = {tp(p): s for p, s in enumerate([3.0, 7.0, 6.0, 3.0, 4.0, 3.0, 4.0])}
+REPACK_OWNERS = {"m0": (tp(4), tp(5), tp(6)), "m1": (tp(1),), "m2": (tp(0), tp(2), tp(3))}
+
+
+def test_a_sticky_plan_that_overloads_is_packed_from_scratch_when_that_fits() -> None:
+    # 30 of speed in three consumers of 10 fits only as {7,3}, {6,4}, {4,3,3}: starting
+    # from where the partitions are, the default heuristic overloads one member.
+    members = {m: member(m, owned=owned) for m, owned in REPACK_OWNERS.items()}
+    previous = {t: m for m, owned in REPACK_OWNERS.items() for t in owned}
+    ids = sorted(members)
+    sticky = get_heuristic("repair").assign(
+        REPACK_SPEEDS, capacity=10.0, previous=previous, members=ids, remove_first=ids[::-1]
+    )
+    assert overloads(sticky, REPACK_SPEEDS, 10.0)
+    plan = plan_group(
+        members, {m: {T} for m in members}, {T: set(range(7))}, SpeedView(REPACK_SPEEDS)
+    )
+    assert plan.repacked and plan.fallback_reason is None
+    placed = sorted(t for tps in plan.assignment.values() for t in tps)
+    assert placed == sorted(REPACK_SPEEDS)
+    loads = [sum(REPACK_SPEEDS[t] for t in tps) for tps in plan.assignment.values()]
+    assert sorted(loads) == [10.0, 10.0, 10.0]
+    assert tp(1) in plan.assignment["m1"]  # each consumer goes to who held most of it
+
+
+def test_no_repack_when_even_a_packing_from_scratch_needs_more_members() -> None:
+    speeds = {**REPACK_SPEEDS, tp(7): 5.0}  # 35 of speed: three consumers of 10 cannot
+    members = {m: member(m, owned=owned) for m, owned in REPACK_OWNERS.items()}
+    plan = plan_group(members, {m: {T} for m in members}, {T: set(range(8))}, SpeedView(speeds))
+    assert not plan.repacked
+    assert overloads(
+        {t: m for m, tps in plan.assignment.items() for t in tps}, speeds, 10.0
+    )  # the overload stays until the sidecar adds a member
 
 
 def test_backlog_consumers_get_partitions_when_the_snapshot_says_how_to_drain() -> None:
