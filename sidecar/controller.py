@@ -14,6 +14,11 @@ with the time it was measured, and the controller reads "now" from an injected c
   ``scale_down_window_s`` of lower demand, and then to the highest demand of its last
   quarter;
   a group with no traffic and no backlog needs no consumer (``min_replicas=0`` scales to 0);
+* one step, one scale-up: within ``scale_up_settle_s`` after a scale-up, a further one
+  waits for that time to pass. The speeds that sized the first are still filling their
+  window (a step up shows over the recent window's span, a consumer more each second); a
+  decision once it has passed sizes the rest of the step at once, instead of a rebalance
+  per consumer;
 * no flaps: within ``scale_down_window_s`` after a scale-down, scale up again only when the
   arrival speeds alone need more consumers than the group has (the load really rose). A
   backlog alone, typically built by the scale-down's own rebalance, is drained by the
@@ -68,6 +73,7 @@ class ControllerConfig:
     drain_seconds: float = 30.0
     lag_allowance_s: float = 0.0
     max_data_age_s: float = 10.0
+    scale_up_settle_s: float = 0.0
 
     def __post_init__(self) -> None:
         get_heuristic(self.heuristic)  # ValueError listing the valid names
@@ -89,6 +95,8 @@ class ControllerConfig:
             fail("--wait-time-secs", "a number of seconds >= 0", self.lag_allowance_s)
         if not (is_finite_number(self.max_data_age_s) and self.max_data_age_s > 0):
             fail("--max-data-age", "a number of seconds > 0", self.max_data_age_s)
+        if not (is_finite_number(self.scale_up_settle_s) and self.scale_up_settle_s >= 0):
+            fail("--min-window", "a number of seconds >= 0", self.scale_up_settle_s)
 
     @property
     def drain_rule(self) -> DrainRule:
@@ -131,6 +139,7 @@ class Controller:
         # (time, target) of the lower demand since _lower_since, for the recent peak.
         self._lower: deque[tuple[float, int]] = deque()
         self._scaled_down_at: float | None = None
+        self._scaled_up_at: float | None = None
 
     def synchronise(self, actual_replicas: int) -> None:
         """Adopt the replica count the scaler reports (at start, after a failed scale)."""
@@ -193,9 +202,18 @@ class Controller:
                 f"scale-down within {self.config.scale_down_window_s:.0f} s)"
             )
             return Decision(now, Action.HOLD, current, current, demand, why, planned)
+        if target > current and self._settling(now):
+            self._lower_since = None
+            since = now - (self._scaled_up_at or now)
+            why += (
+                f"; held: scaled up {since:.0f} s ago, and the speeds are still measuring "
+                f"that step (one more decision after {self.config.scale_up_settle_s:.0f} s)"
+            )
+            return Decision(now, Action.HOLD, current, current, demand, why, planned)
         if target > current:
             self._lower_since = None
             self._scaled_down_at = None
+            self._scaled_up_at = now
             self.replicas = target
             return Decision(now, Action.SCALE_UP, current, target, demand, why, planned)
         if target == current:
@@ -233,6 +251,11 @@ class Controller:
             f"{self.config.scale_down_window_s * RECENT_PEAK_SHARE:.0f} s, {desired}",
             planned,
         )
+
+    def _settling(self, now: float) -> bool:
+        """Whether a scale-up happened less than ``scale_up_settle_s`` ago."""
+        since = self._scaled_up_at
+        return since is not None and now - since < self.config.scale_up_settle_s
 
     def _reverses_scale_down(self, now: float, observation: Observation, current: int) -> bool:
         """Whether scaling up now would undo a recent scale-down while the arrival speeds

@@ -55,6 +55,23 @@ def test_spike_scales_up_at_once() -> None:
     )
 
 
+def test_a_step_measured_over_seconds_is_one_scale_up_more_not_one_per_consumer() -> None:
+    reasons = run(
+        [
+            Step(0, 3, Action.SCALE_UP, 3),  # the step's first second shows
+            Step(1, 4, Action.HOLD, 3),  # still filling the recent window
+            Step(2, 5, Action.HOLD, 3),
+            Step(3, 5, Action.SCALE_UP, 5),  # the rest of the step, at once
+            Step(4, 6, Action.HOLD, 5),  # settling again after that one
+            Step(6, 6, Action.SCALE_UP, 6),  # but not past the settle time
+            Step(7, 7, Action.HOLD, 6),
+        ],
+        start=2,
+        scale_up_settle_s=3,
+    )
+    assert "still measuring" in reasons[1]
+
+
 def test_drop_scales_down_after_the_window_to_the_peak_of_its_last_quarter() -> None:
     reasons = run(
         [
