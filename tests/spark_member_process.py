@@ -1,7 +1,8 @@
 """A consumer member writing Spark tables, as a real process (concurrency and kill -9 tests).
 
 ``python -m tests.spark_member_process BOOTSTRAP GROUP TOPIC IDENTITY WAREHOUSE DATABASE
-[--table-format F] [--iceberg-catalog C] [--die-after-write] [--remote sc://...]``. With
+[--table-format F] [--iceberg-catalog C] [--die-after-write] [--remote sc://...]
+[--session-timeout-ms N]``. With
 ``--die-after-write`` the process kills itself with SIGKILL right after its first table write
 that held records, before the offsets are committed to Kafka.
 """
@@ -38,6 +39,8 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--table-format", default="delta")
     parser.add_argument("--iceberg-catalog", default="lake")
     parser.add_argument("--remote", default="", help="Spark Connect URL (default: local[1])")
+    # Short by default: a killed or paused member's partitions move quickly.
+    parser.add_argument("--session-timeout-ms", type=int, default=1500)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(name)s %(message)s")
     sink_config = SparkSinkConfig(
@@ -56,8 +59,8 @@ def main(argv: Sequence[str]) -> int:
         topics=(args.topic,),
         capacity=10.0,
         member_identity=args.identity,
-        session_timeout_ms=1500,
-        heartbeat_interval_ms=100,
+        session_timeout_ms=args.session_timeout_ms,
+        heartbeat_interval_ms=min(500, args.session_timeout_ms // 15),
         leader_delay_secs=0.1,
         wait_time_secs=0.5,
     )
