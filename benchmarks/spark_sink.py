@@ -266,6 +266,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--no-connect", action="store_true")
     parser.add_argument("--no-streaming", action="store_true")
+    parser.add_argument(
+        "--no-record-path", action="store_true", help="skip the SDK on record_path=records"
+    )
     parser.add_argument("--value-sizes", default="200,1024", help="comma-separated bytes")
     parser.add_argument("--batch-mib", default="16", help="comma-separated MiB")
     parser.add_argument("--formats", default="delta,iceberg,parquet", help="comma-separated")
@@ -360,12 +363,13 @@ def _measure_format(
         for r in range(args.rounds):  # alternating: noise hits every path alike
             table_config = dataclasses.replace(config, table_template=f"{{topic}}_{batch_mib}_{r}")
             runs[SDK].append(run_sdk(bootstrap, topic, table_config, batch_mib * MIB, count))
-            records_config = dataclasses.replace(
-                config, table_template=f"{{topic}}_{batch_mib}_{r}_records"
-            )
-            runs[SDK_RECORDS].append(
-                run_sdk(bootstrap, topic, records_config, batch_mib * MIB, count, "records")
-            )
+            if not args.no_record_path:
+                records_config = dataclasses.replace(
+                    config, table_template=f"{{topic}}_{batch_mib}_{r}_records"
+                )
+                runs[SDK_RECORDS].append(
+                    run_sdk(bootstrap, topic, records_config, batch_mib * MIB, count, "records")
+                )
             runs[ALONE].append(run_spark_alone(alone_sink, tables))
             runs[ALONE_2].append(run_spark_alone(alone_sink, tables, at_once=2))
             if not args.no_streaming:
