@@ -183,7 +183,10 @@ def _unstored(table: pa.Table, topic: str, stored: Mapping[tuple[str, int], int]
     known = {p: last for (t, p), last in stored.items() if t == topic}
     if not known or table.num_rows == 0:
         return table
-    return table.filter(rows_past(table, known))
+    keep = rows_past(table, known)
+    if pc.all(keep).as_py():  # the common case: nothing of the batch is stored yet
+        return table
+    return table.filter(keep)
 
 
 def _without(table: pa.Table, partitions: set[int]) -> pa.Table:
