@@ -6,15 +6,19 @@ few large ones through the format's own operation (Delta ``OPTIMIZE``, Iceberg
 ``rewrite_data_files``), in a commit of its own: readers keep seeing every row once, and the
 sink's appends go on meanwhile (neither format makes a compaction conflict with appends).
 Parquet tables with the offset ledger are not compacted (their file names carry the ledger's
-publish numbers).
+publish numbers). With ``--every SECONDS`` it compacts every table, then again each period,
+until SIGTERM or SIGINT (a failed round is reported and the next one runs on time).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -78,6 +82,27 @@ def compact(session: Any, config: SparkSinkConfig, table: str) -> Compaction:
     return Compaction(table, before, data_files(session, config, table))
 
 
+def run_periodically(round_: Callable[[], None], every_s: float, stop: threading.Event) -> int:
+    """Run ``round_`` now, then every ``every_s`` seconds until ``stop`` is set; a round
+    that fails is reported in one line and the next runs on time. Returns the rounds run."""
+    rounds = 0
+    while not stop.is_set():
+        rounds += 1
+        try:
+            round_()
+        except ConfigError:
+            raise  # the settings are wrong: no later round can do better
+        except Exception as exc:  # Spark, the file system: the next round may succeed
+            first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+            print(
+                f"kafka-autoscaler-compact: compaction failed ({first_line}); "
+                f"next in {every_s:g} s",
+                file=sys.stderr,
+            )
+        stop.wait(every_s)
+    return rounds
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Compact the named tables (default: every table of the format); one line per table."""
     parser = argparse.ArgumentParser(
@@ -90,7 +115,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--database", help="AUTOSCALER_SPARK_DATABASE (default kafka)")
     parser.add_argument("--table-format", help="AUTOSCALER_SPARK_TABLE_FORMAT (default delta)")
     parser.add_argument("--table", action="append", default=[], help="a table (repeatable)")
+    parser.add_argument(
+        "--every",
+        type=float,
+        help="compact again every this many seconds until SIGTERM (default: once)",
+    )
     args = parser.parse_args(argv)
+    if args.every is not None and not (math.isfinite(args.every) and args.every > 0):
+        print(
+            f"kafka-autoscaler-compact: --every must be a number of seconds > 0, got "
+            f"{args.every!r}",
+            file=sys.stderr,
+        )
+        return 2
     overrides = {
         name: value
         for name, value in (
@@ -107,13 +144,24 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"warehouse (AUTOSCALER_SPARK_WAREHOUSE) must be an existing directory, got "
                 f"{config.warehouse!r}"
             )
-        tables = args.table or lake_tables(config)
         session = spark_session(config)
-        for table in tables:
-            done = compact(session, config, table)
-            print(
-                f"{config.database}.{done.table}: {done.files_before} -> {done.files_after} files"
-            )
+
+        def compact_all() -> None:
+            for table in args.table or lake_tables(config):  # new topics' tables too
+                done = compact(session, config, table)
+                print(
+                    f"{config.database}.{done.table}: {done.files_before} -> "
+                    f"{done.files_after} files",
+                    flush=True,
+                )
+
+        if args.every is None:
+            compact_all()
+            return 0
+        stop = threading.Event()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda *_: stop.set())
+        run_periodically(compact_all, args.every, stop)
     except ConfigError as exc:
         print(f"kafka-autoscaler-compact: {exc}", file=sys.stderr)
         return 2
