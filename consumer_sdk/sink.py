@@ -173,7 +173,10 @@ WriteFunction = Callable[[str, Sequence[Record]], Awaitable[None] | None]
 
 
 class CallbackSink:
-    """A sink that hands each topic's records to a user function (sync or async)."""
+    """A sink that hands each topic's records to a user function (sync or async). Built on
+    the Arrow interface: on the columnar path it takes a batch's table (``write_columns``)
+    and gives the function a :class:`RecordsView` of it, so a function that reads only some
+    records, or only counts them, never builds the rest."""
 
     def __init__(self, function: WriteFunction) -> None:
         if not callable(function):
@@ -185,6 +188,10 @@ class CallbackSink:
         result = self._function(topic, records)
         if inspect.isawaitable(result):
             await result
+
+    async def write_columns(self, topic: str, table: pa.Table) -> None:
+        """:class:`ColumnarSink`: the function gets the table as Records built when read."""
+        await self.write(topic, RecordsView(topic, table))
 
     async def resume_offsets(
         self, partitions: Sequence[TopicPartition]
