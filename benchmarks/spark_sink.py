@@ -265,6 +265,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--mib", type=int, default=96, help="MiB per value size (<= 250)")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--no-connect", action="store_true")
+    parser.add_argument("--no-local", action="store_true", help="Spark Connect only")
     parser.add_argument("--no-streaming", action="store_true")
     parser.add_argument(
         "--no-record-path", action="store_true", help="skip the SDK on record_path=records"
@@ -279,7 +280,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows: list[dict[str, Any]] = []
     work = Path(tempfile.mkdtemp(prefix="spark-sink-bench-"))
     warehouse = work / "warehouse"
-    modes = ["local"] if args.no_connect else ["local", "connect"]
+    modes = [m for m in ("local", "connect") if not getattr(args, f"no_{m}")]
     formats = args.formats.split(",")
     kind = ClusterKind(args.cluster)
     try:
