@@ -66,8 +66,7 @@ class Sidecar:
             drain_seconds=config.drain_seconds,
             lag_allowance_s=config.wait_time_secs,
             max_data_age_s=config.max_data_age,
-            # A step up shows in the speeds over the recent window's span (speed.follow_steps).
-            scale_up_settle_s=config.min_window,
+            scale_up_settle_s=config.scale_up_settle,
         )
         self.controller: Controller = (
             KedaController(controller_config, clock, config.keda_lag_threshold)

@@ -30,6 +30,7 @@ class SidecarConfig(GroupSettings):
     min_replicas: int = 1
     max_replicas: int = 100
     scale_down_window: float = 120.0
+    scale_up_settle: float = 5.0
     drain_seconds: float = 30.0
     max_data_age: float = 10.0
     keda_lag_threshold: float = 0.0
@@ -64,6 +65,8 @@ class SidecarConfig(GroupSettings):
             fail("min_window", f"in (0, --window={self.window}]")
         if not (math.isfinite(self.scale_down_window) and self.scale_down_window >= 0):
             fail("scale_down_window", "a number of seconds >= 0")
+        if not (math.isfinite(self.scale_up_settle) and self.scale_up_settle >= 0):
+            fail("scale_up_settle", "a number of seconds >= 0")
         if not (math.isfinite(self.keda_lag_threshold) and self.keda_lag_threshold >= 0):
             fail("keda_lag_threshold", "a number of records >= 0 (0: our policy)")
         if self.min_replicas < 0:
@@ -140,6 +143,8 @@ FLAG_HELP = {
     "min_replicas": "fewest consumers, >= 0 (0: none when there is no traffic and no backlog)",
     "max_replicas": "most consumers, >= max(1, --min-replicas); never more than partitions",
     "scale_down_window": "seconds demand must stay lower before scaling down, >= 0",
+    "scale_up_settle": "seconds after a scale-up before another one, >= 0: the step is still "
+    "showing in the speeds and the new members are joining; the next decision sizes the rest",
     "drain_seconds": "a backlog is paid off within this many seconds, > 0",
     "max_data_age": "never act on measurements older than this many seconds, > 0",
     "keda_lag_threshold": "> 0: size the group like KEDA's Kafka scaler instead (ceil(total "

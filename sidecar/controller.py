@@ -14,11 +14,11 @@ with the time it was measured, and the controller reads "now" from an injected c
   ``scale_down_window_s`` of lower demand, and then to the highest demand of its last
   quarter;
   a group with no traffic and no backlog needs no consumer (``min_replicas=0`` scales to 0);
-* one step, one scale-up: within ``scale_up_settle_s`` after a scale-up, a further one
+* one step, few scale-ups: within ``scale_up_settle_s`` after a scale-up, a further one
   waits for that time to pass. The speeds that sized the first are still filling their
-  window (a step up shows over the recent window's span, a consumer more each second); a
-  decision once it has passed sizes the rest of the step at once, instead of a rebalance
-  per consumer;
+  window (a step up shows over the recent window's span), and the backlog grows while the
+  new members join; a decision once it has passed sizes the rest of the step at once,
+  instead of a rebalance per consumer (measured: 2 -> 3 -> 4 -> 5 in 6 s without it);
 * no flaps: within ``scale_down_window_s`` after a scale-down, scale up again only when the
   arrival speeds alone need more consumers than the group has (the load really rose). A
   backlog alone, typically built by the scale-down's own rebalance, is drained by the
@@ -96,7 +96,7 @@ class ControllerConfig:
         if not (is_finite_number(self.max_data_age_s) and self.max_data_age_s > 0):
             fail("--max-data-age", "a number of seconds > 0", self.max_data_age_s)
         if not (is_finite_number(self.scale_up_settle_s) and self.scale_up_settle_s >= 0):
-            fail("--min-window", "a number of seconds >= 0", self.scale_up_settle_s)
+            fail("--scale-up-settle", "a number of seconds >= 0", self.scale_up_settle_s)
 
     @property
     def drain_rule(self) -> DrainRule:
