@@ -31,8 +31,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from assignor.backlog import DrainRule
+from assignor.binpool import EPSILON
 from assignor.member_data import MemberData
-from assignor.metrics import rscore
+from assignor.metrics import consumer_loads, rscore
 from assignor.registry import HEURISTIC_NAMES, get_heuristic
 from assignor.types import Assignment, TopicPartition
 
@@ -188,9 +189,8 @@ def overloads(
     """Whether a member holds partitions faster than ``capacity`` in sum, while at least one
     of them could have been placed elsewhere (a lone partition faster than C overloads any
     member: that is not the plan's doing)."""
-    loads: dict[str, float] = {}
-    counts: Counter[str] = Counter()
-    for tp, member in assignment.items():
-        loads[member] = loads.get(member, 0.0) + speeds.get(tp, 0.0)
-        counts[member] += 1
-    return any(load > capacity * (1 + 1e-9) and counts[m] > 1 for m, load in loads.items())
+    counts = Counter(assignment.values())
+    return any(
+        load > capacity * (1 + EPSILON) and counts[member] > 1
+        for member, load in consumer_loads(assignment, speeds).items()
+    )

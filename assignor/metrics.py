@@ -24,6 +24,16 @@ def rscore(
     return moved / capacity
 
 
+def consumer_loads(
+    assignment: Mapping[TopicPartition, str], speeds: Mapping[TopicPartition, float]
+) -> dict[str, float]:
+    """Sum of the speeds of each consumer's partitions (a partition without a speed: 0)."""
+    loads: dict[str, float] = {}
+    for tp, consumer in assignment.items():
+        loads[consumer] = loads.get(consumer, 0.0) + speeds.get(tp, 0.0)
+    return loads
+
+
 def bins_used(assignment: Mapping[TopicPartition, str]) -> int:
     """Number of consumers that hold at least one partition."""
     return len(set(assignment.values()))

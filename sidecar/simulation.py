@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from assignor import Assignment, TopicPartition, get_heuristic
-from assignor.metrics import rscore
+from assignor.metrics import consumer_loads, rscore
 from contract.overload import OverloadWatch
 from sidecar.controller import Controller, ControllerConfig, Observation
 from sidecar.keda import KedaRule
@@ -178,12 +178,9 @@ class OurPolicy(Policy):
     ) -> bool:
         if not self.replan:
             return False
-        loads: dict[str, float] = {}
-        for tp, member in assignment.items():
-            loads[member] = loads.get(member, 0.0) + speeds.get(tp, 0.0)
         asks = [
             self.watches.setdefault(m, OverloadWatch(self.capacity)).observe(t, load)
-            for m, load in sorted(loads.items())
+            for m, load in sorted(consumer_loads(assignment, speeds).items())
         ]
         return any(asks)
 
