@@ -194,20 +194,13 @@ def _drop_stored_rows(
 
 def rows_past(table: pa.Table, stored: Mapping[int, int]) -> pa.Array:
     """Mask of rows whose offset is past the stored offset of their partition (rows of a
-    partition with nothing stored are kept; rows without an offset are not)."""
-    offsets = table.column("offset")
-    if offsets.null_count or not stored or table.num_rows == 0:
-        keep = pc.is_valid(offsets)
-        for partition, last in stored.items():
-            stale = pc.and_(
-                pc.equal(table.column("partition"), partition), pc.less_equal(offsets, last)
-            )
-            keep = pc.and_(keep, pc.invert(stale))
-        return keep.combine_chunks() if isinstance(keep, pa.ChunkedArray) else keep
-    # One pass, whatever the partition count: each row's threshold looked up by partition.
+    partition with nothing stored are kept; rows without an offset are not). One pass,
+    whatever the partition count: each row's threshold is looked up by its partition."""
+    if table.num_rows == 0:
+        return pa.array([], pa.bool_())
     partitions = np.asarray(table.column("partition").combine_chunks().to_numpy(), np.int64)
-    size = int(max(partitions.max(), max(stored))) + 1
-    threshold = np.full(size, -1, np.int64)
+    threshold = np.full(int(max([partitions.max(), *stored])) + 1, -1, np.int64)
     threshold[np.fromiter(stored.keys(), np.int64)] = np.fromiter(stored.values(), np.int64)
-    values = offsets.combine_chunks().to_numpy()
-    return pa.array(values > threshold[partitions])
+    # A missing offset (-1) is never past any threshold (-1 where nothing is stored).
+    offsets = pc.fill_null(table.column("offset"), -1).combine_chunks().to_numpy()
+    return pa.array(offsets > threshold[partitions])
