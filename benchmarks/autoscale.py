@@ -185,9 +185,10 @@ def run_policy(
             except subprocess.TimeoutExpired:
                 sidecar.kill()
     _read_ledgers(result, out, load.acked, duration_s)
-    generations = [int(a or b) for a, b in GENERATION.findall(log_path.read_text())]
+    log_text = log_path.read_text()
+    generations = [int(a or b) for a, b in GENERATION.findall(log_text)]
     result.generations = max(generations, default=0)
-    result.replans = log_path.read_text().count(REPLAN)
+    result.replans = log_text.count(REPLAN)
     result.peak = int(max((s["replicas"] for s in result.samples), default=0))
     print(f"{policy.name}: done ({out})", flush=True)
     return result

@@ -42,7 +42,7 @@ import pyarrow as pa
 from benchmarks.consume_throughput import fill, run_aiokafka
 from benchmarks.machine import add_cluster_option, broker_line, machine_line
 from benchmarks.report import publish
-from consumer_sdk.arrow_batch import DATE_COLUMN, ValueCodec, to_arrow
+from consumer_sdk.arrow_batch import ValueCodec, to_arrow, with_ingest_date
 from consumer_sdk.clusters import ClusterKind, kafka_cluster
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.consumer import AutoscalingConsumer
@@ -184,10 +184,7 @@ def run_spark_alone(sink: SparkTableSink, tables: Sequence[pa.Table], at_once: i
         sink._ensure_table(name, tables[0].schema)  # created as the sink creates its own
         target = table_root(config, name)
         today = datetime.now(UTC).date()
-        tables = [
-            t.append_column(DATE_COLUMN, pa.repeat(pa.scalar(today, pa.date32()), t.num_rows))
-            for t in tables
-        ]
+        tables = [with_ingest_date(t, today) for t in tables]
 
     def write(i: int) -> None:
         if config.table_format == "parquet":

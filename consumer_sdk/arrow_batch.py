@@ -12,7 +12,7 @@ import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -325,6 +325,12 @@ def _dead_letter_table(dead: Sequence[tuple[Record, str]], ingest_time: datetime
         ],
         schema=DEAD_LETTER_SCHEMA,
     )
+
+
+def with_ingest_date(table: pa.Table, day: date) -> pa.Table:
+    """``table`` plus the date column the lake tables are partitioned by, ``day`` in every
+    row (one scalar repeated: nothing built per row)."""
+    return table.append_column(DATE_COLUMN, pa.repeat(pa.scalar(day, pa.date32()), table.num_rows))
 
 
 def offset_ranges(batch: ArrowBatch) -> tuple[dict[int, int], dict[int, int]]:

@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from assignor import TopicPartition
-from consumer_sdk.arrow_batch import DATE_COLUMN, ArrowBatch, table_offset_ranges
+from consumer_sdk.arrow_batch import ArrowBatch, table_offset_ranges, with_ingest_date
 from consumer_sdk.commit_offsets import SUMMARY_KEY, encode_offsets, stored_offsets
 from consumer_sdk.partition_fence import FENCE_DIR, PartitionFence, lost_partitions
 from consumer_sdk.spark_config import SparkSinkConfig
@@ -166,8 +166,7 @@ class LakeAppender:
     ) -> None:
         """One commit of ``rows`` (possibly none: the offsets still advance) into ``table``."""
         if rows.num_rows:
-            dates = pa.repeat(pa.scalar(ingest_date, pa.date32()), rows.num_rows)
-            frame = self._frame(session, rows.append_column(DATE_COLUMN, dates))
+            frame = self._frame(session, with_ingest_date(rows, ingest_date))
         else:  # a batch of dead letters only: Spark Connect infers no schema from no rows
             frame = session.createDataFrame([], column_ddl(rows.schema))
         if self.config.table_format == "delta":
