@@ -109,6 +109,27 @@ def test_a_failed_commit_is_kept_and_retried_with_the_next_one() -> None:
     assert asyncio.run(go()).committed_offsets == [{P0: 10, P1: 5}]
 
 
+class HangingClient(FakeClient):
+    """A client whose commit never completes (aiokafka retrying with no coordinator)."""
+
+    async def commit(self, offsets: dict[KTP, int]) -> None:
+        await asyncio.Event().wait()
+
+
+def test_a_commit_that_never_completes_is_given_up_and_kept_owed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("consumer_sdk.pipeline.commit.COMMIT_TIMEOUT_S", 0.01)
+
+    async def go() -> OffsetCommits:
+        commits = commits_for(HangingClient())
+        await commits.submit({P0: 10})
+        await commits.settle()  # returns: the next batch's commit is not blocked behind it
+        return commits
+
+    assert asyncio.run(go()).uncommitted == {P0: 10}
+
+
 def test_only_owned_partitions_are_committed_and_a_rejoin_defers_the_commit() -> None:
     async def go() -> tuple[FakeClient, OffsetCommits]:
         client = FakeClient()

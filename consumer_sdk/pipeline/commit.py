@@ -1,8 +1,9 @@
 """Commit stage: a batch's offsets go to Kafka once the sink holds the batch.
 
 One commit is in flight at a time and commits stay in order (each waits for the one before).
-A commit that fails (typically a rebalance in progress) or that a cooperative rejoin defers
-is kept and retried with the next one, for the partitions the member still owns.
+A commit that fails (typically a rebalance in progress), that does not complete within
+``COMMIT_TIMEOUT_S`` or that a cooperative rejoin defers is kept and retried with the next one,
+for the partitions the member still owns: the write stage never waits on Kafka for longer.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from aiokafka.structs import TopicPartition as KafkaTopicPartition
 from consumer_sdk import metrics
 
 log = logging.getLogger(__name__)
+# A commit still retrying after this long is given up and kept owed (retried with the next).
+COMMIT_TIMEOUT_S = 30.0
 
 
 class CommitClient(Protocol):
@@ -85,8 +88,10 @@ class OffsetCommits:
             self.uncommitted = wanted
             return
         try:
-            await client.commit(wanted)
-        except (KafkaError, AssertionError) as exc:
+            # aiokafka retries a retriable failure (no coordinator, a request timed out)
+            # until it succeeds; the batches behind this one must not wait that long.
+            await asyncio.wait_for(client.commit(wanted), COMMIT_TIMEOUT_S)
+        except (KafkaError, AssertionError, TimeoutError) as exc:
             # Typically a rebalance in progress: retried when idle; a next owner resumes
             # from the sink's stored offsets (or re-reads from the last commit).
             self.uncommitted = {**wanted, **self.uncommitted}
