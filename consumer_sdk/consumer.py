@@ -33,6 +33,7 @@ from consumer_sdk import metrics
 from consumer_sdk.columnar_fetch import COLUMNAR, install
 from consumer_sdk.config import MIB, ConsumerConfig
 from consumer_sdk.cooperative import CooperativeCoordinator, make_cooperative
+from consumer_sdk.loop_watch import LoopStallWatch, stall_warning_after
 from consumer_sdk.pending import PendingRecords
 from consumer_sdk.pending_columns import PendingColumns
 from consumer_sdk.pipeline.commit import OffsetCommits
@@ -142,6 +143,9 @@ class AutoscalingConsumer:
             else None
         )
         self.replans_requested = 0
+        self.loop_watch = LoopStallWatch(
+            config.group, stall_warning_after(config.session_timeout_ms)
+        )
         # When the hand-over of our partitions on stop must end (None: not stopping yet).
         self._leave_deadline: float | None = None
         # How this member left its group (handed_over, timed_out, at_once); None until then.
@@ -159,6 +163,7 @@ class AutoscalingConsumer:
         """Serve metrics if configured, start the sink, read the latest speed snapshot, join."""
         if self.config.metrics_port is not None:
             metrics.serve(self.config.metrics_port)
+        self.loop_watch.start()
         if isinstance(self.sink, ManagedSink):
             await self.sink.start()  # before joining: a slow start would stall assignments
         if isinstance(self.sink, PreparingSink):
@@ -325,6 +330,7 @@ class AutoscalingConsumer:
         await self.snapshots.stop()
         if isinstance(self.sink, ManagedSink):
             await self.sink.close()
+        await self.loop_watch.stop()
 
     def _count_leave(self) -> None:
         handing_over = self.state.leaving

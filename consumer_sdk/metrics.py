@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from prometheus_client import Counter, Gauge, start_http_server
+from prometheus_client import Counter, Gauge, Histogram, start_http_server
 
 _served: set[int] = set()
 _serve_lock = threading.Lock()
@@ -85,6 +85,13 @@ POLL_ERRORS = Counter(
     "autoscaler_consumer_poll_errors_total",
     "Errors raised while polling (retried)",
     ["group", "error"],
+)
+
+LOOP_LATENESS = Histogram(
+    "autoscaler_consumer_event_loop_lateness_seconds",
+    "How late the consumer's event loop ran a timer (heartbeats wait as long)",
+    ["group"],
+    buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0),
 )
 
 

@@ -1,0 +1,35 @@
+"""The event-loop stall watch: lateness recorded, a stall near the session timeout warned of."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+import pytest
+
+from consumer_sdk.loop_watch import PERIOD_S, LoopStallWatch, stall_warning_after
+
+
+def test_a_stall_of_a_third_of_the_session_is_warned_of(caplog: pytest.LogCaptureFixture) -> None:
+    watch = LoopStallWatch("g-watch", stall_warning_after(1500))
+    with caplog.at_level(logging.WARNING, logger="consumer_sdk.loop_watch"):
+        watch.observe(0.2)
+        assert not caplog.records
+        watch.observe(0.6)
+    assert watch.worst_s == 0.6
+    assert "blocked for 0.6 s" in caplog.records[-1].getMessage()
+    assert "g-watch" in caplog.records[-1].getMessage()
+
+
+def test_the_watch_sees_the_loop_blocked() -> None:
+    async def go() -> float:
+        watch = LoopStallWatch("g-watch", warn_after_s=60)
+        watch.start()
+        await asyncio.sleep(PERIOD_S / 2)  # the watch is asleep in its period
+        time.sleep(4 * PERIOD_S)  # blocks the loop (what a sink must never do)
+        await asyncio.sleep(2 * PERIOD_S)
+        await watch.stop()
+        return watch.worst_s
+
+    assert asyncio.run(go()) >= 2 * PERIOD_S
