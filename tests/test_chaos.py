@@ -23,7 +23,7 @@ from tests.conftest import cluster_or_skip
 from tests.kafka_helpers import produce_tracked
 from tests.lake_readers import key_counts, table_offsets
 from tests.sdk_helpers import wait_until
-from tests.test_spark_sink import first_rows_stored, start_writer, stop
+from tests.test_spark_sink import first_rows_stored, start_writer, stop, wait_for_table
 
 PARTITIONS = 6
 OFFSET_COMMIT = 8  # Kafka API key
@@ -96,7 +96,7 @@ def test_chaos_leaves_every_record_exactly_once_in_the_table(
             producer.join(180)
             assert not producer.is_alive()
             ends = {p: max(o for q, o in produced if q == p) for p in range(PARTITIONS)}
-            assert wait_until(lambda: table_offsets(config, topic) == ends, timeout_s=180)
+            wait_for_table(config, topic, ends, timeout_s=180)
         finally:
             stop(list(members.values()))
         reader = SparkTableSink(

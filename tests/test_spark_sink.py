@@ -123,7 +123,7 @@ def test_round_trip_rows_and_dead_letters_exactly_once(
     ).start()
     try:
         ends = {p: max(o for q, o in produced if q == p) for p in range(3)}
-        assert wait_until(lambda: table_offsets(sink_config, topic) == ends, timeout_s=120)
+        wait_for_table(sink_config, topic, ends, timeout_s=120)
         # Kafka's commit follows the table's; the embedded broker refuses a leaving member's
         # last commit, so the member stays until it is in.
         nexts = {p: end + 1 for p, end in ends.items()}
@@ -146,13 +146,41 @@ def test_round_trip_rows_and_dead_letters_exactly_once(
     assert committed(kafka, group, topic, 3) == {p: end + 1 for p, end in ends.items()}
 
 
+def writer_logs(config: SparkSinkConfig) -> Path:
+    """Where the writer processes of a test log (one file per identity, restarts append)."""
+    return Path(config.warehouse).parent / "writer-logs"
+
+
 def start_writer(
     kafka: str, group: str, topic: str, identity: str, config: SparkSinkConfig, *extra: str
 ) -> subprocess.Popen[bytes]:
     command = [sys.executable, "-m", "tests.spark_member_process", kafka, group, topic]
     command += [identity, config.warehouse, config.database, "--table-format"]
     command += [config.table_format, "--iceberg-catalog", config.iceberg_catalog, *extra]
-    return subprocess.Popen(command, cwd=ROOT)
+    logs = writer_logs(config)
+    logs.mkdir(parents=True, exist_ok=True)
+    with (logs / f"{identity}.log").open("ab") as log:
+        return subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+
+
+def wait_for_table(
+    config: SparkSinkConfig, topic: str, ends: dict[int, int], timeout_s: float
+) -> None:
+    """Wait until the topic's table holds every partition up to ``ends``; if it does not,
+    fail saying which partitions are behind and what each writer process logged last."""
+    if wait_until(lambda: table_offsets(config, topic) == ends, timeout_s=timeout_s):
+        return
+    stored = table_offsets(config, topic)
+    behind = {p: (stored.get(p), end) for p, end in ends.items() if stored.get(p) != end}
+    tails = [
+        f"--- {log.name} (last lines)\n"
+        + "\n".join(log.read_text(errors="replace").splitlines()[-15:])
+        for log in sorted(writer_logs(config).glob("*.log"))
+    ]
+    pytest.fail(
+        f"table of {topic} not caught up after {timeout_s:.0f} s; partition: (stored, produced) "
+        f"{behind}\n" + "\n".join(tails)
+    )
 
 
 def stop(processes: list[subprocess.Popen[bytes]]) -> None:
@@ -181,7 +209,7 @@ def test_three_processes_write_one_table_concurrently(
         produced = first_rows_stored(kafka, topic, 6, sink_config)
         produced |= produce_tracked(kafka, topic, 4800, 6, pause_every=60, pause_s=0.2)
         ends = {p: max(o for q, o in produced if q == p) for p in range(6)}
-        assert wait_until(lambda: table_offsets(sink_config, topic) == ends, timeout_s=180)
+        wait_for_table(sink_config, topic, ends, timeout_s=180)
         assert all(w.poll() is None for w in writers), "a writer died"
     finally:
         stop(writers)
@@ -231,7 +259,7 @@ def test_kill_between_table_write_and_commit_then_restart(
         restarted = start_writer(kafka, group, topic, "w-0", sink_config)
         try:
             ends = {p: max(o for q, o in produced if q == p) for p in range(2)}
-            assert wait_until(lambda: table_offsets(sink_config, topic) == ends, timeout_s=120)
+            wait_for_table(sink_config, topic, ends, timeout_s=120)
         finally:
             stop([restarted])
     assert key_counts(sink_config, table) == Counter(produced)
@@ -279,7 +307,7 @@ def test_a_member_paused_past_its_session_timeout_adds_no_duplicates(
         paused.send_signal(signal.SIGCONT)  # the zombie wakes up with what it held
         produced |= produce_tracked(kafka, topic, 400, 4)
         ends = {p: max(o for q, o in produced if q == p) for p in range(4)}
-        assert wait_until(lambda: table_offsets(sink_config, topic) == ends, timeout_s=180)
+        wait_for_table(sink_config, topic, ends, timeout_s=180)
     finally:
         paused.send_signal(signal.SIGCONT)
         stop(writers)
