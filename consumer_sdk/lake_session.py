@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from consumer_sdk.iceberg_catalog import prepare_catalog_file
 from consumer_sdk.jar_lock import LOCK_DIR, JarLockError, ensure_jars, read_lock
 from contract.settings import ConfigError
 
@@ -48,7 +49,8 @@ def lake_conf(
     warehouse: Path, iceberg_catalog: str, user_conf: Mapping[str, str]
 ) -> dict[str, str]:
     """Session settings for both formats, merged with the user's own ``spark.jars`` and
-    ``spark.sql.extensions`` (appended, not replaced)."""
+    ``spark.sql.extensions`` (appended, not replaced). Fetches the jars on first use and
+    creates the default Iceberg catalog's file unless the user configured that catalog."""
     jars = [str(path) for path in lake_jars()]
     extensions = [DELTA_EXTENSION, ICEBERG_EXTENSION]
     for key, ours in (("spark.jars", jars), ("spark.sql.extensions", extensions)):
@@ -63,6 +65,7 @@ def lake_conf(
     }
     prefix = f"spark.sql.catalog.{iceberg_catalog}"
     if prefix not in user_conf:
+        prepare_catalog_file(warehouse / ICEBERG_CATALOG_FILE)
         conf |= {
             prefix: ICEBERG_CATALOG,
             f"{prefix}.type": "jdbc",
