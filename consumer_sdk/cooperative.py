@@ -6,7 +6,8 @@ the join and nothing else:
 
 * before joining: nothing is revoked, the fetcher keeps running, the member keeps reading
   (and writing) its partitions and tells the leader it still holds them (user_data);
-* after joining: only the partitions missing from the new assignment are revoked (the
+* after joining: heartbeats start again at once, before the callbacks (aiokafka waits
+  until they return); only the partitions missing from the new assignment are revoked (the
   listener flushes and commits those alone), retained partitions keep their fetch
   positions, the listener hears only of the added ones, and when the leader withheld
   partitions (the assignment says so) every member rejoins at once, so the next round hands
@@ -88,6 +89,11 @@ class CooperativeCoordinator(GroupCoordinator):
         self, generation: int, member_id: str, protocol: str, member_assignment_bytes: bytes
     ) -> None:
         self.rejoining = False
+        # aiokafka stops heartbeating for a rejoin and starts again only after this step,
+        # whose revocation callback flushes and commits the lost partitions: a sink write
+        # of seconds. The member is in the new generation already; without heartbeats
+        # meanwhile the coordinator evicts it (its next commit: UnknownMemberId).
+        self._start_heartbeat_task()
         if self.eager_round:
             await super()._on_join_complete(
                 generation, member_id, protocol, member_assignment_bytes

@@ -57,8 +57,12 @@ def test_internals_of_cooperative_rebalancing_still_exist() -> None:
         "_stop_commit_offsets_refresh_task",
         "start_commit_offsets_refresh_task",
         "request_rejoin",
+        "_start_heartbeat_task",  # idempotent: ensure_active_group calls it after the join
     ):
         assert callable(getattr(GroupCoordinator, name)), name
+    assert "if self._heartbeat_task is None" in inspect.getsource(
+        GroupCoordinator._start_heartbeat_task
+    )
     # It is attached to the coordinator start() builds; begin_reassignment (which it skips)
     # is what makes getmany() wait during an eager rejoin.
     assert "self._coordinator = GroupCoordinator(" in inspect.getsource(
