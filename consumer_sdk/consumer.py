@@ -228,6 +228,12 @@ class AutoscalingConsumer:
             session_timeout_ms=config.session_timeout_ms,
             heartbeat_interval_ms=config.heartbeat_interval_ms,
             max_poll_interval_ms=config.max_poll_interval_ms,
+            # How long the coordinator waits for members to rejoin a round: aiokafka's
+            # default is the session timeout, too short for a member that flushes and
+            # commits its revoked partitions first (a sink write); the round would
+            # complete without it and its commits fail with UnknownMemberId. As Kafka's
+            # Java consumer: the poll interval. A dead member still goes after its session.
+            rebalance_timeout_ms=config.max_poll_interval_ms,
             fetch_max_wait_ms=100,
             # A fetch fills about one batch (defaults: 1 MiB/partition, 50 MiB a fetch): the
             # client holds one fetch ahead of the batch being filled, so a consumer's memory
