@@ -41,7 +41,7 @@ class PartitionStat:
     """What was measured for one partition."""
 
     speed: float
-    lag: float
+    lag: float  # in the speed's quantity: records, or bytes of log when unit is bytes/s
     end_offset: int
 
 

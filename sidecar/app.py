@@ -167,7 +167,12 @@ class Sidecar:
                 f"{self.config.capacity_unit}: not scaling"
             )
             return None
-        observation = Observation(reading.at, speeds, lags) if speeds else None
+        # The backlog joins the speeds, so in their unit (bytes when capacity is bytes/s).
+        observation = (
+            Observation(reading.at, speeds, self.monitor.lags(reading), record_lags=lags)
+            if speeds
+            else None
+        )
         decision = self.controller.step(observation)
         self._record(decision)
         if decision.action in (Action.SCALE_UP, Action.SCALE_DOWN):

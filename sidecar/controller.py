@@ -110,7 +110,14 @@ class Observation:
 
     at: float
     speeds: Mapping[TopicPartition, float]
+    # In the speeds' quantity (bytes of log when speeds are bytes/s): backlog adds to speed.
     lags: Mapping[TopicPartition, float] = field(default_factory=dict)
+    # In records, for rules counted in records (KEDA's lagThreshold); None: ``lags`` are.
+    record_lags: Mapping[TopicPartition, float] | None = None
+
+    def lags_in_records(self) -> Mapping[TopicPartition, float]:
+        """Lags in records (``lags`` when the speeds are records/s)."""
+        return self.lags if self.record_lags is None else self.record_lags
 
 
 @dataclass(frozen=True)

@@ -54,7 +54,7 @@ class KedaController(Controller):
     def _decide(self, now: float, current: int, observation: Observation) -> Decision:
         """Decide from the total lag of the observation."""
         ceiling = max(1, min(self.config.max_replicas, len(observation.speeds)))
-        total = sum(observation.lags.values())
+        total = sum(observation.lags_in_records().values())  # lagThreshold counts records
         desired = max(self.config.min_replicas, self.rule.desired(now, total, current, ceiling))
         why = (
             f"KEDA: total lag {total:.0f} / lagThreshold {self.rule.lag_threshold:g} "

@@ -47,6 +47,27 @@ class Reading:
         }
 
 
+def lags_in_bytes(
+    lags: Mapping[TopicPartition, float],
+    byte_speeds: Mapping[TopicPartition, float],
+    record_speeds: Mapping[TopicPartition, float],
+    sizes: Mapping[TopicPartition, int],
+    end_offsets: Mapping[TopicPartition, int],
+) -> dict[TopicPartition, float]:
+    """Lags in records as bytes of log, the quantity of speeds in bytes/s: each partition's
+    lag times its bytes per record, over the speed window (bytes/s over records/s), else
+    its log's bytes over its end offset, else the mean of the partitions that have one."""
+    per_record: dict[TopicPartition, float] = {}
+    for tp in lags:
+        written, read = byte_speeds.get(tp, 0.0), record_speeds.get(tp, 0.0)
+        if written > 0 and read > 0:
+            per_record[tp] = written / read
+        elif sizes.get(tp, 0) > 0 and end_offsets.get(tp, 0) > 0:
+            per_record[tp] = sizes[tp] / end_offsets[tp]
+    mean = sum(per_record.values()) / len(per_record) if per_record else 0.0
+    return {tp: lag * per_record.get(tp, mean) for tp, lag in lags.items()}
+
+
 class Monitor:
     """Reads offsets of ``topics`` for ``group``; keeps speed windows."""
 
@@ -144,6 +165,20 @@ class Monitor:
         window = tracker.speeds()
         return follow_steps(window, tracker.recent_speeds(tracker.min_span_s, window))
 
+    def lags(self, reading: Reading) -> dict[TopicPartition, float]:
+        """``reading``'s lags in the quantity of :attr:`unit` (records, or bytes of log
+        when speeds are bytes/s), so that a backlog and a speed add up."""
+        lags = reading.lags()
+        if self.unit != "bytes/s":
+            return lags
+        return lags_in_bytes(
+            lags,
+            self.size_tracker.speeds(),
+            self.tracker.speeds(),
+            reading.sizes,
+            reading.end_offsets,
+        )
+
     async def _sizes(
         self, partitions: list[KafkaTopicPartition], reading: Reading
     ) -> dict[TopicPartition, int]:
@@ -197,7 +232,7 @@ class Monitor:
         the rule the controller drains backlog by; ``speeds`` as :meth:`speeds` returned
         them this round (read again when not given)."""
         self.sequence += 1
-        lags = reading.lags()
+        lags = self.lags(reading)
         stats = {
             tp: PartitionStat(speed, lags.get(tp, 0.0), reading.end_offsets.get(tp, 0))
             for tp, speed in (self.speeds() if speeds is None else speeds).items()

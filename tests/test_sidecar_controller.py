@@ -250,3 +250,13 @@ def test_keda_style_controller_follows_total_lag_with_hpa_rules() -> None:
     assert stale.action is Action.HOLD and "old" in stale.reason
     with pytest.raises(ValueError, match="lag_threshold must be a finite number > 0"):
         KedaRule(0.0)
+
+
+def test_keda_counts_records_when_the_speeds_are_bytes() -> None:
+    clock = FakeClock()
+    keda = KedaController(ControllerConfig(capacity=CAPACITY, max_replicas=8), clock, 1000.0)
+    keda.synchronise(1)
+    tp = TopicPartition("t", 0)
+    # 3000 records behind, 300,000 bytes of log: lagThreshold is in records.
+    observation = Observation(0.0, speeds(1), {tp: 300_000.0}, record_lags={tp: 3000.0})
+    assert keda.step(observation).desired == 3

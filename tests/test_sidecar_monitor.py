@@ -11,7 +11,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from assignor import TopicPartition
 from consumer_sdk.snapshot_cache import SnapshotCache
-from sidecar.monitor import Monitor
+from sidecar.monitor import Monitor, lags_in_bytes
 from sidecar.publisher import SnapshotPublisher
 
 
@@ -147,3 +147,17 @@ def test_broker_down_is_reported_and_survived() -> None:
         problems_down, read_down, problems_after, read_after = asyncio.run(run())
     assert problems_down and read_down < 3  # said what it could not read
     assert problems_after == [] and read_after == 3
+
+
+def test_lags_in_bytes_use_each_partitions_bytes_per_record() -> None:
+    a, b, c, d = (TopicPartition("t", p) for p in range(4))
+    lags = {a: 10.0, b: 10.0, c: 10.0, d: 0.0}
+    converted = lags_in_bytes(
+        lags,
+        byte_speeds={a: 2000.0, d: 500.0},  # a: 2000 B/s over 20 records/s = 100 B/record
+        record_speeds={a: 20.0, d: 0.0},
+        sizes={b: 30_000, d: 1000},  # b: no speed yet: 30,000 B of log over 100 records
+        end_offsets={b: 100, d: 10},
+    )
+    # c: nothing measured: the mean of a (100), b (300) and d (100 from its log).
+    assert converted == {a: 1000.0, b: 3000.0, c: pytest.approx(10 * 500 / 3), d: 0.0}
