@@ -144,10 +144,13 @@ class Sidecar:
         self.last_reading = reading
         speeds = self.monitor.speeds()
         lags = reading.lags()
+        # The backlog joins the speeds, so in their unit (bytes when capacity is bytes/s).
+        unit_lags = self.monitor.lags(reading)
         self._export(speeds, lags)
         if speeds:
             drain = self.controller.config.drain_rule
-            await self.publisher.publish(self.monitor.snapshot(reading, drain=drain, speeds=speeds))
+            snapshot = self.monitor.snapshot(reading, drain=drain, speeds=speeds, lags=unit_lags)
+            await self.publisher.publish(snapshot)
             metrics.SNAPSHOTS.inc()
         self.last_tick = self.clock()
         leading = self.take_lead()
@@ -167,11 +170,8 @@ class Sidecar:
                 f"{self.config.capacity_unit}: not scaling"
             )
             return None
-        # The backlog joins the speeds, so in their unit (bytes when capacity is bytes/s).
         observation = (
-            Observation(reading.at, speeds, self.monitor.lags(reading), record_lags=lags)
-            if speeds
-            else None
+            Observation(reading.at, speeds, unit_lags, record_lags=lags) if speeds else None
         )
         decision = self.controller.step(observation)
         self._record(decision)

@@ -227,12 +227,14 @@ class Monitor:
         wall_time: float | None = None,
         drain: DrainRule | None = None,
         speeds: Mapping[TopicPartition, float] | None = None,
+        lags: Mapping[TopicPartition, float] | None = None,
     ) -> Snapshot:
         """The speed snapshot for the SDK's assignor (partitions with a speed only), with
-        the rule the controller drains backlog by; ``speeds`` as :meth:`speeds` returned
-        them this round (read again when not given)."""
+        the rule the controller drains backlog by; ``speeds`` and ``lags`` as :meth:`speeds`
+        and :meth:`lags` returned them this round (computed again when not given)."""
         self.sequence += 1
-        lags = self.lags(reading)
+        if lags is None:
+            lags = self.lags(reading)
         stats = {
             tp: PartitionStat(speed, lags.get(tp, 0.0), reading.end_offsets.get(tp, 0))
             for tp, speed in (self.speeds() if speeds is None else speeds).items()
