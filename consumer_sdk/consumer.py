@@ -33,7 +33,7 @@ from consumer_sdk import metrics
 from consumer_sdk.columnar_fetch import COLUMNAR, install
 from consumer_sdk.config import MIB, ConsumerConfig
 from consumer_sdk.cooperative import CooperativeCoordinator, make_cooperative
-from consumer_sdk.loop_watch import LoopStallWatch, stall_warning_after
+from consumer_sdk.loop_watch import LoopStallWatch
 from consumer_sdk.pending import PendingRecords
 from consumer_sdk.pending_columns import PendingColumns
 from consumer_sdk.pipeline.commit import OffsetCommits
@@ -143,9 +143,7 @@ class AutoscalingConsumer:
             else None
         )
         self.replans_requested = 0
-        self.loop_watch = LoopStallWatch(
-            config.group, stall_warning_after(config.session_timeout_ms)
-        )
+        self.loop_watch = LoopStallWatch(config.group, config.session_timeout_ms / 1000)
         # When the hand-over of our partitions on stop must end (None: not stopping yet).
         self._leave_deadline: float | None = None
         # How this member left its group (handed_over, timed_out, at_once); None until then.

@@ -18,19 +18,15 @@ log = logging.getLogger(__name__)
 PERIOD_S = 0.1
 
 
-def stall_warning_after(session_timeout_ms: int) -> float:
-    """A stall worth a warning: a third of the session timeout (at three such stalls in a
-    row the coordinator has heard nothing for a whole session)."""
-    return session_timeout_ms / 1000 / 3
-
-
 class LoopStallWatch:
     """Records the event loop's lateness (a histogram, and the worst so far) and warns when
-    one stall reaches ``warn_after_s``."""
+    one stall reaches a third of the session timeout (at three such stalls in a row the
+    coordinator has heard nothing for a whole session)."""
 
-    def __init__(self, group: str, warn_after_s: float) -> None:
+    def __init__(self, group: str, session_timeout_s: float) -> None:
         self.group = group
-        self.warn_after_s = warn_after_s
+        self.session_timeout_s = session_timeout_s
+        self.warn_after_s = session_timeout_s / 3
         self.worst_s = 0.0
         self._task: asyncio.Task[None] | None = None
 
@@ -42,10 +38,10 @@ class LoopStallWatch:
         if late_s >= self.warn_after_s:
             log.warning(
                 "event loop of group %s's consumer was blocked for %.1f s: heartbeats were "
-                "late by as much (session timeout budget %.1f s)",
+                "late by as much (session timeout %.1f s)",
                 self.group,
                 late_s,
-                self.warn_after_s * 3,
+                self.session_timeout_s,
             )
 
     async def _run(self) -> None:

@@ -8,11 +8,11 @@ import time
 
 import pytest
 
-from consumer_sdk.loop_watch import PERIOD_S, LoopStallWatch, stall_warning_after
+from consumer_sdk.loop_watch import PERIOD_S, LoopStallWatch
 
 
 def test_a_stall_of_a_third_of_the_session_is_warned_of(caplog: pytest.LogCaptureFixture) -> None:
-    watch = LoopStallWatch("g-watch", stall_warning_after(1500))
+    watch = LoopStallWatch("g-watch", session_timeout_s=1.5)
     with caplog.at_level(logging.WARNING, logger="consumer_sdk.loop_watch"):
         watch.observe(0.2)
         assert not caplog.records
@@ -24,7 +24,7 @@ def test_a_stall_of_a_third_of_the_session_is_warned_of(caplog: pytest.LogCaptur
 
 def test_the_watch_sees_the_loop_blocked() -> None:
     async def go() -> float:
-        watch = LoopStallWatch("g-watch", warn_after_s=60)
+        watch = LoopStallWatch("g-watch", session_timeout_s=180)
         watch.start()
         await asyncio.sleep(PERIOD_S / 2)  # the watch is asleep in its period
         time.sleep(4 * PERIOD_S)  # blocks the loop (what a sink must never do)
