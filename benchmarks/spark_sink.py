@@ -14,6 +14,12 @@ default). For each Spark mode (local session, Spark Connect server on 127.0.0.1)
 - **structured streaming**: what a Spark user would run instead: Spark's Kafka source on the
   same topic into the same format with a checkpoint, ``trigger(availableNow=True)``,
   ``maxOffsetsPerTrigger`` = the records of one batch; time from ``start()`` to the end;
+  **one trigger**: the same without ``maxOffsetsPerTrigger`` (the whole topic in one
+  micro-batch, Spark's best case). The Kafka source's ``fetch.max.wait.ms`` is
+  ``--streaming-fetch-wait-ms`` (10 by default; Kafka's default of 500 makes every task
+  that reaches the end of a partition of this idle topic wait that long, about 15 s of a
+  64-partition read on 2 cores: an artifact of a topic nobody writes to, not of
+  Structured Streaming);
 - **raw client**: aiokafka reading the same topic (once per value size).
 
 MiB/s counts value bytes. ``python -m benchmarks.spark_sink [--cluster apache|embedded]``
@@ -59,6 +65,7 @@ SDK_RECORDS = "sdk -> table, record path"  # record_path="records" (the default)
 ALONE = "spark alone"
 ALONE_2 = "spark alone, 2 at once"
 STREAMING = "structured streaming"
+STREAMING_ONE = "structured streaming, one trigger"
 
 
 class CountingSink(SparkTableSink):
@@ -210,24 +217,31 @@ def run_spark_alone(sink: SparkTableSink, tables: Sequence[pa.Table], at_once: i
 
 
 def run_streaming(
-    sink: SparkTableSink, bootstrap: str, topic: str, per_trigger: int, count: int
+    sink: SparkTableSink,
+    bootstrap: str,
+    topic: str,
+    per_trigger: int | None,
+    count: int,
+    fetch_wait_ms: int,
 ) -> Timing:
     """Structured Streaming from ``topic`` into a fresh table of the sink's format; seconds
-    from ``start()`` to the end of ``availableNow``. Steady: rows over the trigger times of
-    every micro-batch but the first and the last."""
+    from ``start()`` to the end of ``availableNow``. ``per_trigger`` None: no
+    ``maxOffsetsPerTrigger``, the whole topic in one micro-batch. Steady: rows over the
+    trigger times of every micro-batch but the first and the last."""
     session = sink.open()
     config = sink.config
     name = f"streaming_{uuid.uuid4().hex[:8]}"
     checkpoint = config.warehouse_path / "checkpoints" / name
-    frame = (
+    reader = (
         session.readStream.format("kafka")
         .option("kafka.bootstrap.servers", bootstrap)
+        .option("kafka.fetch.max.wait.ms", str(fetch_wait_ms))
         .option("subscribe", topic)
         .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", str(per_trigger))
-        .load()
-        .select("topic", "partition", "offset", "timestamp", "key", "value")
     )
+    if per_trigger is not None:
+        reader = reader.option("maxOffsetsPerTrigger", str(per_trigger))
+    frame = reader.load().select("topic", "partition", "offset", "timestamp", "key", "value")
     writer = (
         frame.writeStream.format(config.table_format)
         .option("checkpointLocation", str(checkpoint))
@@ -264,6 +278,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-connect", action="store_true")
     parser.add_argument("--no-local", action="store_true", help="Spark Connect only")
     parser.add_argument("--no-streaming", action="store_true")
+    parser.add_argument(
+        "--streaming-fetch-wait-ms",
+        default="10",
+        help="comma-separated fetch.max.wait.ms values for Structured Streaming's Kafka source",
+    )
     parser.add_argument(
         "--no-record-path", action="store_true", help="skip the SDK on record_path=records"
     )
@@ -350,12 +369,14 @@ def _measure_format(
     warm_config = dataclasses.replace(config, table_template="{topic}_warm_up")
     run_sdk(bootstrap, topic, warm_config, 16 * MIB, count)
     for batch_mib in (int(b) for b in args.batch_mib.split(",")):
+        waits = [int(w) for w in args.streaming_fetch_wait_ms.split(",")]
+        streaming = [] if args.no_streaming else streaming_paths(waits)
         runs: dict[str, list[Timing]] = {
             SDK: [],
             SDK_RECORDS: [],
             ALONE: [],
             ALONE_2: [],
-            STREAMING: [],
+            **{path: [] for path, _, _ in streaming},
         }
         tables = arrow_batches(value_size, batch_mib * MIB, count)
         for r in range(args.rounds):  # alternating: noise hits every path alike
@@ -370,10 +391,10 @@ def _measure_format(
                 )
             runs[ALONE].append(run_spark_alone(alone_sink, tables))
             runs[ALONE_2].append(run_spark_alone(alone_sink, tables, at_once=2))
-            if not args.no_streaming:
-                per_trigger = max(1, batch_mib * MIB // value_size)
-                runs[STREAMING].append(
-                    run_streaming(alone_sink, bootstrap, topic, per_trigger, count)
+            for path, one_trigger, wait in streaming:
+                per_trigger = None if one_trigger else max(1, batch_mib * MIB // value_size)
+                runs[path].append(
+                    run_streaming(alone_sink, bootstrap, topic, per_trigger, count, wait)
                 )
             print(
                 f"{value_size} B {mode} {config.table_format} {batch_mib} MiB: "
@@ -387,6 +408,16 @@ def _measure_format(
                 )
     shutil.rmtree(config.warehouse_path / f"{config.database}.db", ignore_errors=True)
     return rows
+
+
+def streaming_paths(fetch_waits_ms: Sequence[int]) -> list[tuple[str, bool, int]]:
+    """(path name, one trigger?, fetch.max.wait.ms) per Structured Streaming run of a round;
+    the wait is named in the path only when several are compared."""
+    paths = []
+    for wait in fetch_waits_ms:
+        suffix = f" (fetch wait {wait} ms)" if len(fetch_waits_ms) > 1 else ""
+        paths += [(STREAMING + suffix, False, wait), (STREAMING_ONE + suffix, True, wait)]
+    return paths
 
 
 def _row(
@@ -440,12 +471,16 @@ def _table(rows: list[dict[str, Any]], args: argparse.Namespace, broker_text: st
         "format, no Kafka, one after another; '2 at once': two in flight, as the SDK does. "
         "'structured streaming': Spark's Kafka source into the same format with a "
         "checkpoint, trigger(availableNow), maxOffsetsPerTrigger = one batch's records, time "
-        "from start() (query planning included). Ratio = path / spark alone (one after "
-        "another), 'vs 2' = path / spark alone 2 at once. 'Steady': from the end of the first "
-        "batch to the end of the last but one (streaming: rows over the trigger times of "
-        "every micro-batch but the first and the last). 'Files/batch': data files in the "
-        "table after the run (Delta: live files of its log; Iceberg: its files table; "
-        "parquet: on disk), median over rounds, per batch of the given size.",
+        "from start() (query planning included); ', one trigger': no maxOffsetsPerTrigger, "
+        "the whole topic in one micro-batch; the Kafka source's fetch.max.wait.ms = "
+        f"{args.streaming_fetch_wait_ms} ms (Kafka's default, 500, makes each task that "
+        "reaches the end of a partition of an idle topic wait that long). Ratio = path / "
+        "spark alone (one after another), 'vs 2' = path / spark alone 2 at once. 'Steady': "
+        "from the end of the first batch to the end of the last but one (streaming: rows "
+        "over the trigger times of every micro-batch but the first and the last). "
+        "'Files/batch': data files in the table after the run (Delta: live files of its "
+        "log; Iceberg: its files table; parquet: on disk), median over rounds, per batch "
+        "of the given size.",
         "",
         "| value | spark | format | batch | path | MiB/s | rows/s | ratio | vs 2 "
         "| steady MiB/s | steady ratio | files/batch |",
@@ -458,7 +493,7 @@ def _table(rows: list[dict[str, Any]], args: argparse.Namespace, broker_text: st
         key = (r["value_bytes"], r["spark"], r["format"], r["batch_mib"])
         ratio = versus_2 = steady_ratio = ""
         alone, alone_2 = by_key.get((*key, ALONE)), by_key.get((*key, ALONE_2))
-        if r["path"] in (SDK, SDK_RECORDS, STREAMING) and alone is not None:
+        if r["spark"] != "-" and r["path"] not in (ALONE, ALONE_2) and alone is not None:
             ratio = f"{r['mib_per_s'] / alone['mib_per_s']:.2f}"
             if alone_2 is not None:
                 versus_2 = f"{r['mib_per_s'] / alone_2['mib_per_s']:.2f}"
