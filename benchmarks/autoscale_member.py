@@ -17,11 +17,12 @@ import asyncio
 import os
 import sys
 import time
-from collections.abc import Sequence
 from pathlib import Path
 
+import pyarrow as pa
+
 from consumer_sdk import cli
-from consumer_sdk.sink import CallbackSink, Record, Sink
+from consumer_sdk.sink import CallbackSink, Sink
 from contract.settings import ConfigError
 
 RATE_ENV = "AUTOSCALER_BENCH_SINK_RECORDS_PER_SEC"
@@ -35,12 +36,13 @@ class PacedLedger:
         self.rate = rate
         self._free_at = 0.0
 
-    async def write(self, _topic: str, records: Sequence[Record]) -> None:
+    async def write(self, topic: str, table: pa.Table) -> None:
         now = time.monotonic()
-        self._free_at = max(now, self._free_at) + len(records) / self.rate
+        self._free_at = max(now, self._free_at) + table.num_rows / self.rate
         await asyncio.sleep(self._free_at - now)
         written = int(time.time() * 1000)
-        lines = (f"{r.topic} {r.partition} {r.offset} {r.timestamp} {written}\n" for r in records)
+        columns = (table.column(name).to_pylist() for name in ("partition", "offset", "timestamp"))
+        lines = (f"{topic} {p} {o} {t} {written}\n" for p, o, t in zip(*columns, strict=True))
         self.handle.write("".join(lines))
         self.handle.flush()
 

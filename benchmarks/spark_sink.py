@@ -78,8 +78,8 @@ class CountingSink(SparkTableSink):
         self.done = asyncio.Event()
         self.marks: list[tuple[float, int]] = []
 
-    async def write(self, topic: str, records: Sequence[Record]) -> None:
-        await super().write(topic, records)
+    async def write(self, topic: str, table: pa.Table) -> None:
+        await super().write(topic, table)
         self._mark()
 
     async def publish(self, staged: object) -> None:

@@ -18,15 +18,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from assignor.validation import is_finite_number, is_integer
-from consumer_sdk.sink import Record, RecordsView
+from consumer_sdk.sink import HEADERS, Record, RecordsView
 
 VALUE_FORMATS = ("raw", "text", "json")
 # The partition column of the table directory layout (the batch's UTC ingest date).
 DATE_COLUMN = "date"
 METADATA_COLUMNS = ("topic", "partition", "offset", "timestamp", "key", "headers", "ingest_time")
 TIMESTAMP = pa.timestamp("us", tz="UTC")
-HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
-
 # JSON schema types: SQL name -> (Arrow type, Python check of a decoded value).
 _FLOAT32_MAX = 3.4028234663852886e38
 _JSON_TYPES: dict[str, tuple[pa.DataType, Callable[[object], bool]]] = {

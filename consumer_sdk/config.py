@@ -57,9 +57,9 @@ class ConsumerConfig(GroupSettings):
     # On stop, a cooperative member first hands its partitions to the others while it still
     # reads them (one more rebalance round), for at most this long; 0 leaves at once.
     leave_handover_secs: float = 10.0
-    # How fetched records travel to the sink: "columns" (Arrow columns decoded natively per
-    # fetch; sinks that implement ColumnarSink get tables, others get a lazy sequence of
-    # Records) or "records" (a Record per record, as aiokafka builds them).
+    # How fetched records reach the write stage: "columns" (Arrow columns decoded natively per
+    # fetch) or "records" (a Record per record, as aiokafka builds them). Sinks get the same
+    # Arrow table either way.
     record_path: str = "columns"
 
     def __post_init__(self) -> None:

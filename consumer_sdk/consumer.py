@@ -123,7 +123,6 @@ class AutoscalingConsumer:
             self._commits,
             group=config.group,
             writes_in_flight=config.writes_in_flight,
-            columnar=self._columnar,
             retry=self.retry,
             stopping=self._stopping,
             on_written=self._account,

@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from consumer_sdk.arrow_batch import HEADERS
+from consumer_sdk.sink import HEADERS, RECORD_SCHEMA
 
 # baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta,
 # baseTimestamp, maxTimestamp, producerId, producerEpoch, baseSequence, recordCount
@@ -38,16 +38,6 @@ _CODEC_MASK = 0x07
 _TIMESTAMP_LOG_APPEND = 0x08
 _TRANSACTIONAL = 0x10
 _CONTROL = 0x20
-
-RECORD_SCHEMA = pa.schema(
-    [
-        ("offset", pa.int64()),
-        ("timestamp", pa.int64()),  # milliseconds since the epoch, as Kafka keeps it
-        ("key", pa.binary()),
-        ("value", pa.binary()),
-        ("headers", HEADERS),
-    ]
-)
 
 
 class CorruptRecords(ValueError):

@@ -1,4 +1,5 @@
-"""Where batches go: the :class:`Sink` protocol, and a sink that calls a user function."""
+"""Where batches go: the :class:`Sink` protocol (one Arrow table per topic and batch), the
+table's schema, and a sink that calls a user function with Records."""
 
 from __future__ import annotations
 
@@ -9,6 +10,23 @@ from typing import NamedTuple, Protocol, overload, runtime_checkable
 import pyarrow as pa
 
 from assignor import TopicPartition
+
+# A record's headers: (key, value) pairs in the order the producer sent them.
+HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+
+# One partition's fetched records as the record path decodes them.
+RECORD_SCHEMA = pa.schema(
+    [
+        ("offset", pa.int64()),
+        ("timestamp", pa.int64()),  # milliseconds since the epoch, as Kafka keeps it
+        ("key", pa.binary()),
+        ("value", pa.binary()),
+        ("headers", HEADERS),
+    ]
+)
+
+# What a sink is given: a topic's records of one batch, its partitions' in offset order.
+SINK_SCHEMA = RECORD_SCHEMA.append(pa.field("partition", pa.int32()))
 
 
 class Record(NamedTuple):
@@ -43,11 +61,15 @@ class PartitionsFenced(Exception):
 
 @runtime_checkable
 class Sink(Protocol):
-    """Receives one topic's part of a batch. ``write`` must raise on failure: the SDK then
-    retries with backoff and never commits past the failed records."""
+    """Receives one topic's part of a batch as one Arrow table (:data:`SINK_SCHEMA`: offset,
+    timestamp, key, value, headers, partition), whichever record path fetched it. ``write``
+    must raise on failure: the SDK then retries with backoff and never commits past the
+    failed records; :class:`PartitionsFenced` for partitions another member claimed
+    meanwhile. A sink that wants Records reads the table through :class:`RecordsView` (or
+    is a :class:`CallbackSink`)."""
 
-    async def write(self, topic: str, records: Sequence[Record]) -> None:
-        """Persist ``records`` (all of ``topic``, in offset order per partition)."""
+    async def write(self, topic: str, table: pa.Table) -> None:
+        """Persist ``table`` (all of ``topic``, in offset order per partition)."""
         ...
 
     async def resume_offsets(
@@ -91,8 +113,8 @@ class StagingSink(Sink, Protocol):
     read, so the slow part never waits for the previous batch's hand-over. ``write`` stays
     the two in one call (the consumer uses it to retry a batch whose publish failed)."""
 
-    async def stage(self, topic: str, records: Sequence[Record]) -> object:
-        """Prepare ``records`` (as for ``write``) without making any of them visible; may run
+    async def stage(self, topic: str, table: pa.Table) -> object:
+        """Prepare ``table`` (as for ``write``) without making any of it visible; may run
         while earlier batches of the same topic are staged or published. Returns what
         ``publish`` or ``discard`` is given."""
         ...
@@ -107,25 +129,20 @@ class StagingSink(Sink, Protocol):
         ...
 
 
-@runtime_checkable
-class ColumnarSink(Protocol):
-    """A sink that takes a topic's part of a batch as one Arrow table (columns offset,
-    timestamp, key, value, headers, partition: consumer_sdk.record_columns.RECORD_SCHEMA plus
-    the partition), with the consumer's ``record_path="columns"``. Same contract as
-    ``Sink.write``: raise on failure, PartitionsFenced for partitions claimed meanwhile."""
-
-    async def write_columns(self, topic: str, table: pa.Table) -> None:
-        """Persist ``table`` (all of ``topic``, in offset order per partition)."""
-        ...
-
-
-@runtime_checkable
-class ColumnarStagingSink(Protocol):
-    """A staging sink that also stages a fetched table (see ColumnarSink, StagingSink)."""
-
-    async def stage_columns(self, topic: str, table: pa.Table) -> object:
-        """``StagingSink.stage`` for one topic's table."""
-        ...
+def records_table(records: Sequence[Record]) -> pa.Table:
+    """Records (of one topic) as the table a sink is given: what the ``records`` record
+    path hands over, and a convenience for tests and sinks fed by hand."""
+    return pa.Table.from_arrays(
+        [
+            pa.array([r.offset for r in records], pa.int64()),
+            pa.array([r.timestamp for r in records], pa.int64()),
+            pa.array([r.key for r in records], pa.binary()),
+            pa.array([r.value for r in records], pa.binary()),
+            pa.array([list(r.headers) for r in records], HEADERS),
+            pa.array([r.partition for r in records], pa.int32()),
+        ],
+        schema=SINK_SCHEMA,
+    )
 
 
 class RecordsView(Sequence[Record]):
@@ -173,25 +190,21 @@ WriteFunction = Callable[[str, Sequence[Record]], Awaitable[None] | None]
 
 
 class CallbackSink:
-    """A sink that hands each topic's records to a user function (sync or async). Built on
-    the Arrow interface: on the columnar path it takes a batch's table (``write_columns``)
-    and gives the function a :class:`RecordsView` of it, so a function that reads only some
-    records, or only counts them, never builds the rest."""
+    """A sink that hands each topic's records to a user function (sync or async), as a
+    :class:`RecordsView` of the batch's table: a function that reads only some records, or
+    only counts them, never builds the rest."""
 
     def __init__(self, function: WriteFunction) -> None:
         if not callable(function):
             raise TypeError(f"function must be callable, got {function!r}")
         self._function = function
 
-    async def write(self, topic: str, records: Sequence[Record]) -> None:
-        """Call the user function; await it if it returns an awaitable."""
-        result = self._function(topic, records)
+    async def write(self, topic: str, table: pa.Table) -> None:
+        """Call the user function with the table's Records; await it if it returns an
+        awaitable."""
+        result = self._function(topic, RecordsView(topic, table))
         if inspect.isawaitable(result):
             await result
-
-    async def write_columns(self, topic: str, table: pa.Table) -> None:
-        """:class:`ColumnarSink`: the function gets the table as Records built when read."""
-        await self.write(topic, RecordsView(topic, table))
 
     async def resume_offsets(
         self, partitions: Sequence[TopicPartition]

@@ -46,10 +46,9 @@ from consumer_sdk.arrow_batch import (
     ValueCodec,
     columns_to_arrow,
     offset_ranges,
-    to_arrow,
 )
 from consumer_sdk.lake_writer import LakeAppender
-from consumer_sdk.sink import PartitionsFenced, Record
+from consumer_sdk.sink import PartitionsFenced
 from consumer_sdk.spark_config import SparkSinkConfig
 from consumer_sdk.spark_tables import (
     create_table,
@@ -155,25 +154,15 @@ class SparkTableSink:
         shutil.rmtree(self._staging, ignore_errors=True)
 
     # Sink --------------------------------------------------------------------------------
-    async def write(self, topic: str, records: Sequence[Record]) -> None:
-        """Write one topic's records; returns once they are in the table."""
-        if records:
-            await asyncio.to_thread(self.write_blocking, topic, records)
-
-    async def stage(self, topic: str, records: Sequence[Record]) -> StagedBatch:
-        """Build and stage one topic's records; nothing is visible until :meth:`publish`."""
-        return await asyncio.to_thread(self.stage_blocking, topic, records)
-
-    async def write_columns(self, topic: str, table: pa.Table) -> None:
-        """Write one topic's fetched table (the columnar record path)."""
+    async def write(self, topic: str, table: pa.Table) -> None:
+        """Write one topic's part of a batch; returns once it is in the table."""
         if table.num_rows:
-            staged = await self.stage_columns(topic, table)
-            await self.publish(staged)
+            await asyncio.to_thread(self.write_blocking, topic, table)
 
-    async def stage_columns(self, topic: str, table: pa.Table) -> StagedBatch:
-        """:meth:`stage` for a fetched table: raw and valid text values go to Arrow without
-        a Python object per record."""
-        return await asyncio.to_thread(self.stage_columns_blocking, topic, table)
+    async def stage(self, topic: str, table: pa.Table) -> StagedBatch:
+        """Build and stage one topic's part of a batch; nothing is visible until
+        :meth:`publish`."""
+        return await asyncio.to_thread(self.stage_blocking, topic, table)
 
     async def publish(self, staged: object) -> None:
         """Publish a batch :meth:`stage` returned into the table."""
@@ -190,19 +179,15 @@ class SparkTableSink:
         return await asyncio.to_thread(self.stored_next_offsets, partitions)
 
     # blocking work (runs in a thread) ----------------------------------------------------
-    def write_blocking(self, topic: str, records: Sequence[Record]) -> None:
+    def write_blocking(self, topic: str, table: pa.Table) -> None:
         """Stage and publish. Raises on failure (nothing of the batch is then in the
-        ledger, so a retry or the next owner writes it again)."""
-        self.publish_blocking(self.stage_blocking(topic, records))
+        table's commits, so a retry or the next owner writes it again)."""
+        self.publish_blocking(self.stage_blocking(topic, table))
 
-    def stage_blocking(self, topic: str, records: Sequence[Record]) -> StagedBatch:
-        """Convert to Arrow and (Parquet format) have Spark write the rows into a staging
-        directory private to this batch. Safe to run for several batches at once."""
-        now = datetime.now(UTC)
-        return self._stage_arrow(topic, to_arrow(records, self.codec, now), now)
-
-    def stage_columns_blocking(self, topic: str, fetched: pa.Table) -> StagedBatch:
-        """:meth:`stage_blocking` for a fetched table."""
+    def stage_blocking(self, topic: str, fetched: pa.Table) -> StagedBatch:
+        """Convert to the table's rows (raw and valid text values without a Python object per
+        record) and (Parquet format) have Spark write them into a staging directory private
+        to this batch. Safe to run for several batches at once."""
         now = datetime.now(UTC)
         return self._stage_arrow(topic, columns_to_arrow(topic, fetched, self.codec, now), now)
 

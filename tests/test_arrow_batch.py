@@ -10,7 +10,6 @@ import pytest
 
 from consumer_sdk.arrow_batch import (
     DEAD_LETTER_SCHEMA,
-    HEADERS,
     SchemaError,
     ValueCodec,
     columns_to_arrow,
@@ -18,7 +17,7 @@ from consumer_sdk.arrow_batch import (
     parse_json_schema,
     to_arrow,
 )
-from consumer_sdk.sink import Record
+from consumer_sdk.sink import HEADERS, Record
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 

@@ -18,7 +18,7 @@ from consumer_sdk.columnar_fetch import COLUMNAR, install
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.consumer import AutoscalingConsumer
 from consumer_sdk.record_columns import RecordColumns
-from consumer_sdk.sink import CallbackSink, Record
+from consumer_sdk.sink import SINK_SCHEMA, CallbackSink, Record
 from tests.columns_helpers import Row, column_rows
 
 
@@ -99,15 +99,12 @@ def test_columns_hold_what_aiokafka_records_hold(
 
 
 class TableSink:
-    """A ColumnarSink that keeps what it is given."""
+    """A sink that keeps the tables it is given."""
 
     def __init__(self) -> None:
         self.tables: list[pa.Table] = []
 
-    async def write(self, topic: str, records: Sequence[Record]) -> None:
-        raise AssertionError("a columnar sink gets tables on the columnar path")
-
-    async def write_columns(self, topic: str, table: pa.Table) -> None:
+    async def write(self, topic: str, table: pa.Table) -> None:
         self.tables.append(table)
 
     async def resume_offsets(self, partitions: Sequence[Any]) -> Mapping[Any, int]:
@@ -141,8 +138,9 @@ async def consume_columns(
     return consumer
 
 
-def test_a_columnar_sink_gets_every_record_once_as_tables(
-    kafka: str, topic_factory: Callable[..., str]
+@pytest.mark.parametrize("record_path", ["columns", "records"])
+def test_a_sink_gets_every_record_once_as_tables_on_either_record_path(
+    kafka: str, topic_factory: Callable[..., str], record_path: str
 ) -> None:
     install()
     partitions, per_partition = 3, 60
@@ -152,9 +150,10 @@ def test_a_columnar_sink_gets_every_record_once_as_tables(
     plain = asyncio.run(read_all(kafka, topic, partitions, total, columnar=False))
 
     tables = TableSink()
-    asyncio.run(consume_columns(kafka, topic, tables, lambda: rows(tables) >= total))
+    asyncio.run(consume_columns(kafka, topic, tables, lambda: rows(tables) >= total, record_path))
     got = pa.concat_tables(tables.tables)
     assert len(tables.tables) > 1
+    assert got.schema == SINK_SCHEMA
     pairs = zip(got["partition"].to_pylist(), got["offset"].to_pylist(), strict=True)
     assert sorted(pairs) == sorted(
         (p, row[0]) for p, partition_rows in plain.items() for row in partition_rows

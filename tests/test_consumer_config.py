@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from consumer_sdk.config import ConsumerConfig
-from consumer_sdk.sink import CallbackSink, Record, Sink
+from consumer_sdk.sink import CallbackSink, Record, Sink, records_table
 from contract.settings import ConfigError
 
 BASE: dict[str, Any] = {
@@ -131,7 +131,7 @@ def test_callback_sink_accepts_sync_and_async_functions() -> None:
 
     async def exercise(sink: CallbackSink) -> None:
         assert isinstance(sink, Sink)
-        await sink.write("t", [Record("t", 0, 7, 0, None, b"v")])
+        await sink.write("t", records_table([Record("t", 0, 7, 0, None, b"v")]))
         assert await sink.resume_offsets([]) == {}
 
     asyncio.run(exercise(CallbackSink(lambda t, rs: got.extend(r.offset for r in rs))))

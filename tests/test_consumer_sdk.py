@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 
+import pyarrow as pa
 import pytest
 from prometheus_client import REGISTRY
 
@@ -16,7 +17,7 @@ from assignor.plugin import MemberState, PluginStats, build_assignor
 from consumer_sdk.clusters import ClusterKind, KafkaCluster
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.consumer import RetryPolicy
-from consumer_sdk.sink import CallbackSink, PartitionsFenced, Record
+from consumer_sdk.sink import CallbackSink, PartitionsFenced, Record, RecordsView
 from contract.snapshot import PartitionStat, Snapshot
 from tests.kafka_helpers import produce_numbered, produce_tracked
 from tests.sdk_helpers import (
@@ -319,11 +320,11 @@ class StagingRecorder:
         self.publish_order: list[int] = []
         self.discarded: list[int] = []
 
-    async def stage(self, topic: str, records: Sequence[Record]) -> tuple[int, list[Record]]:
+    async def stage(self, topic: str, table: pa.Table) -> tuple[int, list[Record]]:
         self.stages += 1
         if self.stages >= 2:
             self.second_staged.set()
-        return self.stages, list(records)
+        return self.stages, list(RecordsView(topic, table))
 
     async def publish(self, staged: object) -> None:
         assert isinstance(staged, tuple)
@@ -339,10 +340,10 @@ class StagingRecorder:
         assert isinstance(staged, tuple)
         self.discarded.append(staged[0])
 
-    async def write(self, topic: str, records: Sequence[Record]) -> None:
+    async def write(self, topic: str, table: pa.Table) -> None:
         if self.fail:
             raise OSError("table unavailable")
-        self.published.extend(records)
+        self.published.extend(RecordsView(topic, table))
 
     async def resume_offsets(
         self, partitions: Sequence[TopicPartition]

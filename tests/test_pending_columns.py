@@ -13,11 +13,10 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from consumer_sdk.arrow_batch import HEADERS
 from consumer_sdk.pending import PendingRecords
 from consumer_sdk.pending_columns import PendingColumns
-from consumer_sdk.record_columns import RECORD_SCHEMA, RecordColumns
-from consumer_sdk.sink import Record
+from consumer_sdk.record_columns import RecordColumns
+from consumer_sdk.sink import HEADERS, RECORD_SCHEMA, Record
 
 
 def chunk(partition: int, records: list[Record], next_offset: int) -> RecordColumns:

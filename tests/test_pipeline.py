@@ -8,6 +8,7 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from aiokafka.errors import KafkaError, RebalanceInProgressError
 from aiokafka.structs import TopicPartition as KTP
@@ -176,7 +177,7 @@ class StagingRecorder:
         self.second_staged = asyncio.Event()
         self.stages = 0
 
-    async def stage(self, topic: str, recs: Sequence[Record]) -> object:
+    async def stage(self, topic: str, table: pa.Table) -> object:
         self.stages += 1
         self.events.append(f"stage {self.stages}")
         if self.stages == 2:
@@ -195,8 +196,8 @@ class StagingRecorder:
     async def discard(self, staged: object) -> None:
         self.events.append(f"discard {staged}")
 
-    async def write(self, topic: str, recs: Sequence[Record]) -> None:
-        self.events.append(f"write {len(recs)}")
+    async def write(self, topic: str, table: pa.Table) -> None:
+        self.events.append(f"write {table.num_rows}")
 
     async def resume_offsets(
         self, partitions: Sequence[TopicPartition]
@@ -212,7 +213,6 @@ def writer_for(
         commits_for(client),
         group="g-pipeline",
         writes_in_flight=2,
-        columnar=False,
         retry=NO_WAIT,
         stopping=stopping,
         on_written=written.append,
@@ -311,7 +311,7 @@ class LookupSink:
         self.lookups = 0
         self.answer = asyncio.Event()
 
-    async def write(self, topic: str, recs: Sequence[Record]) -> None:
+    async def write(self, topic: str, table: pa.Table) -> None:
         raise AssertionError("not written in these tests")
 
     async def resume_offsets(

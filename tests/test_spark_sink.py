@@ -25,7 +25,7 @@ from confluent_kafka.admin import AdminClient
 from assignor import TopicPartition
 from consumer_sdk.clusters import ClusterKind, KafkaCluster
 from consumer_sdk.compact import compact, data_files
-from consumer_sdk.sink import Record
+from consumer_sdk.sink import Record, records_table
 from consumer_sdk.spark_config import SparkSinkConfig
 from consumer_sdk.spark_connect import SparkConnectServer
 from consumer_sdk.spark_sink import SparkTableSink
@@ -317,8 +317,8 @@ def test_a_member_paused_past_its_session_timeout_adds_no_duplicates(
 def test_resume_offsets_come_from_the_table(sink_config: SparkSinkConfig) -> None:
     sink = SparkTableSink(sink_config)
     records = [Record("t", p, o, 0, None, b"v") for p in (0, 1) for o in range(10, 20)]
-    sink.write_blocking("t", records)
-    sink.write_blocking("t", records[:5])  # a re-delivered prefix adds nothing
+    sink.write_blocking("t", records_table(records))
+    sink.write_blocking("t", records_table(records[:5]))  # a re-delivered prefix adds nothing
     wanted = [TopicPartition("t", p) for p in (0, 1, 2)]
     assert asyncio.run(sink.resume_offsets(wanted)) == {
         TopicPartition("t", 0): 20,
@@ -331,20 +331,22 @@ def test_a_batch_of_dead_letters_only_is_written_once_even_when_read_again(
     sink_config: SparkSinkConfig,
 ) -> None:
     poison = [Record("t", 0, o, 0, None, POISON) for o in range(5)]
-    SparkTableSink(sink_config).write_blocking("t", poison)
+    SparkTableSink(sink_config).write_blocking("t", records_table(poison))
     assert key_counts(sink_config, "dead_letters") == Counter((0, o) for o in range(5))
     assert key_counts(sink_config, "t") == Counter()
     # A restarted writer that reads the batch again (its Kafka commit was lost).
     again = SparkTableSink(sink_config)
     asyncio.run(again.resume_offsets([TopicPartition("t", 0)]))
-    again.write_blocking("t", poison)
+    again.write_blocking("t", records_table(poison))
     assert key_counts(sink_config, "dead_letters") == Counter((0, o) for o in range(5))
 
 
 def stage_at_once(sink: SparkTableSink, topic: str, batches: list[list[Record]]) -> list[Any]:
     """Stage every batch at the same time, each in its own thread, as the consumer does."""
     with ThreadPoolExecutor(len(batches)) as pool:
-        return list(pool.map(lambda batch: sink.stage_blocking(topic, batch), batches))
+        return list(
+            pool.map(lambda batch: sink.stage_blocking(topic, records_table(batch)), batches)
+        )
 
 
 def numbered_batches(topic: str, count: int, value: bytes = b"ok") -> list[list[Record]]:
@@ -390,7 +392,7 @@ def test_spark_connect_writes_tables_the_local_session_reads(
         )
         sink = SparkTableSink(config)
         batches = numbered_batches("events", 3)
-        sink.write_blocking("events", batches[0])
+        sink.write_blocking("events", records_table(batches[0]))
         for staged in stage_at_once(sink, "events", batches[1:]):  # one session, two threads
             sink.publish_blocking(staged)
         remote = sink.open()
@@ -427,7 +429,7 @@ def test_prepare_creates_each_topics_table_before_any_batch(sink_config: SparkSi
     asyncio.run(sink.prepare(["orders", "payments"]))
     for topic in ("orders", "payments"):
         assert key_counts(sink_config, sink_config.table_for(topic)) == Counter()
-    sink.write_blocking("orders", [Record("orders", 0, 7, 0, None, b"v")])
+    sink.write_blocking("orders", records_table([Record("orders", 0, 7, 0, None, b"v")]))
     assert key_counts(sink_config, "orders") == Counter({(0, 7): 1})
 
 
@@ -439,7 +441,7 @@ def test_compaction_rewrites_small_batches_into_few_files_and_keeps_every_row(
     sink = SparkTableSink(sink_config)
     batches = numbered_batches("events", 6)
     for batch in batches:
-        sink.write_blocking("events", batch)
+        sink.write_blocking("events", records_table(batch))
     before = key_counts(sink_config, "events")
     session = sink.open()
     done = compact(session, sink_config, "events")

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,15 +26,7 @@ from consumer_sdk.pending import Batch
 from consumer_sdk.pending_columns import ColumnBatch
 from consumer_sdk.pipeline.commit import OffsetCommits
 from consumer_sdk.pipeline.retry import RetryPolicy
-from consumer_sdk.sink import (
-    ColumnarSink,
-    ColumnarStagingSink,
-    PartitionsFenced,
-    Record,
-    RecordsView,
-    Sink,
-    StagingSink,
-)
+from consumer_sdk.sink import PartitionsFenced, Record, Sink, StagingSink, records_table
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +66,6 @@ class BatchWriter:
         *,
         group: str,
         writes_in_flight: int,
-        columnar: bool,
         retry: RetryPolicy,
         stopping: asyncio.Event,
         on_written: Callable[[WrittenBatch], None],
@@ -83,10 +74,6 @@ class BatchWriter:
         self._commits = commits
         self._group = group
         self._stager: StagingSink | None = sink if isinstance(sink, StagingSink) else None
-        # On the columnar path, whole tables go to a sink that takes them; others get Records.
-        self._table_sink: ColumnarSink | None = (
-            sink if columnar and isinstance(sink, ColumnarSink) else None
-        )
         self.depth = writes_in_flight if self._stager is not None else 1
         self._retry = retry
         self._stopping = stopping
@@ -157,23 +144,19 @@ class BatchWriter:
         await self._commits.submit(offsets)
         self._on_written(written)
 
-    def _by_topic(self, batch: AnyBatch) -> dict[str, Sequence[Record] | pa.Table]:
-        """Each topic's part of ``batch``: Records, or one table for a columnar sink."""
+    def _by_topic(self, batch: AnyBatch) -> dict[str, pa.Table]:
+        """Each topic's part of ``batch`` as one table (:data:`~consumer_sdk.sink.SINK_SCHEMA`),
+        one chunk per column: a fetch is a chunk, and Spark makes a task of each one."""
         if isinstance(batch, Batch):
             lists: dict[str, list[Record]] = {}
             for recs in batch.records.values():
                 lists.setdefault(recs[0].topic, []).extend(recs)
-            return dict(lists)
+            return {topic: records_table(recs) for topic, recs in lists.items()}
         tables: dict[str, list[pa.Table]] = {}
         for tp, table in batch.records.items():
             partition = pa.array(np.full(len(table), tp.partition, np.int32))
             tables.setdefault(tp.topic, []).append(table.append_column("partition", partition))
-        by_topic: dict[str, Sequence[Record] | pa.Table] = {}
-        for topic, parts in tables.items():
-            # One chunk per column: a fetch is a chunk, and Spark makes a task of each one.
-            whole = pa.concat_tables(parts).combine_chunks()
-            by_topic[topic] = whole if self._table_sink is not None else RecordsView(topic, whole)
-        return by_topic
+        return {topic: pa.concat_tables(parts).combine_chunks() for topic, parts in tables.items()}
 
     def _forget_fenced(
         self, offsets: dict[KafkaTopicPartition, int], fenced: frozenset[TopicPartition]
@@ -189,20 +172,16 @@ class BatchWriter:
             metrics.PARTITIONS_FENCED.labels(self._group).inc(len(fenced))
             log.warning("%s", PartitionsFenced(fenced))
 
-    async def _stage(self, topic: str, records: Sequence[Record] | pa.Table) -> object | None:
-        """Stage ``records`` if the sink stages; None if it does not, or if staging failed
-        (then :meth:`_write` writes them whole, with retries)."""
+    async def _stage(self, topic: str, table: pa.Table) -> object | None:
+        """Stage ``table`` if the sink stages; None if it does not, or if staging failed
+        (then :meth:`_write` writes it whole, with retries)."""
         if self._stager is None:
             return None
         try:
-            if isinstance(records, pa.Table):
-                if not isinstance(self._stager, ColumnarStagingSink):
-                    return None  # written whole by write_columns
-                return await self._stager.stage_columns(topic, records)
-            return await self._stager.stage(topic, records)
+            return await self._stager.stage(topic, table)
         except Exception as exc:
             metrics.WRITE_RETRIES.labels(self._group, topic).inc()
-            log.warning("staging %d records of %s failed (%r)", len(records), topic, exc)
+            log.warning("staging %d records of %s failed (%r)", table.num_rows, topic, exc)
             return None
 
     async def _discard(self, staged: object | None) -> None:
@@ -215,21 +194,18 @@ class BatchWriter:
             log.warning("discarding a staged batch failed (%r)", exc)
 
     async def _write(
-        self, topic: str, records: Sequence[Record] | pa.Table, staged: object | None
+        self, topic: str, table: pa.Table, staged: object | None
     ) -> frozenset[TopicPartition]:
-        """Publish ``staged`` (or write ``records`` if nothing is staged); on failure write
-        them again, with backoff, until they are in or a stop is requested. Returns the
+        """Publish ``staged`` (or write ``table`` if nothing is staged); on failure write
+        it again, with backoff, until they are in or a stop is requested. Returns the
         partitions the sink refused as claimed by another member (not retried)."""
         delays = iter(self._retry.delays())
         while True:
             try:
                 if staged is not None and self._stager is not None:
                     await self._stager.publish(staged)
-                elif isinstance(records, pa.Table):
-                    assert self._table_sink is not None
-                    await self._table_sink.write_columns(topic, records)
                 else:
-                    await self.sink.write(topic, records)
+                    await self.sink.write(topic, table)
                 return frozenset()
             except PartitionsFenced as fenced:
                 return fenced.partitions
@@ -239,13 +215,13 @@ class BatchWriter:
                 if self._stopping.is_set():
                     self.abandoned = True
                     raise WriteAbandoned(
-                        f"write of {len(records)} records of {topic} failed at shutdown: {exc!r}"
+                        f"write of {table.num_rows} records of {topic} failed at shutdown: {exc!r}"
                     ) from exc
                 delay = next(delays)
                 metrics.WRITE_RETRIES.labels(self._group, topic).inc()
                 log.warning(
                     "sink write of %d records of %s failed (%r); retry in %.1f s",
-                    len(records),
+                    table.num_rows,
                     topic,
                     exc,
                     delay,
