@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
+import os
 import subprocess
 import sys
 import time
@@ -33,7 +35,6 @@ from benchmarks.report import publish
 from consumer_sdk.clusters import ClusterKind, kafka_cluster
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.consumer import AutoscalingConsumer
-from consumer_sdk.sink import Record
 
 PARTITIONS = 32
 MIB = 1024 * 1024
@@ -63,10 +64,7 @@ class SlowTable:
         self.most_held = max(self.most_held, self.held)
         return ("staged", rows)
 
-    async def stage(self, topic: str, records: Sequence[Record]) -> object:
-        return self._hold(len(records))
-
-    async def stage_columns(self, topic: str, table: pa.Table) -> object:
+    async def stage(self, topic: str, table: pa.Table) -> object:
         return self._hold(table.num_rows)
 
     async def publish(self, staged: object) -> None:
@@ -78,10 +76,7 @@ class SlowTable:
     async def discard(self, staged: object) -> None:
         self.held -= 1
 
-    async def write(self, topic: str, records: Sequence[Record]) -> None:
-        self.rows += len(records)
-
-    async def write_columns(self, topic: str, table: pa.Table) -> None:
+    async def write(self, topic: str, table: pa.Table) -> None:
         self.rows += table.num_rows
 
     async def resume_offsets(
@@ -108,17 +103,21 @@ def child(args: argparse.Namespace) -> None:
         )
         consumer = AutoscalingConsumer(config, sink)
         baseline_kib = resident_kib("VmRSS")
+        arrow_peak = 0
         started = time.perf_counter()
         await consumer.start()
         runner = asyncio.create_task(consumer.run_async())
         while sink.rows < args.expected:
-            await asyncio.sleep(0.05)
+            arrow_peak = max(arrow_peak, pa.total_allocated_bytes())
+            await asyncio.sleep(0.005)
         elapsed = time.perf_counter() - started
         consumer.request_stop()
         await runner
         return {
             "baseline_mib": baseline_kib / 1024,
             "peak_mib": resident_kib("VmHWM") / 1024,
+            "arrow_peak_mib": arrow_peak / MIB,
+            "arrow_pool": pa.default_memory_pool().backend_name,
             "most_batches_in_sink": sink.most_held,
             "seconds": elapsed,
         }
@@ -126,8 +125,29 @@ def child(args: argparse.Namespace) -> None:
     print(json.dumps(asyncio.run(go())), flush=True)
 
 
+# Allocator settings a row can run under (environment of the child process): Arrow's
+# default pool (jemalloc or mimalloc as the wheel ships) or the system allocator, and glibc's
+# mmap threshold pinned (by default it grows after large frees, so later large buffers come
+# from the heap, which keeps freed pages resident).
+ALLOCATORS: dict[str, dict[str, str]] = {
+    "default": {},
+    "arrow system pool": {"ARROW_DEFAULT_MEMORY_POOL": "system"},
+    "mmap threshold 128 KiB": {"MALLOC_MMAP_THRESHOLD_": "131072"},
+    "system pool + mmap 128 KiB": {
+        "ARROW_DEFAULT_MEMORY_POOL": "system",
+        "MALLOC_MMAP_THRESHOLD_": "131072",
+    },
+}
+
+
 def measure(
-    bootstrap: str, topic: str, expected: int, path: str, depth: int, publish_s: float
+    bootstrap: str,
+    topic: str,
+    expected: int,
+    path: str,
+    depth: int,
+    publish_s: float,
+    allocator: str = "default",
 ) -> dict[str, Any]:
     """Run one child process and return its measurements."""
     group = f"memory-{topic}-{path}-{depth}"
@@ -149,6 +169,7 @@ def measure(
         capture_output=True,
         text=True,
         timeout=900,
+        env={**os.environ, **ALLOCATORS[allocator]},
     )
     result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
     return result
@@ -161,12 +182,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--mib", type=int, default=128, help="MiB per value size")
     parser.add_argument("--publish-secs", type=float, default=1.0)
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument(
+        "--allocators",
+        default="default",
+        help=f"comma-separated, of: {', '.join(ALLOCATORS)}",
+    )
+    parser.add_argument("--paths", default="records,columns", help="record paths")
+    parser.add_argument("--name", default="", help="results file name")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     for hidden in ("bootstrap", "topic", "group", "path"):
         parser.add_argument(f"--{hidden}", help=argparse.SUPPRESS)
     parser.add_argument("--expected", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--depth", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    allocators = args.allocators.split(",")
+    if unknown := [a for a in allocators if a not in ALLOCATORS]:
+        parser.error(f"--allocators: {unknown[0]!r} is not one of {', '.join(ALLOCATORS)}")
     if args.child:
         child(args)
         return 0
@@ -177,21 +208,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         for value_size in (200, 1024):
             topic = broker.create_topic(PARTITIONS, prefix=f"memory-{value_size}")
             count = fill(broker.bootstrap_servers, topic, value_size, args.mib)
-            for path in ("records", "columns"):
-                for depth in (1, 2):
-                    row = measure(
-                        broker.bootstrap_servers, topic, count, path, depth, args.publish_secs
-                    )
-                    row.update(
-                        value_bytes=value_size,
-                        record_path=path,
-                        writes_in_flight=depth,
-                        bound_mib=(depth + 1) * BATCH_MIB,
-                        bound_with_fetch_mib=(depth + 2) * BATCH_MIB,
-                    )
-                    row["working_mib"] = row["peak_mib"] - row["baseline_mib"]
-                    rows.append(row)
-                    print(json.dumps(row), flush=True)
+            for path, depth, allocator in itertools.product(
+                args.paths.split(","), (1, 2), allocators
+            ):
+                row = measure(
+                    broker.bootstrap_servers,
+                    topic,
+                    count,
+                    path,
+                    depth,
+                    args.publish_secs,
+                    allocator,
+                )
+                row.update(
+                    allocator=allocator,
+                    value_bytes=value_size,
+                    record_path=path,
+                    writes_in_flight=depth,
+                    bound_mib=(depth + 1) * BATCH_MIB,
+                    bound_with_fetch_mib=(depth + 2) * BATCH_MIB,
+                )
+                row["working_mib"] = row["peak_mib"] - row["baseline_mib"]
+                rows.append(row)
+                print(json.dumps(row), flush=True)
     lines = [
         f"# Consumer memory with a slow sink on {kind.value} Kafka",
         "",
@@ -203,21 +242,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         "fetch the client holds ahead (at most one batch: fetch_max_bytes = batch_bytes), "
         "writes_in_flight + 2. Working set: peak resident memory minus resident memory after "
         "start-up (before the first fetch); on the records path it also holds a Python object "
-        "per record.",
+        "per record. Arrow peak: the most bytes Arrow's memory pool held at once (sampled "
+        "every 5 ms). Allocator: the child's environment (ALLOCATORS in the benchmark).",
         "",
-        "| value | record path | writes in flight | bound (MiB) | bound with the fetch ahead "
-        "(MiB) | most batches in sink | start-up RSS (MiB) | peak RSS (MiB) | working set (MiB) |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| value | record path | writes in flight | allocator | bound (MiB) | bound with the "
+        "fetch ahead (MiB) | most batches in sink | start-up RSS (MiB) | peak RSS (MiB) | "
+        "working set (MiB) | Arrow peak (MiB) |",
+        "|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         lines.append(
             f"| {r['value_bytes']} B | {r['record_path']} | {r['writes_in_flight']} | "
-            f"{r['bound_mib']} | {r['bound_with_fetch_mib']} | {r['most_batches_in_sink']} | "
-            f"{r['baseline_mib']:.0f} | "
-            f"{r['peak_mib']:.0f} | {r['working_mib']:.0f} |"
+            f"{r['allocator']} ({r['arrow_pool']}) | {r['bound_mib']} | "
+            f"{r['bound_with_fetch_mib']} | {r['most_batches_in_sink']} | "
+            f"{r['baseline_mib']:.0f} | {r['peak_mib']:.0f} | {r['working_mib']:.0f} | "
+            f"{r['arrow_peak_mib']:.0f} |"
         )
     publish(
-        f"consumer_memory_{kind.value}",
+        args.name or f"consumer_memory_{kind.value}",
         "\n".join(lines),
         {
             "args": {k: v for k, v in vars(args).items() if v is not None},
