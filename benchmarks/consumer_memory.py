@@ -23,6 +23,7 @@ import os
 import subprocess
 import sys
 import time
+import tracemalloc
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -103,6 +104,8 @@ def child(args: argparse.Namespace) -> None:
         )
         consumer = AutoscalingConsumer(config, sink)
         baseline_kib = resident_kib("VmRSS")
+        traced_before = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
         arrow_peak = 0
         started = time.perf_counter()
         await consumer.start()
@@ -117,6 +120,11 @@ def child(args: argparse.Namespace) -> None:
             "baseline_mib": baseline_kib / 1024,
             "peak_mib": resident_kib("VmHWM") / 1024,
             "arrow_peak_mib": arrow_peak / MIB,
+            "traced_peak_mib": (
+                (tracemalloc.get_traced_memory()[1] - traced_before) / MIB
+                if tracemalloc.is_tracing()
+                else None
+            ),
             "arrow_pool": pa.default_memory_pool().backend_name,
             "most_batches_in_sink": sink.most_held,
             "seconds": elapsed,
@@ -137,6 +145,9 @@ ALLOCATORS: dict[str, dict[str, str]] = {
         "ARROW_DEFAULT_MEMORY_POOL": "system",
         "MALLOC_MMAP_THRESHOLD_": "131072",
     },
+    # Python's allocation tracer on (slower): the peak of what Python objects and numpy
+    # arrays held, beside Arrow's pool.
+    "traced": {"PYTHONTRACEMALLOC": "1"},
 }
 
 
@@ -150,7 +161,7 @@ def measure(
     allocator: str = "default",
 ) -> dict[str, Any]:
     """Run one child process and return its measurements."""
-    group = f"memory-{topic}-{path}-{depth}"
+    group = f"memory-{topic}-{path}-{depth}-{list(ALLOCATORS).index(allocator)}"
     out = subprocess.run(
         [
             sys.executable,
@@ -243,12 +254,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "writes_in_flight + 2. Working set: peak resident memory minus resident memory after "
         "start-up (before the first fetch); on the records path it also holds a Python object "
         "per record. Arrow peak: the most bytes Arrow's memory pool held at once (sampled "
-        "every 5 ms). Allocator: the child's environment (ALLOCATORS in the benchmark).",
+        "every 5 ms). Traced peak: the most Python objects and numpy arrays held at once "
+        "(tracemalloc, on in the 'traced' rows only). Allocator: the child's environment "
+        "(ALLOCATORS in the benchmark).",
         "",
         "| value | record path | writes in flight | allocator | bound (MiB) | bound with the "
         "fetch ahead (MiB) | most batches in sink | start-up RSS (MiB) | peak RSS (MiB) | "
-        "working set (MiB) | Arrow peak (MiB) |",
-        "|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+        "working set (MiB) | Arrow peak (MiB) | traced peak (MiB) |",
+        "|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         lines.append(
@@ -256,7 +269,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{r['allocator']} ({r['arrow_pool']}) | {r['bound_mib']} | "
             f"{r['bound_with_fetch_mib']} | {r['most_batches_in_sink']} | "
             f"{r['baseline_mib']:.0f} | {r['peak_mib']:.0f} | {r['working_mib']:.0f} | "
-            f"{r['arrow_peak_mib']:.0f} |"
+            f"{r['arrow_peak_mib']:.0f} | "
+            + (f"{r['traced_peak_mib']:.0f} |" if r["traced_peak_mib"] is not None else " |")
         )
     publish(
         args.name or f"consumer_memory_{kind.value}",
