@@ -31,8 +31,13 @@ from assignor.cooperative import COOPERATIVE
 from assignor.plugin import MemberState, PluginStats, build_assignor
 from consumer_sdk import metrics
 from consumer_sdk.columnar_fetch import COLUMNAR, install
-from consumer_sdk.config import MIB, ConsumerConfig
+from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.cooperative import CooperativeCoordinator, make_cooperative
+from consumer_sdk.fetch_sizes import (
+    fetch_max_bytes,
+    partition_fetch_bytes,
+    resize_partition_fetches,
+)
 from consumer_sdk.loop_watch import LoopStallWatch
 from consumer_sdk.pending import PendingRecords
 from consumer_sdk.pending_columns import PendingColumns
@@ -232,11 +237,11 @@ class AutoscalingConsumer:
             # Java consumer: the poll interval. A dead member still goes after its session.
             rebalance_timeout_ms=config.max_poll_interval_ms,
             fetch_max_wait_ms=100,
-            # A fetch fills about one batch (defaults: 1 MiB/partition, 50 MiB a fetch): the
-            # client holds one fetch ahead of the batch being filled, so a consumer's memory
-            # is writes_in_flight + 2 batches, not writes_in_flight batches plus 64 MiB.
-            max_partition_fetch_bytes=min(4 * MIB, max(MIB, config.batch_bytes)),
-            fetch_max_bytes=max(MIB, config.batch_bytes),
+            # What the client fetches ahead stays about one batch (defaults: 1 MiB per
+            # partition, 50 MiB a fetch); the per-partition share follows the assignment
+            # (_change_ownership).
+            max_partition_fetch_bytes=partition_fetch_bytes(config.batch_bytes, 1),
+            fetch_max_bytes=fetch_max_bytes(config.batch_bytes),
             partition_assignment_strategy=(assignor,),
             **({"key_deserializer": COLUMNAR} if self._columnar else {}),
             **config.client_options(),
@@ -442,6 +447,8 @@ class AutoscalingConsumer:
             self.assigned |= partitions
         else:
             self.assigned -= partitions
+        if self._consumer is not None:
+            resize_partition_fetches(self._consumer, self.config.batch_bytes, len(self.assigned))
         if partitions:
             event = OwnershipEvent(
                 time.monotonic(), kind, frozenset(partitions), self.state.generation
