@@ -25,6 +25,7 @@ import sys
 import time
 import tracemalloc
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -107,11 +108,18 @@ def child(args: argparse.Namespace) -> None:
         traced_before = tracemalloc.get_traced_memory()[0]
         tracemalloc.reset_peak()
         arrow_peak = 0
+        traced_peak = 0
+        at_peak: list[tuple[str, float]] = []  # where traced memory was, at its peak
         started = time.perf_counter()
         await consumer.start()
         runner = asyncio.create_task(consumer.run_async())
         while sink.rows < args.expected:
             arrow_peak = max(arrow_peak, pa.total_allocated_bytes())
+            if tracemalloc.is_tracing() and (
+                tracemalloc.get_traced_memory()[0] > traced_peak + 2 * MIB
+            ):
+                traced_peak = tracemalloc.get_traced_memory()[0]
+                at_peak = allocation_sites(tracemalloc.take_snapshot())
             await asyncio.sleep(0.005)
         elapsed = time.perf_counter() - started
         consumer.request_stop()
@@ -126,6 +134,7 @@ def child(args: argparse.Namespace) -> None:
                 else None
             ),
             "arrow_pool": pa.default_memory_pool().backend_name,
+            "traced_at_peak_mib": at_peak,
             "most_batches_in_sink": sink.most_held,
             "seconds": elapsed,
         }
@@ -149,6 +158,15 @@ ALLOCATORS: dict[str, dict[str, str]] = {
     # arrays held, beside Arrow's pool.
     "traced": {"PYTHONTRACEMALLOC": "1"},
 }
+
+
+def allocation_sites(snapshot: tracemalloc.Snapshot, top: int = 8) -> list[tuple[str, float]]:
+    """The ``top`` source lines holding the most traced memory, MiB each."""
+    stats = snapshot.statistics("lineno")[:top]
+    return [
+        (f"{Path(s.traceback[0].filename).name}:{s.traceback[0].lineno}", s.size / MIB)
+        for s in stats
+    ]
 
 
 def measure(
@@ -250,7 +268,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{args.mib} MiB per value size, 32 partitions, one consumer process per row; "
         f"{BATCH_MIB} MiB batches, each publish takes {args.publish_secs:g} s, so batches queue "
         "behind the sink. Bound: (writes_in_flight + 1) batches of keys and values; with the "
-        "fetch the client holds ahead (at most one batch: fetch_max_bytes = batch_bytes), "
+        "fetch the client holds ahead (about one batch: each partition is asked for a share "
+        "of batch_bytes), "
         "writes_in_flight + 2. Working set: peak resident memory minus resident memory after "
         "start-up (before the first fetch); on the records path it also holds a Python object "
         "per record. Arrow peak: the most bytes Arrow's memory pool held at once (sampled "
@@ -272,6 +291,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{r['arrow_peak_mib']:.0f} | "
             + (f"{r['traced_peak_mib']:.0f} |" if r["traced_peak_mib"] is not None else " |")
         )
+    traced = [r for r in rows if r.get("traced_at_peak_mib")]
+    if traced:
+        lines += ["", "Where traced memory was at its highest sample (MiB per source line):", ""]
+        for r in traced:
+            sites = ", ".join(f"`{site}` {mib:.0f}" for site, mib in r["traced_at_peak_mib"])
+            lines.append(
+                f"- {r['value_bytes']} B, {r['record_path']}, writes in flight "
+                f"{r['writes_in_flight']}, {r['allocator']}: {sites}"
+            )
     publish(
         args.name or f"consumer_memory_{kind.value}",
         "\n".join(lines),
