@@ -18,13 +18,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from assignor.validation import is_finite_number, is_integer
-from consumer_sdk.sink import HEADERS, Record, RecordsView
+from consumer_sdk.sink import HEADERS, Record, RecordsView, headers_column
 
 VALUE_FORMATS = ("raw", "text", "json")
 # The partition column of the table directory layout (the batch's UTC ingest date).
 DATE_COLUMN = "date"
 METADATA_COLUMNS = ("topic", "partition", "offset", "timestamp", "key", "headers", "ingest_time")
 TIMESTAMP = pa.timestamp("us", tz="UTC")
+
 # JSON schema types: SQL name -> (Arrow type, Python check of a decoded value).
 _FLOAT32_MAX = 3.4028234663852886e38
 _JSON_TYPES: dict[str, tuple[pa.DataType, Callable[[object], bool]]] = {
@@ -298,17 +299,9 @@ def _metadata_columns(records: Sequence[Record], ingest_time: datetime) -> list[
         pa.array([r.offset for r in records], pa.int64()),
         pc.multiply(timestamps, 1000).cast(TIMESTAMP),  # ms -> us
         pa.array([r.key for r in records], pa.binary()),
-        _headers(records),
+        headers_column(records),
         pa.repeat(pa.scalar(ingest_time, TIMESTAMP), len(records)),
     ]
-
-
-def _headers(records: Sequence[Record]) -> pa.Array:
-    # Empty lists, not nulls: PySpark cannot convert a sliced list column with a null bitmap.
-    if not any(r.headers for r in records):  # the common case, without a list per record
-        offsets = pa.array([0] * (len(records) + 1), pa.int32())
-        return pa.ListArray.from_arrays(offsets, pa.array([], HEADERS.value_type), type=HEADERS)
-    return pa.array([[{"key": k, "value": v} for k, v in r.headers] for r in records], HEADERS)
 
 
 def _dead_letter_table(dead: Sequence[tuple[Record, str]], ingest_time: datetime) -> pa.Table:

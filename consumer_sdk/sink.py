@@ -129,6 +129,15 @@ class StagingSink(Sink, Protocol):
         ...
 
 
+def headers_column(records: Sequence[Record]) -> pa.Array:
+    """The records' headers as a :data:`HEADERS` column."""
+    # Empty lists, not nulls: PySpark cannot convert a sliced list column with a null bitmap.
+    if not any(r.headers for r in records):  # the common case, without a list per record
+        offsets = pa.array([0] * (len(records) + 1), pa.int32())
+        return pa.ListArray.from_arrays(offsets, pa.array([], HEADERS.value_type), type=HEADERS)
+    return pa.array([[{"key": k, "value": v} for k, v in r.headers] for r in records], HEADERS)
+
+
 def records_table(records: Sequence[Record]) -> pa.Table:
     """Records (of one topic) as the table a sink is given: what the ``records`` record
     path hands over, and a convenience for tests and sinks fed by hand."""
@@ -138,7 +147,7 @@ def records_table(records: Sequence[Record]) -> pa.Table:
             pa.array([r.timestamp for r in records], pa.int64()),
             pa.array([r.key for r in records], pa.binary()),
             pa.array([r.value for r in records], pa.binary()),
-            pa.array([list(r.headers) for r in records], HEADERS),
+            headers_column(records),
             pa.array([r.partition for r in records], pa.int32()),
         ],
         schema=SINK_SCHEMA,

@@ -17,7 +17,7 @@ from consumer_sdk.arrow_batch import (
     parse_json_schema,
     to_arrow,
 )
-from consumer_sdk.sink import HEADERS, Record
+from consumer_sdk.sink import Record, records_table
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 
@@ -161,16 +161,7 @@ def test_a_row_arrow_refuses_is_narrowed_to_its_record(monkeypatch: pytest.Monke
 
 def fetched_table(records: list[Record]) -> pa.Table:
     """What the columnar record path hands a sink for these records."""
-    return pa.table(
-        {
-            "offset": pa.array([r.offset for r in records], pa.int64()),
-            "timestamp": pa.array([r.timestamp for r in records], pa.int64()),
-            "key": pa.array([r.key for r in records], pa.binary()),
-            "value": pa.array([r.value for r in records], pa.binary()),
-            "headers": pa.array([list(r.headers) for r in records], HEADERS),
-            "partition": pa.array([r.partition for r in records], pa.int32()),
-        }
-    )
+    return records_table(records)
 
 
 @pytest.mark.parametrize(
