@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from consumer_sdk.config import MIB
+
 KIB = 1024
-MIB = 1024 * KIB
 # Below this a fetch returns too little per round trip; Kafka still returns a whole record
 # batch larger than the ask, so a big record is never stuck.
 MIN_PARTITION_FETCH_BYTES = 64 * KIB
