@@ -115,10 +115,9 @@ def child(args: argparse.Namespace) -> None:
         runner = asyncio.create_task(consumer.run_async())
         while sink.rows < args.expected:
             arrow_peak = max(arrow_peak, pa.total_allocated_bytes())
-            if tracemalloc.is_tracing() and (
-                tracemalloc.get_traced_memory()[0] > traced_peak + 2 * MIB
-            ):
-                traced_peak = tracemalloc.get_traced_memory()[0]
+            traced_now = tracemalloc.get_traced_memory()[0]  # (0, 0) when not tracing
+            if tracemalloc.is_tracing() and traced_now > traced_peak + 2 * MIB:
+                traced_peak = traced_now
                 at_peak = allocation_sites(tracemalloc.take_snapshot())
             await asyncio.sleep(0.005)
         elapsed = time.perf_counter() - started
