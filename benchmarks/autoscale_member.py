@@ -17,19 +17,21 @@ import asyncio
 import os
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pyarrow as pa
 
+from assignor import TopicPartition
 from consumer_sdk import cli
-from consumer_sdk.sink import CallbackSink, Sink
+from consumer_sdk.sink import Sink
 from contract.settings import ConfigError
 
 RATE_ENV = "AUTOSCALER_BENCH_SINK_RECORDS_PER_SEC"
 
 
 class PacedLedger:
-    """Append-only ledger behind a downstream that drains ``rate`` records/s."""
+    """A sink: an append-only ledger behind a downstream that drains ``rate`` records/s."""
 
     def __init__(self, path: Path, rate: float) -> None:
         self.handle = path.open("a")
@@ -46,6 +48,13 @@ class PacedLedger:
         self.handle.write("".join(lines))
         self.handle.flush()
 
+    async def resume_offsets(
+        self, partitions: Sequence[TopicPartition]
+    ) -> Mapping[TopicPartition, int]:
+        """The ledger tracks no offsets: resume from the committed ones (a re-delivery is
+        what the benchmark counts)."""
+        return {}
+
 
 def ledger_sink(spec: str, identity: str) -> Sink:
     """``ledger:PATH`` paced by AUTOSCALER_BENCH_SINK_RECORDS_PER_SEC; other specs as the
@@ -60,7 +69,7 @@ def ledger_sink(spec: str, identity: str) -> Sink:
     if not rate > 0:
         raise ConfigError(f"{RATE_ENV} must be a number of records/s > 0, got {raw!r}")
     path = Path(spec.removeprefix("ledger:").replace("{identity}", identity))
-    return CallbackSink(PacedLedger(path, rate).write)
+    return PacedLedger(path, rate)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from assignor import TopicPartition
 from benchmarks.autoscale import flaps, scale_events
+from benchmarks.autoscale_member import RATE_ENV, ledger_sink
+from consumer_sdk.sink import Record, records_table
 
 
 def samples(*replicas: int) -> list[dict[str, float]]:
@@ -19,3 +27,19 @@ def test_a_flap_is_a_reversal_within_the_window() -> None:
     assert flaps(events, window_s=120) == 2
     assert flaps(events, window_s=15) == 1  # only the up 10 s after the down
     assert flaps(scale_events(samples(2, 3, 4, 5)), window_s=120) == 0  # steps one way
+
+
+def test_the_ledger_sink_writes_a_line_per_record_of_the_table_it_is_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(RATE_ENV, "1000000")
+    sink = ledger_sink(f"ledger:{tmp_path}/{{identity}}.ledger", "sink-3")
+    records = [Record("t", p, o, 1_000 + o, None, b"v", ()) for p, o in [(0, 5), (2, 7), (0, 6)]]
+    asyncio.run(sink.write("t", records_table(records)))
+    lines = (tmp_path / "sink-3.ledger").read_text().splitlines()
+    assert [line.split()[:4] for line in lines] == [
+        ["t", "0", "5", "1005"],
+        ["t", "2", "7", "1007"],
+        ["t", "0", "6", "1006"],
+    ]
+    assert asyncio.run(sink.resume_offsets([TopicPartition("t", 0)])) == {}
