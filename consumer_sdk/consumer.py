@@ -189,8 +189,8 @@ class AutoscalingConsumer:
                     coordinator = make_cooperative(consumer, self.state)
                     if self.state.handover_pending:
                         # Our first join was answered by aiokafka's own coordinator, which
-                        # knows nothing of hand-over rounds: join the one announced now.
-                        coordinator.request_rejoin()
+                        # knows nothing of hand-over rounds: join the one announced.
+                        coordinator.handover_rejoin.schedule(coordinator.handover_rejoin.clock())
                 return
             if failure is not None and not isinstance(failure, KafkaError):
                 await consumer.stop()
