@@ -37,6 +37,7 @@ from benchmarks.report import publish
 from consumer_sdk.clusters import ClusterKind, kafka_cluster
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.consumer import AutoscalingConsumer
+from consumer_sdk.fetch_sizes import fetch_max_bytes
 
 PARTITIONS = 32
 MIB = 1024 * 1024
@@ -102,6 +103,7 @@ def child(args: argparse.Namespace) -> None:
             batch_bytes=BATCH_MIB * MIB,
             writes_in_flight=args.depth,
             record_path=args.path,
+            fetch_max_bytes=int(args.fetch_mib * MIB) if args.fetch_mib else None,
         )
         consumer = AutoscalingConsumer(config, sink)
         baseline_kib = resident_kib("VmRSS")
@@ -176,9 +178,11 @@ def measure(
     depth: int,
     publish_s: float,
     allocator: str = "default",
+    fetch_mib: float = 0.0,
 ) -> dict[str, Any]:
-    """Run one child process and return its measurements."""
-    group = f"memory-{topic}-{path}-{depth}-{list(ALLOCATORS).index(allocator)}"
+    """Run one child process and return its measurements (``fetch_mib`` 0: the SDK's
+    default fetch_max_bytes)."""
+    group = f"memory-{topic}-{path}-{depth}-{list(ALLOCATORS).index(allocator)}-{fetch_mib:g}"
     out = subprocess.run(
         [
             sys.executable,
@@ -192,6 +196,7 @@ def measure(
             f"--path={path}",
             f"--depth={depth}",
             f"--publish-secs={publish_s}",
+            f"--fetch-mib={fetch_mib}",
         ],
         check=True,
         capture_output=True,
@@ -216,12 +221,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         help=f"comma-separated, of: {', '.join(ALLOCATORS)}",
     )
     parser.add_argument("--paths", default="records,columns", help="record paths")
+    parser.add_argument(
+        "--fetch-max-mib",
+        default="",
+        help="comma-separated fetch_max_bytes values in MiB to compare ('' or 0: the SDK's "
+        "default)",
+    )
     parser.add_argument("--name", default="", help="results file name")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     for hidden in ("bootstrap", "topic", "group", "path"):
         parser.add_argument(f"--{hidden}", help=argparse.SUPPRESS)
     parser.add_argument("--expected", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--depth", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--fetch-mib", type=float, default=0.0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     allocators = args.allocators.split(",")
     if unknown := [a for a in allocators if a not in ALLOCATORS]:
@@ -236,8 +248,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         for value_size in (200, 1024):
             topic = broker.create_topic(PARTITIONS, prefix=f"memory-{value_size}")
             count = fill(broker.bootstrap_servers, topic, value_size, args.mib)
-            for path, depth, allocator in itertools.product(
-                args.paths.split(","), (1, 2), allocators
+            fetches = [float(f or 0) for f in args.fetch_max_mib.split(",")]
+            for path, depth, allocator, fetch_mib in itertools.product(
+                args.paths.split(","), (1, 2), allocators, fetches
             ):
                 row = measure(
                     broker.bootstrap_servers,
@@ -247,9 +260,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                     depth,
                     args.publish_secs,
                     allocator,
+                    fetch_mib,
                 )
                 row.update(
                     allocator=allocator,
+                    fetch_max_mib=fetch_mib or fetch_max_bytes(BATCH_MIB * MIB) / MIB,
                     value_bytes=value_size,
                     record_path=path,
                     writes_in_flight=depth,
@@ -276,15 +291,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         "(tracemalloc, on in the 'traced' rows only). Allocator: the child's environment "
         "(ALLOCATORS in the benchmark).",
         "",
-        "| value | record path | writes in flight | allocator | bound (MiB) | bound with the "
-        "fetch ahead (MiB) | most batches in sink | start-up RSS (MiB) | peak RSS (MiB) | "
-        "working set (MiB) | Arrow peak (MiB) | traced peak (MiB) |",
-        "|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| value | record path | writes in flight | allocator | fetch max (MiB) | bound (MiB) | "
+        "bound with the fetch ahead (MiB) | most batches in sink | start-up RSS (MiB) | "
+        "peak RSS (MiB) | working set (MiB) | Arrow peak (MiB) | traced peak (MiB) |",
+        "|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         lines.append(
             f"| {r['value_bytes']} B | {r['record_path']} | {r['writes_in_flight']} | "
-            f"{r['allocator']} ({r['arrow_pool']}) | {r['bound_mib']} | "
+            f"{r['allocator']} ({r['arrow_pool']}) | {r['fetch_max_mib']:g} | {r['bound_mib']} | "
             f"{r['bound_with_fetch_mib']} | {r['most_batches_in_sink']} | "
             f"{r['baseline_mib']:.0f} | {r['peak_mib']:.0f} | {r['working_mib']:.0f} | "
             f"{r['arrow_peak_mib']:.0f} | "

@@ -61,6 +61,10 @@ class ConsumerConfig(GroupSettings):
     # fetch) or "records" (a Record per record, as aiokafka builds them). Sinks get the same
     # Arrow table either way.
     record_path: str = "columns"
+    # Bytes one fetch response may hold (Kafka's fetch.max.bytes). Unset: derived from
+    # batch_bytes (consumer_sdk.fetch_sizes). A response is held about three times over while
+    # it is decoded, so it weighs on the consumer's memory more than its size says.
+    fetch_max_bytes: int | None = None
 
     def __post_init__(self) -> None:
         self._check_group()
@@ -69,6 +73,10 @@ class ConsumerConfig(GroupSettings):
     def _check(self) -> None:
         if not (is_integer(self.batch_bytes) and 1024 <= self.batch_bytes <= 1024 * MIB):
             self._fail("batch_bytes", "an integer in [1024, 1073741824]")
+        if self.fetch_max_bytes is not None and not (
+            is_integer(self.fetch_max_bytes) and 65536 <= self.fetch_max_bytes <= 1024 * MIB
+        ):
+            self._fail("fetch_max_bytes", "an integer in [65536, 1073741824], or unset")
         if not (is_integer(self.writes_in_flight) and 1 <= self.writes_in_flight <= 8):
             self._fail("writes_in_flight", "an integer in [1, 8]")
         if (

@@ -241,7 +241,7 @@ class AutoscalingConsumer:
             # partition, 50 MiB a fetch); the per-partition share follows the assignment
             # (_change_ownership).
             max_partition_fetch_bytes=partition_fetch_bytes(config.batch_bytes, 1),
-            fetch_max_bytes=fetch_max_bytes(config.batch_bytes),
+            fetch_max_bytes=config.fetch_max_bytes or fetch_max_bytes(config.batch_bytes),
             partition_assignment_strategy=(assignor,),
             **({"key_deserializer": COLUMNAR} if self._columnar else {}),
             **config.client_options(),

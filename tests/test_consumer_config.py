@@ -66,6 +66,7 @@ def test_environment_fills_what_arguments_leave_out() -> None:
         ({"wait_time_secs": 0}, r"wait_time_secs .* must be a number of seconds in \[0.01, 3600\]"),
         ({"writes_in_flight": 0}, r"writes_in_flight .* must be an integer in \[1, 8\]"),
         ({"writes_in_flight": 2.5}, r"writes_in_flight .* must be an integer in \[1, 8\]"),
+        ({"fetch_max_bytes": 1000}, r"fetch_max_bytes .* must be an integer in \[65536, "),
         (
             {"heartbeat_interval_ms": 20_000},
             r"heartbeat_interval_ms .* in \[50, session_timeout_ms\)",
