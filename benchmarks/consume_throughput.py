@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import re
 import statistics
 import time
@@ -135,10 +136,16 @@ def run_aiokafka(
 
 
 def run_sdk(
-    bootstrap: str, topic: str, group: str, expected: int, record_path: str = "records"
+    bootstrap: str,
+    topic: str,
+    group: str,
+    expected: int,
+    record_path: str = "records",
+    fetch_max_bytes: int | None = None,
 ) -> float:
     """Seconds from assignment to the last record through AutoscalingConsumer, no-op sink
-    (it counts records: on the columnar path that builds none)."""
+    (it counts records: on the columnar path that builds none); ``fetch_max_bytes`` None:
+    the SDK's default."""
 
     async def go() -> float:
         seen = 0
@@ -159,6 +166,7 @@ def run_sdk(
             wait_time_secs=0.25,
             batch_bytes=16 * MIB,
             record_path=record_path,
+            fetch_max_bytes=fetch_max_bytes,
         )
         consumer = AutoscalingConsumer(config, CallbackSink(write))
         await consumer.start()
@@ -195,7 +203,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--mib", type=int, default=128, help="MiB per value size (<= 160)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument(
+        "--sdk-fetch-max-mib",
+        default="",
+        help="comma-separated fetch_max_bytes values (MiB): a columnar-path SDK row each, "
+        "beside the default's",
+    )
     args = parser.parse_args(argv)
+    clients = dict(CLIENTS)
+    for mib in filter(None, args.sdk_fetch_max_mib.split(",")):
+        name = f"sdk, columnar path, fetch_max_bytes {float(mib):g} MiB (no-op sink)"
+        clients[name] = functools.partial(
+            run_sdk, record_path="columns", fetch_max_bytes=int(float(mib) * MIB)
+        )
     install()
     rows: list[dict[str, Any]] = []
     kind = ClusterKind(args.cluster)
@@ -204,9 +224,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         for value_size in (200, 1024):
             topic = broker.create_topic(PARTITIONS, prefix=f"throughput-{value_size}")
             count = fill(broker.bootstrap_servers, topic, value_size, args.mib)
-            timings: dict[str, list[float]] = {name: [] for name in CLIENTS}
+            timings: dict[str, list[float]] = {name: [] for name in clients}
             for round_ in range(args.rounds):
-                for name, client in CLIENTS.items():  # alternating: noise hits all alike
+                for name, client in clients.items():  # alternating: noise hits all alike
                     group = re.sub(r"[^a-zA-Z0-9._-]", "", f"{name}-{value_size}-{round_}")
                     timings[name].append(client(broker.bootstrap_servers, topic, group, count))
                     print(f"{value_size} B {name}: {timings[name][-1]:.2f} s", flush=True)

@@ -64,6 +64,7 @@ def fetch_status(port: int) -> dict[str, Any]:
 
 
 DEMO_TABLE_FORMAT = "delta"
+DEFAULT_BATCH_WAIT_S = 0.5
 
 
 def read_tables(spark_remote: str, warehouse: Path) -> Counter[tuple[str, int, int]]:
@@ -159,9 +160,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="each consumer starts its own local Spark session (a JVM) instead of using "
         "the demo's Spark Connect server",
     )
+    parser.add_argument(
+        "--batch-wait",
+        type=float,
+        default=DEFAULT_BATCH_WAIT_S,
+        help="the consumers' WAIT_TIME_SECS: the longest a batch fills before it is written "
+        f"(default {DEFAULT_BATCH_WAIT_S:g}); every batch is a table commit per topic",
+    )
     args = parser.parse_args(argv)
     if args.duration < 10:
         parser.error(f"--duration must be >= 10 seconds, got {args.duration}")
+    if not 0.01 <= args.batch_wait <= 60:
+        parser.error(f"--batch-wait must be in [0.01, 60] seconds, got {args.batch_wait}")
     out = args.output / time.strftime("%Y%m%d-%H%M%S")
     warehouse = out / "warehouse"
     warehouse.mkdir(parents=True)
@@ -199,7 +209,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "AUTOSCALER_HEARTBEAT_INTERVAL_MS": "100",
             # The embedded broker's SyncGroup race needs a late leader; Apache Kafka does not.
             "AUTOSCALER_LEADER_DELAY_SECS": "0.1" if kind is ClusterKind.EMBEDDED else "0",
-            "AUTOSCALER_WAIT_TIME_SECS": "0.5",
+            "AUTOSCALER_WAIT_TIME_SECS": str(args.batch_wait),
             "AUTOSCALER_SPARK_WAREHOUSE": str(warehouse),
             "AUTOSCALER_SPARK_TABLE_FORMAT": DEMO_TABLE_FORMAT,
         }
