@@ -34,6 +34,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -182,6 +183,7 @@ def run_policy(
         finally:
             load.stop()
             load.join(60)
+            stopped_at = datetime.now()  # the log's clock: local time
             sidecar.send_signal(signal.SIGTERM)
             try:
                 sidecar.wait(90)
@@ -189,12 +191,28 @@ def run_policy(
                 sidecar.kill()
     _read_ledgers(result, out, load.acked, duration_s)
     log_text = log_path.read_text()
-    generations = [int(a or b) for a, b in GENERATION.findall(log_text)]
-    result.generations = max(generations, default=0)
+    result.generations = generations_before(log_text, stopped_at)
     result.replans = log_text.count(REPLAN)
     result.peak = int(max((s["replicas"] for s in result.samples), default=0))
     print(f"{policy.name}: done ({out})", flush=True)
     return result
+
+
+def generations_before(log_text: str, until: datetime) -> int:
+    """The highest group generation logged before ``until``: the policy's rebalances, not
+    the round the benchmark's own stop of the sidecar (and so of every member) causes."""
+    highest = 0
+    for line in log_text.splitlines():
+        match = GENERATION.search(line)
+        if match is None:
+            continue
+        try:
+            logged = datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f")
+        except ValueError:
+            continue
+        if logged < until:
+            highest = max(highest, int(match.group(1) or match.group(2)))
+    return highest
 
 
 def _read_ledgers(
@@ -430,6 +448,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "KEDA-style: ceil(total lag / lagThreshold), 10 % tolerance, 300 s "
             "stabilisation, same consumers (cooperative). Lag sampled "
             "every second from the sidecar; latency = ledger write time - record timestamp. "
+            "Generations: until the benchmark stops the sidecar (its stop is not the policy's). "
             "gen/event: generations / (scale events + 1, forming the group); re-plans: "
             "members above capacity for 30 s asking the group to re-plan (drift, no scale "
             "event); gen/cause: generations / (scale events + 1 + re-plans).",

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 
 from assignor import TopicPartition
-from benchmarks.autoscale import flaps, scale_events
+from benchmarks.autoscale import flaps, generations_before, scale_events
 from benchmarks.autoscale_member import RATE_ENV, ledger_sink
 from consumer_sdk.sink import Record, records_table
 
@@ -43,3 +44,17 @@ def test_the_ledger_sink_writes_a_line_per_record_of_the_table_it_is_given(
         ["t", "0", "6", "1006"],
     ]
     assert asyncio.run(sink.resume_offsets([TopicPartition("t", 0)])) == {}
+
+
+def test_generations_are_counted_until_the_benchmark_stops_the_sidecar() -> None:
+    log = "\n".join(
+        [
+            "2026-11-24 17:50:38,649 aiokafka Joined group 'g' (generation 1) with member_id a",
+            "2026-11-24 17:59:12,161 consumer_sdk.cooperative group g generation 13: kept 4",
+            "not a log line (generation 99)",
+            "2026-11-24 18:00:32,985 aiokafka Joined group 'g' (generation 14) with member_id a",
+        ]
+    )
+    assert generations_before(log, datetime(2026, 11, 24, 18, 0, 31)) == 13
+    assert generations_before(log, datetime(2026, 11, 24, 18, 1)) == 14
+    assert generations_before(log, datetime(2026, 11, 24, 17, 0)) == 0
