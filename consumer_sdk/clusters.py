@@ -42,11 +42,12 @@ class ClusterKind(StrEnum):
 
 
 class Capability(StrEnum):
-    """Kafka APIs that some clusters lack (the embedded broker lacks both; Apache Kafka has
-    both)."""
+    """Kafka APIs that some clusters lack (the embedded broker lacks them all; Apache Kafka
+    has them all)."""
 
     CREATE_TOPICS = "CreateTopics"
     DESCRIBE_LOG_DIRS = "DescribeLogDirs"
+    DESCRIBE_GROUPS = "DescribeGroups"
 
 
 class _TopicCreator(Protocol):
@@ -173,7 +174,7 @@ def default_cluster_kind() -> ClusterKind:
     return ClusterKind.EMBEDDED
 
 
-_REAL = frozenset({Capability.CREATE_TOPICS, Capability.DESCRIBE_LOG_DIRS})
+_REAL = frozenset(Capability)
 
 
 @contextlib.contextmanager

@@ -171,7 +171,16 @@ class Sidecar:
             )
             return None
         observation = (
-            Observation(reading.at, speeds, unit_lags, record_lags=lags) if speeds else None
+            Observation(
+                reading.at,
+                speeds,
+                unit_lags,
+                record_lags=lags,
+                group_stable=reading.group_stable,
+                group_members=reading.group_members,
+            )
+            if speeds
+            else None
         )
         decision = self.controller.step(observation)
         self._record(decision)

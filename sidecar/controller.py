@@ -19,6 +19,13 @@ with the time it was measured, and the controller reads "now" from an injected c
   window (a step up shows over the recent window's span), and the backlog grows while the
   new members join; a decision once it has passed sizes the rest of the step at once,
   instead of a rebalance per consumer (measured: 2 -> 3 -> 4 -> 5 in 6 s without it);
+* one rebalance at a time: after a scale-up, a further one also waits (at most
+  ``GROUP_SETTLE_LIMIT_S``) until the group has taken it in: stable, with at least as many
+  members as replicas were asked for (a group with no member yet is not waited for). While
+  a group rebalances its members defer their offset commits, so the lag it shows includes
+  records already written; sizing on it adds consumers, whose joins defer commits again
+  (the 60-second demo: five scale-ups in 28 s, lag growing at the production rate while the
+  tables filled). Needs DescribeGroups (the embedded broker lacks it: settle time only);
 * no flaps: within ``scale_down_window_s`` after a scale-down, scale up again only when the
   arrival speeds alone need more consumers than the group has (the load really rose). A
   backlog alone, typically built by the scale-down's own rebalance, is drained by the
@@ -37,6 +44,9 @@ from assignor import rscore as plan_rscore
 from assignor.backlog import DrainRule
 from assignor.validation import is_finite_number, is_integer
 
+# The longest a scale-up waits for the group to take in the one before (a consumer that never
+# joins, crashing at start, must not stop the group from growing).
+GROUP_SETTLE_LIMIT_S = 60.0
 # A scale-down goes to the highest demand of the last quarter of the scale-down window, not
 # of the whole window: its first seconds are usually the backlog of the load that just
 # dropped being drained, and sizing for them kept consumers a whole extra window.
@@ -114,6 +124,18 @@ class Observation:
     lags: Mapping[TopicPartition, float] = field(default_factory=dict)
     # In records, for rules counted in records (KEDA's lagThreshold); None: ``lags`` are.
     record_lags: Mapping[TopicPartition, float] | None = None
+    # The group as its coordinator describes it: whether it is stable (not rebalancing) and
+    # how many members it has; None when unknown (then no decision waits for it).
+    group_stable: bool | None = None
+    group_members: int | None = None
+
+    def group_holds(self, replicas: int) -> bool | None:
+        """Whether the group is stable with at least ``replicas`` members; None: unknown, or
+        no member at all (nothing consumes: no rebalance to wait for, and with a scaler that
+        only recommends, nobody may ever join)."""
+        if self.group_stable is None or not self.group_members:
+            return None
+        return self.group_stable and self.group_members >= replicas
 
     def lags_in_records(self) -> Mapping[TopicPartition, float]:
         """Lags in records (``lags`` when the speeds are records/s)."""
@@ -209,6 +231,16 @@ class Controller:
                 f"scale-down within {self.config.scale_down_window_s:.0f} s)"
             )
             return Decision(now, Action.HOLD, current, current, demand, why, planned)
+        if target > current and self._joining(now, observation, current):
+            self._lower_since = None
+            since = now - (self._scaled_up_at or now)
+            why += (
+                f"; held: scaled up {since:.0f} s ago to {current}, and the group has not "
+                f"taken that in yet ({observation.group_members} member(s), "
+                f"{'stable' if observation.group_stable else 'rebalancing'}; at most "
+                f"{GROUP_SETTLE_LIMIT_S:.0f} s)"
+            )
+            return Decision(now, Action.HOLD, current, current, demand, why, planned)
         if target > current and self._settling(now):
             self._lower_since = None
             since = now - (self._scaled_up_at or now)
@@ -263,6 +295,14 @@ class Controller:
         """Whether a scale-up happened less than ``scale_up_settle_s`` ago."""
         since = self._scaled_up_at
         return since is not None and now - since < self.config.scale_up_settle_s
+
+    def _joining(self, now: float, observation: Observation, current: int) -> bool:
+        """Whether the last scale-up (less than ``GROUP_SETTLE_LIMIT_S`` ago) has not yet
+        shown in the group: rebalancing, or fewer members than ``current``."""
+        since = self._scaled_up_at
+        if since is None or now - since >= GROUP_SETTLE_LIMIT_S:
+            return False
+        return observation.group_holds(current) is False
 
     def _reverses_scale_down(self, now: float, observation: Observation, current: int) -> bool:
         """Whether scaling up now would undo a recent scale-down while the arrival speeds

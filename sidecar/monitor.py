@@ -38,6 +38,15 @@ class Reading:
     committed: dict[TopicPartition, int] = field(default_factory=dict)
     sizes: dict[TopicPartition, int] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+    # The group's state as its coordinator says ("Stable", "PreparingRebalance", ...) and its
+    # member count; None when the description was not available.
+    group_state: str | None = None
+    group_members: int | None = None
+
+    @property
+    def group_stable(self) -> bool | None:
+        """Whether the group is not rebalancing; None when its state is unknown."""
+        return None if self.group_state is None else self.group_state == "Stable"
 
     def lags(self) -> dict[TopicPartition, float]:
         """End offset minus committed offset (the whole log if nothing was committed)."""
@@ -45,6 +54,20 @@ class Reading:
             tp: float(max(0, end - self.committed.get(tp, 0)))
             for tp, end in self.end_offsets.items()
         }
+
+
+def group_description(groups: Sequence[Any], group: str) -> tuple[str | None, int | None]:
+    """(state, member count) of ``group`` in a DescribeGroups response's ``groups`` (tuples
+    of error code, group id, state, protocol type, protocol, members, ...); (None, None)
+    when it is missing, answered with an error, or shaped otherwise."""
+    for entry in groups:
+        try:
+            error, group_id, state, members = entry[0], entry[1], entry[2], entry[5]
+        except (TypeError, IndexError, KeyError):
+            continue
+        if group_id == group and error == 0 and isinstance(state, str):
+            return state, len(members)
+    return None, None
 
 
 def lags_in_bytes(
@@ -141,6 +164,7 @@ class Monitor:
                 }
             except KafkaError as exc:
                 reading.problems.append(f"committed offsets unavailable: {exc!r}")
+        reading.group_state, reading.group_members = await self._describe_group()
         self.tracker.observe(reading.at, reading.end_offsets)
         self.tracker.forget(TopicPartition(tp.topic, tp.partition) for tp in partitions)
         if self.requested_unit == "bytes/s" and partitions and self.log_dirs_supported is not False:
@@ -150,6 +174,21 @@ class Monitor:
         for problem in reading.problems:
             log.warning("monitor: %s", problem)
         return reading
+
+    async def _describe_group(self) -> tuple[str | None, int | None]:
+        """The group's state and member count; (None, None) when the coordinator does not
+        answer or the broker cannot describe groups (the controller then does not wait)."""
+        assert self._admin is not None
+        try:
+            responses = await self._admin.describe_consumer_groups([self.group])
+        except KafkaError as exc:
+            log.debug("monitor: group description unavailable: %r", exc)
+            return None, None
+        for response in responses:
+            described = group_description(getattr(response, "groups", ()), self.group)
+            if described != (None, None):
+                return described
+        return None, None
 
     @property
     def unit(self) -> str:

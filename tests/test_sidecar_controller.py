@@ -7,7 +7,13 @@ from dataclasses import dataclass
 import pytest
 
 from assignor import TopicPartition
-from sidecar.controller import Action, Controller, ControllerConfig, Observation
+from sidecar.controller import (
+    GROUP_SETTLE_LIMIT_S,
+    Action,
+    Controller,
+    ControllerConfig,
+    Observation,
+)
 from sidecar.keda import KedaController, KedaRule
 
 CAPACITY = 10.0
@@ -33,6 +39,8 @@ class Step:
     full: int
     action: Action
     desired: int
+    stable: bool | None = None  # the group as described: None unknown
+    members: int | None = None
 
 
 def run(steps: list[Step], start: int, **config: float) -> list[str]:
@@ -42,7 +50,10 @@ def run(steps: list[Step], start: int, **config: float) -> list[str]:
     reasons = []
     for step in steps:
         clock.now = step.at
-        decision = controller.step(Observation(step.at, speeds(step.full)))
+        observation = Observation(
+            step.at, speeds(step.full), group_stable=step.stable, group_members=step.members
+        )
+        decision = controller.step(observation)
         assert (decision.action, decision.desired) == (step.action, step.desired), (step, decision)
         reasons.append(decision.reason)
     return reasons
@@ -260,3 +271,45 @@ def test_keda_counts_records_when_the_speeds_are_bytes() -> None:
     # 3000 records behind, 300,000 bytes of log: lagThreshold is in records.
     observation = Observation(0.0, speeds(1), {tp: 300_000.0}, record_lags={tp: 3000.0})
     assert keda.step(observation).desired == 3
+
+
+def test_a_scale_up_waits_for_the_group_to_take_in_the_one_before() -> None:
+    reasons = run(
+        [
+            Step(0, 3, Action.SCALE_UP, 3, stable=True, members=2),
+            # Rebalancing, or not every new consumer joined yet: its lag is not yet the truth.
+            Step(10, 5, Action.HOLD, 3, stable=False, members=3),
+            Step(11, 5, Action.HOLD, 3, stable=True, members=2),
+            Step(12, 5, Action.SCALE_UP, 5, stable=True, members=3),  # taken in: next step
+            Step(13, 6, Action.HOLD, 5, stable=None, members=None),  # unknown: settle time only
+            Step(20, 6, Action.SCALE_UP, 6, stable=None, members=None),
+            Step(30, 7, Action.SCALE_UP, 7, stable=True, members=0),  # no member: no wait
+        ],
+        start=2,
+        scale_up_settle_s=5,
+    )
+    assert "has not taken that in yet (3 member(s), rebalancing" in reasons[1]
+    assert "has not taken that in yet (2 member(s), stable" in reasons[2]
+
+
+def test_a_group_that_never_takes_in_a_scale_up_holds_it_for_a_bounded_time() -> None:
+    # A consumer crashing at start never joins: after the limit the controller acts again.
+    run(
+        [
+            Step(0, 3, Action.SCALE_UP, 3, stable=True, members=2),
+            Step(GROUP_SETTLE_LIMIT_S - 1, 4, Action.HOLD, 3, stable=True, members=2),
+            Step(GROUP_SETTLE_LIMIT_S, 4, Action.SCALE_UP, 4, stable=True, members=2),
+        ],
+        start=2,
+    )
+
+
+def test_a_scale_down_does_not_wait_for_the_group() -> None:
+    run(
+        [
+            Step(0, 1, Action.HOLD, 3, stable=False, members=1),
+            Step(30, 1, Action.SCALE_DOWN, 1, stable=False, members=1),
+        ],
+        start=3,
+        scale_down_window_s=30,
+    )

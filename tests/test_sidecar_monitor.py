@@ -10,8 +10,9 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from assignor import TopicPartition
+from consumer_sdk.clusters import Capability, KafkaCluster
 from consumer_sdk.snapshot_cache import SnapshotCache
-from sidecar.monitor import Monitor, lags_in_bytes
+from sidecar.monitor import Monitor, group_description, lags_in_bytes
 from sidecar.publisher import SnapshotPublisher
 
 
@@ -161,3 +162,44 @@ def test_lags_in_bytes_use_each_partitions_bytes_per_record() -> None:
     )
     # c: nothing measured: the mean of a (100), b (300) and d (100 from its log).
     assert converted == {a: 1000.0, b: 3000.0, c: pytest.approx(10 * 500 / 3), d: 0.0}
+
+
+def test_the_group_is_described_with_its_state_and_members(
+    kafka_cluster_handle: KafkaCluster, topic_factory: Callable[..., str]
+) -> None:
+    kafka = kafka_cluster_handle.bootstrap_servers
+    topic = topic_factory(2)
+    group = f"g-{topic}"
+    member = Consumer({"bootstrap.servers": kafka, "group.id": group, "session.timeout.ms": 6000})
+    member.subscribe([topic])
+    try:
+        while not member.assignment():
+            member.poll(0.1)
+
+        async def run() -> tuple[str | None, int | None, bool | None]:
+            monitor = Monitor(kafka, group, [topic])
+            await monitor.start()
+            try:
+                reading = await monitor.poll()
+                return reading.group_state, reading.group_members, reading.group_stable
+            finally:
+                await monitor.stop()
+
+        if kafka_cluster_handle.supports(Capability.DESCRIBE_GROUPS):
+            assert asyncio.run(run()) == ("Stable", 1, True)
+        else:  # unknown: the controller does not wait for the group
+            assert asyncio.run(run()) == (None, None, None)
+    finally:
+        member.close()
+
+
+def test_group_description_reads_its_group_and_nothing_else() -> None:
+    members = [("member-1", "client", "host", b"", b""), ("member-2", "client", "host", b"", b"")]
+    groups = [
+        (0, "other", "Stable", "consumer", "autoscaler", members[:1]),
+        (0, "mine", "PreparingRebalance", "consumer", "autoscaler", members),
+    ]
+    assert group_description(groups, "mine") == ("PreparingRebalance", 2)
+    assert group_description([(16, "mine", "", "", "", [])], "mine") == (None, None)  # error
+    assert group_description([("short",)], "mine") == (None, None)
+    assert group_description([], "mine") == (None, None)
