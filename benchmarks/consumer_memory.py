@@ -34,12 +34,14 @@ from assignor import TopicPartition
 from benchmarks.consume_throughput import fill
 from benchmarks.machine import add_cluster_option, broker_line, machine_line
 from benchmarks.report import publish
+from consumer_sdk.allocator import pin_mmap_threshold
 from consumer_sdk.clusters import ClusterKind, kafka_cluster
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.consumer import AutoscalingConsumer
 from consumer_sdk.fetch_sizes import fetch_max_bytes
 
 PARTITIONS = 32
+PIN_ENV = "AUTOSCALER_BENCH_PIN_MMAP_THRESHOLD"
 MIB = 1024 * 1024
 BATCH_MIB = 16
 
@@ -90,6 +92,9 @@ class SlowTable:
 
 def child(args: argparse.Namespace) -> None:
     """One consumer over the whole topic; prints its measurements as JSON."""
+
+    if os.environ.get(PIN_ENV):
+        pin_mmap_threshold()
 
     async def go() -> dict[str, Any]:
         sink = SlowTable(args.publish_secs)
@@ -155,6 +160,8 @@ ALLOCATORS: dict[str, dict[str, str]] = {
         "ARROW_DEFAULT_MEMORY_POOL": "system",
         "MALLOC_MMAP_THRESHOLD_": "131072",
     },
+    # What the SDK's own program does at start (consumer_sdk.allocator): mallopt, in-process.
+    "mmap threshold pinned at start (the consumer program's default)": {PIN_ENV: "1"},
     # Python's allocation tracer on (slower): the peak of what Python objects and numpy
     # arrays held, beside Arrow's pool.
     "traced": {"PYTHONTRACEMALLOC": "1"},

@@ -17,6 +17,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from consumer_sdk.allocator import pin_mmap_threshold
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.consumer import AutoscalingConsumer
 from consumer_sdk.sink import CallbackSink, Record, Sink
@@ -102,6 +103,7 @@ def main(
     )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    pin_mmap_threshold()  # freed fetch buffers go back to the system (consumer_sdk.allocator)
     parent = os.environ.get(PARENT_ENV, "")
     if parent.isdigit() and not die_with_parent(int(parent)):
         print("kafka-autoscaler-consumer: the sidecar that started it is gone", file=sys.stderr)
