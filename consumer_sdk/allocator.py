@@ -5,8 +5,8 @@ returned to the system on free. But by default the threshold rises to the size o
 such block freed: after the first fetches, every later fetch-sized buffer comes from the heap,
 whose freed pages stay resident. A consumer that decodes a fetch of megabytes, holds it while a
 batch fills and frees it then, keeps the high-water mark of those heaps. Pinning the threshold
-(which also stops it rising) measured 8-33 MiB less peak working set per consumer on Apache
-Kafka (``benchmarks/results/consumer_memory_apache_allocators.md``).
+(which also stops it rising) measured 6-15 MiB less peak working set per consumer on Apache
+Kafka, in every row (``benchmarks/results/consumer_memory_apache_pinned.md``).
 
 Process-wide, so the SDK's own program (``consumer_sdk.cli``) calls it at start; a program
 embedding the consumer may call it too. It does nothing where the C library is not glibc.
