@@ -113,6 +113,7 @@ class Monitor:
             raise ValueError(f"unit must be one of {', '.join(UNITS)}, got {unit!r}")
         self.requested_unit = unit
         self.log_dirs_supported: bool | None = None  # unknown until asked
+        self.groups_describable: bool | None = None  # DescribeGroups; unknown until asked
         self.size_tracker = SpeedTracker(window_s, min_span_s)
         self.group = group
         self.topics = tuple(topics)
@@ -179,11 +180,20 @@ class Monitor:
         """The group's state and member count; (None, None) when the coordinator does not
         answer or the broker cannot describe groups (the controller then does not wait)."""
         assert self._admin is not None
+        if self.groups_describable is False:
+            return None, None
         try:
             responses = await self._admin.describe_consumer_groups([self.group])
+        except IncompatibleBrokerVersion:  # the embedded broker: not asked again
+            self.groups_describable = False
+            log.info(
+                "monitor: this cluster cannot describe groups; scale-ups wait the settle time only"
+            )
+            return None, None
         except KafkaError as exc:
             log.debug("monitor: group description unavailable: %r", exc)
             return None, None
+        self.groups_describable = True
         for response in responses:
             described = group_description(getattr(response, "groups", ()), self.group)
             if described != (None, None):

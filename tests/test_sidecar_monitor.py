@@ -176,19 +176,21 @@ def test_the_group_is_described_with_its_state_and_members(
         while not member.assignment():
             member.poll(0.1)
 
-        async def run() -> tuple[str | None, int | None, bool | None]:
+        async def run() -> tuple[tuple[str | None, int | None, bool | None], bool | None]:
             monitor = Monitor(kafka, group, [topic])
             await monitor.start()
             try:
-                reading = await monitor.poll()
-                return reading.group_state, reading.group_members, reading.group_stable
+                await monitor.poll()
+                reading = await monitor.poll()  # the second poll: asked again, or not
+                described = (reading.group_state, reading.group_members, reading.group_stable)
+                return described, monitor.groups_describable
             finally:
                 await monitor.stop()
 
         if kafka_cluster_handle.supports(Capability.DESCRIBE_GROUPS):
-            assert asyncio.run(run()) == ("Stable", 1, True)
-        else:  # unknown: the controller does not wait for the group
-            assert asyncio.run(run()) == (None, None, None)
+            assert asyncio.run(run()) == (("Stable", 1, True), True)
+        else:  # unknown, and not asked again: the controller does not wait for the group
+            assert asyncio.run(run()) == ((None, None, None), False)
     finally:
         member.close()
 
