@@ -27,6 +27,7 @@ def default_identity() -> str:
 
 
 RECORD_PATHS = ("records", "columns")
+REVOKE_MODES = ("release", "flush")
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,12 @@ class ConsumerConfig(GroupSettings):
     # batch_bytes (consumer_sdk.fetch_sizes). A response is held about three times over while
     # it is decoded, so it weighs on the consumer's memory more than its size says.
     fetch_max_bytes: int | None = None
+    # What a member does with partitions the group takes from it: "release" gives them up at
+    # once when the sink fences lost partitions (FencingSink): records not yet in a write are
+    # read again by the next owner, writes in flight finish meanwhile and the sink keeps them
+    # exactly once; "flush" writes and commits them before rejoining (always, for a sink
+    # that does not fence). A flush holds the whole group's rebalance round for a table write.
+    revoke_mode: str = "release"
 
     def __post_init__(self) -> None:
         self._check_group()
@@ -98,6 +105,8 @@ class ConsumerConfig(GroupSettings):
             self._fail("replan_after_secs", "a number of seconds in [0, 3600] (0: never)")
         if self.rebalance_protocol not in PROTOCOLS:
             self._fail("rebalance_protocol", f"one of {', '.join(PROTOCOLS)}")
+        if self.revoke_mode not in REVOKE_MODES:
+            self._fail("revoke_mode", f"one of {', '.join(REVOKE_MODES)}")
         if self.record_path not in RECORD_PATHS:
             self._fail("record_path", f"one of {', '.join(RECORD_PATHS)}")
         if bad_number(self.leave_handover_secs, minimum=0.0) or self.leave_handover_secs > 300:

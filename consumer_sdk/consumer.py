@@ -3,8 +3,10 @@
 Loop (the paper's Fig. 4): fetch until ``batch_bytes`` or ``wait_time_secs``; group the
 records by topic; write each topic's records to the sink concurrently; commit offsets only
 after every write of the batch succeeded. A failing write is retried with backoff and never
-committed past. When partitions are revoked, their pending records are written and committed
-first. SIGTERM (with :meth:`AutoscalingConsumer.run`): flush, commit, leave the group.
+committed past. When partitions are revoked, a sink that fences lost partitions lets them go
+at once (their writes in flight finish meanwhile; the next owner reads the rest again);
+otherwise their pending records are written and committed first. SIGTERM (with
+:meth:`AutoscalingConsumer.run`): flush, commit, leave the group.
 
 Batches are written while the next one fills. With a :class:`~consumer_sdk.sink.StagingSink`
 up to ``writes_in_flight`` batches are in the sink at once: a batch stages while the one
@@ -46,7 +48,7 @@ from consumer_sdk.pipeline.fetch import AnyPending, BatchFiller
 from consumer_sdk.pipeline.resume import ResumeLookups
 from consumer_sdk.pipeline.retry import RetryPolicy
 from consumer_sdk.pipeline.write import BatchWriter, WriteAbandoned, WrittenBatch
-from consumer_sdk.sink import ManagedSink, PreparingSink, Sink
+from consumer_sdk.sink import FencingSink, ManagedSink, PreparingSink, Sink
 from consumer_sdk.snapshot_cache import SnapshotCache
 from contract.overload import OverloadWatch, replan_can_help
 from contract.stopping import finished_unless_stopped
@@ -108,6 +110,12 @@ class AutoscalingConsumer:
         )
         self._consumer: AIOKafkaConsumer | None = None
         self._columnar = config.record_path == "columns"
+        # Revoked partitions are given up without writing them first (see _release).
+        self._releases_revoked = (
+            config.revoke_mode == "release"
+            and isinstance(sink, FencingSink)
+            and sink.fences_lost_partitions()
+        )
         self._lock = asyncio.Lock()
         self._stopping = asyncio.Event()
         self._window_started = time.monotonic()
@@ -423,8 +431,32 @@ class AutoscalingConsumer:
 
     # rebalance callbacks -------------------------------------------------------------------
     async def _on_revoked(self, revoked: set[KafkaTopicPartition]) -> None:
-        self._fetch.revoking |= revoked
         self._resume.forget(revoked)
+        if self._releases_revoked:
+            self._release(revoked)
+        else:
+            await self._flush_revoked(revoked)
+        self._change_ownership(
+            "revoked", {TopicPartition(tp.topic, tp.partition) for tp in revoked}
+        )
+
+    def _release(self, revoked: set[KafkaTopicPartition]) -> None:
+        """Give ``revoked`` up at once, so the rebalance round waits for no table write.
+
+        Their records not yet handed to a write are dropped: the next owner reads them
+        again. Writes in flight that hold some of them finish meanwhile; the sink fences
+        them (:class:`~consumer_sdk.sink.FencingSink`): each lands before the next owner's
+        claim, which then resumes past it, or is refused. Nothing of them is committed by
+        this member from now on: the next owner commits what its resume finds.
+        """
+        for tp in revoked:
+            self._pending.drop(tp)
+        self._commits.forget(revoked)
+        metrics.PARTITIONS_RELEASED.labels(self.config.group).inc(len(revoked))
+
+    async def _flush_revoked(self, revoked: set[KafkaTopicPartition]) -> None:
+        """Write and commit what this member holds of ``revoked`` before it rejoins."""
+        self._fetch.revoking |= revoked
         async with self._lock:
             try:
                 await self._writer.settle()  # they may hold records of revoked partitions
@@ -437,9 +469,6 @@ class AutoscalingConsumer:
             for tp in revoked:  # records we could not write go back to the next owner
                 self._pending.drop(tp)
         self._fetch.revoking -= revoked
-        self._change_ownership(
-            "revoked", {TopicPartition(tp.topic, tp.partition) for tp in revoked}
-        )
 
     def _change_ownership(self, kind: str, partitions: set[TopicPartition]) -> None:
         """Add (``assigned``) or remove (``revoked``) partitions, and log the change."""

@@ -64,6 +64,11 @@ SNAPSHOT_READER_FAILURES = Counter(
     "Times the speed snapshot reader stopped (unreachable broker, ...) and was restarted",
     ["group"],
 )
+PARTITIONS_RELEASED = Counter(
+    "autoscaler_consumer_partitions_released_total",
+    "Revoked partitions given up without writing their pending records (the sink fences)",
+    ["group"],
+)
 REPLANS = Counter(
     "autoscaler_consumer_replans_total",
     "Re-plans this member asked for (it stayed above capacity)",

@@ -81,6 +81,19 @@ class Sink(Protocol):
 
 
 @runtime_checkable
+class FencingSink(Sink, Protocol):
+    """A sink that stays exactly once while a member that lost partitions still writes them:
+    once the next owner has asked :meth:`resume_offsets` for a partition, an earlier owner's
+    write of it either landed before (and the answer includes it) or is refused
+    (:class:`PartitionsFenced`) or deduplicated. The consumer can then give revoked partitions
+    up at once instead of writing them first (``ConsumerConfig.revoke_mode``)."""
+
+    def fences_lost_partitions(self) -> bool:
+        """True if the guarantee above holds (it may depend on the sink's configuration)."""
+        ...
+
+
+@runtime_checkable
 class ManagedSink(Sink, Protocol):
     """A sink with a start-up cost (a Spark session) and resources to release: the consumer
     starts it before joining the group and closes it after leaving."""

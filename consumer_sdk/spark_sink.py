@@ -178,6 +178,12 @@ class SparkTableSink:
         """Next offset per partition where the table holds rows past the committed offset."""
         return await asyncio.to_thread(self.stored_next_offsets, partitions)
 
+    def fences_lost_partitions(self) -> bool:
+        """Every format does: Delta and Iceberg drop the rows of partitions claimed since a
+        batch was read (the claim is taken in :meth:`resume_offsets`); Parquet's ledger
+        drops rows at or below the offsets it already holds, under the topic's lock."""
+        return True
+
     # blocking work (runs in a thread) ----------------------------------------------------
     def write_blocking(self, topic: str, table: pa.Table) -> None:
         """Stage and publish. Raises on failure (nothing of the batch is then in the

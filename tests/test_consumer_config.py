@@ -68,6 +68,10 @@ def test_environment_fills_what_arguments_leave_out() -> None:
         ({"writes_in_flight": 2.5}, r"writes_in_flight .* must be an integer in \[1, 8\]"),
         ({"fetch_max_bytes": 1000}, r"fetch_max_bytes .* must be an integer in \[65536, "),
         (
+            {"revoke_mode": "drop"},
+            r"revoke_mode \(AUTOSCALER_REVOKE_MODE\) must be one of release, flush",
+        ),
+        (
             {"heartbeat_interval_ms": 20_000},
             r"heartbeat_interval_ms .* in \[50, session_timeout_ms\)",
         ),
