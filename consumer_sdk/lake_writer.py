@@ -13,6 +13,7 @@ leaves at most data files no commit names (``VACUUM`` / ``remove_orphan_files`` 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
@@ -68,10 +69,12 @@ class LakeAppender:
         offset per partition the table already holds rows (or dead letters) of."""
         found: dict[TopicPartition, int] = {}
         topics = sorted({tp.topic for tp in partitions})
+        started = time.monotonic()
         for topic in topics:  # every claim before any read of where the tables are
             wanted = [tp.partition for tp in partitions if tp.topic == topic]
             claims = self._fence.claim(topic, wanted)
             self._claims.update({(topic, p): token for p, token in claims.items()})
+        claimed = time.monotonic()
         dead_history = self._history(session, self.config.dead_letter_table)  # every topic's
         for topic in topics:
             wanted = [tp.partition for tp in partitions if tp.topic == topic]
@@ -83,6 +86,13 @@ class LakeAppender:
                 if partition in stored:
                     self._stored[(topic, partition)] = stored[partition]
                     found[TopicPartition(topic, partition)] = stored[partition] + 1
+        log.info(
+            "claimed %d partition(s) in %.2f s (waiting for writes of their last owners), "
+            "read where their tables are in %.2f s",
+            len(partitions),
+            claimed - started,
+            time.monotonic() - claimed,
+        )
         return found
 
     def claims_for(self, topic: str, partitions: Sequence[int]) -> dict[int, str]:
@@ -117,7 +127,9 @@ class LakeAppender:
         letters, then rows) without the partitions it lost and without what the table
         already holds."""
         held = dict(claims)
+        started = time.monotonic()
         with self._fence.locked(topic, last_offsets) as owners:
+            locked = time.monotonic()
             for partition, owner in owners.items():
                 if partition not in held and (topic, partition) in self._claims:
                     # Staged before this writer claimed it (a sink used without the
@@ -159,6 +171,15 @@ class LakeAppender:
             metadata = encode_offsets(topic, kept_last)
             self._write(session, self.config.table_for(topic), rows, ingest_date, metadata)
             self._stored.update({(topic, p): o for p, o in kept_last.items()})
+        log.info(
+            "%s: appended %d row(s) and %d dead letter(s) in %.2f s (%.2f s waiting for "
+            "the partitions' locks)",
+            topic,
+            rows.num_rows,
+            dead.num_rows,
+            time.monotonic() - started,
+            locked - started,
+        )
         return AppendResult(rows.num_rows, dead.num_rows, frozenset(lost), fenced, skipped)
 
     def _write(
