@@ -15,7 +15,7 @@ from types import TracebackType
 import pyspark
 
 from consumer_sdk.lake_session import lake_conf
-from consumer_sdk.spark_tables import SESSION_CONF
+from consumer_sdk.spark_tables import DEFAULT_CONF, SESSION_CONF
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 
@@ -59,7 +59,7 @@ class SparkConnectServer:
             "spark.connect.grpc.binding.address": "127.0.0.1",
             "spark.connect.grpc.binding.port": str(self.port),
             "spark.sql.warehouse.dir": str(self.warehouse),
-            "spark.ui.enabled": "false",
+            **DEFAULT_CONF,
             **SESSION_CONF,
             **lake_conf(self.warehouse.absolute(), self.iceberg_catalog, {}),
         }
