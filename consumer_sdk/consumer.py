@@ -267,7 +267,12 @@ class AutoscalingConsumer:
             await self.start()
         try:
             while self._keep_reading():
-                await self._fetch.fill(lambda: self._consumer, self._keep_reading, self._stopping)
+                await self._fetch.fill(
+                    lambda: self._consumer,
+                    self._keep_reading,
+                    self._stopping,
+                    sink_busy=self._writer.busy,
+                )
                 # Batches are written while the next one fills (Spark works outside the
                 # GIL); they still land and commit in order.
                 with contextlib.suppress(WriteAbandoned):  # only at shutdown

@@ -302,6 +302,26 @@ def test_the_filler_stops_at_batch_bytes_skips_revoking_partitions_and_retries_e
     )
 
 
+def test_past_the_wait_the_batch_goes_on_filling_while_every_write_slot_is_taken() -> None:
+    async def go(busy_answers: list[bool]) -> tuple[dict[KTP, list[int]], list[bool], int]:
+        client = FakeClient()
+        client.polls = [{P0: records(0, range(n, n + 1))} for n in range(5)]
+        pending: PendingRecords[KTP] = PendingRecords()
+        filler = BatchFiller(pending, group="g-pipeline", batch_bytes=10_000, wait_time_secs=0)
+        answers = list(busy_answers)
+        await filler.fill(lambda: client, lambda: True, asyncio.Event(), sink_busy=answers.pop)
+        taken = filler.pending.take()
+        offsets = {p: [r.offset for r in recs] for p, recs in taken.records.items()}
+        return offsets, answers, len(client.polls)
+
+    # The sink is busy for three checks, then a slot frees: three polls went into the batch.
+    offsets, unasked, polls_left = asyncio.run(go([False, True, True, True]))
+    assert offsets == {P0: [0, 1, 2]} and unasked == [] and polls_left == 2
+    # A free slot at the wait's end: the batch is cut at once, nothing more is polled.
+    offsets, unasked, polls_left = asyncio.run(go([False]))
+    assert offsets == {} and unasked == [] and polls_left == 5
+
+
 # resume ----------------------------------------------------------------------------------
 class LookupSink:
     """Says partition 0 resumes at 30; its first ``failures`` lookups fail."""

@@ -1,8 +1,12 @@
 """Fetch stage: the client's records into the pending buffer until a batch is full.
 
 A batch is full at ``batch_bytes`` or after ``wait_time_secs``, whichever comes first, or
-when the member stops reading. Records of partitions being revoked are not taken: a
-cooperative member keeps fetching while its listener flushes them.
+when the member stops reading. While every write slot of the sink is taken past
+``wait_time_secs`` the batch goes on filling (up to ``batch_bytes``): it could not be written
+sooner, and a batch cut at the wait alone carries ``wait_time_secs`` of records per write
+however long a write takes, so a sink slower than that fell behind for good. Records of
+partitions being revoked are not taken: a cooperative member keeps fetching while its
+listener flushes them.
 """
 
 from __future__ import annotations
@@ -29,6 +33,9 @@ LEAVING_POLL_SLICE_MS = 20
 # many, with a yield after each, the loop starts the previous batch's write (and answers
 # heartbeats) while a batch fills, instead of after it.
 POLL_MAX_RECORDS = 500
+# Past the wait, while the sink has no free write slot: polls this short, so the batch goes
+# to the sink soon after a slot frees.
+BUSY_POLL_SLICE_MS = 50
 # After a failed poll: aiokafka retries the group by itself, polling again is the retry.
 POLL_ERROR_PAUSE_S = 0.5
 
@@ -62,17 +69,21 @@ class BatchFiller:
         client: Callable[[], FetchClient | None],
         keep_reading: Callable[[], bool],
         leaving: asyncio.Event,
+        sink_busy: Callable[[], bool] = lambda: False,
     ) -> None:
-        """Fetch until ``batch_bytes``, ``wait_time_secs``, or ``keep_reading()`` is false."""
+        """Fetch until ``batch_bytes``, ``keep_reading()`` is false, or ``wait_time_secs``
+        has passed and ``sink_busy()`` is false (a write slot is free)."""
         deadline = time.monotonic() + self._wait_time_s
         while keep_reading() and self.pending.bytes < self._batch_bytes:
+            slice_ms = LEAVING_POLL_SLICE_MS if leaving.is_set() else POLL_SLICE_MS
             remaining_ms = int((deadline - time.monotonic()) * 1000)
             if remaining_ms <= 0:
-                return
+                if not sink_busy():
+                    return
+                remaining_ms = BUSY_POLL_SLICE_MS
             consumer = client()
             if consumer is None:
                 return
-            slice_ms = LEAVING_POLL_SLICE_MS if leaving.is_set() else POLL_SLICE_MS
             try:
                 fetched = await consumer.getmany(
                     timeout_ms=min(slice_ms, remaining_ms), max_records=POLL_MAX_RECORDS

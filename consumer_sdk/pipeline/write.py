@@ -83,6 +83,10 @@ class BatchWriter:
         # A write was given up at shutdown: nothing may be written or committed after it.
         self.abandoned = False
 
+    def busy(self) -> bool:
+        """True while ``depth`` batches are being written: a new one would wait."""
+        return sum(not task.done() for task in self._writes) >= self.depth
+
     def submit(self, batch: AnyBatch) -> None:
         """Start writing ``batch``; it publishes after every batch submitted before it."""
         previous = self._writes[-1] if self._writes else None
