@@ -115,6 +115,7 @@ def main(
                 "or null (discards every record)"
             )
         config = ConsumerConfig.from_env()
+        _log_as(config.member_identity)
         consumer = AutoscalingConsumer(config, sink_factory(args.sink, config.member_identity))
     except (ConfigError, OSError) as exc:
         print(f"kafka-autoscaler-consumer: error: {exc}", file=sys.stderr)
@@ -134,6 +135,14 @@ def main(
         print(f"kafka-autoscaler-consumer: error: {exc}", file=sys.stderr)
         return 2
     return 0
+
+
+def _log_as(identity: str) -> None:
+    """Name the member in every log line: the sidecar's local scaler merges its consumers'
+    output into its own."""
+    formatter = logging.Formatter(f"%(asctime)s [{identity}] %(name)s %(message)s")
+    for handler in logging.getLogger().handlers:
+        handler.setFormatter(formatter)
 
 
 if __name__ == "__main__":
