@@ -33,6 +33,8 @@ def test_short_demo_run(kind: ClusterKind, tmp_path: Path) -> None:
             "--no-live",
             "--scale-down-window",
             "4",
+            "--warm-up-batches",
+            "1",
             "--output",
             str(tmp_path),
         ],
