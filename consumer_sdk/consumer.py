@@ -139,6 +139,7 @@ class AutoscalingConsumer:
             retry=self.retry,
             stopping=self._stopping,
             on_written=self._account,
+            on_taken=self._reclaim,
         )
         self._resume = ResumeLookups(
             sink,
@@ -458,6 +459,34 @@ class AutoscalingConsumer:
             self._pending.drop(tp)
         self._commits.forget(revoked)
         metrics.PARTITIONS_RELEASED.labels(self.config.group).inc(len(revoked))
+
+    def _reclaim(self, taken: set[KafkaTopicPartition]) -> None:
+        """Claim again the partitions of ``taken`` the group still gives this member, and
+        resume them from where the sink is (as for a new assignment).
+
+        Another writer's claim overwrote this member's: one that lost them while its own
+        claim waited for a lock and finished late, or one paused past its session. Without
+        this, every batch of them would be fenced until the next rebalance moved them, and
+        nobody would write them meanwhile."""
+        consumer = self._consumer
+        owned = {
+            ktp
+            for ktp in taken
+            if TopicPartition(ktp.topic, ktp.partition) in self.assigned
+            and ktp not in self._resume.waiting
+        }
+        if consumer is None or not owned:
+            return
+        for ktp in owned:
+            self._pending.drop(ktp)  # read under the lost claim: read again after the seek
+        metrics.PARTITIONS_RECLAIMED.labels(self.config.group).inc(len(owned))
+        log.warning(
+            "%d partition(s) of this member were claimed by another writer; claiming "
+            "them again: %s",
+            len(owned),
+            ", ".join(f"{ktp.topic}:{ktp.partition}" for ktp in sorted(owned)),
+        )
+        self._resume.start(consumer, owned, rewind=True)
 
     async def _flush_revoked(self, revoked: set[KafkaTopicPartition]) -> None:
         """Write and commit what this member holds of ``revoked`` before it rejoins."""

@@ -27,7 +27,12 @@ from assignor import TopicPartition
 from consumer_sdk.arrow_batch import ArrowBatch, table_offset_ranges, with_ingest_date
 from consumer_sdk.commit_offsets import SUMMARY_KEY, encode_offsets, stored_offsets
 from consumer_sdk.delta_log import latest_offsets
-from consumer_sdk.partition_fence import FENCE_DIR, PartitionFence, lost_partitions
+from consumer_sdk.partition_fence import (
+    FENCE_DIR,
+    PartitionFence,
+    lost_partitions,
+    taken_partitions,
+)
 from consumer_sdk.spark_config import SparkSinkConfig
 from consumer_sdk.spark_tables import column_ddl, table_identifier, table_root
 from consumer_sdk.table_store import rows_past
@@ -46,6 +51,8 @@ class AppendResult:
     fenced_partitions: frozenset[int]  # lost to another member: nothing of them written
     fenced_rows: int
     skipped: int  # rows and dead letters the table already held (a batch read again)
+    # Of the fenced: this writer's latest claim was overwritten by another writer's.
+    taken_partitions: frozenset[int] = frozenset()
 
 
 class LakeAppender:
@@ -148,6 +155,8 @@ class LakeAppender:
                     self._claims[(topic, partition)] = held[partition]
                     owners[partition] = held[partition]
             lost = lost_partitions(held, owners)
+            current = {p: self._claims[(topic, p)] for p in owners if (topic, p) in self._claims}
+            taken = frozenset(taken_partitions(held, current, owners))
             rows, dead = batch.rows, batch.dead_letters
             if lost:
                 rows, dead = _without(rows, lost), _without(dead, lost)
@@ -168,7 +177,7 @@ class LakeAppender:
                 if p not in lost and o > self._stored.get((topic, p), -1)
             }
             if not kept_last:
-                return AppendResult(0, 0, frozenset(lost), fenced, skipped)
+                return AppendResult(0, 0, frozenset(lost), fenced, skipped, taken)
             if dead.num_rows:
                 _, dead_last = table_offset_ranges(dead)
                 dead_metadata = encode_offsets(topic, dead_last)
@@ -188,7 +197,7 @@ class LakeAppender:
             time.monotonic() - started,
             locked - started,
         )
-        return AppendResult(rows.num_rows, dead.num_rows, frozenset(lost), fenced, skipped)
+        return AppendResult(rows.num_rows, dead.num_rows, frozenset(lost), fenced, skipped, taken)
 
     def _write(
         self, session: Any, table: str, rows: pa.Table, ingest_date: date, metadata: str

@@ -69,6 +69,12 @@ PARTITIONS_RELEASED = Counter(
     "Revoked partitions given up without writing their pending records (the sink fences)",
     ["group"],
 )
+PARTITIONS_RECLAIMED = Counter(
+    "autoscaler_consumer_partitions_reclaimed_total",
+    "Partitions the group still gives this member claimed again after another writer's "
+    "claim overwrote its own (a late claim of a member that lost them, or a paused one)",
+    ["group"],
+)
 REPLANS = Counter(
     "autoscaler_consumer_replans_total",
     "Re-plans this member asked for (it stayed above capacity)",

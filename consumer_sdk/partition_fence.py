@@ -84,3 +84,17 @@ def lost_partitions(claims: Mapping[int, str], owners: Mapping[int, str]) -> set
     """Partitions whose owner file no longer holds the claim a batch was read under
     (or that were never claimed by this writer: claim tokens are never empty)."""
     return {p for p, owner in owners.items() if claims.get(p) != owner}
+
+
+def taken_partitions(
+    claims: Mapping[int, str], current: Mapping[int, str], owners: Mapping[int, str]
+) -> set[int]:
+    """Of the partitions lost to a batch read under ``claims``, those whose claim is still
+    this writer's latest (``current``) and whose owner file names another claim: another
+    writer claimed them over this one. A batch read under an older claim of this writer,
+    which it has since claimed again, is merely late."""
+    return {
+        p
+        for p in lost_partitions(claims, owners)
+        if claims.get(p) and claims.get(p) == current.get(p) and owners[p] != current[p]
+    }

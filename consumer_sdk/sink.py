@@ -51,10 +51,20 @@ class PartitionsFenced(Exception):
     """Raised by a sink's ``write`` or ``publish`` after it wrote the rest of a batch: another
     member has claimed ``partitions`` since the batch was read, so their rows were not
     written. The consumer commits nothing of them (their new owner reads them again) and does
-    not retry."""
+    not retry.
 
-    def __init__(self, partitions: frozenset[TopicPartition]) -> None:
+    ``taken``: those of them whose latest claim by this writer (not an older one it has
+    replaced since) another writer overwrote. A member the group still gives them to claims
+    them again: the other claim came from a member that lost them while its claim waited,
+    or from one paused past its session."""
+
+    def __init__(
+        self,
+        partitions: frozenset[TopicPartition],
+        taken: frozenset[TopicPartition] = frozenset(),
+    ) -> None:
         self.partitions = partitions
+        self.taken = taken & partitions
         names = ", ".join(f"{tp.topic}:{tp.partition}" for tp in sorted(partitions))
         super().__init__(f"partitions claimed by another member, not written: {names}")
 

@@ -256,7 +256,8 @@ class SparkTableSink:
         self.rows_skipped += result.skipped
         if result.fenced_partitions:
             raise PartitionsFenced(
-                frozenset(TopicPartition(staged.topic, p) for p in result.fenced_partitions)
+                frozenset(TopicPartition(staged.topic, p) for p in result.fenced_partitions),
+                frozenset(TopicPartition(staged.topic, p) for p in result.taken_partitions),
             )
 
     def discard_blocking(self, staged: StagedBatch) -> None:

@@ -13,7 +13,7 @@ import pytest
 
 from consumer_sdk.commit_offsets import decode_offsets, encode_offsets, stored_offsets
 from consumer_sdk.jar_lock import JarLockError, parse_lock, render_lock
-from consumer_sdk.partition_fence import PartitionFence, lost_partitions
+from consumer_sdk.partition_fence import PartitionFence, lost_partitions, taken_partitions
 
 
 def test_offsets_round_trip_through_commit_metadata() -> None:
@@ -59,6 +59,17 @@ def test_a_claim_by_another_writer_marks_the_partition_lost(tmp_path: Path) -> N
     with fence.locked("t", [0, 1]) as owners:
         assert lost_partitions(first, owners) == {1}
         assert lost_partitions({1: second[1]}, owners) == {0}  # never claimed 0
+
+
+def test_only_a_writers_latest_claim_overwritten_by_another_counts_as_taken() -> None:
+    batch_claims = {0: "mine-1", 1: "mine-1", 2: "mine-1", 3: "mine-2"}
+    current = {0: "mine-1", 1: "mine-2", 2: "mine-1", 3: "mine-2"}
+    owners = {0: "theirs", 1: "mine-2", 2: "mine-1", 3: "theirs"}
+    # 0: my latest claim, overwritten: taken. 1: read under my older claim, which I have
+    # replaced: late, not taken. 2: still mine. 3: taken too.
+    assert lost_partitions(batch_claims, owners) == {0, 1, 3}
+    assert taken_partitions(batch_claims, current, owners) == {0, 3}
+    assert taken_partitions({}, {}, {0: "theirs"}) == set()  # never claimed: nothing taken
 
 
 def _hold_lock(root: str, held: Any, release: Any) -> None:

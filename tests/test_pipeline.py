@@ -77,6 +77,10 @@ class FakeClient:
     async def committed(self, partition: KTP) -> int | None:
         return self.group_committed.get(partition)
 
+    async def seek_to_beginning(self, *partitions: KTP) -> None:
+        for partition in partitions:
+            self.sought[partition] = 0
+
 
 def records(partition: int, offsets: range, size: int = 10) -> list[Record]:
     return [Record("t", partition, o, 0, None, b"x" * size) for o in offsets]
@@ -169,11 +173,13 @@ class StagingRecorder:
         fail_publish: bool = False,
         fence: frozenset[TopicPartition] = frozenset(),
         gate: bool = True,
+        taken: frozenset[TopicPartition] = frozenset(),
     ):
         self.events: list[str] = []
         self.gate = gate
         self.fail_publish = fail_publish
         self.fence = fence
+        self.taken = taken
         self.second_staged = asyncio.Event()
         self.stages = 0
 
@@ -190,7 +196,7 @@ class StagingRecorder:
         if self.fail_publish:
             raise OSError("table unavailable")
         if self.fence:
-            raise PartitionsFenced(self.fence)
+            raise PartitionsFenced(self.fence, self.taken)
         self.events.append(f"publish {staged}")
 
     async def discard(self, staged: object) -> None:
@@ -206,7 +212,11 @@ class StagingRecorder:
 
 
 def writer_for(
-    sink: StagingRecorder, client: FakeClient, written: list[WrittenBatch], stopping: asyncio.Event
+    sink: StagingRecorder,
+    client: FakeClient,
+    written: list[WrittenBatch],
+    stopping: asyncio.Event,
+    taken: list[set[KTP]] | None = None,
 ) -> BatchWriter:
     return BatchWriter(
         sink,
@@ -216,6 +226,7 @@ def writer_for(
         retry=NO_WAIT,
         stopping=stopping,
         on_written=written.append,
+        on_taken=(taken if taken is not None else []).append,
     )
 
 
@@ -251,6 +262,21 @@ def test_fenced_partitions_are_not_committed() -> None:
         return client
 
     assert asyncio.run(go()).committed_offsets == [{P1: 3}]
+
+
+def test_partitions_taken_from_the_latest_claim_are_handed_to_on_taken() -> None:
+    async def go() -> tuple[FakeClient, list[set[KTP]]]:
+        fenced = frozenset({TopicPartition("t", 0), TopicPartition("t", 1)})
+        sink = StagingRecorder(fence=fenced, gate=False, taken=frozenset({TopicPartition("t", 1)}))
+        client, taken = FakeClient(), list[set[KTP]]()
+        writer = writer_for(sink, client, [], asyncio.Event(), taken)
+        await writer.write(batch_of((0, range(0, 5)), (1, range(0, 3))))
+        await writer._commits.settle()
+        return client, taken
+
+    client, taken = asyncio.run(go())
+    assert client.committed_offsets == []  # nothing of the fenced ones
+    assert taken == [{P1}]  # a partition lost to an older claim of its own is not retaken
 
 
 def test_a_write_failing_at_shutdown_abandons_it_and_every_batch_after_it() -> None:
@@ -371,6 +397,26 @@ def test_new_partitions_stay_paused_until_the_sink_answers_then_seek_past_it() -
     client, commits, _ = asyncio.run(go())
     assert client.paused == set() and client.sought == {P0: 30}
     assert commits.uncommitted == {P0: 30}  # Kafka catches up with the table
+
+
+def test_a_partition_claimed_again_goes_back_to_the_table_or_the_committed_offset() -> None:
+    # Claimed again after another writer's claim: the member read (and dropped) records past
+    # the committed offset, so its position goes back to where the sink or the group is.
+    p2 = KTP("t", 2)
+
+    async def go() -> tuple[FakeClient, OffsetCommits]:
+        client, sink = FakeClient({P0, P1, p2}), LookupSink(failures=0)
+        client.group_committed = {P0: 12, P1: 40}  # the sink holds offsets up to 29 of P0
+        stage, commits = resume_stage(sink, client)
+        sink.answer.set()
+        stage.start(client, {P0, P1, p2}, rewind=True)
+        while stage.waiting:
+            await asyncio.sleep(0)
+        return client, commits
+
+    client, commits = asyncio.run(go())
+    assert client.sought == {P0: 30, P1: 40, p2: 0} and client.paused == set()
+    assert commits.uncommitted == {P0: 30}  # only the table's lead is owed to Kafka
 
 
 def test_a_partition_revoked_during_its_lookup_is_neither_sought_nor_resumed() -> None:

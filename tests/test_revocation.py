@@ -48,6 +48,7 @@ class FencedMemorySink:
         self.fences = fences
         self.gate: threading.Event | None = None
         self.write_waiting = threading.Event()
+        self.claimed: set[tuple[str, int]] = set()  # by its last resume_offsets
 
     async def write(self, topic: str, table: pa.Table) -> None:
         gate = self.gate
@@ -64,7 +65,12 @@ class FencedMemorySink:
                 if p not in lost:
                     self.table.rows[(topic, p, offset)] += 1
         if lost:
-            raise PartitionsFenced(frozenset(TopicPartition(topic, p) for p in lost))
+            taken = {p for p in lost if (topic, p) in self.claimed}
+            self.claimed -= {(topic, p) for p in lost}
+            raise PartitionsFenced(
+                frozenset(TopicPartition(topic, p) for p in lost),
+                frozenset(TopicPartition(topic, p) for p in taken),
+            )
 
     async def resume_offsets(
         self, partitions: Sequence[TopicPartition]
@@ -73,6 +79,7 @@ class FencedMemorySink:
         with self.table.lock:
             for tp in partitions:
                 self.table.owners[(tp.topic, tp.partition)] = self
+                self.claimed.add((tp.topic, tp.partition))
                 stored = [o for (t, p, o) in self.table.rows if (t, p) == tp]
                 if stored:
                     found[tp] = max(stored) + 1
@@ -126,6 +133,38 @@ def test_a_member_releases_revoked_partitions_while_its_write_is_still_in_flight
             second.stop()
     assert table.keys() == produced and table.duplicates() == 0
     assert released(group) >= 1
+
+
+def reclaimed(group: str) -> float:
+    value = REGISTRY.get_sample_value(
+        "autoscaler_consumer_partitions_reclaimed_total", {"group": group}
+    )
+    return value or 0.0
+
+
+def test_a_partition_whose_claim_another_writer_overwrote_is_claimed_again(
+    kafka: str, topic_factory: Callable[..., str]
+) -> None:
+    # A member that lost a partition while its claim waited for a lock (or one paused past
+    # its session) can claim it after its next owner did. The group still gives it to this
+    # member: it claims it again and reads it from where the table is, instead of having
+    # every batch of it refused until the next rebalance.
+    topic = topic_factory(2)
+    group = f"g-{topic}"
+    table = FencedTable()
+    produced = {(topic, p, o) for p, o in produce_tracked(kafka, topic, 200, 2)}
+    member = ThreadedMember(member_config(kafka, group, [topic], "sink-0"), FencedMemorySink(table))
+    member.start()
+    try:
+        assert wait_until(lambda: table.keys() >= produced, timeout_s=60)
+        with table.lock:
+            table.owners[(topic, 0)] = object()  # the late claim of a member gone since
+        produced |= {(topic, p, o) for p, o in produce_tracked(kafka, topic, 200, 2)}
+        assert wait_until(lambda: table.keys() >= produced, timeout_s=60)
+    finally:
+        member.stop()
+    assert table.keys() == produced and table.duplicates() == 0
+    assert reclaimed(group) >= 1
 
 
 def test_revoked_partitions_are_flushed_unless_the_sink_fences_and_release_is_on() -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 from aiokafka.structs import TopicPartition as KafkaTopicPartition
@@ -44,6 +44,9 @@ class ResumeClient(Protocol):
     async def committed(self, partition: KafkaTopicPartition) -> Any:
         """The group's committed offset of ``partition`` (None if none)."""
 
+    async def seek_to_beginning(self, *partitions: KafkaTopicPartition) -> Any:
+        """Read ``partitions`` from their first offset next."""
+
 
 class ResumeLookups:
     """Holds new partitions paused until the sink has said where they resume."""
@@ -74,13 +77,20 @@ class ResumeLookups:
         """Partitions paused until their lookup answers."""
         return frozenset(self._waiting)
 
-    def start(self, client: ResumeClient, assigned: set[KafkaTopicPartition]) -> None:
-        """Pause ``assigned`` and look up where they resume (returns at once)."""
+    def start(
+        self, client: ResumeClient, assigned: set[KafkaTopicPartition], *, rewind: bool = False
+    ) -> None:
+        """Pause ``assigned`` and look up where they resume (returns at once).
+
+        ``rewind``: partitions this member has been reading (claimed again after another
+        writer's claim): their position is past records it dropped, so each goes back to
+        where the sink is, else to the group's committed offset, else to its beginning (a
+        new assignment starts from the committed offset by itself)."""
         client.pause(*assigned)
         assignment = object()
         for ktp in assigned:
             self._waiting[ktp] = assignment
-        task = asyncio.create_task(self._resume(client, assigned, assignment))
+        task = asyncio.create_task(self._resume(client, assigned, assignment, rewind))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -106,7 +116,11 @@ class ResumeLookups:
         }
 
     async def _resume(
-        self, client: ResumeClient, assigned: set[KafkaTopicPartition], assignment: object
+        self,
+        client: ResumeClient,
+        assigned: set[KafkaTopicPartition],
+        assignment: object,
+        rewind: bool,
     ) -> None:
         delays = iter(self._retry.delays())
         while True:
@@ -114,7 +128,7 @@ class ResumeLookups:
             if not mine or self._current_client() is not client:  # closed or restarted
                 return
             try:
-                await self._seek_past_stored(client, mine, assignment)
+                await self._seek_past_stored(client, mine, assignment, rewind)
                 break
             except Exception as exc:  # the sink's or Kafka's; the partitions wait
                 delay = next(delays)
@@ -132,11 +146,19 @@ class ResumeLookups:
         client.resume(*ready)
 
     async def _seek_past_stored(
-        self, client: ResumeClient, partitions: set[KafkaTopicPartition], assignment: object
+        self,
+        client: ResumeClient,
+        partitions: set[KafkaTopicPartition],
+        assignment: object,
+        rewind: bool,
     ) -> None:
-        """Seek each partition past what the sink already holds of it."""
+        """Seek each partition past what the sink already holds of it (``rewind``: each
+        that the sink holds nothing past the committed offset of goes back to that offset,
+        or to the beginning if there is none)."""
         wanted = sorted(TopicPartition(tp.topic, tp.partition) for tp in partitions)
         stored = await self._sink.resume_offsets(wanted)
+        if rewind:
+            await self._rewind(client, partitions, stored, assignment)
         for tp, next_offset in stored.items():
             ktp = KafkaTopicPartition(tp.topic, tp.partition)
             if ktp not in partitions or self._waiting.get(ktp) is not assignment:
@@ -153,3 +175,28 @@ class ResumeLookups:
                 client.seek(ktp, next_offset)
                 self._pending.drop(ktp)  # anything read before the pause took hold
                 self._commits.owe(ktp, next_offset)  # Kafka catches up with the table
+
+    async def _rewind(
+        self,
+        client: ResumeClient,
+        partitions: set[KafkaTopicPartition],
+        stored: Mapping[TopicPartition, int],
+        assignment: object,
+    ) -> None:
+        """Move each of ``partitions`` the sink holds nothing of past the committed offset
+        back to that offset (the beginning without one); the others are sought past what
+        the sink holds by the caller."""
+        for ktp in sorted(partitions):
+            if self._waiting.get(ktp) is not assignment:
+                continue
+            next_offset = stored.get(TopicPartition(ktp.topic, ktp.partition))
+            committed = await client.committed(ktp)
+            if next_offset is not None and (committed is None or next_offset > committed):
+                continue
+            if committed is None:
+                await client.seek_to_beginning(ktp)
+            else:
+                client.seek(ktp, committed)
+            where = "its beginning" if committed is None else f"committed {committed}"
+            log.info("%s:%d read again from %s", ktp.topic, ktp.partition, where)
+            self._pending.drop(ktp)

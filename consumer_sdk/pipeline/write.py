@@ -20,7 +20,6 @@ import numpy as np
 import pyarrow as pa
 from aiokafka.structs import TopicPartition as KafkaTopicPartition
 
-from assignor import TopicPartition
 from consumer_sdk import metrics
 from consumer_sdk.pending import Batch
 from consumer_sdk.pending_columns import ColumnBatch
@@ -52,6 +51,9 @@ class WrittenBatch:
         )
 
 
+NOTHING_FENCED = PartitionsFenced(frozenset())
+
+
 class WriteAbandoned(RuntimeError):
     """A sink write kept failing until shutdown; its records were not committed."""
 
@@ -69,6 +71,7 @@ class BatchWriter:
         retry: RetryPolicy,
         stopping: asyncio.Event,
         on_written: Callable[[WrittenBatch], None],
+        on_taken: Callable[[set[KafkaTopicPartition]], None] = lambda taken: None,
     ) -> None:
         self.sink = sink
         self._commits = commits
@@ -78,6 +81,7 @@ class BatchWriter:
         self._retry = retry
         self._stopping = stopping
         self._on_written = on_written
+        self._on_taken = on_taken
         # Batches handed to the sink, oldest first; each publishes after the one before it.
         self._writes: deque[asyncio.Task[None]] = deque()
         # A write was given up at shutdown: nothing may be written or committed after it.
@@ -135,7 +139,7 @@ class BatchWriter:
                     f"a batch of {len(written.records)} partition(s) was not written: the "
                     "batch before it was not, and batches publish in order"
                 )
-        fenced = await asyncio.gather(
+        refusals = await asyncio.gather(
             *(
                 self._write(topic, recs, first)
                 for (topic, recs), first in zip(by_topic.items(), staged, strict=True)
@@ -144,7 +148,11 @@ class BatchWriter:
         # Every write succeeded: commit. The commit runs while the next batch fills (it is
         # off the critical path); commits stay in order because each waits for the last.
         offsets = dict(written.next_offsets)
-        self._forget_fenced(offsets, frozenset().union(*fenced))
+        fenced = PartitionsFenced(
+            frozenset().union(*(r.partitions for r in refusals)),
+            frozenset().union(*(r.taken for r in refusals)),
+        )
+        self._forget_fenced(offsets, fenced)
         await self._commits.submit(offsets)
         self._on_written(written)
 
@@ -163,18 +171,21 @@ class BatchWriter:
         return {topic: pa.concat_tables(parts).combine_chunks() for topic, parts in tables.items()}
 
     def _forget_fenced(
-        self, offsets: dict[KafkaTopicPartition, int], fenced: frozenset[TopicPartition]
+        self, offsets: dict[KafkaTopicPartition, int], fenced: PartitionsFenced
     ) -> None:
         """Partitions whose rows the sink refused (another member claimed them): nothing of
         them is committed, now or later (a commit past rows the table lacks would make their
-        next owner skip them); their new owner resumes from where the sink is."""
-        gone = [KafkaTopicPartition(tp.topic, tp.partition) for tp in fenced]
+        next owner skip them); their new owner resumes from where the sink is. Those taken
+        from this member's latest claim go to ``on_taken``."""
+        gone = [KafkaTopicPartition(tp.topic, tp.partition) for tp in fenced.partitions]
         for ktp in gone:
             offsets.pop(ktp, None)
         self._commits.forget(gone)
-        if fenced:
-            metrics.PARTITIONS_FENCED.labels(self._group).inc(len(fenced))
-            log.warning("%s", PartitionsFenced(fenced))
+        if fenced.partitions:
+            metrics.PARTITIONS_FENCED.labels(self._group).inc(len(fenced.partitions))
+            log.warning("%s", fenced)
+        if fenced.taken:
+            self._on_taken({KafkaTopicPartition(tp.topic, tp.partition) for tp in fenced.taken})
 
     async def _stage(self, topic: str, table: pa.Table) -> object | None:
         """Stage ``table`` if the sink stages; None if it does not, or if staging failed
@@ -197,12 +208,10 @@ class BatchWriter:
         except Exception as exc:
             log.warning("discarding a staged batch failed (%r)", exc)
 
-    async def _write(
-        self, topic: str, table: pa.Table, staged: object | None
-    ) -> frozenset[TopicPartition]:
+    async def _write(self, topic: str, table: pa.Table, staged: object | None) -> PartitionsFenced:
         """Publish ``staged`` (or write ``table`` if nothing is staged); on failure write
-        it again, with backoff, until they are in or a stop is requested. Returns the
-        partitions the sink refused as claimed by another member (not retried)."""
+        it again, with backoff, until they are in or a stop is requested. Returns what the
+        sink refused as claimed by another member (not retried; none: NOTHING_FENCED)."""
         delays = iter(self._retry.delays())
         while True:
             try:
@@ -210,9 +219,9 @@ class BatchWriter:
                     await self._stager.publish(staged)
                 else:
                     await self.sink.write(topic, table)
-                return frozenset()
+                return NOTHING_FENCED
             except PartitionsFenced as fenced:
-                return fenced.partitions
+                return fenced
             except Exception as exc:
                 await self._discard(staged)
                 staged = None  # retries write the records whole
