@@ -89,11 +89,13 @@ class FencedMemorySink:
         return self.fences
 
 
+def group_count(metric: str, group: str) -> float:
+    """A consumer counter's value for ``group`` (0 before its first increment)."""
+    return REGISTRY.get_sample_value(f"autoscaler_consumer_{metric}_total", {"group": group}) or 0.0
+
+
 def released(group: str) -> float:
-    value = REGISTRY.get_sample_value(
-        "autoscaler_consumer_partitions_released_total", {"group": group}
-    )
-    return value or 0.0
+    return group_count("partitions_released", group)
 
 
 def both_read(members: Sequence[ThreadedMember], partitions: int) -> bool:
@@ -135,13 +137,6 @@ def test_a_member_releases_revoked_partitions_while_its_write_is_still_in_flight
     assert released(group) >= 1
 
 
-def reclaimed(group: str) -> float:
-    value = REGISTRY.get_sample_value(
-        "autoscaler_consumer_partitions_reclaimed_total", {"group": group}
-    )
-    return value or 0.0
-
-
 def test_a_partition_whose_claim_another_writer_overwrote_is_claimed_again(
     kafka: str, topic_factory: Callable[..., str]
 ) -> None:
@@ -164,7 +159,7 @@ def test_a_partition_whose_claim_another_writer_overwrote_is_claimed_again(
     finally:
         member.stop()
     assert table.keys() == produced and table.duplicates() == 0
-    assert reclaimed(group) >= 1
+    assert group_count("partitions_reclaimed", group) >= 1
 
 
 def test_revoked_partitions_are_flushed_unless_the_sink_fences_and_release_is_on() -> None:
