@@ -3,9 +3,8 @@
 A topic's batch goes into its table in one commit of the format that also carries the batch's
 last offset per partition (:mod:`consumer_sdk.commit_offsets`); dead letters go first, in a
 commit of the dead-letter table that carries theirs. Resuming a partition reads those offsets
-back from the table's history (Delta: its log's commit files, newest first, read by
-:mod:`consumer_sdk.delta_log`; Iceberg: its ``snapshots`` table), so the table, not a file of
-ours, says where it is. A member that lost its partitions while
+back from the table's history (Delta ``DESCRIBE HISTORY``, Iceberg's ``snapshots`` table), so
+the table, not a file of ours, says where it is. A member that lost its partitions while
 paused cannot add duplicates: :mod:`consumer_sdk.partition_fence` drops its rows of
 partitions another member has claimed since. Readers see whole commits only: a killed writer
 leaves at most data files no commit names (``VACUUM`` / ``remove_orphan_files`` clean them).
@@ -26,7 +25,6 @@ import pyarrow.compute as pc
 from assignor import TopicPartition
 from consumer_sdk.arrow_batch import ArrowBatch, table_offset_ranges, with_ingest_date
 from consumer_sdk.commit_offsets import SUMMARY_KEY, encode_offsets, stored_offsets
-from consumer_sdk.delta_log import latest_offsets
 from consumer_sdk.partition_fence import (
     FENCE_DIR,
     PartitionFence,
@@ -84,18 +82,11 @@ class LakeAppender:
             claims = self._fence.claim(topic, wanted)
             self._claims.update({(topic, p): token for p, token in claims.items()})
         claimed = time.monotonic()
-        dead_history: list[str | None] = []
-        if self.config.table_format == "iceberg":  # Delta's log is read per topic below
-            dead_history = self._iceberg_history(session, self.config.dead_letter_table)
+        dead_history = self._history(session, self.config.dead_letter_table)  # every topic's
         for topic in topics:
             wanted = [tp.partition for tp in partitions if tp.topic == topic]
-            if self.config.table_format == "delta":
-                stored = self._delta_offsets(self.config.table_for(topic), topic, wanted)
-                dead = self._delta_offsets(self.config.dead_letter_table, topic, wanted)
-            else:
-                history = self._iceberg_history(session, self.config.table_for(topic))
-                stored = stored_offsets(history, topic)
-                dead = stored_offsets(dead_history, topic)
+            stored = stored_offsets(self._history(session, self.config.table_for(topic)), topic)
+            dead = stored_offsets(dead_history, topic)
             for partition in wanted:
                 if partition in dead:
                     self._dead_stored[(topic, partition)] = dead[partition]
@@ -115,12 +106,13 @@ class LakeAppender:
         """The claims a batch of ``partitions`` is read under (taken when it is staged)."""
         return {p: self._claims[(topic, p)] for p in partitions if (topic, p) in self._claims}
 
-    def _delta_offsets(self, table: str, topic: str, partitions: Sequence[int]) -> dict[int, int]:
-        """Last offset per partition ``table`` holds, from its log (consumer_sdk.delta_log)."""
-        return latest_offsets(table_root(self.config, table), topic, partitions)
-
-    def _iceberg_history(self, session: Any, table: str) -> list[str | None]:
-        """Every snapshot's offsets metadata of ``table`` (None where one has none)."""
+    def _history(self, session: Any, table: str) -> list[str | None]:
+        """Every commit's offsets metadata of ``table`` (None where a commit has none)."""
+        if self.config.table_format == "delta":
+            root = table_root(self.config, table).as_posix()
+            query = f"DESCRIBE HISTORY delta.`{root}`"
+            rows = session.sql(query).select("userMetadata").collect()
+            return [row["userMetadata"] for row in rows]
         identifier = table_identifier(self.config, table)
         # Other processes commit to this table: read its latest metadata, not a copy a
         # caching catalog (Iceberg's default in Spark) may hold from before their commits.
