@@ -91,10 +91,9 @@ def taken_partitions(
 ) -> set[int]:
     """Of the partitions lost to a batch read under ``claims``, those whose claim is still
     this writer's latest (``current``) and whose owner file names another claim: another
-    writer claimed them over this one. A batch read under an older claim of this writer,
-    which it has since claimed again, is merely late."""
+    writer claimed them over this one (lost: the owner file no longer holds that claim). A
+    batch read under an older claim of this writer, which it has since claimed again, is
+    merely late."""
     return {
-        p
-        for p in lost_partitions(claims, owners)
-        if claims.get(p) and claims.get(p) == current.get(p) and owners[p] != current[p]
+        p for p in lost_partitions(claims, owners) if claims.get(p) and claims[p] == current.get(p)
     }
