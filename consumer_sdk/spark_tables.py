@@ -37,9 +37,21 @@ SESSION_CONF = {
     "spark.sql.execution.arrow.localRelationThreshold": "0",
     "spark.sql.sources.partitionColumnTypeInference.enabled": "true",
 }
+# Properties of the Delta tables a session creates (a runtime setting, so remote sessions
+# take it too); the user's spark_conf overrides them. Delta writes a checkpoint of the whole
+# table state every delta.checkpointInterval commits, in a Spark job, inside the commit that
+# reaches it; its default, 10, suits a table written a few times an hour. A consumer commits
+# once per batch and table: measured through the sink on two cores (2,000-row appends,
+# benchmarks/results/delta_commit_cost.md), the checkpoint commits took 2-7 s and half of all
+# the JVM's CPU; at 100 a commit costs half the CPU. Readers replay at most 99 JSON commits
+# after the last checkpoint. Tables created before keep the interval they have.
+TABLE_DEFAULTS = {
+    "spark.databricks.delta.properties.defaults.checkpointInterval": "100",
+}
 # Defaults for the sessions and the Spark Connect server this project starts; the user's
 # spark_conf overrides them.
 DEFAULT_CONF = {
+    **TABLE_DEFAULTS,
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.shuffle.partitions": "4",
@@ -69,7 +81,7 @@ def spark_session(config: SparkSinkConfig) -> Any:
         # create(), not getOrCreate(): the latter returns the process's default session
         # whatever its URL, so a second sink (or a reader) would talk to the wrong server.
         remote = ConnectSession.builder.remote(config.spark_remote).create()
-        for key, value in {**SESSION_CONF, **config.spark_conf}.items():
+        for key, value in {**TABLE_DEFAULTS, **SESSION_CONF, **config.spark_conf}.items():
             if key != "spark.sql.hive.manageFilesourcePartitions":  # static: server's choice
                 remote.conf.set(key, value)
         return remote

@@ -17,10 +17,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
+from deltalake import DeltaTable
 
 from assignor import TopicPartition
 from consumer_sdk.clusters import ClusterKind, KafkaCluster
@@ -325,6 +327,46 @@ def test_resume_offsets_come_from_the_table(sink_config: SparkSinkConfig) -> Non
         TopicPartition("t", 1): 20,
     }
     assert sink.rows_skipped == 5
+
+
+def test_a_delta_table_the_sink_creates_checkpoints_every_100_commits(
+    sink_config: SparkSinkConfig,
+) -> None:
+    if sink_config.table_format != "delta":
+        pytest.skip("a Delta table property")
+    SparkTableSink(sink_config).write_blocking(
+        "t", records_table([Record("t", 0, 0, 0, None, b"v")])
+    )
+    configuration = DeltaTable(str(table_root(sink_config, "t"))).metadata().configuration
+    assert configuration.get("delta.checkpointInterval") == "100"
+
+
+class RecordingSession:
+    """Stands in for a Spark session: keeps what the sink sets and frames."""
+
+    def __init__(self) -> None:
+        self.conf = self
+        self.settings: dict[str, str] = {}
+
+    def set(self, key: str, value: str) -> None:
+        self.settings[key] = value
+
+    def createDataFrame(self, table: pa.Table) -> pa.Table:
+        return table
+
+
+@pytest.mark.parametrize(
+    ("value_size", "rows", "per_batch"), [(100, 2_000, 2_000), (1_000, 5_000, 2_500)]
+)
+def test_a_small_batch_is_one_spark_task_and_a_large_one_two(
+    value_size: int, rows: int, per_batch: int
+) -> None:
+    records = [Record("t", 0, o, 0, None, b"v" * value_size) for o in range(rows)]
+    session = RecordingSession()
+    SparkTableSink(SparkSinkConfig(warehouse="/tmp/unused-warehouse"))._frame(
+        session, records_table(records)
+    )
+    assert session.settings["spark.sql.execution.arrow.maxRecordsPerBatch"] == str(per_batch)
 
 
 def test_a_batch_of_dead_letters_only_is_written_once_even_when_read_again(

@@ -1,0 +1,201 @@
+"""What one Delta append costs the Spark session that commits it, by checkpoint interval.
+
+A consumer commits once per batch and table, so a Delta table it writes gets many small
+commits, and Delta writes a checkpoint of the whole table state every
+``delta.checkpointInterval`` commits (a Spark job run inside the commit that reaches it).
+Each interval is measured in a process of its own (one local session per process), the
+intervals alternating over the rounds: ``--appends`` appends of ``--rows`` 200-byte rows
+(a batch of the 60-second demo's size), then ``--big`` appends of 16 MiB batches, through
+the sink's session and the sink's append (Arrow batch, ``userMetadata`` carrying offsets).
+Reported: wall time per commit and the JVM's CPU seconds per commit (its /proc counters),
+over the appends after the first third (the JVM compiles its hot paths during those).
+
+``python -m benchmarks.delta_commit_cost``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from benchmarks.machine import machine_line
+from benchmarks.report import publish
+from benchmarks.spark_sink import arrow_batches
+from consumer_sdk.arrow_batch import with_ingest_date
+from consumer_sdk.spark_config import SparkSinkConfig
+from consumer_sdk.spark_sink import SparkTableSink
+from consumer_sdk.spark_tables import table_root
+
+INTERVAL_SETTING = "spark.databricks.delta.properties.defaults.checkpointInterval"
+VALUE_SIZE = 200
+BIG_BATCH = 16 * 1024 * 1024
+
+
+def jvm_pid() -> int:
+    """The local session's JVM: this process's child running java."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            parent = (entry / "stat").read_text().rsplit(")", 1)[1].split()[1]
+            command = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if parent == str(os.getpid()) and b"java" in command:
+            return int(entry.name)
+    raise RuntimeError("no JVM child found")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of ``pid`` and its waited-for children."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def measure(interval: int, appends: int, rows: int, big: int) -> dict[str, Any]:
+    """Append to a fresh table with checkpoints every ``interval`` commits; per-commit
+    figures (this process's own session)."""
+    warehouse = tempfile.mkdtemp(prefix="delta-commit-cost-")
+    config = SparkSinkConfig(warehouse=warehouse, spark_conf={INTERVAL_SETTING: str(interval)})
+    sink = SparkTableSink(config)
+    session = sink.open()
+    pid = jvm_pid()
+    small = arrow_batches(VALUE_SIZE, rows * VALUE_SIZE, rows * appends)
+    large = arrow_batches(VALUE_SIZE, BIG_BATCH, BIG_BATCH // VALUE_SIZE * big)
+    sink._ensure_table("t", small[0].schema)
+    root = table_root(config, "t")
+    today = datetime.now(UTC).date()
+
+    def append_all(tables: Sequence[Any]) -> tuple[list[float], list[float]]:
+        walls, cpus = [], []
+        for table in tables:
+            frame = sink._frame(session, with_ingest_date(table, today))
+            cpu, wall = cpu_seconds(pid), time.perf_counter()
+            frame.write.format("delta").mode("append").option("userMetadata", "{}").save(str(root))
+            walls.append(time.perf_counter() - wall)
+            cpus.append(cpu_seconds(pid) - cpu)
+        return walls, cpus
+
+    small_walls, small_cpus = append_all(small)
+    large_walls, large_cpus = append_all(large)
+    checkpoints = len(list((root / "_delta_log").glob("*.checkpoint.parquet")))
+    skip = appends // 3
+    return {
+        "interval": interval,
+        "small_walls": small_walls[skip:],
+        "small_cpus": small_cpus[skip:],
+        "small_rows": sum(t.num_rows for t in small[skip:]),
+        "large_walls": large_walls,
+        "large_cpus": large_cpus,
+        "large_rows": sum(t.num_rows for t in large),
+        "checkpoints": checkpoints,
+    }
+
+
+def run_child(interval: int, args: argparse.Namespace) -> dict[str, Any]:
+    """One interval measured in a fresh process."""
+    command = [
+        sys.executable,
+        "-m",
+        "benchmarks.delta_commit_cost",
+        "--child",
+        str(interval),
+        "--appends",
+        str(args.appends),
+        "--rows",
+        str(args.rows),
+        "--big",
+        str(args.big),
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"interval {interval} failed:\n{done.stderr[-2000:]}")
+    last = done.stdout.strip().splitlines()[-1]
+    result: dict[str, Any] = json.loads(last)
+    return result
+
+
+def summarize(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Pooled figures of one interval's runs."""
+    walls = [w for r in runs for w in r["small_walls"]]
+    cpus = [c for r in runs for c in r["small_cpus"]]
+    large_walls = [w for r in runs for w in r["large_walls"]]
+    large_cpus = [c for r in runs for c in r["large_cpus"]]
+    return {
+        "interval": runs[0]["interval"],
+        "commits": len(walls),
+        "wall_median_s": statistics.median(walls),
+        "wall_mean_s": statistics.fmean(walls),
+        "wall_max_s": max(walls),
+        "cpu_mean_s": statistics.fmean(cpus),
+        "small_rows_per_s": sum(r["small_rows"] for r in runs) / sum(walls),
+        "large_rows_per_s": sum(r["large_rows"] for r in runs) / sum(large_walls),
+        "large_cpu_mean_s": statistics.fmean(large_cpus),
+        "checkpoints": sum(r["checkpoints"] for r in runs),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--intervals", default="10,100", help="checkpoint intervals to compare")
+    parser.add_argument("--appends", type=int, default=60, help="small appends per run")
+    parser.add_argument("--rows", type=int, default=2000, help="rows per small append")
+    parser.add_argument("--big", type=int, default=4, help="16 MiB appends per run")
+    parser.add_argument("--rounds", type=int, default=2, help="runs per interval, alternating")
+    parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--no-write", action="store_true", help="print only")
+    args = parser.parse_args(argv)
+    if args.child is not None:
+        print(json.dumps(measure(args.child, args.appends, args.rows, args.big)))
+        return 0
+    intervals = [int(i) for i in args.intervals.split(",")]
+    runs: dict[int, list[dict[str, Any]]] = {i: [] for i in intervals}
+    for round_ in range(args.rounds):
+        for interval in intervals:
+            print(f"round {round_ + 1}: checkpoint interval {interval}", flush=True)
+            runs[interval].append(run_child(interval, args))
+    rows = [summarize(runs[i]) for i in intervals]
+    lines = [
+        "# Delta commit cost by checkpoint interval (local session, through the sink's append)",
+        "",
+        machine_line(),
+        "Broker: none (Spark only). Spark: local[2], the sink's session defaults.",
+        f"Per run: {args.appends} appends of {args.rows:,} rows of {VALUE_SIZE} B (figures "
+        f"from the last {args.appends - args.appends // 3}), then {args.big} appends of 16 MiB "
+        f"batches; {args.rounds} runs per interval, alternating, one process each. JVM CPU: "
+        "the session JVM's user + system seconds per commit (all its threads: tasks, "
+        "compiler, GC).",
+        "",
+        "| checkpoint interval | commits | wall median (s) | wall mean (s) | wall max (s) "
+        "| JVM CPU per commit (s) | rows/s, small | rows/s, 16 MiB | JVM CPU per 16 MiB "
+        "commit (s) | checkpoints |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in rows:
+        lines.append(
+            f"| {row['interval']} | {row['commits']} | {row['wall_median_s']:.3f} "
+            f"| {row['wall_mean_s']:.3f} | {row['wall_max_s']:.2f} | {row['cpu_mean_s']:.3f} "
+            f"| {row['small_rows_per_s']:,.0f} | {row['large_rows_per_s']:,.0f} "
+            f"| {row['large_cpu_mean_s']:.3f} | {row['checkpoints']} |"
+        )
+    publish(
+        "delta_commit_cost",
+        "\n".join(lines),
+        {"rows": rows, "runs": {str(k): v for k, v in runs.items()}},
+        write=not args.no_write,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
