@@ -4,7 +4,9 @@ A topic's batch goes into its table in one commit of the format that also carrie
 last offset per partition (:mod:`consumer_sdk.commit_offsets`); dead letters go first, in a
 commit of the dead-letter table that carries theirs. Resuming a partition reads those offsets
 back from the table's history (Delta ``DESCRIBE HISTORY``, Iceberg's ``snapshots`` table), so
-the table, not a file of ours, says where it is. A member that lost its partitions while
+the table says where it is; a partition whose last writer finished its commits left a record
+of where they end (:mod:`consumer_sdk.partition_fence`), and its next owner resumes from that
+without reading the history. A member that lost its partitions while
 paused cannot add duplicates: :mod:`consumer_sdk.partition_fence` drops its rows of
 partitions another member has claimed since. Readers see whole commits only: a killed writer
 leaves at most data files no commit names (``VACUUM`` / ``remove_orphan_files`` clean them).
@@ -28,6 +30,7 @@ from consumer_sdk.commit_offsets import SUMMARY_KEY, encode_offsets, stored_offs
 from consumer_sdk.partition_fence import (
     FENCE_DIR,
     PartitionFence,
+    StoredOffsets,
     lost_partitions,
     taken_partitions,
 )
@@ -67,38 +70,58 @@ class LakeAppender:
         # dead-letter table: from the resume read, then from this writer's own commits.
         self._stored: dict[tuple[str, int], int] = {}
         self._dead_stored: dict[tuple[str, int], int] = {}
+        # Partitions a commit of which failed: whether it landed is unknown until the next
+        # claim reads the history, so no record of them is written meanwhile.
+        self._uncertain: set[tuple[str, int]] = set()
+        self.history_reads = 0
 
     # resume ------------------------------------------------------------------------------
     def claim_and_resume(
         self, session: Any, partitions: Sequence[TopicPartition]
     ) -> dict[TopicPartition, int]:
         """Claim ``partitions`` for this writer, then read where the table is: the next
-        offset per partition the table already holds rows (or dead letters) of."""
-        found: dict[TopicPartition, int] = {}
+        offset per partition the table already holds rows (or dead letters) of. From the
+        last writers' records where they left exact ones, else from the tables' history."""
         topics = sorted({tp.topic for tp in partitions})
         started = time.monotonic()
+        recorded: dict[tuple[str, int], StoredOffsets] = {}
+        unknown: dict[str, list[int]] = {}
         for topic in topics:  # every claim before any read of where the tables are
-            wanted = [tp.partition for tp in partitions if tp.topic == topic]
+            wanted = sorted({tp.partition for tp in partitions if tp.topic == topic})
             claims = self._fence.claim(topic, wanted)
             self._claims.update({(topic, p): token for p, token in claims.items()})
-        claimed = time.monotonic()
-        dead_history = self._history(session, self.config.dead_letter_table)  # every topic's
-        for topic in topics:
-            wanted = [tp.partition for tp in partitions if tp.topic == topic]
-            stored = stored_offsets(self._history(session, self.config.table_for(topic)), topic)
-            dead = stored_offsets(dead_history, topic)
             for partition in wanted:
-                if partition in dead:
-                    self._dead_stored[(topic, partition)] = dead[partition]
-                if partition in stored:
-                    self._stored[(topic, partition)] = stored[partition]
-                    found[TopicPartition(topic, partition)] = stored[partition] + 1
+                self._uncertain.discard((topic, partition))
+                record = self._fence.read_stored(topic, partition)
+                if record is None:
+                    unknown.setdefault(topic, []).append(partition)
+                else:
+                    recorded[(topic, partition)] = record
+        claimed = time.monotonic()
+        if unknown:
+            dead_history = self._history(session, self.config.dead_letter_table)
+            for topic, wanted in unknown.items():
+                rows = stored_offsets(self._history(session, self.config.table_for(topic)), topic)
+                dead = stored_offsets(dead_history, topic)
+                for partition in wanted:
+                    recorded[(topic, partition)] = StoredOffsets(
+                        rows.get(partition), dead.get(partition)
+                    )
+        found: dict[TopicPartition, int] = {}
+        for (topic, partition), record in recorded.items():
+            if record.dead is not None:
+                self._dead_stored[(topic, partition)] = record.dead
+            if record.rows is not None:
+                self._stored[(topic, partition)] = record.rows
+                found[TopicPartition(topic, partition)] = record.rows + 1
         log.info(
             "claimed %d partition(s) in %.2f s (waiting for writes of their last owners), "
-            "read where their tables are in %.2f s",
+            "read where their tables are in %.2f s (%d from the history, the rest from the "
+            "last writers' records)",
             len(partitions),
             claimed - started,
             time.monotonic() - claimed,
+            sum(len(wanted) for wanted in unknown.values()),
         )
         return found
 
@@ -108,6 +131,7 @@ class LakeAppender:
 
     def _history(self, session: Any, table: str) -> list[str | None]:
         """Every commit's offsets metadata of ``table`` (None where a commit has none)."""
+        self.history_reads += 1
         if self.config.table_format == "delta":
             root = table_root(self.config, table).as_posix()
             query = f"DESCRIBE HISTORY delta.`{root}`"
@@ -170,16 +194,32 @@ class LakeAppender:
             }
             if not kept_last:
                 return AppendResult(0, 0, frozenset(lost), fenced, skipped, taken)
-            if dead.num_rows:
-                _, dead_last = table_offset_ranges(dead)
-                dead_metadata = encode_offsets(topic, dead_last)
-                self._write(
-                    session, self.config.dead_letter_table, dead, ingest_date, dead_metadata
-                )
-                self._dead_stored.update({(topic, p): o for p, o in dead_last.items()})
-            metadata = encode_offsets(topic, kept_last)
-            self._write(session, self.config.table_for(topic), rows, ingest_date, metadata)
-            self._stored.update({(topic, p): o for p, o in kept_last.items()})
+            dead_last = table_offset_ranges(dead)[1] if dead.num_rows else {}
+            written = sorted({*kept_last, *dead_last})
+            self._fence.write_stored(topic, dict.fromkeys(written))  # "writing"
+            try:
+                if dead_last:
+                    dead_metadata = encode_offsets(topic, dead_last)
+                    self._write(
+                        session, self.config.dead_letter_table, dead, ingest_date, dead_metadata
+                    )
+                    self._dead_stored.update({(topic, p): o for p, o in dead_last.items()})
+                metadata = encode_offsets(topic, kept_last)
+                self._write(session, self.config.table_for(topic), rows, ingest_date, metadata)
+                self._stored.update({(topic, p): o for p, o in kept_last.items()})
+            except BaseException:
+                self._uncertain.update((topic, p) for p in written)
+                raise
+            self._fence.write_stored(
+                topic,
+                {
+                    p: StoredOffsets(
+                        self._stored.get((topic, p)), self._dead_stored.get((topic, p))
+                    )
+                    for p in written
+                    if (topic, p) not in self._uncertain
+                },
+            )
         log.info(
             "%s: appended %d row(s) and %d dead letter(s) in %.2f s (%.2f s waiting for "
             "the partitions' locks)",

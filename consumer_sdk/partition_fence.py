@@ -16,20 +16,63 @@ it (its rows of the claimed partitions are dropped): never both written. Locks a
 on the warehouse filesystem, the same one the parquet format's ledger uses; they are
 uncontended in normal operation (one owner per partition), so holding them during a table
 write costs nothing. A process killed with -9 releases its locks with its file handles.
+
+Each partition also has a *stored* file: where its rows and dead letters end in the tables,
+as the last writer left it, so the next owner can resume without reading the tables' history
+(seconds through a busy Spark Connect server, with the partition paused meanwhile). Under the
+partition's lock, a writer marks it ``writing`` before a commit and writes the offsets once
+the commit returned. A record names exact offsets only when no commit of the partition can
+still land: a writer killed mid-commit leaves ``writing`` behind (through Spark Connect, the
+server may finish that commit after the writer's death released its locks), and so does a
+commit that failed without saying whether it landed. The next owner then reads the history.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import re
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 FENCE_DIR = "_fences"
 _SAFE = re.compile(r"[^A-Za-z0-9._-]")
+WRITING = "writing"
+
+
+@dataclass(frozen=True)
+class StoredOffsets:
+    """The last offset of a partition in its table and in the dead-letter table (None:
+    nothing of it there)."""
+
+    rows: int | None
+    dead: int | None
+
+
+def encode_stored(stored: StoredOffsets | None) -> str:
+    """A stored file's text: the offsets, or ``writing`` (None: a commit may be landing)."""
+    if stored is None:
+        return WRITING
+    return json.dumps({"rows": stored.rows, "dead": stored.dead})
+
+
+def decode_stored(text: str) -> StoredOffsets | None:
+    """The offsets of a stored file; None when a commit may be landing or the text is not a
+    record of ours (the reader then reads the tables' history)."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or set(data) != {"rows", "dead"}:
+        return None
+    values = [data["rows"], data["dead"]]
+    if not all(v is None or (type(v) is int and v >= 0) for v in values):
+        return None
+    return StoredOffsets(data["rows"], data["dead"])
 
 
 class PartitionFence:
@@ -78,6 +121,25 @@ class PartitionFence:
         wanted = sorted(set(partitions))
         with self.locked(topic, wanted):
             return {partition: self.write_owner(topic, partition) for partition in wanted}
+
+    def read_stored(self, topic: str, partition: int) -> StoredOffsets | None:
+        """Where the partition's last writer left it; None when unknown (never written by a
+        writer that keeps records, or a commit may still be landing). Exact once the caller
+        has claimed the partition: only its owner writes the record, under the lock."""
+        stored = self._base(topic, partition).with_suffix(".stored")
+        try:
+            return decode_stored(stored.read_text())
+        except OSError:
+            return None
+
+    def write_stored(self, topic: str, stored: Mapping[int, StoredOffsets | None]) -> None:
+        """Record where each partition is (None: ``writing``). Only while :meth:`locked`
+        holds those partitions."""
+        for partition, offsets in stored.items():
+            path = self._base(topic, partition).with_suffix(".stored")
+            staged = path.with_name(f".{path.name}.{uuid.uuid4().hex}")
+            staged.write_text(encode_stored(offsets))
+            os.replace(staged, path)
 
 
 def lost_partitions(claims: Mapping[int, str], owners: Mapping[int, str]) -> set[int]:

@@ -13,7 +13,14 @@ import pytest
 
 from consumer_sdk.commit_offsets import decode_offsets, encode_offsets, stored_offsets
 from consumer_sdk.jar_lock import JarLockError, parse_lock, render_lock
-from consumer_sdk.partition_fence import PartitionFence, lost_partitions, taken_partitions
+from consumer_sdk.partition_fence import (
+    PartitionFence,
+    StoredOffsets,
+    decode_stored,
+    encode_stored,
+    lost_partitions,
+    taken_partitions,
+)
 
 
 def test_offsets_round_trip_through_commit_metadata() -> None:
@@ -48,6 +55,45 @@ def test_stored_offsets_take_the_highest_per_partition_of_the_topic() -> None:
         encode_offsets("t", {2: 0}),
     ]
     assert stored_offsets(history, "t") == {0: 10, 1: 5, 2: 0}
+
+
+@pytest.mark.parametrize(
+    "stored", [StoredOffsets(41, None), StoredOffsets(None, 3), StoredOffsets(0, 0)]
+)
+def test_a_stored_record_round_trips(stored: StoredOffsets) -> None:
+    assert decode_stored(encode_stored(stored)) == stored
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        encode_stored(None),  # a commit may be landing
+        "",
+        "{",
+        "[1, 2]",
+        json.dumps({"rows": 1}),
+        json.dumps({"rows": -1, "dead": None}),
+        json.dumps({"rows": True, "dead": None}),
+        json.dumps({"rows": 1.5, "dead": None}),
+        json.dumps({"rows": 1, "dead": None, "more": 2}),
+    ],
+)
+def test_a_record_that_is_not_exact_offsets_reads_as_unknown(text: str) -> None:
+    assert decode_stored(text) is None
+
+
+def test_a_partition_marked_writing_reads_as_unknown_until_its_offsets_are_written(
+    tmp_path: Path,
+) -> None:
+    fence = PartitionFence(tmp_path)
+    assert fence.read_stored("t", 0) is None  # never written
+    with fence.locked("t", [0, 1]):
+        fence.write_stored("t", {0: None, 1: StoredOffsets(7, None)})
+    assert fence.read_stored("t", 0) is None
+    assert fence.read_stored("t", 1) == StoredOffsets(7, None)
+    with fence.locked("t", [0]):
+        fence.write_stored("t", {0: StoredOffsets(12, 4)})
+    assert fence.read_stored("t", 0) == StoredOffsets(12, 4)
 
 
 def test_a_claim_by_another_writer_marks_the_partition_lost(tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ from deltalake import DeltaTable
 from assignor import TopicPartition
 from consumer_sdk.clusters import ClusterKind, KafkaCluster
 from consumer_sdk.compact import compact, data_files
+from consumer_sdk.partition_fence import FENCE_DIR, PartitionFence
 from consumer_sdk.sink import Record, records_table
 from consumer_sdk.spark_config import SparkSinkConfig
 from consumer_sdk.spark_connect import SparkConnectServer
@@ -327,6 +328,31 @@ def test_resume_offsets_come_from_the_table(sink_config: SparkSinkConfig) -> Non
         TopicPartition("t", 1): 20,
     }
     assert sink.rows_skipped == 5
+
+
+def test_the_next_owner_resumes_from_the_last_writers_record_unless_it_died_mid_commit(
+    sink_config: SparkSinkConfig,
+) -> None:
+    if sink_config.table_format == "parquet":
+        pytest.skip("the parquet format resumes from its ledger")
+    first = SparkTableSink(sink_config)
+    wanted = [TopicPartition("t", p) for p in (0, 1, 2)]
+    asyncio.run(first.resume_offsets(wanted))
+    records = [Record("t", p, o, 0, None, b"v") for p in (0, 1) for o in range(10, 20)]
+    first.write_blocking("t", records_table(records))
+    expected = {TopicPartition("t", 0): 20, TopicPartition("t", 1): 20}
+
+    clean = SparkTableSink(sink_config)  # partition 2 has no writer's record: not asked
+    assert asyncio.run(clean.resume_offsets(wanted[:2])) == expected
+    assert clean._lake is not None and clean._lake.history_reads == 0
+
+    # The last writer marked partition 1 and was killed before its commit returned.
+    fence = PartitionFence(sink_config.warehouse_path / FENCE_DIR / sink_config.database)
+    with fence.locked("t", [1]):
+        fence.write_stored("t", {1: None})
+    after_kill = SparkTableSink(sink_config)
+    assert asyncio.run(after_kill.resume_offsets(wanted)) == expected
+    assert after_kill._lake is not None and after_kill._lake.history_reads > 0
 
 
 def test_a_delta_table_the_sink_creates_checkpoints_every_100_commits(
