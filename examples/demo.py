@@ -261,6 +261,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         }
         if not args.local_spark:
             env["AUTOSCALER_SPARK_REMOTE"] = spark.url
+            # Every consumer commits through this one server, whose cost is per commit, not
+            # per row: with one write in flight a consumer's next batch fills while its
+            # write runs instead of becoming another commit. Measured in the 60-second demo
+            # (benchmarks/results/demo_60s.md): lag peaked at 29 s and fell through the
+            # step with one, and stayed level until the step ended with two.
+            env.setdefault("AUTOSCALER_WRITES_IN_FLIGHT", "1")
         log = (out / "sidecar.log").open("w")
         sidecar = subprocess.Popen(
             [sys.executable, "-m", "sidecar.cli"],
