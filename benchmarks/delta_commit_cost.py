@@ -3,12 +3,15 @@
 A consumer commits once per batch and table, so a Delta table it writes gets many small
 commits, and Delta writes a checkpoint of the whole table state every
 ``delta.checkpointInterval`` commits (a Spark job run inside the commit that reaches it).
-Each interval is measured in a process of its own (one local session per process), the
-intervals alternating over the rounds: ``--appends`` appends of ``--rows`` 200-byte rows
+Each setting is measured in a process of its own (one local session per process), the
+settings alternating over the rounds: ``--appends`` appends of ``--rows`` 200-byte rows
 (a batch of the 60-second demo's size), then ``--big`` appends of 16 MiB batches, through
 the sink's session and the sink's append (Arrow batch, ``userMetadata`` carrying offsets).
 Reported: wall time per commit and the JVM's CPU seconds per commit (its /proc counters),
 over the appends after the first third (the JVM compiles its hot paths during those).
+Settings: the checkpoint interval, and whether every batch is split in two Arrow batches
+(two Spark tasks, two files: what the sink did for every batch before) or only those from
+``SPLIT_FROM_BYTES`` on (the sink's rule).
 
 ``python -m benchmarks.delta_commit_cost``.
 """
@@ -31,6 +34,7 @@ from typing import Any
 from benchmarks.machine import machine_line
 from benchmarks.report import publish
 from benchmarks.spark_sink import arrow_batches
+from consumer_sdk import spark_sink
 from consumer_sdk.arrow_batch import with_ingest_date
 from consumer_sdk.spark_config import SparkSinkConfig
 from consumer_sdk.spark_sink import SparkTableSink
@@ -62,9 +66,11 @@ def cpu_seconds(pid: int) -> float:
     return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
-def measure(interval: int, appends: int, rows: int, big: int) -> dict[str, Any]:
-    """Append to a fresh table with checkpoints every ``interval`` commits; per-commit
-    figures (this process's own session)."""
+def measure(interval: int, split_all: bool, appends: int, rows: int, big: int) -> dict[str, Any]:
+    """Append to a fresh table with checkpoints every ``interval`` commits, every batch split
+    in two when ``split_all``; per-commit figures (this process's own session)."""
+    if split_all:
+        spark_sink.SPLIT_FROM_BYTES = 0
     warehouse = tempfile.mkdtemp(prefix="delta-commit-cost-")
     config = SparkSinkConfig(warehouse=warehouse, spark_conf={INTERVAL_SETTING: str(interval)})
     sink = SparkTableSink(config)
@@ -92,6 +98,7 @@ def measure(interval: int, appends: int, rows: int, big: int) -> dict[str, Any]:
     skip = appends // 3
     return {
         "interval": interval,
+        "split": "every batch" if split_all else f"from {spark_sink.SPLIT_FROM_BYTES >> 20} MiB",
         "small_walls": small_walls[skip:],
         "small_cpus": small_cpus[skip:],
         "small_rows": sum(t.num_rows for t in small[skip:]),
@@ -102,14 +109,14 @@ def measure(interval: int, appends: int, rows: int, big: int) -> dict[str, Any]:
     }
 
 
-def run_child(interval: int, args: argparse.Namespace) -> dict[str, Any]:
-    """One interval measured in a fresh process."""
+def run_child(setting: str, args: argparse.Namespace) -> dict[str, Any]:
+    """One setting (``INTERVAL:all`` or ``INTERVAL:sized``) measured in a fresh process."""
     command = [
         sys.executable,
         "-m",
         "benchmarks.delta_commit_cost",
         "--child",
-        str(interval),
+        setting,
         "--appends",
         str(args.appends),
         "--rows",
@@ -119,20 +126,21 @@ def run_child(interval: int, args: argparse.Namespace) -> dict[str, Any]:
     ]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        raise RuntimeError(f"interval {interval} failed:\n{done.stderr[-2000:]}")
+        raise RuntimeError(f"{setting} failed:\n{done.stderr[-2000:]}")
     last = done.stdout.strip().splitlines()[-1]
     result: dict[str, Any] = json.loads(last)
     return result
 
 
 def summarize(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Pooled figures of one interval's runs."""
+    """Pooled figures of one setting's runs."""
     walls = [w for r in runs for w in r["small_walls"]]
     cpus = [c for r in runs for c in r["small_cpus"]]
     large_walls = [w for r in runs for w in r["large_walls"]]
     large_cpus = [c for r in runs for c in r["large_cpus"]]
     return {
         "interval": runs[0]["interval"],
+        "split": runs[0]["split"],
         "commits": len(walls),
         "wall_median_s": statistics.median(walls),
         "wall_mean_s": statistics.fmean(walls),
@@ -147,43 +155,50 @@ def summarize(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--intervals", default="10,100", help="checkpoint intervals to compare")
+    parser.add_argument(
+        "--settings",
+        default="10:all,100:all,100:sized",
+        help="INTERVAL:all (every batch split in two) or INTERVAL:sized (the sink's rule)",
+    )
     parser.add_argument("--appends", type=int, default=60, help="small appends per run")
     parser.add_argument("--rows", type=int, default=2000, help="rows per small append")
     parser.add_argument("--big", type=int, default=4, help="16 MiB appends per run")
     parser.add_argument("--rounds", type=int, default=2, help="runs per interval, alternating")
-    parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--no-write", action="store_true", help="print only")
     args = parser.parse_args(argv)
     if args.child is not None:
-        print(json.dumps(measure(args.child, args.appends, args.rows, args.big)))
+        interval, split = args.child.split(":")
+        result = measure(int(interval), split == "all", args.appends, args.rows, args.big)
+        print(json.dumps(result))
         return 0
-    intervals = [int(i) for i in args.intervals.split(",")]
-    runs: dict[int, list[dict[str, Any]]] = {i: [] for i in intervals}
+    settings = args.settings.split(",")
+    runs: dict[str, list[dict[str, Any]]] = {s: [] for s in settings}
     for round_ in range(args.rounds):
-        for interval in intervals:
-            print(f"round {round_ + 1}: checkpoint interval {interval}", flush=True)
-            runs[interval].append(run_child(interval, args))
-    rows = [summarize(runs[i]) for i in intervals]
+        for setting in settings:
+            print(f"round {round_ + 1}: {setting}", flush=True)
+            runs[setting].append(run_child(setting, args))
+    rows = [summarize(runs[s]) for s in settings]
     lines = [
-        "# Delta commit cost by checkpoint interval (local session, through the sink's append)",
+        "# Delta commit cost by checkpoint interval and tasks per batch (local session, the "
+        "sink's append)",
         "",
         machine_line(),
         "Broker: none (Spark only). Spark: local[2], the sink's session defaults.",
         f"Per run: {args.appends} appends of {args.rows:,} rows of {VALUE_SIZE} B (figures "
         f"from the last {args.appends - args.appends // 3}), then {args.big} appends of 16 MiB "
-        f"batches; {args.rounds} runs per interval, alternating, one process each. JVM CPU: "
+        f"batches; {args.rounds} runs per setting, alternating, one process each. JVM CPU: "
         "the session JVM's user + system seconds per commit (all its threads: tasks, "
         "compiler, GC).",
         "",
-        "| checkpoint interval | commits | wall median (s) | wall mean (s) | wall max (s) "
-        "| JVM CPU per commit (s) | rows/s, small | rows/s, 16 MiB | JVM CPU per 16 MiB "
-        "commit (s) | checkpoints |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| checkpoint interval | split in two | commits | wall median (s) | wall mean (s) "
+        "| wall max (s) | JVM CPU per commit (s) | rows/s, small | rows/s, 16 MiB "
+        "| JVM CPU per 16 MiB commit (s) | checkpoints |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in rows:
         lines.append(
-            f"| {row['interval']} | {row['commits']} | {row['wall_median_s']:.3f} "
+            f"| {row['interval']} | {row['split']} | {row['commits']} | {row['wall_median_s']:.3f} "
             f"| {row['wall_mean_s']:.3f} | {row['wall_max_s']:.2f} | {row['cpu_mean_s']:.3f} "
             f"| {row['small_rows_per_s']:,.0f} | {row['large_rows_per_s']:,.0f} "
             f"| {row['large_cpu_mean_s']:.3f} | {row['checkpoints']} |"
@@ -191,7 +206,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     publish(
         "delta_commit_cost",
         "\n".join(lines),
-        {"rows": rows, "runs": {str(k): v for k, v in runs.items()}},
+        {"rows": rows, "runs": runs},
         write=not args.no_write,
     )
     return 0
