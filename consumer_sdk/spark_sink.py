@@ -309,7 +309,7 @@ class SparkTableSink:
         Spark writes each batch in a task of its own, into a file of its own: two tasks
         write a large batch in parallel (far fewer files than the 10,000-row default gives);
         a small one pays each task's fixed cost twice for nothing (the statistics code Delta
-        generates per task, the Parquet writer): 2,000-row Delta appends took 18 % less of
+        generates per task, the Parquet writer): 2,000-row Delta appends took 16 % less of
         the JVM's CPU as one batch (benchmarks/results/delta_commit_cost.md). The setting is
         the session's, read by createDataFrame: held while both run, so batches staged at
         once each get their own; Spark's write runs outside the lock."""

@@ -42,9 +42,10 @@ SESSION_CONF = {
 # table state every delta.checkpointInterval commits, in a Spark job, inside the commit that
 # reaches it; its default, 10, suits a table written a few times an hour. A consumer commits
 # once per batch and table: measured through the sink on two cores (2,000-row appends,
-# benchmarks/results/delta_commit_cost.md), the checkpoint commits took 2-7 s and half of all
-# the JVM's CPU; at 100 a commit costs half the CPU. Readers replay at most 99 JSON commits
-# after the last checkpoint. Tables created before keep the interval they have.
+# benchmarks/results/delta_commit_cost.md), a checkpoint commit took about 1.8 s against
+# 0.25 s for the others, and at 100 an append took 36 % less of the JVM's CPU (0.72 s ->
+# 0.46 s). Readers replay at most 99 JSON commits after the last checkpoint. Tables created
+# before keep the interval they have.
 TABLE_DEFAULTS = {
     "spark.databricks.delta.properties.defaults.checkpointInterval": "100",
 }
