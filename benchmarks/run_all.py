@@ -6,6 +6,7 @@ from __future__ import annotations
 from benchmarks import (
     consume_throughput,
     cooperative_rebalance,
+    delta_commit_cost,
     embedded_memory,
     latency,
     paper,
@@ -26,6 +27,7 @@ def main() -> int:
         embedded_memory,
         consume_throughput,
         spark_sink,
+        delta_commit_cost,
         cooperative_rebalance,
         sidecar_cycle,
         simulate,
