@@ -92,7 +92,7 @@ class LakeAppender:
             self._claims.update({(topic, p): token for p, token in claims.items()})
             for partition in wanted:
                 self._uncertain.discard((topic, partition))
-                record = self._fence.read_stored(topic, partition)
+                record = self._fence.read_stored(topic, partition, self._tables(topic))
                 if record is None:
                     unknown.setdefault(topic, []).append(partition)
                 else:
@@ -124,6 +124,10 @@ class LakeAppender:
             sum(len(wanted) for wanted in unknown.values()),
         )
         return found
+
+    def _tables(self, topic: str) -> tuple[str, str]:
+        """The tables a record of ``topic``'s partitions describes: its own, dead letters."""
+        return self.config.table_for(topic), self.config.dead_letter_table
 
     def claims_for(self, topic: str, partitions: Sequence[int]) -> dict[int, str]:
         """The claims a batch of ``partitions`` is read under (taken when it is staged)."""
@@ -196,7 +200,8 @@ class LakeAppender:
                 return AppendResult(0, 0, frozenset(lost), fenced, skipped, taken)
             dead_last = table_offset_ranges(dead)[1] if dead.num_rows else {}
             written = sorted({*kept_last, *dead_last})
-            self._fence.write_stored(topic, dict.fromkeys(written))  # "writing"
+            tables = self._tables(topic)
+            self._fence.write_stored(topic, tables, dict.fromkeys(written))  # "writing"
             try:
                 if dead_last:
                     dead_metadata = encode_offsets(topic, dead_last)
@@ -212,6 +217,7 @@ class LakeAppender:
                 raise
             self._fence.write_stored(
                 topic,
+                tables,
                 {
                     p: StoredOffsets(
                         self._stored.get((topic, p)), self._dead_stored.get((topic, p))

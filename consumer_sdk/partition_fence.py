@@ -122,21 +122,34 @@ class PartitionFence:
         with self.locked(topic, wanted):
             return {partition: self.write_owner(topic, partition) for partition in wanted}
 
-    def read_stored(self, topic: str, partition: int) -> StoredOffsets | None:
-        """Where the partition's last writer left it; None when unknown (never written by a
-        writer that keeps records, or a commit may still be landing). Exact once the caller
-        has claimed the partition: only its owner writes the record, under the lock."""
-        stored = self._base(topic, partition).with_suffix(".stored")
+    def _stored_path(self, topic: str, partition: int, tables: tuple[str, str]) -> Path:
+        """The record of ``partition`` in ``tables`` (its table, the dead-letter table): one
+        per pair, since claims are per topic and a topic may be written into several tables
+        (a renamed table, another pipeline's), each its own offsets."""
+        base = self._base(topic, partition)
+        names = ".".join(_SAFE.sub("_", table) for table in tables)
+        return base.with_name(f"{base.name}.{names}.stored")
+
+    def read_stored(
+        self, topic: str, partition: int, tables: tuple[str, str]
+    ) -> StoredOffsets | None:
+        """Where the partition's last writer into ``tables`` (its table, the dead-letter
+        table) left it; None when unknown (never written by a writer that keeps records, or
+        a commit may still be landing). Exact once the caller has claimed the partition:
+        only its owner writes the record, under the lock."""
+        stored = self._stored_path(topic, partition, tables)
         try:
             return decode_stored(stored.read_text())
         except OSError:
             return None
 
-    def write_stored(self, topic: str, stored: Mapping[int, StoredOffsets | None]) -> None:
-        """Record where each partition is (None: ``writing``). Only while :meth:`locked`
-        holds those partitions."""
+    def write_stored(
+        self, topic: str, tables: tuple[str, str], stored: Mapping[int, StoredOffsets | None]
+    ) -> None:
+        """Record where each partition is in ``tables`` (None: ``writing``). Only while
+        :meth:`locked` holds those partitions."""
         for partition, offsets in stored.items():
-            path = self._base(topic, partition).with_suffix(".stored")
+            path = self._stored_path(topic, partition, tables)
             staged = path.with_name(f".{path.name}.{uuid.uuid4().hex}")
             staged.write_text(encode_stored(offsets))
             os.replace(staged, path)

@@ -86,14 +86,18 @@ def test_a_partition_marked_writing_reads_as_unknown_until_its_offsets_are_writt
     tmp_path: Path,
 ) -> None:
     fence = PartitionFence(tmp_path)
-    assert fence.read_stored("t", 0) is None  # never written
+    tables = ("orders", "dead_letters")
+    assert fence.read_stored("t", 0, tables) is None  # never written
     with fence.locked("t", [0, 1]):
-        fence.write_stored("t", {0: None, 1: StoredOffsets(7, None)})
-    assert fence.read_stored("t", 0) is None
-    assert fence.read_stored("t", 1) == StoredOffsets(7, None)
+        fence.write_stored("t", tables, {0: None, 1: StoredOffsets(7, None)})
+    assert fence.read_stored("t", 0, tables) is None
+    assert fence.read_stored("t", 1, tables) == StoredOffsets(7, None)
     with fence.locked("t", [0]):
-        fence.write_stored("t", {0: StoredOffsets(12, 4)})
-    assert fence.read_stored("t", 0) == StoredOffsets(12, 4)
+        fence.write_stored("t", tables, {0: StoredOffsets(12, 4)})
+    assert fence.read_stored("t", 0, tables) == StoredOffsets(12, 4)
+    # The same topic written into another table (or dead-letter table) has no record yet.
+    assert fence.read_stored("t", 1, ("orders_v2", "dead_letters")) is None
+    assert fence.read_stored("t", 1, ("orders", "orders_dead")) is None
 
 
 def test_a_claim_by_another_writer_marks_the_partition_lost(tmp_path: Path) -> None:

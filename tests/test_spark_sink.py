@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import signal
 import subprocess
 import sys
@@ -349,10 +350,19 @@ def test_the_next_owner_resumes_from_the_last_writers_record_unless_it_died_mid_
     # The last writer marked partition 1 and was killed before its commit returned.
     fence = PartitionFence(sink_config.warehouse_path / FENCE_DIR / sink_config.database)
     with fence.locked("t", [1]):
-        fence.write_stored("t", {1: None})
+        fence.write_stored("t", ("t", sink_config.dead_letter_table), {1: None})
     after_kill = SparkTableSink(sink_config)
     assert asyncio.run(after_kill.resume_offsets(wanted)) == expected
     assert after_kill._lake is not None and after_kill._lake.history_reads > 0
+
+    # The same topic into another table of the same database: that table's own offsets.
+    other_config = dataclasses.replace(sink_config, table_template="{topic}_v2")
+    other = SparkTableSink(other_config)
+    assert asyncio.run(other.resume_offsets(wanted)) == {}
+    other.write_blocking("t", records_table(records[:3]))
+    assert key_counts(other_config, other_config.table_for("t")) == Counter(
+        {(0, o): 1 for o in range(10, 13)}
+    )
 
 
 def test_a_delta_table_the_sink_creates_checkpoints_every_100_commits(
