@@ -201,16 +201,15 @@ class LakeAppender:
             dead_last = table_offset_ranges(dead)[1] if dead.num_rows else {}
             written = sorted({*kept_last, *dead_last})
             tables = self._tables(topic)
+            table, dead_table = tables
             self._fence.write_stored(topic, tables, dict.fromkeys(written))  # "writing"
             try:
                 if dead_last:
                     dead_metadata = encode_offsets(topic, dead_last)
-                    self._write(
-                        session, self.config.dead_letter_table, dead, ingest_date, dead_metadata
-                    )
+                    self._write(session, dead_table, dead, ingest_date, dead_metadata)
                     self._dead_stored.update({(topic, p): o for p, o in dead_last.items()})
                 metadata = encode_offsets(topic, kept_last)
-                self._write(session, self.config.table_for(topic), rows, ingest_date, metadata)
+                self._write(session, table, rows, ingest_date, metadata)
                 self._stored.update({(topic, p): o for p, o in kept_last.items()})
             except BaseException:
                 self._uncertain.update((topic, p) for p in written)

@@ -110,10 +110,7 @@ class PartitionFence:
         """Write a fresh claim token into the partition's owner file and return it. Only
         while :meth:`locked` holds that partition."""
         token = uuid.uuid4().hex
-        owner = self._base(topic, partition).with_suffix(".owner")
-        staged = owner.with_name(f".{owner.name}.{token}")
-        staged.write_text(token)
-        os.replace(staged, owner)
+        _replace_text(self._base(topic, partition).with_suffix(".owner"), token)
         return token
 
     def claim(self, topic: str, partitions: Iterable[int]) -> dict[int, str]:
@@ -149,10 +146,14 @@ class PartitionFence:
         """Record where each partition is in ``tables`` (None: ``writing``). Only while
         :meth:`locked` holds those partitions."""
         for partition, offsets in stored.items():
-            path = self._stored_path(topic, partition, tables)
-            staged = path.with_name(f".{path.name}.{uuid.uuid4().hex}")
-            staged.write_text(encode_stored(offsets))
-            os.replace(staged, path)
+            _replace_text(self._stored_path(topic, partition, tables), encode_stored(offsets))
+
+
+def _replace_text(path: Path, text: str) -> None:
+    """Put ``text`` in ``path`` whole: a reader sees the old file or the new, never half."""
+    staged = path.with_name(f".{path.name}.{uuid.uuid4().hex}")
+    staged.write_text(text)
+    os.replace(staged, path)
 
 
 def lost_partitions(claims: Mapping[int, str], owners: Mapping[int, str]) -> set[int]:

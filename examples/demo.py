@@ -264,8 +264,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             # Every consumer commits through this one server, whose cost is per commit, not
             # per row: with one write in flight a consumer's next batch fills while its
             # write runs instead of becoming another commit. Measured in the 60-second demo
-            # (benchmarks/results/demo_60s.md): lag peaked at 29 s and fell through the
-            # step with one, and stayed level until the step ended with two.
+            # (benchmarks/results/demo_60s.md): with one, lag peaked 7-11 s into the step
+            # and fell for the rest of it (4 runs); with two it stayed level to its end.
             env.setdefault("AUTOSCALER_WRITES_IN_FLIGHT", "1")
         log = (out / "sidecar.log").open("w")
         sidecar = subprocess.Popen(
