@@ -555,8 +555,14 @@ def test_a_member_without_partitions_stays_in_the_group(
     seen = SeenRecords()
     members = start_members(kafka, group, [topic], 2, seen.write, max_poll_interval_ms=1000)
     try:
-        assert wait_until(lambda: group_settled(members, 1))
         consumers = [m.consumer for m in members if m.consumer is not None]
+        # Settled, and the idle member's own sync has completed too: its empty assignment
+        # looks the same before and after, only its generation tells them apart.
+        assert wait_until(
+            lambda: group_settled(members, 1)
+            and len({c.state.generation for c in consumers}) == 1
+            and consumers[0].state.generation >= 0
+        )
         [idle] = [c for c in consumers if not c.assigned]
         generations = [c.state.generation for c in consumers]
         idle_events = len(idle.ownership_log)
