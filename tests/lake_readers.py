@@ -13,6 +13,7 @@ from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import NoSuchTableError
+from sqlalchemy.exc import OperationalError
 
 from consumer_sdk.commit_offsets import SUMMARY_KEY, stored_offsets
 from consumer_sdk.lake_session import ICEBERG_CATALOG_FILE, ICEBERG_DATA_DIR, iceberg_catalog_uri
@@ -26,15 +27,22 @@ KEY_COLUMNS = ["partition", "offset"]
 def _iceberg_table(config: SparkSinkConfig, table: str) -> object | None:
     if not (config.warehouse_path / ICEBERG_CATALOG_FILE).exists():
         return None  # no writer has started yet (SQLite cannot open it)
+    # The writers' Spark catalog creates the catalog's own tables. A reader creating them
+    # too raced with it: "table iceberg_tables already exists" (seen in CI).
     catalog = SqlCatalog(
         config.iceberg_catalog,
         uri=iceberg_catalog_uri(config.warehouse_path),
         warehouse=f"file://{config.warehouse_path / ICEBERG_DATA_DIR}",
+        init_catalog_tables="false",
     )
     try:
         return catalog.load_table(f"{config.database}.{table}")
     except NoSuchTableError:
         return None
+    except OperationalError as error:
+        if "no such table" in str(error):  # the catalog's tables are not created yet
+            return None
+        raise
 
 
 def _delta_table(config: SparkSinkConfig, table: str) -> DeltaTable | None:
