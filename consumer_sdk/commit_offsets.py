@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 # Iceberg snapshot summary key; Delta's userMetadata holds {MARKER: {...}}.
 SUMMARY_KEY = "kafka-autoscaler.offsets"
@@ -18,23 +19,33 @@ MARKER = "kafka-autoscaler"
 FORMAT_VERSION = 1
 
 
-def encode_offsets(topic: str, last_offsets: Mapping[int, int]) -> str:
-    """The metadata text of one commit: ``topic`` and the last offset per partition."""
-    return json.dumps(
-        {
-            MARKER: {
-                "v": FORMAT_VERSION,
-                "topic": topic,
-                "offsets": {str(p): int(o) for p, o in sorted(last_offsets.items())},
-            }
-        },
-        separators=(",", ":"),
-    )
+def encode_offsets(topic: str, last_offsets: Mapping[int, int], bound_for: str = "") -> str:
+    """The metadata text of one commit: ``topic`` and the last offset per partition. A
+    dead-letter commit names the table its records were bound for (``bound_for``): one
+    dead-letter table may hold the same topic's dead letters for several tables."""
+    body: dict[str, object] = {
+        "v": FORMAT_VERSION,
+        "topic": topic,
+        "offsets": {str(p): int(o) for p, o in sorted(last_offsets.items())},
+    }
+    if bound_for:
+        body["for"] = bound_for
+    return json.dumps({MARKER: body}, separators=(",", ":"))
 
 
-def decode_offsets(text: str | None) -> tuple[str, dict[int, int]] | None:
-    """``(topic, {partition: last offset})`` of one commit's metadata; None for commits
-    that are not ours (compaction, another writer, a person's comment) or are unreadable."""
+@dataclass(frozen=True)
+class CommitOffsets:
+    """What one commit of ours says: the topic, the last offset per partition, and for
+    dead letters the table they were bound for ("" when not named: any table)."""
+
+    topic: str
+    offsets: dict[int, int]
+    bound_for: str
+
+
+def decode_commit(text: str | None) -> CommitOffsets | None:
+    """The :class:`CommitOffsets` of one commit's metadata; None as for
+    :func:`decode_offsets`."""
     if not text:
         return None
     try:
@@ -54,17 +65,34 @@ def decode_offsets(text: str | None) -> tuple[str, dict[int, int]] | None:
         if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
             return None
         decoded[int(partition)] = offset
-    return body["topic"], decoded
+    bound_for = body.get("for", "")
+    if not isinstance(bound_for, str):
+        return None
+    return CommitOffsets(body["topic"], decoded, bound_for)
 
 
-def stored_offsets(metadata: Iterable[str | None], topic: str) -> dict[int, int]:
-    """Last stored offset per partition of ``topic`` over a table's commits (any order)."""
+def decode_offsets(text: str | None) -> tuple[str, dict[int, int]] | None:
+    """``(topic, {partition: last offset})`` of one commit's metadata; None for commits
+    that are not ours (compaction, another writer, a person's comment) or are unreadable."""
+    decoded = decode_commit(text)
+    return None if decoded is None else (decoded.topic, decoded.offsets)
+
+
+def stored_offsets(
+    metadata: Iterable[str | None], topic: str, bound_for: str = ""
+) -> dict[int, int]:
+    """Last stored offset per partition of ``topic`` over a table's commits (any order).
+    With ``bound_for`` (reading a dead-letter table), commits that name another table are
+    another pipeline's and do not count; commits that name none (written before dead
+    letters named their table) count for every table."""
     stored: dict[int, int] = {}
     for text in metadata:
-        decoded = decode_offsets(text)
-        if decoded is None or decoded[0] != topic:
+        decoded = decode_commit(text)
+        if decoded is None or decoded.topic != topic:
             continue
-        for partition, offset in decoded[1].items():
+        if bound_for and decoded.bound_for not in ("", bound_for):
+            continue
+        for partition, offset in decoded.offsets.items():
             if offset > stored.get(partition, -1):
                 stored[partition] = offset
     return stored

@@ -31,6 +31,7 @@ from consumer_sdk.partition_fence import (
     FENCE_DIR,
     PartitionFence,
     StoredOffsets,
+    WriteTarget,
     lost_partitions,
     taken_partitions,
 )
@@ -88,11 +89,12 @@ class LakeAppender:
         unknown: dict[str, list[int]] = {}
         for topic in topics:  # every claim before any read of where the tables are
             wanted = sorted({tp.partition for tp in partitions if tp.topic == topic})
-            claims = self._fence.claim(topic, wanted)
+            target = self._target(topic)
+            claims = self._fence.claim(target, wanted)
             self._claims.update({(topic, p): token for p, token in claims.items()})
             for partition in wanted:
                 self._uncertain.discard((topic, partition))
-                record = self._fence.read_stored(topic, partition, self._tables(topic))
+                record = self._fence.read_stored(target, partition)
                 if record is None:
                     unknown.setdefault(topic, []).append(partition)
                 else:
@@ -101,8 +103,9 @@ class LakeAppender:
         if unknown:
             dead_history = self._history(session, self.config.dead_letter_table)
             for topic, wanted in unknown.items():
-                rows = stored_offsets(self._history(session, self.config.table_for(topic)), topic)
-                dead = stored_offsets(dead_history, topic)
+                table = self.config.table_for(topic)
+                rows = stored_offsets(self._history(session, table), topic)
+                dead = stored_offsets(dead_history, topic, bound_for=table)
                 for partition in wanted:
                     recorded[(topic, partition)] = StoredOffsets(
                         rows.get(partition), dead.get(partition)
@@ -125,9 +128,9 @@ class LakeAppender:
         )
         return found
 
-    def _tables(self, topic: str) -> tuple[str, str]:
-        """The tables a record of ``topic``'s partitions describes: its own, dead letters."""
-        return self.config.table_for(topic), self.config.dead_letter_table
+    def _target(self, topic: str) -> WriteTarget:
+        """``topic`` and the tables it is written into: its own, dead letters."""
+        return WriteTarget(topic, self.config.table_for(topic), self.config.dead_letter_table)
 
     def claims_for(self, topic: str, partitions: Sequence[int]) -> dict[int, str]:
         """The claims a batch of ``partitions`` is read under (taken when it is staged)."""
@@ -163,7 +166,8 @@ class LakeAppender:
         already holds."""
         held = dict(claims)
         started = time.monotonic()
-        with self._fence.locked(topic, last_offsets) as owners:
+        target = self._target(topic)
+        with self._fence.locked(target, last_offsets) as owners:
             locked = time.monotonic()
             for partition, owner in owners.items():
                 if partition not in held and (topic, partition) in self._claims:
@@ -171,7 +175,7 @@ class LakeAppender:
                     # consumer's resume): its current claim is the batch's.
                     held[partition] = self._claims[(topic, partition)]
                 if not owner and partition not in held:  # nobody ever claimed it: ours now
-                    held[partition] = self._fence.write_owner(topic, partition)
+                    held[partition] = self._fence.write_owner(target, partition)
                     self._claims[(topic, partition)] = held[partition]
                     owners[partition] = held[partition]
             lost = lost_partitions(held, owners)
@@ -200,23 +204,20 @@ class LakeAppender:
                 return AppendResult(0, 0, frozenset(lost), fenced, skipped, taken)
             dead_last = table_offset_ranges(dead)[1] if dead.num_rows else {}
             written = sorted({*kept_last, *dead_last})
-            tables = self._tables(topic)
-            table, dead_table = tables
-            self._fence.write_stored(topic, tables, dict.fromkeys(written))  # "writing"
+            self._fence.write_stored(target, dict.fromkeys(written))  # "writing"
             try:
                 if dead_last:
-                    dead_metadata = encode_offsets(topic, dead_last)
-                    self._write(session, dead_table, dead, ingest_date, dead_metadata)
+                    dead_metadata = encode_offsets(topic, dead_last, bound_for=target.table)
+                    self._write(session, target.dead_table, dead, ingest_date, dead_metadata)
                     self._dead_stored.update({(topic, p): o for p, o in dead_last.items()})
                 metadata = encode_offsets(topic, kept_last)
-                self._write(session, table, rows, ingest_date, metadata)
+                self._write(session, target.table, rows, ingest_date, metadata)
                 self._stored.update({(topic, p): o for p, o in kept_last.items()})
             except BaseException:
                 self._uncertain.update((topic, p) for p in written)
                 raise
             self._fence.write_stored(
-                topic,
-                tables,
+                target,
                 {
                     p: StoredOffsets(
                         self._stored.get((topic, p)), self._dead_stored.get((topic, p))

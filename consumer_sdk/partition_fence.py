@@ -4,7 +4,8 @@ A member paused past its session timeout (GC, SIGSTOP, a stalled disk) still hol
 partitions the group has given to another member. Its late append would duplicate rows the
 new owner writes again. Table formats cannot refuse it on their own: their appends do not
 conflict with each other, and a table-wide compare-and-swap would serialise every writer of a
-topic. So each Kafka partition has an owner file on the shared warehouse:
+topic. So each Kafka partition has an owner file per table it is written into, on the shared
+warehouse (two pipelines writing one topic into two tables do not fence each other):
 
 - on assignment, the new owner *claims* the partition: under the partition's lock it writes a
   fresh claim token into the owner file; only then does it read where the table is;
@@ -75,26 +76,36 @@ def decode_stored(text: str) -> StoredOffsets | None:
     return StoredOffsets(data["rows"], data["dead"])
 
 
+@dataclass(frozen=True)
+class WriteTarget:
+    """A topic and the tables its partitions are written into: claims are per (topic,
+    table), records per (topic, table, dead-letter table)."""
+
+    topic: str
+    table: str
+    dead_table: str
+
+
 class PartitionFence:
-    """Owner files and locks of one table's Kafka partitions under ``root``."""
+    """Owner files, locks and records of Kafka partitions in tables, under ``root``."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
 
-    def _base(self, topic: str, partition: int) -> Path:
-        directory = self.root / _SAFE.sub("_", topic)
+    def _base(self, target: WriteTarget, partition: int) -> Path:
+        directory = self.root / _SAFE.sub("_", target.topic) / _SAFE.sub("_", target.table)
         directory.mkdir(parents=True, exist_ok=True)
         return directory / str(partition)
 
     @contextlib.contextmanager
-    def locked(self, topic: str, partitions: Iterable[int]) -> Iterator[dict[int, str]]:
+    def locked(self, target: WriteTarget, partitions: Iterable[int]) -> Iterator[dict[int, str]]:
         """Hold the locks of ``partitions`` (in sorted order: no deadlock between writers)
         and yield each one's current owner token ("" if never claimed)."""
         handles = []
         try:
             owners: dict[int, str] = {}
             for partition in sorted(set(partitions)):
-                base = self._base(topic, partition)
+                base = self._base(target, partition)
                 handle = base.with_suffix(".lock").open("a")
                 handles.append(handle)
                 fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
@@ -106,47 +117,40 @@ class PartitionFence:
                 fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
                 handle.close()
 
-    def write_owner(self, topic: str, partition: int) -> str:
+    def write_owner(self, target: WriteTarget, partition: int) -> str:
         """Write a fresh claim token into the partition's owner file and return it. Only
         while :meth:`locked` holds that partition."""
         token = uuid.uuid4().hex
-        _replace_text(self._base(topic, partition).with_suffix(".owner"), token)
+        _replace_text(self._base(target, partition).with_suffix(".owner"), token)
         return token
 
-    def claim(self, topic: str, partitions: Iterable[int]) -> dict[int, str]:
+    def claim(self, target: WriteTarget, partitions: Iterable[int]) -> dict[int, str]:
         """Make this caller the owner of ``partitions``; returns the new claim tokens."""
         wanted = sorted(set(partitions))
-        with self.locked(topic, wanted):
-            return {partition: self.write_owner(topic, partition) for partition in wanted}
+        with self.locked(target, wanted):
+            return {partition: self.write_owner(target, partition) for partition in wanted}
 
-    def _stored_path(self, topic: str, partition: int, tables: tuple[str, str]) -> Path:
-        """The record of ``partition`` in ``tables`` (its table, the dead-letter table): one
-        per pair, since claims are per topic and a topic may be written into several tables
-        (a renamed table, another pipeline's), each its own offsets."""
-        base = self._base(topic, partition)
-        names = ".".join(_SAFE.sub("_", table) for table in tables)
-        return base.with_name(f"{base.name}.{names}.stored")
+    def _stored_path(self, target: WriteTarget, partition: int) -> Path:
+        """The record of ``partition`` in the target's tables: one per dead-letter table
+        too, whose offsets it holds as well."""
+        base = self._base(target, partition)
+        return base.with_name(f"{base.name}.{_SAFE.sub('_', target.dead_table)}.stored")
 
-    def read_stored(
-        self, topic: str, partition: int, tables: tuple[str, str]
-    ) -> StoredOffsets | None:
-        """Where the partition's last writer into ``tables`` (its table, the dead-letter
-        table) left it; None when unknown (never written by a writer that keeps records, or
-        a commit may still be landing). Exact once the caller has claimed the partition:
-        only its owner writes the record, under the lock."""
-        stored = self._stored_path(topic, partition, tables)
+    def read_stored(self, target: WriteTarget, partition: int) -> StoredOffsets | None:
+        """Where the partition's last writer into the target's tables left it; None when
+        unknown (never written by a writer that keeps records, or a commit may still be
+        landing). Exact once the caller has claimed the partition: only its owner writes
+        the record, under the lock."""
         try:
-            return decode_stored(stored.read_text())
+            return decode_stored(self._stored_path(target, partition).read_text())
         except OSError:
             return None
 
-    def write_stored(
-        self, topic: str, tables: tuple[str, str], stored: Mapping[int, StoredOffsets | None]
-    ) -> None:
-        """Record where each partition is in ``tables`` (None: ``writing``). Only while
-        :meth:`locked` holds those partitions."""
+    def write_stored(self, target: WriteTarget, stored: Mapping[int, StoredOffsets | None]) -> None:
+        """Record where each partition is in the target's tables (None: ``writing``). Only
+        while :meth:`locked` holds those partitions."""
         for partition, offsets in stored.items():
-            _replace_text(self._stored_path(topic, partition, tables), encode_stored(offsets))
+            _replace_text(self._stored_path(target, partition), encode_stored(offsets))
 
 
 def _replace_text(path: Path, text: str) -> None:

@@ -559,9 +559,11 @@ def test_a_member_without_partitions_stays_in_the_group(
         # Settled, and the idle member's own sync has completed too: its empty assignment
         # looks the same before and after, only its generation tells them apart.
         assert wait_until(
-            lambda: group_settled(members, 1)
-            and len({c.state.generation for c in consumers}) == 1
-            and consumers[0].state.generation >= 0
+            lambda: (
+                group_settled(members, 1)
+                and len({c.state.generation for c in consumers}) == 1
+                and consumers[0].state.generation >= 0
+            )
         )
         [idle] = [c for c in consumers if not c.assigned]
         generations = [c.state.generation for c in consumers]

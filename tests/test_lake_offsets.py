@@ -16,11 +16,14 @@ from consumer_sdk.jar_lock import JarLockError, parse_lock, render_lock
 from consumer_sdk.partition_fence import (
     PartitionFence,
     StoredOffsets,
+    WriteTarget,
     decode_stored,
     encode_stored,
     lost_partitions,
     taken_partitions,
 )
+
+ORDERS = WriteTarget("t", "orders", "dead_letters")
 
 
 def test_offsets_round_trip_through_commit_metadata() -> None:
@@ -57,6 +60,17 @@ def test_stored_offsets_take_the_highest_per_partition_of_the_topic() -> None:
     assert stored_offsets(history, "t") == {0: 10, 1: 5, 2: 0}
 
 
+def test_dead_letter_offsets_count_for_the_table_they_were_bound_for() -> None:
+    dead_history = [
+        encode_offsets("t", {0: 10}, bound_for="orders"),
+        encode_offsets("t", {0: 30, 1: 3}, bound_for="orders_archive"),  # another pipeline's
+        encode_offsets("t", {1: 2}),  # written before dead letters named their table
+    ]
+    assert stored_offsets(dead_history, "t", bound_for="orders") == {0: 10, 1: 2}
+    assert stored_offsets(dead_history, "t", bound_for="orders_archive") == {0: 30, 1: 3}
+    assert decode_offsets(dead_history[0]) == ("t", {0: 10})
+
+
 @pytest.mark.parametrize(
     "stored", [StoredOffsets(41, None), StoredOffsets(None, 3), StoredOffsets(0, 0)]
 )
@@ -86,29 +100,38 @@ def test_a_partition_marked_writing_reads_as_unknown_until_its_offsets_are_writt
     tmp_path: Path,
 ) -> None:
     fence = PartitionFence(tmp_path)
-    tables = ("orders", "dead_letters")
-    assert fence.read_stored("t", 0, tables) is None  # never written
-    with fence.locked("t", [0, 1]):
-        fence.write_stored("t", tables, {0: None, 1: StoredOffsets(7, None)})
-    assert fence.read_stored("t", 0, tables) is None
-    assert fence.read_stored("t", 1, tables) == StoredOffsets(7, None)
-    with fence.locked("t", [0]):
-        fence.write_stored("t", tables, {0: StoredOffsets(12, 4)})
-    assert fence.read_stored("t", 0, tables) == StoredOffsets(12, 4)
+    target = WriteTarget("t", "orders", "dead_letters")
+    assert fence.read_stored(target, 0) is None  # never written
+    with fence.locked(target, [0, 1]):
+        fence.write_stored(target, {0: None, 1: StoredOffsets(7, None)})
+    assert fence.read_stored(target, 0) is None
+    assert fence.read_stored(target, 1) == StoredOffsets(7, None)
+    with fence.locked(target, [0]):
+        fence.write_stored(target, {0: StoredOffsets(12, 4)})
+    assert fence.read_stored(target, 0) == StoredOffsets(12, 4)
     # The same topic written into another table (or dead-letter table) has no record yet.
-    assert fence.read_stored("t", 1, ("orders_v2", "dead_letters")) is None
-    assert fence.read_stored("t", 1, ("orders", "orders_dead")) is None
+    assert fence.read_stored(WriteTarget("t", "orders_v2", "dead_letters"), 1) is None
+    assert fence.read_stored(WriteTarget("t", "orders", "orders_dead"), 1) is None
 
 
 def test_a_claim_by_another_writer_marks_the_partition_lost(tmp_path: Path) -> None:
     fence = PartitionFence(tmp_path)
-    first = fence.claim("t", [0, 1])
-    with fence.locked("t", [0, 1]) as owners:
+    first = fence.claim(ORDERS, [0, 1])
+    with fence.locked(ORDERS, [0, 1]) as owners:
         assert lost_partitions(first, owners) == set()
-    second = fence.claim("t", [1])
-    with fence.locked("t", [0, 1]) as owners:
+    second = fence.claim(ORDERS, [1])
+    with fence.locked(ORDERS, [0, 1]) as owners:
         assert lost_partitions(first, owners) == {1}
         assert lost_partitions({1: second[1]}, owners) == {0}  # never claimed 0
+
+
+def test_claims_of_one_topic_in_two_tables_do_not_fence_each_other(tmp_path: Path) -> None:
+    fence = PartitionFence(tmp_path)
+    orders = fence.claim(ORDERS, [0, 1])
+    archive = fence.claim(WriteTarget("t", "orders_archive", "dead_letters"), [0, 1])
+    assert orders != archive
+    with fence.locked(ORDERS, [0, 1]) as owners:
+        assert lost_partitions(orders, owners) == set()
 
 
 def test_only_a_writers_latest_claim_overwritten_by_another_counts_as_taken() -> None:
@@ -123,7 +146,7 @@ def test_only_a_writers_latest_claim_overwritten_by_another_counts_as_taken() ->
 
 
 def _hold_lock(root: str, held: Any, release: Any) -> None:
-    with PartitionFence(Path(root)).locked("t", [0]):
+    with PartitionFence(Path(root)).locked(ORDERS, [0]):
         held.set()
         release.wait(60)
         (Path(root) / "released").write_text("the holder let go after this")
@@ -137,12 +160,12 @@ def test_a_claim_waits_for_a_commit_in_progress(tmp_path: Path) -> None:
     try:
         assert held.wait(60)
         with ThreadPoolExecutor(1) as pool:
-            claiming = pool.submit(PartitionFence(tmp_path).claim, "t", [0])
+            claiming = pool.submit(PartitionFence(tmp_path).claim, ORDERS, [0])
             release.set()
             claims = claiming.result(60)
         # The claim is written only once the committing process let go of the lock.
         assert (tmp_path / "released").exists()
-        assert (tmp_path / "t" / "0.owner").read_text() == claims[0]
+        assert (tmp_path / "t" / "orders" / "0.owner").read_text() == claims[0]
     finally:
         holder.join(30)
     assert holder.exitcode == 0

@@ -28,7 +28,7 @@ from deltalake import DeltaTable
 from assignor import TopicPartition
 from consumer_sdk.clusters import ClusterKind, KafkaCluster
 from consumer_sdk.compact import compact, data_files
-from consumer_sdk.partition_fence import FENCE_DIR, PartitionFence
+from consumer_sdk.partition_fence import FENCE_DIR, PartitionFence, WriteTarget
 from consumer_sdk.sink import Record, records_table
 from consumer_sdk.spark_config import SparkSinkConfig
 from consumer_sdk.spark_connect import SparkConnectServer
@@ -349,8 +349,9 @@ def test_the_next_owner_resumes_from_the_last_writers_record_unless_it_died_mid_
 
     # The last writer marked partition 1 and was killed before its commit returned.
     fence = PartitionFence(sink_config.warehouse_path / FENCE_DIR / sink_config.database)
-    with fence.locked("t", [1]):
-        fence.write_stored("t", ("t", sink_config.dead_letter_table), {1: None})
+    target = WriteTarget("t", "t", sink_config.dead_letter_table)
+    with fence.locked(target, [1]):
+        fence.write_stored(target, {1: None})
     after_kill = SparkTableSink(sink_config)
     assert asyncio.run(after_kill.resume_offsets(wanted)) == expected
     assert after_kill._lake is not None and after_kill._lake.history_reads > 0
@@ -363,6 +364,35 @@ def test_the_next_owner_resumes_from_the_last_writers_record_unless_it_died_mid_
     assert key_counts(other_config, other_config.table_for("t")) == Counter(
         {(0, o): 1 for o in range(10, 13)}
     )
+
+
+def test_two_pipelines_write_one_topic_into_two_tables_without_fencing_each_other(
+    sink_config: SparkSinkConfig,
+) -> None:
+    if sink_config.table_format == "parquet":
+        pytest.skip("the parquet format resumes from its ledger")
+    archive_config = dataclasses.replace(sink_config, table_template="{topic}_archive")
+    wanted = [TopicPartition("t", p) for p in (0, 1)]
+    records = [
+        Record("t", p, o, 0, None, POISON if o == 12 else b"v")
+        for p in (0, 1)
+        for o in range(10, 20)
+    ]
+    orders, archive = SparkTableSink(sink_config), SparkTableSink(archive_config)
+    asyncio.run(orders.resume_offsets(wanted))
+    asyncio.run(archive.resume_offsets(wanted))  # the same partitions, claimed for its table
+    orders.write_blocking("t", records_table(records))
+    assert orders.rows_fenced == 0
+    # The archive pipeline restarts; with no record of its own it reads the history, where
+    # the shared dead-letter table holds the orders pipeline's dead letters, not its own.
+    restarted = SparkTableSink(archive_config)
+    assert asyncio.run(restarted.resume_offsets(wanted)) == {}
+    assert restarted._lake is not None and restarted._lake.history_reads > 0
+    restarted.write_blocking("t", records_table(records))
+    landed = Counter({(p, o): 1 for p in (0, 1) for o in range(10, 20) if o != 12})
+    assert key_counts(sink_config, "t") == landed
+    assert key_counts(archive_config, "t_archive") == landed
+    assert key_counts(sink_config, "dead_letters") == Counter({(0, 12): 2, (1, 12): 2})
 
 
 def test_a_delta_table_the_sink_creates_checkpoints_every_100_commits(
