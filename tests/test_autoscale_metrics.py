@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from assignor import TopicPartition
-from benchmarks.autoscale import flaps, generations_before, scale_events
+from benchmarks.autoscale import flaps, generations_before, generations_by_cause, scale_events
 from benchmarks.autoscale_member import RATE_ENV, ledger_sink
 from consumer_sdk.sink import Record, records_table
 
@@ -58,3 +58,33 @@ def test_generations_are_counted_until_the_benchmark_stops_the_sidecar() -> None
     assert generations_before(log, datetime(2026, 11, 24, 18, 0, 31)) == 13
     assert generations_before(log, datetime(2026, 11, 24, 18, 1)) == 14
     assert generations_before(log, datetime(2026, 11, 24, 17, 0)) == 0
+
+
+def test_each_generation_counts_for_the_last_cause_before_it() -> None:
+    def joined(second: int, generation: int, member: str) -> str:
+        at = f"2026-11-24 18:00:{second:02d},000"
+        return f"{at} [{member}] Joined group 'g' (generation {generation})"
+
+    log = "\n".join(
+        [
+            "2026-11-24 18:00:00,000 sidecar.app scale_up 0 -> 2: 2 consumer(s) needed",
+            joined(3, 1, "sink-0"),
+            joined(3, 1, "sink-1"),  # the same generation, another member: counted once
+            "2026-11-24 18:00:10,000 sidecar.app scale_up 2 -> 3: 3 consumer(s) needed",
+            joined(12, 2, "sink-0"),
+            "2026-11-24 18:00:12,500 consumer_sdk.cooperative group g generation 3: kept 4",
+            "2026-11-24 18:00:20,000 [sink-1] load 1125 above capacity 1000 for 30 s: asking "
+            "the group to re-plan",
+            joined(21, 5, "sink-2"),  # generation 4 was never logged: still two
+            "2026-11-24 18:00:30,000 sidecar.app scale_down 3 -> 2: 2 consumer(s) needed",
+            joined(31, 6, "sink-0"),
+            joined(50, 7, "sink-0"),  # after the benchmark stopped the sidecar
+        ]
+    )
+    causes = generations_by_cause(log, datetime(2026, 11, 24, 18, 0, 40))
+    assert [(c.kind, c.detail, c.generations) for c in causes] == [
+        ("forming", "0 -> 2", 1),
+        ("scale", "2 -> 3", 2),
+        ("re-plan", "a member above its capacity", 2),
+        ("scale", "3 -> 2", 1),
+    ]
