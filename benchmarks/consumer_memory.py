@@ -7,8 +7,9 @@ it). The bound the consumer keeps is ``writes_in_flight`` batches in the sink pl
 filling, each at most ``batch_bytes`` of keys and values; on top of that comes the fetch the
 client holds ahead (at most ``batch_bytes``: the consumer sizes its fetches so) and, on the
 records path, a Python object per record. Measured per process:
-resident memory after start-up (imports, client, before the first fetch), the peak
-(``VmHWM``), and the most batches the sink held at once.
+resident memory after a warm-up (the same consumer over a 1 MiB topic first: imports,
+client and record path loaded), the peak of the measured run (``VmHWM``, reset after the
+warm-up), and the most batches the sink held at once.
 ``python -m benchmarks.consumer_memory [--cluster apache|embedded]`` writes
 ``results/consumer_memory_<cluster>.{md,json}``.
 """
@@ -44,6 +45,7 @@ PARTITIONS = 32
 PIN_ENV = "AUTOSCALER_BENCH_PIN_MMAP_THRESHOLD"
 MIB = 1024 * 1024
 BATCH_MIB = 16
+WARM_UP_MIB = 1  # what each process consumes before it is measured
 
 
 def resident_kib(field: str) -> int:
@@ -90,18 +92,22 @@ class SlowTable:
         return {}
 
 
+def reset_peak_resident() -> None:
+    """Make ``VmHWM`` start again from the current resident memory (Linux clear_refs 5)."""
+    Path("/proc/self/clear_refs").write_text("5")
+
+
 def child(args: argparse.Namespace) -> None:
     """One consumer over the whole topic; prints its measurements as JSON."""
 
     if os.environ.get(PIN_ENV):
         pin_mmap_threshold()
 
-    async def go() -> dict[str, Any]:
-        sink = SlowTable(args.publish_secs)
-        config = ConsumerConfig(
+    def config_for(topic: str, group: str) -> ConsumerConfig:
+        return ConsumerConfig(
             bootstrap_servers=args.bootstrap,
-            group=args.group,
-            topics=(args.topic,),
+            group=group,
+            topics=(topic,),
             capacity=1.0,
             member_identity="memory-0",
             wait_time_secs=0.25,
@@ -110,8 +116,26 @@ def child(args: argparse.Namespace) -> None:
             record_path=args.path,
             fetch_max_bytes=int(args.fetch_mib * MIB) if args.fetch_mib else None,
         )
-        consumer = AutoscalingConsumer(config, sink)
+
+    async def warm_up() -> None:
+        """The same consumer over a topic of WARM_UP_MIB first: its imports, its client and
+        its record path are then what the process holds before the measured run."""
+        sink = SlowTable(0.0)
+        consumer = AutoscalingConsumer(config_for(args.warm_topic, f"{args.group}-warm"), sink)
+        await consumer.start()
+        runner = asyncio.create_task(consumer.run_async())
+        while sink.rows < args.warm_expected:
+            await asyncio.sleep(0.01)
+        consumer.request_stop()
+        await runner
+
+    async def go() -> dict[str, Any]:
+        cold_kib = resident_kib("VmRSS")
+        await warm_up()
+        sink = SlowTable(args.publish_secs)
+        consumer = AutoscalingConsumer(config_for(args.topic, args.group), sink)
         baseline_kib = resident_kib("VmRSS")
+        reset_peak_resident()
         traced_before = tracemalloc.get_traced_memory()[0]
         tracemalloc.reset_peak()
         arrow_peak = 0
@@ -131,6 +155,7 @@ def child(args: argparse.Namespace) -> None:
         consumer.request_stop()
         await runner
         return {
+            "cold_mib": cold_kib / 1024,
             "baseline_mib": baseline_kib / 1024,
             "peak_mib": resident_kib("VmHWM") / 1024,
             "arrow_peak_mib": arrow_peak / MIB,
@@ -186,6 +211,7 @@ def measure(
     publish_s: float,
     allocator: str = "default",
     fetch_mib: float = 0.0,
+    warm_up: tuple[str, int] = ("", 0),
 ) -> dict[str, Any]:
     """Run one child process and return its measurements (``fetch_mib`` 0: the SDK's
     default fetch_max_bytes)."""
@@ -204,6 +230,8 @@ def measure(
             f"--depth={depth}",
             f"--publish-secs={publish_s}",
             f"--fetch-mib={fetch_mib}",
+            f"--warm-topic={warm_up[0]}",
+            f"--warm-expected={warm_up[1]}",
         ],
         check=True,
         capture_output=True,
@@ -236,9 +264,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--name", default="", help="results file name")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    for hidden in ("bootstrap", "topic", "group", "path"):
+    for hidden in ("bootstrap", "topic", "group", "path", "warm-topic"):
         parser.add_argument(f"--{hidden}", help=argparse.SUPPRESS)
     parser.add_argument("--expected", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--warm-expected", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--depth", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--fetch-mib", type=float, default=0.0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -255,6 +284,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for value_size in (200, 1024):
             topic = broker.create_topic(PARTITIONS, prefix=f"memory-{value_size}")
             count = fill(broker.bootstrap_servers, topic, value_size, args.mib)
+            warm_topic = broker.create_topic(PARTITIONS, prefix=f"memory-warm-{value_size}")
+            warm_count = fill(broker.bootstrap_servers, warm_topic, value_size, WARM_UP_MIB)
             fetches = [float(f or 0) for f in args.fetch_max_mib.split(",")]
             for path, depth, allocator, fetch_mib in itertools.product(
                 args.paths.split(","), (1, 2), allocators, fetches
@@ -268,6 +299,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     args.publish_secs,
                     allocator,
                     fetch_mib,
+                    (warm_topic, warm_count),
                 )
                 row.update(
                     allocator=allocator,
@@ -291,24 +323,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         "behind the sink. Bound: (writes_in_flight + 1) batches of keys and values; with the "
         "fetch the client holds ahead (about one batch: each partition is asked for a share "
         "of batch_bytes), "
-        "writes_in_flight + 2. Working set: peak resident memory minus resident memory after "
-        "start-up (before the first fetch); on the records path it also holds a Python object "
-        "per record. Arrow peak: the most bytes Arrow's memory pool held at once (sampled "
+        "writes_in_flight + 2. Each process first consumes a topic of "
+        f"{WARM_UP_MIB} MiB with the same settings (warm-up: imports, client, record path), "
+        "then the measured topic with a fresh consumer. Working set: peak resident memory "
+        "of the measured run minus resident memory after the warm-up; on the records path it "
+        "also holds a Python object per record. Cold RSS: before the warm-up. Arrow peak: "
+        "the most bytes Arrow's memory pool held at once (sampled "
         "every 5 ms). Traced peak: the most Python objects and numpy arrays held at once "
         "(tracemalloc, on in the 'traced' rows only). Allocator: the child's environment "
         "(ALLOCATORS in the benchmark).",
         "",
         "| value | record path | writes in flight | allocator | fetch max (MiB) | bound (MiB) | "
-        "bound with the fetch ahead (MiB) | most batches in sink | start-up RSS (MiB) | "
-        "peak RSS (MiB) | working set (MiB) | Arrow peak (MiB) | traced peak (MiB) |",
-        "|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "bound with the fetch ahead (MiB) | most batches in sink | cold RSS (MiB) | "
+        "RSS after warm-up (MiB) | peak RSS (MiB) | working set (MiB) | Arrow peak (MiB) | "
+        "traced peak (MiB) |",
+        "|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         lines.append(
             f"| {r['value_bytes']} B | {r['record_path']} | {r['writes_in_flight']} | "
             f"{r['allocator']} ({r['arrow_pool']}) | {r['fetch_max_mib']:g} | {r['bound_mib']} | "
             f"{r['bound_with_fetch_mib']} | {r['most_batches_in_sink']} | "
-            f"{r['baseline_mib']:.0f} | {r['peak_mib']:.0f} | {r['working_mib']:.0f} | "
+            f"{r['cold_mib']:.0f} | {r['baseline_mib']:.0f} | {r['peak_mib']:.0f} | "
+            f"{r['working_mib']:.0f} | "
             f"{r['arrow_peak_mib']:.0f} | "
             + (f"{r['traced_peak_mib']:.0f} |" if r["traced_peak_mib"] is not None else " |")
         )
