@@ -47,6 +47,7 @@ from benchmarks.machine import add_cluster_option, broker_line, machine_line
 from benchmarks.report import RESULTS, publish
 from consumer_sdk.apache_kafka import free_port
 from consumer_sdk.clusters import ClusterKind, KafkaCluster, kafka_cluster
+from consumer_sdk.config import ConsumerConfig
 from examples.demo import fetch_status
 from examples.load import LoadGenerator, RateWalk
 from sidecar.simulation import oracle_consumer_seconds
@@ -63,6 +64,12 @@ KEDA_THRESHOLDS = (1000, 5000, 20000)
 # suite's clusters set 0 so tests start at once; a user's broker has 3 s).
 BROKER_SETTINGS = {"group.initial.rebalance.delay.ms": "3000"}
 GENERATION = re.compile(r"\(generation (\d+)\)|generation (\d+):")
+# The consumers' timings: the SDK's defaults (the members set none).
+CONSUMER_TIMINGS: dict[str, int] = {
+    f.name: int(f.default)  # type: ignore[arg-type]  # both fields have int defaults
+    for f in dataclasses.fields(ConsumerConfig)
+    if f.name in ("session_timeout_ms", "heartbeat_interval_ms")
+}
 REPLAN = "asking the group to re-plan"  # a member above its capacity (consumer_sdk.consumer)
 # The sidecar's scale decision (sidecar.app): "scale_up 2 -> 3: ..."
 DECISION = re.compile(r"sidecar\.app (scale_up|scale_down) (\d+) -> (\d+)")
@@ -499,7 +506,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             machine_line(),
             broker,
             f"Every consumer's downstream drains {CAPACITY:g} records/s, the capacity every "
-            "policy is told. Consumers: client-default timings (10 s session, 3 s heartbeat), "
+            "policy is told. Consumers: the SDK's default timings "
+            f"({CONSUMER_TIMINGS['session_timeout_ms'] / 1000:g} s session, "
+            f"{CONSUMER_TIMINGS['heartbeat_interval_ms'] / 1000:g} s heartbeat), "
             "1 s batch wait, batches of about one second of that downstream's work. Ours: the "
             "sidecar's defaults (scale-down window "
             f"{SCALE_DOWN_WINDOW_S:g} s, drain 30 s). Broker: group.initial.rebalance.delay.ms "

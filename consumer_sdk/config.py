@@ -41,7 +41,10 @@ class ConsumerConfig(GroupSettings):
     snapshot_max_age_secs: float = 30.0
     member_identity: str = field(default_factory=default_identity)
     session_timeout_ms: int = 10_000
-    heartbeat_interval_ms: int = 3_000
+    # Members hear of a rebalance (a member joining, leaving, asking for a re-plan) at their
+    # next heartbeat: 1 s rather than the Kafka clients' 3 s brings consumers a scale-up
+    # adds into work up to 2 s sooner, for one small request a second per member.
+    heartbeat_interval_ms: int = 1_000
     # Longest time between two polls before the client leaves its group. The SDK polls all
     # the time, also with no partitions; only a write blocking the loop this long counts.
     max_poll_interval_ms: int = 300_000
