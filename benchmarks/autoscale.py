@@ -98,6 +98,7 @@ class Run:
     replans: int = 0
     peak: int = 0
     causes: list[Cause] = field(default_factory=list)
+    scale_up_waits: list[float] = field(default_factory=list)
 
 
 @dataclass
@@ -216,6 +217,7 @@ def run_policy(
     result.generations = generations_before(log_text, stopped_at)
     result.replans = log_text.count(REPLAN)
     result.causes = generations_by_cause(log_text, stopped_at)
+    result.scale_up_waits = scale_up_to_work(log_text)
     result.peak = int(max((s["replicas"] for s in result.samples), default=0))
     print(f"{policy.name}: done ({out})", flush=True)
     return result
@@ -251,6 +253,28 @@ def generations_by_cause(log_text: str, until: datetime) -> list[Cause]:
                 causes[-1].generations += generation - counted
                 counted = generation
     return causes
+
+
+NEW_MEMBER_WORKING = re.compile(r"generation \d+: kept 0, revoked 0, added [1-9]")
+
+
+def scale_up_to_work(log_text: str) -> list[float]:
+    """Seconds from each scale-up decision of a running group to the first member that
+    held nothing being given partitions (the consumers it added at work)."""
+    waits: list[float] = []
+    decided: datetime | None = None
+    for line in log_text.splitlines():
+        logged = _logged_at(line)
+        if logged is None:
+            continue
+        decision = DECISION.search(line)
+        if decision is not None:
+            up = decision.group(1) == "scale_up" and decision.group(2) != "0"
+            decided = logged if up else None
+        elif decided is not None and NEW_MEMBER_WORKING.search(line):
+            waits.append((logged - decided).total_seconds())
+            decided = None
+    return waits
 
 
 def generations_before(log_text: str, until: datetime) -> int:
@@ -345,6 +369,7 @@ def summarise(result: Run, duration_s: float) -> dict[str, Any]:
             (c.generations for c in result.causes if c.kind == "scale"), default=0
         ),
         "causes": [dataclasses.asdict(c) for c in result.causes],
+        "scale_up_to_work_s": result.scale_up_waits,
         "flaps": flaps(events, result.policy.window_s),
         "redelivered": result.redelivered,
         "missing": result.missing,
@@ -430,6 +455,13 @@ def report(rows: list[dict[str, Any]], header: str, oracle: float) -> str:
         f"(target <= 2: {'holds' if most <= 2 else 'MISSED'}), {ours['flaps']} flaps (target "
         f"0), step-up p99 latency {ours['step_latency_p99_s']:.1f} s (target < 10)"
     )
+    waits = ours.get("scale_up_to_work_s", [])
+    if waits:
+        lines.append(
+            "- ours: from a scale-up decision to its first new consumer given partitions: "
+            + ", ".join(f"{w:.1f}" for w in waits)
+            + " s"
+        )
     lines += ["", "What each rebalance cause of ours took (generations until the next cause):"]
     lines += [
         f"- {c['at']} {c['kind']} ({c['detail']}): {c['generations']}"

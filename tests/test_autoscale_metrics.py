@@ -9,7 +9,13 @@ from pathlib import Path
 import pytest
 
 from assignor import TopicPartition
-from benchmarks.autoscale import flaps, generations_before, generations_by_cause, scale_events
+from benchmarks.autoscale import (
+    flaps,
+    generations_before,
+    generations_by_cause,
+    scale_events,
+    scale_up_to_work,
+)
 from benchmarks.autoscale_member import RATE_ENV, ledger_sink
 from consumer_sdk.sink import Record, records_table
 
@@ -88,3 +94,19 @@ def test_each_generation_counts_for_the_last_cause_before_it() -> None:
         ("re-plan", "a member above its capacity", 2),
         ("scale", "3 -> 2", 1),
     ]
+
+
+def test_a_scale_up_is_at_work_when_a_member_that_held_nothing_gets_partitions() -> None:
+    log = "\n".join(
+        [
+            "2026-11-24 18:00:00,000 sidecar.app scale_up 0 -> 2: forming, not counted",
+            "2026-11-24 18:00:03,000 [sink-0] group g generation 1: kept 0, revoked 0, added 12",
+            "2026-11-24 18:00:10,000 sidecar.app scale_up 2 -> 3: 3 consumer(s) needed",
+            "2026-11-24 18:00:11,000 [sink-0] group g generation 2: kept 8, revoked 4, added 0",
+            "2026-11-24 18:00:12,500 [sink-2] group g generation 3: kept 0, revoked 0, added 4",
+            "2026-11-24 18:00:12,600 [sink-3] group g generation 3: kept 0, revoked 0, added 1",
+            "2026-11-24 18:00:20,000 sidecar.app scale_down 3 -> 2: not a scale-up",
+            "2026-11-24 18:00:21,000 [sink-0] group g generation 4: kept 0, revoked 0, added 4",
+        ]
+    )
+    assert scale_up_to_work(log) == [2.5]
