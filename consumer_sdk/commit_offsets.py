@@ -44,8 +44,8 @@ class CommitOffsets:
 
 
 def decode_commit(text: str | None) -> CommitOffsets | None:
-    """The :class:`CommitOffsets` of one commit's metadata; None as for
-    :func:`decode_offsets`."""
+    """The :class:`CommitOffsets` of one commit's metadata; None for commits that are not
+    ours (compaction, another writer, a person's comment) or are unreadable."""
     if not text:
         return None
     try:
@@ -69,13 +69,6 @@ def decode_commit(text: str | None) -> CommitOffsets | None:
     if not isinstance(bound_for, str):
         return None
     return CommitOffsets(body["topic"], decoded, bound_for)
-
-
-def decode_offsets(text: str | None) -> tuple[str, dict[int, int]] | None:
-    """``(topic, {partition: last offset})`` of one commit's metadata; None for commits
-    that are not ours (compaction, another writer, a person's comment) or are unreadable."""
-    decoded = decode_commit(text)
-    return None if decoded is None else (decoded.topic, decoded.offsets)
 
 
 def stored_offsets(

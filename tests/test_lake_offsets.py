@@ -11,7 +11,12 @@ from typing import Any
 
 import pytest
 
-from consumer_sdk.commit_offsets import decode_offsets, encode_offsets, stored_offsets
+from consumer_sdk.commit_offsets import (
+    CommitOffsets,
+    decode_commit,
+    encode_offsets,
+    stored_offsets,
+)
 from consumer_sdk.jar_lock import JarLockError, parse_lock, render_lock
 from consumer_sdk.partition_fence import (
     PartitionFence,
@@ -28,7 +33,7 @@ ORDERS = WriteTarget("t", "orders", "dead_letters")
 
 def test_offsets_round_trip_through_commit_metadata() -> None:
     text = encode_offsets("orders.v2", {3: 41, 0: 7})
-    assert decode_offsets(text) == ("orders.v2", {0: 7, 3: 41})
+    assert decode_commit(text) == CommitOffsets("orders.v2", {0: 7, 3: 41}, "")
 
 
 @pytest.mark.parametrize(
@@ -46,7 +51,7 @@ def test_offsets_round_trip_through_commit_metadata() -> None:
     ],
 )
 def test_metadata_that_is_not_ours_is_ignored(text: str | None) -> None:
-    assert decode_offsets(text) is None
+    assert decode_commit(text) is None
 
 
 def test_stored_offsets_take_the_highest_per_partition_of_the_topic() -> None:
@@ -68,7 +73,7 @@ def test_dead_letter_offsets_count_for_the_table_they_were_bound_for() -> None:
     ]
     assert stored_offsets(dead_history, "t", bound_for="orders") == {0: 10, 1: 2}
     assert stored_offsets(dead_history, "t", bound_for="orders_archive") == {0: 30, 1: 3}
-    assert decode_offsets(dead_history[0]) == ("t", {0: 10})
+    assert decode_commit(dead_history[0]) == CommitOffsets("t", {0: 10}, "orders")
 
 
 @pytest.mark.parametrize(
@@ -100,7 +105,7 @@ def test_a_partition_marked_writing_reads_as_unknown_until_its_offsets_are_writt
     tmp_path: Path,
 ) -> None:
     fence = PartitionFence(tmp_path)
-    target = WriteTarget("t", "orders", "dead_letters")
+    target = ORDERS
     assert fence.read_stored(target, 0) is None  # never written
     with fence.locked(target, [0, 1]):
         fence.write_stored(target, {0: None, 1: StoredOffsets(7, None)})
