@@ -209,12 +209,12 @@ def measure(
     path: str,
     depth: int,
     publish_s: float,
+    warm_up: tuple[str, int],
     allocator: str = "default",
     fetch_mib: float = 0.0,
-    warm_up: tuple[str, int] = ("", 0),
 ) -> dict[str, Any]:
-    """Run one child process and return its measurements (``fetch_mib`` 0: the SDK's
-    default fetch_max_bytes)."""
+    """Run one child process and return its measurements (``warm_up``: the topic it reads
+    first and its record count; ``fetch_mib`` 0: the SDK's default fetch_max_bytes)."""
     group = f"memory-{topic}-{path}-{depth}-{list(ALLOCATORS).index(allocator)}-{fetch_mib:g}"
     out = subprocess.run(
         [
@@ -297,9 +297,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     path,
                     depth,
                     args.publish_secs,
+                    (warm_topic, warm_count),
                     allocator,
                     fetch_mib,
-                    (warm_topic, warm_count),
                 )
                 row.update(
                     allocator=allocator,
