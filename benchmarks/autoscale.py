@@ -550,10 +550,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             "every second from the sidecar; latency = ledger write time - record timestamp. "
             "Generations: until the benchmark stops the sidecar (its stop is not the policy's). "
             "gen/event: generations / (scale events + 1, forming the group); re-plans: "
-            "members above capacity for 30 s asking the group to re-plan (drift, no scale "
-            "event); gen/cause: generations / (scale events + 1 + re-plans); most gen per "
-            "scale: the most generations one scale decision of the sidecar took (each new "
-            "generation counts for the last decision or re-plan request logged before it).",
+            "members above capacity asking the group to re-plan (drift, no scale event; "
+            "sooner the further over, at most 30 s); gen/cause: generations / (scale events "
+            "+ 1 + re-plans); most gen per scale: the most generations one scale decision "
+            "of the sidecar took (each new generation counts for the last decision or "
+            "re-plan request logged before it).",
         ]
     )
     subset = "" if set(chosen) == set(POLICY_KINDS) else "_" + "_".join(chosen)

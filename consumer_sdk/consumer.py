@@ -427,11 +427,14 @@ class AutoscalingConsumer:
             return
         self.replans_requested += 1
         metrics.REPLANS.labels(self.config.group).inc()
+        over_s, owed_s = self.overload.asked_after
         log.info(
-            "load %.0f above capacity %.0f for %.0f s: asking the group to re-plan",
+            "load %.0f above capacity %.0f for %.0f s (its records %.1f s later): asking the "
+            "group to re-plan",
             load,
             self.config.capacity,
-            self.config.replan_after_secs,
+            over_s,
+            owed_s,
         )
         coordinator.request_rejoin()
 
