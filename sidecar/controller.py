@@ -26,6 +26,10 @@ with the time it was measured, and the controller reads "now" from an injected c
   records already written; sizing on it adds consumers, whose joins defer commits again
   (the 60-second demo: five scale-ups in 28 s, lag growing at the production rate while the
   tables filled). Needs DescribeGroups (the embedded broker lacks it: settle time only);
+  a scale-up also waits (at most ``GROUP_SETTLE_LIMIT_S``) while the group rebalances for
+  another cause, a member's re-plan request or a member leaving: joining a round under way
+  stretches it, and the scale-up's own two rounds then count three generations (measured on
+  Apache Kafka: a re-plan request 2 s before a scale-up);
 * no flaps: within ``scale_down_window_s`` after a scale-down, scale up again only when the
   arrival speeds alone need more consumers than the group has (the load really rose). A
   backlog alone, typically built by the scale-down's own rebalance, is drained by the
@@ -169,6 +173,8 @@ class Controller:
         self._lower: deque[tuple[float, int]] = deque()
         self._scaled_down_at: float | None = None
         self._scaled_up_at: float | None = None
+        # Since when the group has been described as rebalancing (None: stable or unknown).
+        self._rebalancing_since: float | None = None
 
     def synchronise(self, actual_replicas: int) -> None:
         """Adopt the replica count the scaler reports (at start, after a failed scale)."""
@@ -211,6 +217,13 @@ class Controller:
     def _decide(self, now: float, current: int, observation: Observation) -> Decision:
         """The decision on a fresh observation, synchronised with the scaler."""
         self.phase = Phase.PLAN
+        # A group with no member (Empty, Dead) is not stable, but no round is under way.
+        if observation.group_stable is False and observation.group_members:
+            self._rebalancing_since = (
+                self._rebalancing_since if self._rebalancing_since is not None else now
+            )
+        else:
+            self._rebalancing_since = None
         plan, demand, backlog = self._plan(observation)
         planned = plan_rscore(self.plan, plan, observation.speeds, self.config.capacity)
         self.plan = plan
@@ -239,6 +252,15 @@ class Controller:
                 f"taken that in yet ({observation.group_members} member(s), "
                 f"{'stable' if observation.group_stable else 'rebalancing'}; at most "
                 f"{GROUP_SETTLE_LIMIT_S:.0f} s)"
+            )
+            return Decision(now, Action.HOLD, current, current, demand, why, planned)
+        if target > current and self._rebalancing(now):
+            self._lower_since = None
+            since = now - (self._rebalancing_since or now)
+            why += (
+                f"; held: the group has been rebalancing for {since:.0f} s (a member joining, "
+                f"leaving or asking for a re-plan): one round at a time, at most "
+                f"{GROUP_SETTLE_LIMIT_S:.0f} s"
             )
             return Decision(now, Action.HOLD, current, current, demand, why, planned)
         if target > current and self._settling(now):
@@ -295,6 +317,12 @@ class Controller:
         """Whether a scale-up happened less than ``scale_up_settle_s`` ago."""
         since = self._scaled_up_at
         return since is not None and now - since < self.config.scale_up_settle_s
+
+    def _rebalancing(self, now: float) -> bool:
+        """Whether the group is rebalancing, for less than ``GROUP_SETTLE_LIMIT_S`` so far
+        (a group that never settles, a member crashing again and again, must still grow)."""
+        since = self._rebalancing_since
+        return since is not None and now - since < GROUP_SETTLE_LIMIT_S
 
     def _joining(self, now: float, observation: Observation, current: int) -> bool:
         """Whether the last scale-up (less than ``GROUP_SETTLE_LIMIT_S`` ago) has not yet

@@ -313,3 +313,36 @@ def test_a_scale_down_does_not_wait_for_the_group() -> None:
         start=3,
         scale_down_window_s=30,
     )
+
+
+def test_a_scale_up_waits_while_the_group_rebalances_for_another_cause() -> None:
+    # Every member there (a member's re-plan request, not our scale-up): wait for the round.
+    reasons = run(
+        [
+            Step(0, 3, Action.HOLD, 3, stable=True, members=3),
+            Step(1, 4, Action.HOLD, 3, stable=False, members=3),
+            Step(2, 4, Action.HOLD, 3, stable=False, members=3),
+            Step(3, 4, Action.SCALE_UP, 4, stable=True, members=3),
+        ],
+        start=3,
+    )
+    assert "the group has been rebalancing for 1 s" in reasons[2]
+    # A group with no member is not stable (Empty) but has no round under way.
+    run([Step(0, 2, Action.SCALE_UP, 2, stable=False, members=0)], start=0)
+
+
+def test_a_group_that_never_settles_holds_a_scale_up_for_a_bounded_time() -> None:
+    limit = GROUP_SETTLE_LIMIT_S
+    reasons = run(
+        [
+            Step(0, 3, Action.HOLD, 3, stable=False, members=3),
+            Step(limit - 1, 4, Action.HOLD, 3, stable=False, members=3),
+            Step(limit, 4, Action.SCALE_UP, 4, stable=False, members=3),
+            # Stable in between: the next round is counted from its own start.
+            Step(2 * limit, 4, Action.HOLD, 4, stable=True, members=4),
+            Step(2 * limit + 1, 5, Action.HOLD, 4, stable=False, members=4),
+            Step(2 * limit + 9, 5, Action.HOLD, 4, stable=False, members=4),
+        ],
+        start=3,
+    )
+    assert "the group has been rebalancing for 8 s" in reasons[-1]
