@@ -24,7 +24,7 @@ from assignor.backlog import DrainRule
 from contract.metadata import topic_partitions
 from contract.snapshot import UNITS, PartitionStat, Snapshot
 from sidecar.log_dirs import DescribeLogDirsRequest, partition_sizes
-from sidecar.speed import SpeedTracker, follow_steps
+from sidecar.speed import SpeedTracker
 
 log = logging.getLogger(__name__)
 
@@ -208,11 +208,10 @@ class Monitor:
         return "records/s"
 
     def speeds(self) -> dict[TopicPartition, float]:
-        """Current speeds in :attr:`unit`: the window's, or during a step up the recent
-        ones (over the minimum span), see :func:`sidecar.speed.follow_steps`."""
+        """Current speeds in :attr:`unit`: the window's, or during a step up the slopes
+        since it began, see :meth:`sidecar.speed.SpeedTracker.following_speeds`."""
         tracker = self.size_tracker if self.unit == "bytes/s" else self.tracker
-        window = tracker.speeds()
-        return follow_steps(window, tracker.recent_speeds(tracker.min_span_s, window))
+        return tracker.following_speeds()
 
     def lags(self, reading: Reading) -> dict[TopicPartition, float]:
         """``reading``'s lags in the quantity of :attr:`unit` (records, or bytes of log

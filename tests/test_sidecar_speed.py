@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from assignor import TopicPartition
-from sidecar.speed import SpeedTracker, SpeedWindow, follow_steps
+from sidecar.speed import SpeedTracker, SpeedWindow
 
 TP = TopicPartition("t", 0)
 
@@ -89,27 +89,56 @@ def test_long_runs_with_huge_offsets_stay_exact() -> None:
     assert window.speed() == pytest.approx(40, rel=1e-9)
 
 
-def test_a_step_up_is_followed_within_the_minimum_span_not_the_window() -> None:
-    tracker = SpeedTracker(window_s=8, min_span_s=2)
+def tripled_at(
+    tracker: SpeedTracker, step_at: int, until: int, every: int = 1
+) -> dict[int, dict[TopicPartition, float]]:
+    """Feed four partitions at 100 records/s, 300 from ``step_at``; the tracker's
+    following speeds after each second (every ``every``-th second read)."""
     partitions = [TopicPartition("t", p) for p in range(4)]
     offsets = dict.fromkeys(partitions, 0)
-    for at in range(20):
-        rate = 100 if at <= 10 else 300  # every partition triples at t = 10
+    seen: dict[int, dict[TopicPartition, float]] = {}
+    for at in range(until):
+        rate = 100 if at <= step_at else 300
         for tp in partitions:
             offsets[tp] += rate
         tracker.observe(float(at), offsets)
-        if at == 12:  # two seconds into the step
-            window = tracker.speeds()
-            followed = follow_steps(window, tracker.recent_speeds(2, window))
-    assert all(s < 250 for s in window.values())  # the 8 s slope is still catching up
-    assert followed == {tp: pytest.approx(300) for tp in partitions}
-    # Steady again: the window's own speeds.
-    steady = tracker.speeds()
-    assert follow_steps(steady, tracker.recent_speeds(2, steady)) == steady
+        if at % every == 0:
+            seen[at] = tracker.following_speeds()
+    return seen
 
 
-def test_noise_below_the_step_margin_keeps_the_window_speeds() -> None:
-    window = {TopicPartition("t", p): 100.0 for p in range(4)}
-    noisy = {TopicPartition("t", p): 100.0 + (20 if p == 0 else 0) for p in range(4)}
-    assert follow_steps(window, noisy) == window  # 5 % above in total
-    assert follow_steps(window, {}) == window
+def test_a_step_up_is_followed_within_the_minimum_span_not_the_window() -> None:
+    tracker = SpeedTracker(window_s=8, min_span_s=2)
+    seen = tripled_at(tracker, step_at=10, until=12 + 1)
+    assert all(s < 250 for s in tracker.speeds().values())  # the 8 s slope is catching up
+    assert all(s == pytest.approx(300) for s in seen[12].values())  # 2 s into the step
+    assert tracker.step_since == 9  # seen at 11, in the 2 s span that began at 9
+
+
+def test_a_step_is_followed_until_the_window_spans_only_the_new_level() -> None:
+    # 30 s window: 20 s into a x3 step its slope is 0.85 of the new level, within the
+    # 25 % margin of the recent slope; the speeds must still be the new level.
+    tracker = SpeedTracker(window_s=30, min_span_s=3)
+    seen = tripled_at(tracker, step_at=40, until=90)
+    for at in range(44, 90):
+        assert all(s == pytest.approx(300) for s in seen[at].values()), (at, seen[at])
+    assert tracker.step_since is None  # the window is past the step: its own speeds again
+
+
+def test_the_window_alone_under_reports_a_step_for_most_of_its_length() -> None:
+    # What following guards against: the window's slope 20 s into the step.
+    tracker = SpeedTracker(window_s=30, min_span_s=3)
+    tripled_at(tracker, step_at=40, until=61, every=100)
+    assert all(200 < s < 270 for s in tracker.speeds().values())
+
+
+def test_steady_and_noisy_speeds_are_the_windows_own() -> None:
+    tracker = SpeedTracker(window_s=8, min_span_s=2)
+    partitions = [TopicPartition("t", p) for p in range(4)]
+    offsets = dict.fromkeys(partitions, 0)
+    for at in range(30):
+        for tp in partitions:  # partition 0 jitters by 20 % every other second
+            offsets[tp] += 100 + (20 if tp.partition == 0 and at % 2 else 0)
+        tracker.observe(float(at), offsets)
+        assert tracker.following_speeds() == tracker.speeds()
+    assert tracker.step_since is None
