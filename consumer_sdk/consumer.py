@@ -412,7 +412,8 @@ class AutoscalingConsumer:
             return
         load = sum(view.speeds.get(tp, 0.0) for tp in self.assigned)
         coordinator: Any = getattr(self._consumer, "_coordinator", None)
-        if not self.overload.observe(time.monotonic(), load) or coordinator is None:
+        now = time.monotonic()
+        if not self.overload.observe(now, load) or coordinator is None:
             return
         members = self.state.group_size
         if not replan_can_help(view.speeds, self.config.capacity, members, self.config.heuristic):
@@ -425,6 +426,7 @@ class AutoscalingConsumer:
                 members,
             )
             return
+        self.overload.asked(now)
         self.replans_requested += 1
         metrics.REPLANS.labels(self.config.group).inc()
         over_s, owed_s = self.overload.asked_after

@@ -64,7 +64,10 @@ class OverloadWatch:
         self.asked_after: tuple[float, float] = (0.0, 0.0)
 
     def observe(self, now: float, load: float) -> bool:
-        """Record the load at ``now``; True when a re-plan should be requested now."""
+        """Record the load at ``now``; True when a re-plan is due now. Counting starts over
+        either way; the cooldown starts only when the member asks (:meth:`asked`): a re-plan
+        found not to help (the sidecar adds members instead) must not silence the member
+        for the next ``cooldown_s``."""
         last, self._last = self._last, (now, load)
         if load <= self.limit:
             self._over_since = None
@@ -81,9 +84,12 @@ class OverloadWatch:
         )
         cooled = self._last_request is None or now - self._last_request >= self.cooldown_s
         if due and cooled:
-            self._last_request = now
             self.asked_after = (over_s, self._owed_s)
             self._over_since = None
             self._owed_s = 0.0
             return True
         return False
+
+    def asked(self, now: float) -> None:
+        """The member asked for the re-plan :meth:`observe` found due: cool down."""
+        self._last_request = now

@@ -178,11 +178,13 @@ class OurPolicy(Policy):
     ) -> bool:
         if not self.replan:
             return False
-        asks = [
-            self.watches.setdefault(m, OverloadWatch(self.capacity)).observe(t, load)
-            for m, load in sorted(consumer_loads(assignment, speeds).items())
-        ]
-        return any(asks)
+        asks = False
+        for member, load in sorted(consumer_loads(assignment, speeds).items()):
+            watch = self.watches.setdefault(member, OverloadWatch(self.capacity))
+            if watch.observe(t, load):
+                watch.asked(t)
+                asks = True
+        return asks
 
     def assign(
         self,

@@ -8,10 +8,15 @@ from assignor import DEFAULT_HEURISTIC, TopicPartition
 from contract.overload import OverloadWatch, replan_can_help
 
 
-def seconds_until_asked(watch: OverloadWatch, load: float, start: int = 0) -> int | None:
-    """Observe ``load`` once a second from ``start``; seconds until the watch asks."""
+def seconds_until_asked(
+    watch: OverloadWatch, load: float, start: int = 0, ask: bool = True
+) -> int | None:
+    """Observe ``load`` once a second from ``start``; seconds until a re-plan is due (and,
+    with ``ask``, asked for)."""
     for t in range(start, start + 120):
         if watch.observe(t, load):
+            if ask:
+                watch.asked(t)
             return t - start
     return None
 
@@ -37,6 +42,14 @@ def test_asks_at_most_once_per_cooldown() -> None:
     assert seconds_until_asked(watch, 150.0) == 5
     # Still over: due again 5 s later, but the last request was less than 60 s ago.
     assert seconds_until_asked(watch, 150.0, start=6) == 59
+
+
+def test_a_re_plan_not_asked_for_does_not_start_the_cooldown() -> None:
+    # Due, but the member found a re-plan would not help (the sidecar adds members).
+    watch = OverloadWatch(capacity=100, sustain_s=30, cooldown_s=60, margin=0.05)
+    assert seconds_until_asked(watch, 150.0, ask=False) == 5
+    # Counted from scratch, and due again as soon as that count allows.
+    assert seconds_until_asked(watch, 150.0, start=6) == 5
 
 
 def test_dropping_below_resets_the_count() -> None:
