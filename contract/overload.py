@@ -11,7 +11,10 @@ capacity) / capacity seconds every second, so it asks once that owed time reache
 member just over the margin owes after ``sustain_s`` (``margin * sustain_s``), and at the
 latest after ``sustain_s``; never before ``min_over_s`` (one high snapshot is no trend).
 Measured on Apache Kafka: a member drifted to 1.5x its capacity and waited the whole 30 s,
-its records 24 s late; now it asks after about 5 s.
+its records 24 s late; now it asks after about 5 s. The cooldown is ``sustain_s`` unless
+given: a leader packs members close to their capacity, and on a volatile load a member was
+over it again 24 s after its re-plan, then waited out a 60 s cooldown while its records
+fell 6 s behind.
 """
 
 from __future__ import annotations
@@ -43,10 +46,11 @@ class OverloadWatch:
         self,
         capacity: float,
         sustain_s: float = 30.0,
-        cooldown_s: float = 60.0,
+        cooldown_s: float | None = None,
         margin: float = 0.05,
         min_over_s: float = 5.0,
     ) -> None:
+        cooldown_s = sustain_s if cooldown_s is None else cooldown_s
         if capacity <= 0 or min(sustain_s, cooldown_s, margin, min_over_s) < 0:
             raise ValueError("capacity must be > 0; sustain_s, cooldown_s, margin, min_over_s >= 0")
         self.capacity = capacity
