@@ -244,33 +244,12 @@ class Controller:
                 f"scale-down within {self.config.scale_down_window_s:.0f} s)"
             )
             return Decision(now, Action.HOLD, current, current, demand, why, planned)
-        if target > current and self._joining(now, observation, current):
+        wait = self._scale_up_wait(now, observation, current) if target > current else None
+        if wait is not None:
             self._lower_since = None
-            since = now - (self._scaled_up_at or now)
-            why += (
-                f"; held: scaled up {since:.0f} s ago to {current}, and the group has not "
-                f"taken that in yet ({observation.group_members} member(s), "
-                f"{'stable' if observation.group_stable else 'rebalancing'}; at most "
-                f"{GROUP_SETTLE_LIMIT_S:.0f} s)"
+            return Decision(
+                now, Action.HOLD, current, current, demand, f"{why}; held: {wait}", planned
             )
-            return Decision(now, Action.HOLD, current, current, demand, why, planned)
-        if target > current and self._rebalancing(now):
-            self._lower_since = None
-            since = now - (self._rebalancing_since or now)
-            why += (
-                f"; held: the group has been rebalancing for {since:.0f} s (a member joining, "
-                f"leaving or asking for a re-plan): one round at a time, at most "
-                f"{GROUP_SETTLE_LIMIT_S:.0f} s"
-            )
-            return Decision(now, Action.HOLD, current, current, demand, why, planned)
-        if target > current and self._settling(now):
-            self._lower_since = None
-            since = now - (self._scaled_up_at or now)
-            why += (
-                f"; held: scaled up {since:.0f} s ago, and the speeds are still measuring "
-                f"that step (one more decision after {self.config.scale_up_settle_s:.0f} s)"
-            )
-            return Decision(now, Action.HOLD, current, current, demand, why, planned)
         if target > current:
             self._lower_since = None
             self._scaled_down_at = None
@@ -312,6 +291,31 @@ class Controller:
             f"{self.config.scale_down_window_s * RECENT_PEAK_SHARE:.0f} s, {desired}",
             planned,
         )
+
+    def _scale_up_wait(self, now: float, observation: Observation, current: int) -> str | None:
+        """Why a scale-up waits now (one rebalance at a time, the step still measuring);
+        None: it does not."""
+        if self._joining(now, observation, current):
+            return (
+                f"scaled up {now - (self._scaled_up_at or now):.0f} s ago to {current}, and "
+                f"the group has not taken that in yet ({observation.group_members} member(s), "
+                f"{'stable' if observation.group_stable else 'rebalancing'}; at most "
+                f"{GROUP_SETTLE_LIMIT_S:.0f} s)"
+            )
+        if self._rebalancing(now):
+            return (
+                f"the group has been rebalancing for "
+                f"{now - (self._rebalancing_since or now):.0f} s (a member joining, leaving or "
+                f"asking for a re-plan): one round at a time, at most "
+                f"{GROUP_SETTLE_LIMIT_S:.0f} s"
+            )
+        if self._settling(now):
+            return (
+                f"scaled up {now - (self._scaled_up_at or now):.0f} s ago, and the speeds are "
+                f"still measuring that step (one more decision after "
+                f"{self.config.scale_up_settle_s:.0f} s)"
+            )
+        return None
 
     def _settling(self, now: float) -> bool:
         """Whether a scale-up happened less than ``scale_up_settle_s`` ago."""
