@@ -35,6 +35,7 @@ from assignor import TopicPartition
 from benchmarks.consume_throughput import fill
 from benchmarks.machine import add_cluster_option, broker_line, machine_line
 from benchmarks.report import publish
+from consumer_sdk import fetch_sizes
 from consumer_sdk.allocator import pin_mmap_threshold
 from consumer_sdk.clusters import ClusterKind, kafka_cluster
 from consumer_sdk.config import ConsumerConfig
@@ -102,6 +103,8 @@ def child(args: argparse.Namespace) -> None:
 
     if os.environ.get(PIN_ENV):
         pin_mmap_threshold()
+    if args.fetch_ahead:
+        fetch_sizes.FETCH_AHEAD_BATCHES = args.fetch_ahead
 
     def config_for(topic: str, group: str) -> ConsumerConfig:
         return ConsumerConfig(
@@ -212,10 +215,15 @@ def measure(
     warm_up: tuple[str, int],
     allocator: str = "default",
     fetch_mib: float = 0.0,
+    fetch_ahead: float = 0.0,
 ) -> dict[str, Any]:
     """Run one child process and return its measurements (``warm_up``: the topic it reads
-    first and its record count; ``fetch_mib`` 0: the SDK's default fetch_max_bytes)."""
-    group = f"memory-{topic}-{path}-{depth}-{list(ALLOCATORS).index(allocator)}-{fetch_mib:g}"
+    first and its record count; ``fetch_mib`` 0: the SDK's default fetch_max_bytes;
+    ``fetch_ahead`` 0: its default fetch ahead, in batches)."""
+    group = (
+        f"memory-{topic}-{path}-{depth}-{list(ALLOCATORS).index(allocator)}-{fetch_mib:g}"
+        f"-{fetch_ahead:g}"
+    )
     out = subprocess.run(
         [
             sys.executable,
@@ -230,6 +238,7 @@ def measure(
             f"--depth={depth}",
             f"--publish-secs={publish_s}",
             f"--fetch-mib={fetch_mib}",
+            f"--fetch-ahead={fetch_ahead}",
             f"--warm-topic={warm_up[0]}",
             f"--warm-expected={warm_up[1]}",
         ],
@@ -262,6 +271,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="comma-separated fetch_max_bytes values in MiB to compare ('' or 0: the SDK's "
         "default)",
     )
+    parser.add_argument(
+        "--fetch-ahead-batches",
+        default="",
+        help="comma-separated fetch-ahead sizes in batches to compare ('' or 0: the SDK's "
+        f"default, {fetch_sizes.FETCH_AHEAD_BATCHES:g})",
+    )
     parser.add_argument("--name", default="", help="results file name")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     for hidden in ("bootstrap", "topic", "group", "path", "warm-topic"):
@@ -270,6 +285,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--warm-expected", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--depth", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--fetch-mib", type=float, default=0.0, help=argparse.SUPPRESS)
+    parser.add_argument("--fetch-ahead", type=float, default=0.0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     allocators = args.allocators.split(",")
     if unknown := [a for a in allocators if a not in ALLOCATORS]:
@@ -287,8 +303,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             warm_topic = broker.create_topic(PARTITIONS, prefix=f"memory-warm-{value_size}")
             warm_count = fill(broker.bootstrap_servers, warm_topic, value_size, WARM_UP_MIB)
             fetches = [float(f or 0) for f in args.fetch_max_mib.split(",")]
-            for path, depth, allocator, fetch_mib in itertools.product(
-                args.paths.split(","), (1, 2), allocators, fetches
+            aheads = [float(f or 0) for f in args.fetch_ahead_batches.split(",")]
+            for path, depth, allocator, fetch_mib, ahead in itertools.product(
+                args.paths.split(","), (1, 2), allocators, fetches, aheads
             ):
                 row = measure(
                     broker.bootstrap_servers,
@@ -300,7 +317,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     (warm_topic, warm_count),
                     allocator,
                     fetch_mib,
+                    ahead,
                 )
+                ahead = ahead or fetch_sizes.FETCH_AHEAD_BATCHES
                 row.update(
                     allocator=allocator,
                     fetch_max_mib=fetch_mib or fetch_max_bytes(BATCH_MIB * MIB) / MIB,
@@ -308,7 +327,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     record_path=path,
                     writes_in_flight=depth,
                     bound_mib=(depth + 1) * BATCH_MIB,
-                    bound_with_fetch_mib=(depth + 2) * BATCH_MIB,
+                    fetch_ahead_batches=ahead,
+                    bound_with_fetch_mib=(depth + 1 + ahead) * BATCH_MIB,
                 )
                 row["working_mib"] = row["peak_mib"] - row["baseline_mib"]
                 rows.append(row)
@@ -321,9 +341,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{args.mib} MiB per value size, 32 partitions, one consumer process per row; "
         f"{BATCH_MIB} MiB batches, each publish takes {args.publish_secs:g} s, so batches queue "
         "behind the sink. Bound: (writes_in_flight + 1) batches of keys and values; with the "
-        "fetch the client holds ahead (about one batch: each partition is asked for a share "
-        "of batch_bytes), "
-        "writes_in_flight + 2. Each process first consumes a topic of "
+        "fetch the client holds ahead (each partition is asked for its share of the fetch "
+        "ahead, in batches), writes_in_flight + 1 + fetch ahead. Each process first "
+        "consumes a topic of "
         f"{WARM_UP_MIB} MiB with the same settings (warm-up: imports, client, record path), "
         "then the measured topic with a fresh consumer. Working set: peak resident memory "
         "of the measured run minus resident memory after the warm-up; on the records path it "
@@ -333,17 +353,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         "(tracemalloc, on in the 'traced' rows only). Allocator: the child's environment "
         "(ALLOCATORS in the benchmark).",
         "",
-        "| value | record path | writes in flight | allocator | fetch max (MiB) | bound (MiB) | "
+        "| value | record path | writes in flight | allocator | fetch max (MiB) | "
+        "fetch ahead (batches) | bound (MiB) | "
         "bound with the fetch ahead (MiB) | most batches in sink | cold RSS (MiB) | "
         "RSS after warm-up (MiB) | peak RSS (MiB) | working set (MiB) | Arrow peak (MiB) | "
         "traced peak (MiB) |",
-        "|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         lines.append(
             f"| {r['value_bytes']} B | {r['record_path']} | {r['writes_in_flight']} | "
-            f"{r['allocator']} ({r['arrow_pool']}) | {r['fetch_max_mib']:g} | {r['bound_mib']} | "
-            f"{r['bound_with_fetch_mib']} | {r['most_batches_in_sink']} | "
+            f"{r['allocator']} ({r['arrow_pool']}) | {r['fetch_max_mib']:g} | "
+            f"{r['fetch_ahead_batches']:g} | {r['bound_mib']} | {r['bound_with_fetch_mib']:g} | "
+            f"{r['most_batches_in_sink']} | "
             f"{r['cold_mib']:.0f} | {r['baseline_mib']:.0f} | {r['peak_mib']:.0f} | "
             f"{r['working_mib']:.0f} | "
             f"{r['arrow_peak_mib']:.0f} | "

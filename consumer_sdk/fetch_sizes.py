@@ -20,10 +20,15 @@ MIN_PARTITION_FETCH_BYTES = 64 * KIB
 MAX_PARTITION_FETCH_BYTES = 4 * MIB
 
 
+# What the client may hold fetched ahead of the batch being built, in batches: each
+# partition is asked for this share of batch_bytes over the assigned partitions.
+FETCH_AHEAD_BATCHES = 1.0
+
+
 def partition_fetch_bytes(batch_bytes: int, partitions: int) -> int:
     """Bytes each fetch asks of one partition when ``partitions`` are assigned: an equal share
-    of one batch, within [64 KiB, 4 MiB]."""
-    share = batch_bytes // max(1, partitions)
+    of ``FETCH_AHEAD_BATCHES`` batches, within [64 KiB, 4 MiB]."""
+    share = int(batch_bytes * FETCH_AHEAD_BATCHES) // max(1, partitions)
     return max(MIN_PARTITION_FETCH_BYTES, min(MAX_PARTITION_FETCH_BYTES, share))
 
 
