@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import os
 import platform
 import subprocess
@@ -34,7 +35,7 @@ def machine_info() -> dict[str, str]:
         "cores": str(os.cpu_count()),
         "python": sys.version.split()[0],
         "date_utc": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M"),
-        "code": code_version(),
+        "code": code_at_start(),
     }
 
 
@@ -46,6 +47,14 @@ def code_version() -> str:
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return commit + ("+" if dirty else "")
+
+
+@functools.cache
+def code_at_start() -> str:
+    """:func:`code_version` as it was when the benchmark started (this module is imported
+    then, see the end of it), so a commit made while a long run goes on does not rename
+    what it measured."""
+    return code_version()
 
 
 def _git(*args: str) -> str:
@@ -90,3 +99,6 @@ def add_cluster_option(parser: argparse.ArgumentParser) -> None:
         default=ClusterKind.APACHE.value,
         help="Apache Kafka started from its jars (default) or the embedded broker",
     )
+
+
+code_at_start()  # when the benchmark starts: the code its figures come from
