@@ -13,6 +13,7 @@ from benchmarks.autoscale import (
     flaps,
     generations_before,
     generations_by_cause,
+    keda_verdict,
     scale_events,
     scale_up_to_work,
 )
@@ -110,3 +111,23 @@ def test_a_scale_up_is_at_work_when_a_member_that_held_nothing_gets_partitions()
         ]
     )
     assert scale_up_to_work(log) == [2.5]
+
+
+def keda_row(policy: str, consumer_seconds: float, lag_s_p99: float) -> dict[str, object]:
+    return {"policy": policy, "consumer_seconds": consumer_seconds, "lag_s_p99": lag_s_p99}
+
+
+def test_the_keda_target_applies_only_where_keda_lags_no_less_than_ours() -> None:
+    ours = keda_row("ours (cooperative)", 2000.0, 8.0)
+    better = keda_verdict(ours, keda_row("KEDA lagThreshold=1000", 9000.0, 4.0), 1800.0)
+    assert "does not apply" in better and "x4.50" in better
+    held = keda_verdict(ours, keda_row("KEDA lagThreshold=5000", 3400.0, 8.0), 1800.0)
+    assert "holds" in held and "MISSED" not in held and "oracle" not in held
+
+
+def test_a_missed_keda_target_says_when_it_lies_below_the_oracle() -> None:
+    ours = keda_row("ours (cooperative)", 2000.0, 8.0)
+    reachable = keda_verdict(ours, keda_row("KEDA lagThreshold=5000", 3100.0, 9.0), 1800.0)
+    assert "MISSED" in reachable and "oracle" not in reachable  # 3100 / 1.67 = 1856 >= 1800
+    below = keda_verdict(ours, keda_row("KEDA lagThreshold=20000", 2100.0, 30.0), 1800.0)
+    assert "MISSED" in below and "at most 1,257 consumer-s, below the oracle (1,800)" in below
