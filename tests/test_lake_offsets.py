@@ -119,6 +119,31 @@ def test_a_partition_marked_writing_reads_as_unknown_until_its_offsets_are_writt
     assert fence.read_stored(WriteTarget("t", "orders", "orders_dead"), 1) is None
 
 
+def test_a_record_rewritten_in_place_reads_as_the_last_one_written(tmp_path: Path) -> None:
+    # Records are overwritten in one fixed-width write: a shorter record after a longer one
+    # must not keep the longer one's tail, and the longest record must fit.
+    fence = PartitionFence(tmp_path)
+    longest = StoredOffsets(2**63 - 1, 2**63 - 1)
+    for stored in [longest, None, StoredOffsets(3, None), StoredOffsets(1234567, 89), None]:
+        with fence.locked(ORDERS, [0]):
+            fence.write_stored(ORDERS, {0: stored})
+        assert fence.read_stored(ORDERS, 0) == stored
+
+
+def test_a_record_left_by_the_earlier_create_and_rename_is_read_and_overwritten(
+    tmp_path: Path,
+) -> None:
+    fence = PartitionFence(tmp_path)
+    with fence.locked(ORDERS, [0]):
+        fence.write_stored(ORDERS, {0: StoredOffsets(5, None)})
+    path = next(tmp_path.rglob("0.*.stored"))
+    path.write_text(encode_stored(StoredOffsets(123456789, 42)))  # unpadded, as before
+    assert fence.read_stored(ORDERS, 0) == StoredOffsets(123456789, 42)
+    with fence.locked(ORDERS, [0]):
+        fence.write_stored(ORDERS, {0: StoredOffsets(7, None)})
+    assert fence.read_stored(ORDERS, 0) == StoredOffsets(7, None)
+
+
 def test_a_claim_by_another_writer_marks_the_partition_lost(tmp_path: Path) -> None:
     fence = PartitionFence(tmp_path)
     first = fence.claim(ORDERS, [0, 1])
