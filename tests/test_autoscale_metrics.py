@@ -14,8 +14,10 @@ from benchmarks.autoscale import (
     generations_before,
     generations_by_cause,
     keda_verdict,
+    oracle_seconds,
     scale_events,
     scale_up_to_work,
+    work_seconds,
 )
 from benchmarks.autoscale_member import RATE_ENV, ledger_sink
 from consumer_sdk.sink import Record, records_table
@@ -131,3 +133,14 @@ def test_a_missed_keda_target_says_when_it_lies_below_the_oracle() -> None:
     assert "MISSED" in reachable and "oracle" not in reachable  # 3100 / 1.67 = 1856 >= 1800
     below = keda_verdict(ours, keda_row("KEDA lagThreshold=20000", 2100.0, 30.0), 1800.0)
     assert "MISSED" in below and "at most 1,257 consumer-s, below the oracle (1,800)" in below
+    # Below all the records / C too: out of reach whatever lag a policy allows.
+    beyond = keda_verdict(ours, keda_row("KEDA lagThreshold=20000", 2100.0, 30.0), 1800.0, 1400.0)
+    assert "below all the trace's records / C (1,400): out of reach" in beyond
+
+
+def test_all_records_over_capacity_lies_below_the_oracle_and_follows_the_trace() -> None:
+    # The oracle rounds every second up to whole consumers; the work bound does not.
+    oracle, work = oracle_seconds(60.0, 7), work_seconds(60.0, 7)
+    assert 0 < work <= oracle
+    assert oracle - work < 60  # at most one consumer per second apart
+    assert work_seconds(60.0, 8) != work  # another seed, another trace
