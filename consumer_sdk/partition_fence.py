@@ -171,7 +171,7 @@ def _overwrite_record(path: Path, text: str) -> None:
     data = text.encode().ljust(RECORD_BYTES)
     if len(data) > RECORD_BYTES:
         raise ValueError(f"a stored record is at most {RECORD_BYTES} bytes, got {len(data)}")
-    handle = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+    handle = os.open(path, os.O_WRONLY | os.O_CREAT, 0o666)  # less the umask, as before
     try:
         written = os.pwrite(handle, data, 0)
     finally:
