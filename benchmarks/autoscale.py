@@ -50,7 +50,7 @@ from consumer_sdk.clusters import ClusterKind, KafkaCluster, kafka_cluster
 from consumer_sdk.config import ConsumerConfig
 from examples.demo import fetch_status
 from examples.load import LoadGenerator, RateWalk
-from sidecar.simulation import oracle_consumer_seconds
+from sidecar.simulation import oracle_consumer_seconds, work_consumer_seconds
 
 ROOT = Path(__file__).parent.parent
 PARTITIONS = 12
@@ -397,8 +397,7 @@ def oracle_seconds(duration_s: float, seed: int) -> float:
 def work_seconds(duration_s: float, seed: int) -> float:
     """All the trace's records / C: what consumers draining at most C each must spend,
     whatever lag they allow (below the oracle, which holds no lag)."""
-    rates = _trace_rates(duration_s, seed)
-    return sum(float(rates(t).sum()) for t in range(int(duration_s))) / CAPACITY
+    return work_consumer_seconds(_trace_rates(duration_s, seed), CAPACITY, int(duration_s))
 
 
 def plot(runs: Sequence[Run], path: Path) -> None:
@@ -445,21 +444,27 @@ def keda_verdict(
         )
     verdict = "holds" if ratio >= KEDA_TARGET_RATIO else "MISSED"
     needed = keda["consumer_seconds"] / KEDA_TARGET_RATIO
-    reach = ""
-    if verdict == "MISSED" and work is not None and needed < work:
-        reach = (
-            f"; it needs at most {needed:,.0f} consumer-s, below all the trace's records / C "
-            f"({work:,.0f}): out of reach for any policy that drains the trace"
-        )
-    elif verdict == "MISSED" and needed < oracle:
-        reach = (
-            f"; it needs at most {needed:,.0f} consumer-s, below the oracle ({oracle:,.0f}): no "
-            "policy gets there without running fewer consumers than the load needs"
-        )
+    reach = "" if verdict == "holds" else _reach(needed, oracle, work)
     return (
         f"- {name}: p99 lag {lag:.1f} s, no better than ours ({ours_lag:.1f} s); it uses "
         f"x{ratio:.2f} our consumer-seconds (target >= {KEDA_TARGET_RATIO}: {verdict}){reach}"
     )
+
+
+def _reach(needed: float, oracle: float, work: float | None) -> str:
+    """What a missed target's ``needed`` consumer-seconds would take, when it lies below
+    all the trace's records / C or below the oracle ('' when neither)."""
+    if work is not None and needed < work:
+        return (
+            f"; it needs at most {needed:,.0f} consumer-s, below all the trace's records / C "
+            f"({work:,.0f}): out of reach for any policy that drains the trace"
+        )
+    if needed < oracle:
+        return (
+            f"; it needs at most {needed:,.0f} consumer-s, below the oracle ({oracle:,.0f}): no "
+            "policy gets there without running fewer consumers than the load needs"
+        )
+    return ""
 
 
 def report(

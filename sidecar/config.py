@@ -142,7 +142,8 @@ FLAG_HELP = {
     "min_window": "seconds of data before a speed is reported, (0, --window]",
     "min_replicas": "fewest consumers, >= 0 (0: none when there is no traffic and no backlog)",
     "max_replicas": "most consumers, >= max(1, --min-replicas); never more than partitions",
-    "scale_down_window": "seconds demand must stay lower before scaling down, >= 0",
+    "scale_down_window": "seconds one surplus consumer is held before scaling down, >= 0 "
+    "(k surplus consumers: about 1/k of it, at least a quarter); also the no-flap window",
     "scale_up_settle": "seconds after a scale-up before another one, >= 0: the step is still "
     "showing in the speeds and the new members are joining; the next decision sizes the rest",
     "drain_seconds": "a backlog is paid off within this many seconds, > 0",

@@ -10,10 +10,14 @@ with the time it was measured, and the controller reads "now" from an injected c
   backlog beyond ``lag_allowance_s`` of arrivals, paid off within ``drain_seconds``), the
   same rule the group's assignor packs by, so the consumers a backlog adds get work;
 * scale: clamp to [min_replicas, min(max_replicas, partitions)] (the partition count wins
-  over min_replicas: extra members would sit idle); scale up at once; scale down only after
-  ``scale_down_window_s`` of lower demand, and then to the highest demand of its last
-  quarter;
-  a group with no traffic and no backlog needs no consumer (``min_replicas=0`` scales to 0);
+  over min_replicas: extra members would sit idle); scale up at once; scale down, to the
+  highest demand of the last quarter of ``scale_down_window_s``, once the consumers above
+  that peak, added up over the time demand has been lower, make one consumer held for the
+  whole window (one surplus consumer waits the window, four about a quarter of it; never
+  sooner than a quarter). Holding a surplus costs consumer-seconds at its size; a
+  scale-down costs one rebalance and the risk of undoing it, whatever its size, so a large
+  drop is acted on sooner (measured on Apache Kafka: 6 consumers held 120 s after a step
+  down to 2 were a fifth of the run's consumer-seconds);
 * one step, few scale-ups: within ``scale_up_settle_s`` after a scale-up, a further one
   waits for that time to pass. The speeds that sized the first are still filling their
   window (a step up shows over the recent window's span), and the backlog grows while the
@@ -171,6 +175,8 @@ class Controller:
         self._lower_since: float | None = None
         # (time, target) of the lower demand since _lower_since, for the recent peak.
         self._lower: deque[tuple[float, int]] = deque()
+        # Consumer-seconds above the recent peak since _lower_since.
+        self._surplus_held = 0.0
         self._scaled_down_at: float | None = None
         self._scaled_up_at: float | None = None
         # Since when the group has been described as rebalancing (None: stable or unknown).
@@ -259,25 +265,31 @@ class Controller:
         if target == current:
             self._lower_since = None
             return Decision(now, Action.HOLD, current, current, demand, why, planned)
+        window = self.config.scale_down_window_s
         if self._lower_since is None:
             self._lower_since = now
             self._lower.clear()
+            self._surplus_held = 0.0
+        else:
+            # Left sum: the surplus over the last interval is the one the last step saw.
+            self._surplus_held += (current - self._recent_peak()) * (now - self._lower[-1][0])
         self._lower.append((now, target))
-        while self._lower[0][0] < now - self.config.scale_down_window_s * RECENT_PEAK_SHARE:
+        while self._lower[0][0] < now - window * RECENT_PEAK_SHARE:
             self._lower.popleft()
         waited = now - self._lower_since
-        if waited < self.config.scale_down_window_s:
+        if waited < window * RECENT_PEAK_SHARE or self._surplus_held < window:
             return Decision(
                 now,
                 Action.HOLD,
                 current,
                 current,
                 demand,
-                f"{why}; lower for {waited:.0f} of "
-                f"{self.config.scale_down_window_s:.0f} s before scaling down",
+                f"{why}; lower for {waited:.0f} s, {self._surplus_held:.0f} of "
+                f"{window:.0f} surplus consumer-s before scaling down (at least "
+                f"{window * RECENT_PEAK_SHARE:.0f} s)",
                 planned,
             )
-        desired = max(t for _, t in self._lower)
+        desired = self._recent_peak()
         self._lower_since = None
         self._scaled_down_at = now
         self.replicas = desired
@@ -287,10 +299,14 @@ class Controller:
             current,
             desired,
             demand,
-            f"{why}; lower for {waited:.0f} s, down to the peak of its last "
-            f"{self.config.scale_down_window_s * RECENT_PEAK_SHARE:.0f} s, {desired}",
+            f"{why}; lower for {waited:.0f} s, {self._surplus_held:.0f} surplus consumer-s, "
+            f"down to the peak of its last {window * RECENT_PEAK_SHARE:.0f} s, {desired}",
             planned,
         )
+
+    def _recent_peak(self) -> int:
+        """The highest target of the last quarter of the scale-down window."""
+        return max(t for _, t in self._lower)
 
     def _scale_up_wait(self, now: float, observation: Observation, current: int) -> str | None:
         """Why a scale-up waits now (one rebalance at a time, the step still measuring);

@@ -266,6 +266,14 @@ def oracle_consumer_seconds(rates: Rates, capacity: float, duration_s: int) -> f
     return float(sum(math.ceil(float(rates(t).sum()) / capacity) for t in range(duration_s)))
 
 
+def work_consumer_seconds(rates: Rates, capacity: float, duration_s: int) -> float:
+    """All the trace's records / capacity: what consumers draining at most ``capacity`` each
+    must spend, whatever lag they allow (at most the oracle, which allows none)."""
+    if not capacity > 0:
+        raise ValueError(f"capacity must be > 0, got {capacity!r}")
+    return sum(float(rates(t).sum()) for t in range(duration_s)) / capacity
+
+
 def simulate(
     rates: Rates,
     partitions: int,

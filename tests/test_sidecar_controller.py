@@ -83,30 +83,55 @@ def test_a_step_measured_over_seconds_is_one_scale_up_more_not_one_per_consumer(
     assert "still measuring" in reasons[1]
 
 
-def test_drop_scales_down_after_the_window_to_the_peak_of_its_last_quarter() -> None:
+def test_one_surplus_consumer_waits_the_window_and_goes_to_the_peak_of_its_last_quarter() -> None:
     reasons = run(
         [
-            Step(0, 3, Action.HOLD, 5),
-            Step(60, 3, Action.HOLD, 5),
-            Step(100, 3, Action.HOLD, 5),
-            Step(119, 2, Action.HOLD, 5),
+            Step(0, 3, Action.HOLD, 4),
+            Step(60, 3, Action.HOLD, 4),
+            Step(100, 3, Action.HOLD, 4),
+            Step(119, 2, Action.HOLD, 4),
             Step(120, 2, Action.SCALE_DOWN, 3),  # the highest demand of its last 30 s
             Step(121, 2, Action.HOLD, 3),
         ],
-        start=5,
+        start=4,
         scale_down_window_s=120,
     )
     assert "before scaling down" in reasons[0] and "last 30 s, 3" in reasons[4]
+
+
+@pytest.mark.parametrize(
+    ("start", "full", "due"),
+    [(4, 3, 120.0), (5, 3, 60.0), (6, 3, 40.0), (6, 2, 30.0), (12, 1, 30.0)],
+)
+def test_a_larger_surplus_scales_down_sooner_never_before_a_quarter_of_the_window(
+    start: int, full: int, due: float
+) -> None:
+    run(
+        [
+            Step(0, full, Action.HOLD, start),
+            Step(due - 1, full, Action.HOLD, start),
+            Step(due, full, Action.SCALE_DOWN, full),
+        ],
+        start=start,
+        scale_down_window_s=120,
+    )
+
+
+def test_the_surplus_is_counted_above_the_peak_of_the_last_quarter() -> None:
+    # One surplus consumer for the first 10 s (a backlog draining), four from then on; the 5
+    # stays the last quarter's peak until 40 s: 40 consumer-s by then, 4 a second after it.
+    steps = [Step(t, 5 if t < 10 else 2, Action.HOLD, 6) for t in range(60)]
+    run([*steps, Step(60, 2, Action.SCALE_DOWN, 2)], start=6, scale_down_window_s=120)
 
 
 def test_the_drain_right_after_a_drop_does_not_size_the_scale_down() -> None:
     run(
         [
             Step(0, 4, Action.HOLD, 5),  # the backlog of the load that just dropped
-            Step(10, 2, Action.HOLD, 5),
-            Step(60, 2, Action.HOLD, 5),
-            Step(119, 2, Action.HOLD, 5),
-            Step(120, 2, Action.SCALE_DOWN, 2),
+            Step(10, 2, Action.HOLD, 5),  # 10 surplus consumer-s so far (above the 4)
+            Step(60, 2, Action.HOLD, 5),  # 60 (the 4 is in the last 30 s until then)
+            Step(79, 2, Action.HOLD, 5),  # 117 (3 surplus consumers since 60 s)
+            Step(80, 2, Action.SCALE_DOWN, 2),
         ],
         start=5,
         scale_down_window_s=120,

@@ -13,6 +13,7 @@ from sidecar.simulation import (
     oracle_consumer_seconds,
     random_walk,
     simulate,
+    work_consumer_seconds,
 )
 
 
@@ -70,6 +71,16 @@ def test_the_oracle_is_the_packing_lower_bound_of_every_second() -> None:
     )
     with pytest.raises(ValueError, match="capacity must be > 0"):
         oracle_consumer_seconds(step, 0.0, 5)
+
+
+def test_the_work_is_all_records_over_capacity_and_at_most_the_oracle() -> None:
+    def step(t: int) -> np.ndarray:
+        return np.full(20, 90.0 if t < 10 else 160.0)  # 1,800 then 3,200 records/s
+
+    assert work_consumer_seconds(step, 1000.0, 20) == pytest.approx(10 * 1.8 + 10 * 3.2)
+    assert work_consumer_seconds(step, 1000.0, 20) < oracle_consumer_seconds(step, 1000.0, 20)
+    with pytest.raises(ValueError, match="capacity must be > 0"):
+        work_consumer_seconds(step, -1.0, 5)
 
 
 def test_keda_rules() -> None:
