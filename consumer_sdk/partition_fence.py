@@ -118,7 +118,12 @@ class PartitionFence:
             owners: dict[int, str] = {}
             for partition in sorted(set(partitions)):
                 base = self._base(target, partition)
-                handle = base.with_suffix(".lock").open("a")
+                try:
+                    handle = base.with_suffix(".lock").open("a")
+                except FileNotFoundError:  # the directory was removed since it was made
+                    self._made.discard(base.parent)
+                    base = self._base(target, partition)
+                    handle = base.with_suffix(".lock").open("a")
                 handles.append(handle)
                 fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
                 owner = base.with_suffix(".owner")

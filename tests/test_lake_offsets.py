@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import shutil
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -153,6 +154,17 @@ def test_a_claim_by_another_writer_marks_the_partition_lost(tmp_path: Path) -> N
     with fence.locked(ORDERS, [0, 1]) as owners:
         assert lost_partitions(first, owners) == {1}
         assert lost_partitions({1: second[1]}, owners) == {0}  # never claimed 0
+
+
+def test_a_fence_removed_under_a_writer_is_made_again_and_its_claims_count_as_lost(
+    tmp_path: Path,
+) -> None:
+    fence = PartitionFence(tmp_path / "fences")
+    claims = fence.claim(ORDERS, [0])
+    shutil.rmtree(tmp_path / "fences")
+    with fence.locked(ORDERS, [0]) as owners:
+        assert lost_partitions(claims, owners) == {0}  # fenced, not a crash
+    assert fence.claim(ORDERS, [0])[0] != claims[0]
 
 
 def test_claims_of_one_topic_in_two_tables_do_not_fence_each_other(tmp_path: Path) -> None:
