@@ -311,6 +311,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     samples.append(
                         {
                             "t": elapsed,
+                            "at": time.time(),  # to line up with the log's table commits
                             "rate": rate,
                             "running": float(status.get("replicas") or 0),
                             "desired": float(decision.get("desired") or 0),
