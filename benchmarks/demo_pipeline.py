@@ -2,11 +2,13 @@
 
 The consumers commit offsets after the table commit, so the lag the sidecar shows includes
 every record still in a consumer's pipeline: the batch filling and the batch being written.
-At a steady arrival rate that part is about rate x (fill time + write time), whatever the
-number of consumers; what is left over is backlog. This reads a finished demo run (its
-``samples.json`` and ``sidecar.log``) and reports, per third of the run (before, during and
-after the step up), the table commits the consumers made (how many a second, rows each,
-seconds each) beside the lag, and that estimate of the pipeline's share.
+At a steady arrival rate that part is at most about rate x 2 x (seconds per table commit)
+with one write in flight, whatever the number of consumers; what is above it is backlog.
+
+This reads a finished demo run (its ``samples.json`` and ``sidecar.log``) and reports, per
+third of the run (before, during and after the step up), the table commits the consumers
+made (how many a second, rows each, seconds each) beside the lag, and that estimate of the
+pipeline's share.
 
 ``python -m benchmarks.demo_pipeline RUN_DIR [RUN_DIR ...] [--name NAME]`` (run dirs from
 ``python -m examples.demo --output DIR``; needs samples taken at this version, which carry
@@ -98,7 +100,8 @@ def phase_summary(
                 "commit_s": seconds,
                 "rows_per_s": sum(c.rows for c in done) / span,
                 # a batch fills while the one before it is written (one write in flight):
-                # a record waits about one write to be fetched into a batch and one to land
+                # just before a write lands, a consumer holds that batch and the next one,
+                # about two writes' worth of arrivals
                 "pipeline_lag": rate * 2 * seconds,
             }
         )
@@ -109,7 +112,8 @@ def report(runs: Sequence[tuple[str, list[dict[str, Any]]]]) -> str:
     """One markdown table, a row per phase of each run."""
     lines = [
         "| run | phase | arrivals/s | consumers | lag mean | lag at end | commits/s | "
-        "rows/commit | s/commit | rows/s landed | pipeline lag (rate x 2 x s/commit) |",
+        "rows/commit | s/commit | rows/s landed | "
+        "in the pipelines, at most (rate x 2 x s/commit) |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, phases in runs:
