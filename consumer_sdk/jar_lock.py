@@ -15,6 +15,7 @@ checkout, which git ignores), else ``~/.cache/kafka-autoscaler/jars``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import os
 import re
@@ -150,6 +151,36 @@ def _sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
+def _verified(path: Path, sha256: str) -> bool:
+    """Whether ``path`` holds the jar of that digest. The file is hashed once; a stamp beside
+    it then records the digest with the size and modification time it had, so that each
+    process start (every consumer opens a Spark session) does not read 80 MiB of jars
+    again. A file changed since (another size or time) is hashed again."""
+    try:
+        if _stamp(path).read_text() == _seen(path, sha256):
+            return True
+    except OSError:  # no stamp, or no file
+        pass
+    if not path.is_file() or _sha256_of(path) != sha256:
+        return False
+    _write_stamp(path, sha256)
+    return True
+
+
+def _stamp(path: Path) -> Path:
+    return path.with_name(path.name + ".verified")
+
+
+def _seen(path: Path, sha256: str) -> str:
+    status = path.stat()
+    return f"{sha256} {status.st_size} {status.st_mtime_ns}"
+
+
+def _write_stamp(path: Path, sha256: str) -> None:
+    with contextlib.suppress(OSError):  # a cache we cannot write to is hashed every time
+        _stamp(path).write_text(_seen(path, sha256))
+
+
 def _download(url: str, destination: Path) -> None:
     destination.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(dir=destination.parent, suffix=".part")
@@ -174,7 +205,7 @@ def ensure_jars(lock: JarLock, directory: Path | None = None) -> list[Path]:
     paths: list[Path] = []
     for jar in lock.jars:
         path = target / jar.group / jar.file_name
-        if not (path.is_file() and _sha256_of(path) == jar.sha256):
+        if not _verified(path, jar.sha256):
             url = f"{repository.rstrip('/')}/{jar.repository_path}"
             try:
                 _download(url, path)
@@ -186,6 +217,7 @@ def ensure_jars(lock: JarLock, directory: Path | None = None) -> list[Path]:
                 raise JarLockError(
                     f"{jar.coordinate}: sha256 {actual} does not match the lock's {jar.sha256}"
                 )
+            _write_stamp(path, jar.sha256)
         paths.append(path)
     return paths
 

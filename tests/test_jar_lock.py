@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 import pytest
 
+from consumer_sdk import jar_lock
 from consumer_sdk.jar_lock import (
     LOCK_DIR,
     REPOSITORY_ENV,
@@ -75,6 +77,30 @@ def test_fetch_verifies_and_reuses_the_cache(
     path.write_bytes(b"tampered")
     with pytest.raises(JarLockError, match=r"cannot fetch org\.example:thing:1\.0"):
         ensure_jars(JarLock((), (jar,)), cache)
+
+
+def test_a_verified_jar_is_not_hashed_again_until_it_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    content = b"jar bytes"
+    jar = LockedJar("org.example", "thing", "1.0", hashlib.sha256(content).hexdigest())
+    monkeypatch.setenv(REPOSITORY_ENV, _repository_with(tmp_path, jar, content).as_uri())
+    cache = tmp_path / "cache"
+    [path] = ensure_jars(JarLock((), (jar,)), cache)
+    hashed: list[Path] = []
+    real = jar_lock._sha256_of
+
+    def counted(file: Path) -> str:
+        hashed.append(file)
+        return real(file)
+
+    monkeypatch.setattr(jar_lock, "_sha256_of", counted)
+    assert ensure_jars(JarLock((), (jar,)), cache) == [path]
+    assert hashed == []
+    stat = path.stat()
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1))  # touched: hashed again
+    assert ensure_jars(JarLock((), (jar,)), cache) == [path]
+    assert hashed == [path]
 
 
 def test_a_jar_with_another_digest_is_refused_and_not_kept(
