@@ -371,3 +371,18 @@ def test_a_group_that_never_settles_holds_a_scale_up_for_a_bounded_time() -> Non
         start=3,
     )
     assert "the group has been rebalancing for 8 s" in reasons[-1]
+
+
+def test_no_scale_down_within_the_window_after_a_scale_up() -> None:
+    reasons = run(
+        [
+            Step(0, 6, Action.SCALE_UP, 6),
+            Step(10, 2, Action.HOLD, 6),  # the load falls 10 s after the scale-up
+            Step(60, 2, Action.HOLD, 6),  # 4 surplus consumers for 50 s: due, but too soon
+            Step(119, 2, Action.HOLD, 6),
+            Step(120, 2, Action.SCALE_DOWN, 2),  # the window since the scale-up has passed
+        ],
+        start=5,
+        scale_down_window_s=120,
+    )
+    assert "scaled up 60 s ago" in reasons[2]
