@@ -326,6 +326,20 @@ def scale_events(samples: Sequence[dict[str, float]]) -> list[tuple[float, int, 
     return events
 
 
+def decided_scale_events(causes: Sequence[Cause]) -> list[tuple[float, int, int]]:
+    """(time, from, to) of the sidecar's scale decisions as its log times them (forming the
+    group left out). Flaps are counted on these: the replica count sampled once a second
+    shows a change up to a second late, enough to put a reversal the controller held for
+    exactly the window a second inside it."""
+    events = []
+    for cause in causes:
+        logged = _logged_at(cause.at)
+        if cause.kind == "scale" and logged is not None:
+            before, after = (int(n) for n in cause.detail.split(" -> "))
+            events.append((logged.timestamp(), before, after))
+    return events
+
+
 def flaps(events: Sequence[tuple[float, int, int]], window_s: float) -> int:
     """Scale events that reverse the one before within ``window_s``."""
     count = 0
@@ -370,7 +384,7 @@ def summarise(result: Run, duration_s: float) -> dict[str, Any]:
         ),
         "causes": [dataclasses.asdict(c) for c in result.causes],
         "scale_up_to_work_s": result.scale_up_waits,
-        "flaps": flaps(events, result.policy.window_s),
+        "flaps": flaps(decided_scale_events(result.causes), result.policy.window_s),
         "redelivered": result.redelivered,
         "missing": result.missing,
         "peak": result.peak,

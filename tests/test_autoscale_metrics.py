@@ -10,6 +10,8 @@ import pytest
 
 from assignor import TopicPartition
 from benchmarks.autoscale import (
+    Cause,
+    decided_scale_events,
     flaps,
     generations_before,
     generations_by_cause,
@@ -144,3 +146,17 @@ def test_all_records_over_capacity_lies_below_the_oracle_and_follows_the_trace()
     assert 0 < work <= oracle
     assert oracle - work < 60  # at most one consumer per second apart
     assert work_seconds(60.0, 8) != work  # another seed, another trace
+
+
+def test_flaps_are_timed_by_the_sidecars_decisions() -> None:
+    causes = [
+        Cause("forming", "2026-11-25 23:17:29,787", "0 -> 2"),
+        Cause("scale", "2026-11-25 23:23:50,413", "5 -> 6"),
+        Cause("re-plan", "2026-11-25 23:23:51,887", "a member above its capacity"),
+        Cause("scale", "2026-11-25 23:25:50,655", "6 -> 2"),
+    ]
+    events = decided_scale_events(causes)
+    assert [(a, b) for _, a, b in events] == [(5, 6), (6, 2)]
+    assert events[1][0] - events[0][0] == pytest.approx(120.242)
+    assert flaps(events, window_s=120) == 0  # held the whole window
+    assert flaps(events, window_s=121) == 1
