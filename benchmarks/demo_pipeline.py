@@ -27,6 +27,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from benchmarks.machine import machine_line
 from benchmarks.report import publish
 
 # "2026-11-25 20:59:08,007 [sink-1] consumer_sdk.lake_writer demo-orders: appended 232
@@ -134,6 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("runs", nargs="+", type=Path, help="demo output directories")
     parser.add_argument("--duration", type=float, default=60.0, help="the runs' --duration")
     parser.add_argument("--name", default="", help="write results/<name>.{md,json}")
+    parser.add_argument("--note", default="", help="a line on the runs (their code, command)")
     args = parser.parse_args(argv)
     runs = []
     for run in args.runs:
@@ -143,9 +145,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         with (run / "sidecar.log").open() as log:
             commits = table_commits(log)
         runs.append((run.name, phase_summary(samples, commits, args.duration)))
+    title = "# Where the demo's lag sits: table commits per third of the run"
+    header = "\n\n".join(line for line in (title, machine_line(), args.note) if line)
     publish(
         args.name or "demo_pipeline",
-        report(runs),
+        header + "\n\n" + report(runs),
         {"runs": [{"run": name, "phases": phases} for name, phases in runs]},
         write=bool(args.name),
     )
