@@ -282,30 +282,18 @@ class Controller:
         while self._lower[0][0] < now - window * RECENT_PEAK_SHARE:
             self._lower.popleft()
         waited = now - self._lower_since
-        if waited < window * RECENT_PEAK_SHARE or self._surplus_held < window:
-            return Decision(
-                now,
-                Action.HOLD,
-                current,
-                current,
-                demand,
-                f"{why}; lower for {waited:.0f} s, {self._surplus_held:.0f} of "
-                f"{window:.0f} surplus consumer-s before scaling down (at least "
-                f"{window * RECENT_PEAK_SHARE:.0f} s)",
-                planned,
-            )
+        held = f"lower for {waited:.0f} s, {self._surplus_held:.0f} surplus consumer-s"
         since_up = now - self._scaled_up_at if self._scaled_up_at is not None else window
-        if since_up < window:
-            return Decision(
-                now,
-                Action.HOLD,
-                current,
-                current,
-                demand,
-                f"{why}; lower for {waited:.0f} s, {self._surplus_held:.0f} surplus consumer-s, "
-                f"but scaled up {since_up:.0f} s ago: no reversal within {window:.0f} s",
-                planned,
+        wait = None
+        if waited < window * RECENT_PEAK_SHARE or self._surplus_held < window:
+            wait = (
+                f"{held} of {window:.0f} before scaling down "
+                f"(at least {window * RECENT_PEAK_SHARE:.0f} s)"
             )
+        elif since_up < window:
+            wait = f"{held}, but scaled up {since_up:.0f} s ago: no reversal within {window:.0f} s"
+        if wait is not None:
+            return Decision(now, Action.HOLD, current, current, demand, f"{why}; {wait}", planned)
         desired = self._recent_peak()
         self._lower_since = None
         self._scaled_down_at = now
@@ -316,8 +304,8 @@ class Controller:
             current,
             desired,
             demand,
-            f"{why}; lower for {waited:.0f} s, {self._surplus_held:.0f} surplus consumer-s, "
-            f"down to the peak of its last {window * RECENT_PEAK_SHARE:.0f} s, {desired}",
+            f"{why}; {held}, down to the peak of its last "
+            f"{window * RECENT_PEAK_SHARE:.0f} s, {desired}",
             planned,
         )
 
