@@ -29,9 +29,10 @@ commit that failed without saying whether it landed. The next owner then reads t
 A record is rewritten twice per commit, so it is overwritten in place in one write of a fixed
 width rather than staged and renamed: a new file and a rename cost about 0.2 ms each on ext4
 here, 97 ms per batch of 64 partitions, on the publish path of every batch; in place, about
-5 us. Nobody reads a record while it is written: its owner writes it under the partition's
-lock, and the next owner reads it only after its claim, which waits for that lock and fences
-the last owner's later writes out.
+6 us a record (7 ms per batch with the rest of the fence's work). Nobody reads a record
+while it is written: its owner writes it under the partition's lock, and the next owner
+reads it only after its claim, which waits for that lock and fences the last owner's later
+writes out.
 """
 
 from __future__ import annotations
