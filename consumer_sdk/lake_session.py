@@ -9,7 +9,9 @@ JDBC catalog on a SQLite file in the warehouse, which commits by compare-and-swa
 table's metadata location, so concurrent writer processes never lose each other's commits
 (Iceberg's Hadoop catalog relies on an atomic rename a local or NFS filesystem does not
 give). ``pyiceberg``'s ``SqlCatalog`` reads the same file. A user who configures
-``spark.sql.catalog.<name>`` themselves (REST, Hive, Glue ...) keeps their catalog.
+``spark.sql.catalog.<name>`` themselves (REST, Hive, Glue ...) keeps their catalog. Delta's
+commits to local paths go through our log store (:mod:`consumer_sdk.delta_log_store`), for
+the same reason: Delta's own relies on a rename that does not refuse an existing file.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from consumer_sdk.delta_log_store import LOG_STORE_CLASS, LOG_STORE_KEY, ensure_log_store_jar
 from consumer_sdk.iceberg_catalog import prepare_catalog_file
 from consumer_sdk.jar_lock import LOCK_DIR, JarLockError, ensure_jars, read_lock
 from contract.settings import ConfigError
@@ -51,7 +54,10 @@ def lake_conf(
     """Session settings for both formats, merged with the user's own ``spark.jars`` and
     ``spark.sql.extensions`` (appended, not replaced). Fetches the jars on first use and
     creates the default Iceberg catalog's file unless the user configured that catalog."""
-    jars = [str(path) for path in lake_jars()]
+    locked = lake_jars()
+    jars = [str(path) for path in locked]
+    if LOG_STORE_KEY not in user_conf:
+        jars.append(str(ensure_log_store_jar(locked)))
     extensions = [DELTA_EXTENSION, ICEBERG_EXTENSION]
     for key, ours in (("spark.jars", jars), ("spark.sql.extensions", extensions)):
         theirs = [item for item in user_conf.get(key, "").split(",") if item.strip()]
@@ -62,6 +68,7 @@ def lake_conf(
         "spark.sql.catalog.spark_catalog": user_conf.get(
             "spark.sql.catalog.spark_catalog", DELTA_CATALOG
         ),
+        LOG_STORE_KEY: user_conf.get(LOG_STORE_KEY, LOG_STORE_CLASS),
     }
     prefix = f"spark.sql.catalog.{iceberg_catalog}"
     if prefix not in user_conf:

@@ -28,6 +28,7 @@ from deltalake import DeltaTable
 from assignor import TopicPartition
 from consumer_sdk.clusters import ClusterKind, KafkaCluster
 from consumer_sdk.compact import compact, data_files
+from consumer_sdk.delta_log_store import LOG_STORE_CLASS, LOG_STORE_KEY
 from consumer_sdk.partition_fence import FENCE_DIR, PartitionFence, WriteTarget
 from consumer_sdk.sink import Record, records_table
 from consumer_sdk.spark_config import SparkSinkConfig
@@ -316,6 +317,32 @@ def test_a_member_paused_past_its_session_timeout_adds_no_duplicates(
         paused.send_signal(signal.SIGCONT)
         stop(writers)
     assert key_counts(sink_config, sink_config.table_for(topic)) == Counter(produced)
+
+
+def test_a_delta_version_another_process_created_is_refused_not_replaced(
+    lake_session: Any, tmp_path: Path
+) -> None:
+    # Delta's own store for local paths checks that a version is absent, then renames onto
+    # it (which replaces): two processes committing one version could both succeed.
+    assert lake_session.conf.get(LOG_STORE_KEY) == LOG_STORE_CLASS
+    jvm, hadoop = lake_session._jvm, lake_session._jsc.hadoopConfiguration()
+    store = jvm.kafkaautoscaler.delta.ExclusiveLocalLogStore(hadoop)
+    log_dir = tmp_path / "_delta_log"
+    log_dir.mkdir()
+    version = log_dir / f"{7:020d}.json"
+
+    def commit(action: str) -> None:
+        actions = jvm.java.util.ArrayList()
+        actions.add(action)
+        store.write(
+            jvm.org.apache.hadoop.fs.Path(version.as_uri()), actions.iterator(), False, hadoop
+        )
+
+    commit('{"commitInfo":{"writer":"first"}}')
+    with pytest.raises(Exception, match="FileAlreadyExistsException"):
+        commit('{"commitInfo":{"writer":"second"}}')
+    assert version.read_text() == '{"commitInfo":{"writer":"first"}}\n'
+    assert [path.name for path in log_dir.iterdir()] == [version.name]  # nothing staged left
 
 
 def test_resume_offsets_come_from_the_table(sink_config: SparkSinkConfig) -> None:
