@@ -148,6 +148,7 @@ class AutoscalingConsumer:
             group=config.group,
             retry=self.retry,
             current_client=lambda: self._consumer,
+            wait_for_writes=self._writer.drain,
         )
         self.ownership_log: deque[OwnershipEvent] = deque(maxlen=10_000)
         self.overload = (

@@ -279,6 +279,37 @@ def test_partitions_taken_from_the_latest_claim_are_handed_to_on_taken() -> None
     assert taken == [{P1}]  # a partition lost to an older claim of its own is not retaken
 
 
+class HeldPublish(StagingRecorder):
+    """Publishes only once ``release`` is set."""
+
+    def __init__(self) -> None:
+        super().__init__(gate=False)
+        self.release = asyncio.Event()
+
+    async def publish(self, staged: object) -> None:
+        await self.release.wait()
+        await super().publish(staged)
+
+
+def test_draining_partitions_waits_for_the_writes_holding_records_of_them_only() -> None:
+    async def go() -> tuple[bool, bool, list[str]]:
+        sink, client = HeldPublish(), FakeClient()
+        writer = writer_for(sink, client, [], asyncio.Event())
+        writer.submit(batch_of((0, range(0, 5))))
+        await writer.drain({P1})  # no write holds P1: returns at once
+        draining = asyncio.create_task(writer.drain({P0, P1}))
+        for _ in range(20):
+            await asyncio.sleep(0)
+        held_while_unpublished = not draining.done()
+        sink.release.set()
+        await draining
+        return held_while_unpublished, draining.done(), sink.events
+
+    held, done, events = asyncio.run(go())
+    assert held and done
+    assert events == ["stage 1", "publish 1"]
+
+
 def test_a_write_failing_at_shutdown_abandons_it_and_every_batch_after_it() -> None:
     async def go() -> tuple[StagingRecorder, FakeClient, list[BaseException | None]]:
         sink, client = StagingRecorder(fail_publish=True), FakeClient()
@@ -417,6 +448,41 @@ def test_a_partition_claimed_again_goes_back_to_the_table_or_the_committed_offse
     client, commits = asyncio.run(go())
     assert client.sought == {P0: 30, P1: 40, p2: 0} and client.paused == set()
     assert commits.uncommitted == {P0: 30}  # only the table's lead is owed to Kafka
+
+
+def test_a_lookup_asks_the_sink_only_after_the_writes_holding_its_partitions() -> None:
+    # Asking claims the partitions anew: writes of records read under the old claim go first.
+    async def go() -> tuple[list[set[KTP]], int, FakeClient]:
+        client, sink = FakeClient({P0}), LookupSink(failures=0)
+        sink.answer.set()
+        writes_done = asyncio.Event()
+        waited: list[set[KTP]] = []
+
+        async def wait_for_writes(partitions: set[KTP]) -> None:
+            waited.append(set(partitions))
+            await writes_done.wait()
+
+        stage = ResumeLookups(
+            sink,
+            PendingRecords(),
+            commits_for(client),
+            group="g-pipeline",
+            retry=NO_WAIT,
+            current_client=lambda: client,
+            wait_for_writes=wait_for_writes,
+        )
+        stage.start(client, {P0}, rewind=True)
+        for _ in range(20):
+            await asyncio.sleep(0)
+        lookups_before = sink.lookups
+        writes_done.set()
+        while stage.waiting:
+            await asyncio.sleep(0)
+        return waited, lookups_before, client
+
+    waited, lookups_before, client = asyncio.run(go())
+    assert waited == [{P0}] and lookups_before == 0
+    assert client.sought == {P0: 30} and client.paused == set()
 
 
 def test_a_partition_revoked_during_its_lookup_is_neither_sought_nor_resumed() -> None:

@@ -5,13 +5,16 @@ The lookup runs as a task of its own, not inside the rebalance listener: aiokafk
 heartbeats while a listener runs, and a table's history can take longer than the session
 timeout to read. A lookup that fails is retried with backoff, and the partitions stay paused
 meanwhile (reading them from the committed offsets could write rows the sink already has).
+Before it asks, it waits for this member's writes in flight that hold records of those
+partitions (``wait_for_writes``): asking claims them anew for a fencing sink, and those
+records were read under the claim being replaced.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 from aiokafka.structs import TopicPartition as KafkaTopicPartition
@@ -60,8 +63,10 @@ class ResumeLookups:
         group: str,
         retry: RetryPolicy,
         current_client: Callable[[], object],
+        wait_for_writes: Callable[[set[KafkaTopicPartition]], Awaitable[None]] | None = None,
     ) -> None:
         self._sink = sink
+        self._wait_for_writes = wait_for_writes
         self._pending = pending
         self._commits = commits
         self._group = group
@@ -122,6 +127,8 @@ class ResumeLookups:
         assignment: object,
         rewind: bool,
     ) -> None:
+        if self._wait_for_writes is not None:
+            await self._wait_for_writes(assigned)
         delays = iter(self._retry.delays())
         while True:
             mine = self._still_waiting(client, assigned, assignment)

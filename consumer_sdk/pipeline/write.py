@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -84,6 +84,8 @@ class BatchWriter:
         self._on_taken = on_taken
         # Batches handed to the sink, oldest first; each publishes after the one before it.
         self._writes: deque[asyncio.Task[None]] = deque()
+        # The partitions each write in flight holds records of (see :meth:`drain`).
+        self._holding: dict[asyncio.Task[None], frozenset[KafkaTopicPartition]] = {}
         # A write was given up at shutdown: nothing may be written or committed after it.
         self.abandoned = False
 
@@ -94,7 +96,22 @@ class BatchWriter:
     def submit(self, batch: AnyBatch) -> None:
         """Start writing ``batch``; it publishes after every batch submitted before it."""
         previous = self._writes[-1] if self._writes else None
-        self._writes.append(asyncio.create_task(self.write(batch, previous)))
+        holding = frozenset(batch.records)
+        task = asyncio.create_task(self.write(batch, previous))
+        self._writes.append(task)
+        self._holding[task] = holding
+        task.add_done_callback(self._holding.pop)
+
+    async def drain(self, partitions: Collection[KafkaTopicPartition]) -> None:
+        """Wait until no write in flight holds records of ``partitions`` (whatever their
+        outcome). A fencing sink takes the claim a batch was read under when it stages the
+        batch: a write staged after this member claimed its partitions anew would carry the
+        new claim, and land rows read under the old one past a batch of them that was
+        fenced (a gap). So a claim waits for those writes first."""
+        wanted = frozenset(partitions)
+        holding = [task for task, held in self._holding.items() if held & wanted]
+        if holding:
+            await asyncio.wait(holding)
 
     async def settle(self, keep: int = 0) -> None:
         """Wait, oldest first, until at most ``keep`` batches are being written; then raise
