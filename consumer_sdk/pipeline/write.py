@@ -111,6 +111,11 @@ class BatchWriter:
         wanted = frozenset(partitions)
         holding = [task for task, held in self._holding.items() if held & wanted]
         if holding:
+            log.info(
+                "claiming %d partition(s) after the %d write(s) in flight holding records of them",
+                len(wanted),
+                len(holding),
+            )
             await asyncio.wait(holding)
 
     async def settle(self, keep: int = 0) -> None:
