@@ -19,10 +19,19 @@ MARKER = "kafka-autoscaler"
 FORMAT_VERSION = 1
 
 
-def encode_offsets(topic: str, last_offsets: Mapping[int, int], bound_for: str = "") -> str:
+def encode_offsets(
+    topic: str,
+    last_offsets: Mapping[int, int],
+    bound_for: str = "",
+    claims: Mapping[int, str] | None = None,
+    fence: str = "",
+) -> str:
     """The metadata text of one commit: ``topic`` and the last offset per partition. A
     dead-letter commit names the table its records were bound for (``bound_for``): one
-    dead-letter table may hold the same topic's dead letters for several tables."""
+    dead-letter table may hold the same topic's dead letters for several tables. With
+    ``claims`` (the claim token per partition the rows were read under) and ``fence`` (the
+    directory of those partitions' owner files), a log store that checks claims
+    (``ExclusiveLocalLogStore``) refuses the commit if another claim has replaced one."""
     body: dict[str, object] = {
         "v": FORMAT_VERSION,
         "topic": topic,
@@ -30,6 +39,9 @@ def encode_offsets(topic: str, last_offsets: Mapping[int, int], bound_for: str =
     }
     if bound_for:
         body["for"] = bound_for
+    if claims and fence:
+        body["fence"] = fence
+        body["claims"] = {str(p): token for p, token in sorted(claims.items())}
     return json.dumps({MARKER: body}, separators=(",", ":"))
 
 

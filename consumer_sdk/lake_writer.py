@@ -3,13 +3,16 @@
 A topic's batch goes into its table in one commit of the format that also carries the batch's
 last offset per partition (:mod:`consumer_sdk.commit_offsets`); dead letters go first, in a
 commit of the dead-letter table that carries theirs. Resuming a partition reads those offsets
-back from the table's history (Delta ``DESCRIBE HISTORY``, Iceberg's ``snapshots`` table), so
-the table says where it is; a partition whose last writer finished its commits left a record
-of where they end (:mod:`consumer_sdk.partition_fence`), and its next owner resumes from that
-without reading the history. A member that lost its partitions while
-paused cannot add duplicates: :mod:`consumer_sdk.partition_fence` drops its rows of
-partitions another member has claimed since. Readers see whole commits only: a killed writer
-leaves at most data files no commit names (``VACUUM`` / ``remove_orphan_files`` clean them).
+back from the table's history (Delta ``DESCRIBE HISTORY``, Iceberg's ``snapshots`` table),
+so the table says where it is; a partition whose last writer finished its commits left a record of where they end
+(:mod:`consumer_sdk.partition_fence`), and its next owner resumes from that without reading
+the history. A member that lost its partitions while paused cannot add duplicates:
+:mod:`consumer_sdk.partition_fence` drops its rows of partitions another member has claimed
+since, and a Delta commit names the claims its rows were read under, which our log store
+checks as it links the commit (so a commit a Spark Connect server finishes for a writer
+killed with -9 cannot land after the next owner read where the table is). Readers see whole
+commits only: a killed writer leaves at most data files no commit names (``VACUUM`` /
+``remove_orphan_files`` clean them).
 """
 
 from __future__ import annotations
@@ -205,12 +208,16 @@ class LakeAppender:
             dead_last = table_offset_ranges(dead)[1] if dead.num_rows else {}
             written = sorted({*kept_last, *dead_last})
             self._fence.write_stored(target, dict.fromkeys(written))  # "writing"
+            # The log store checks these once more as it commits: a writer killed mid-commit
+            # has let go of its locks, but a Spark Connect server may still be landing it.
+            claims = {p: held[p] for p in written if p in held}
+            fence = str(self._fence.directory(target))
             try:
                 if dead_last:
-                    dead_metadata = encode_offsets(topic, dead_last, bound_for=target.table)
+                    dead_metadata = encode_offsets(topic, dead_last, target.table, claims, fence)
                     self._write(session, target.dead_table, dead, ingest_date, dead_metadata)
                     self._dead_stored.update({(topic, p): o for p, o in dead_last.items()})
-                metadata = encode_offsets(topic, kept_last)
+                metadata = encode_offsets(topic, kept_last, claims=claims, fence=fence)
                 self._write(session, target.table, rows, ingest_date, metadata)
                 self._stored.update({(topic, p): o for p, o in kept_last.items()})
             except BaseException:

@@ -53,6 +53,7 @@ WRITING = "writing"
 # A stored record's width in bytes: the longest record (two 19-digit offsets) padded with
 # spaces, so every rewrite covers the whole of the one before it.
 RECORD_BYTES = 128
+_GATE_FLAGS = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC
 
 
 @dataclass(frozen=True)
@@ -103,12 +104,16 @@ class PartitionFence:
         self.root = root
         self._made: set[Path] = set()  # directories known to exist
 
-    def _base(self, target: WriteTarget, partition: int) -> Path:
+    def directory(self, target: WriteTarget) -> Path:
+        """Where the target's owner, lock, gate and record files are (made if missing)."""
         directory = self.root / _SAFE.sub("_", target.topic) / _SAFE.sub("_", target.table)
         if directory not in self._made:
             directory.mkdir(parents=True, exist_ok=True)
             self._made.add(directory)
-        return directory / str(partition)
+        return directory
+
+    def _base(self, target: WriteTarget, partition: int) -> Path:
+        return self.directory(target) / str(partition)
 
     @contextlib.contextmanager
     def locked(self, target: WriteTarget, partitions: Iterable[int]) -> Iterator[dict[int, str]]:
@@ -143,10 +148,30 @@ class PartitionFence:
         return token
 
     def claim(self, target: WriteTarget, partitions: Iterable[int]) -> dict[int, str]:
-        """Make this caller the owner of ``partitions``; returns the new claim tokens."""
+        """Make this caller the owner of ``partitions``; returns the new claim tokens. Then
+        wait out every commit a table's log store is landing under an earlier claim (see
+        :meth:`wait_at_gates`): once this returns, no earlier claim's commit can land."""
         wanted = sorted(set(partitions))
         with self.locked(target, wanted):
-            return {partition: self.write_owner(target, partition) for partition in wanted}
+            claims = {partition: self.write_owner(target, partition) for partition in wanted}
+        self.wait_at_gates(target, wanted)
+        return claims
+
+    def wait_at_gates(self, target: WriteTarget, partitions: Iterable[int]) -> None:
+        """Take and release each partition's gate: a POSIX lock (``lockf``) that the Delta
+        log store (``ExclusiveLocalLogStore``) holds from checking a commit's claims against
+        the owner files to linking the commit into the log. A writer killed with -9 releases
+        its partitions' locks, but a Spark Connect server (or a local session's JVM in its
+        last milliseconds) may still be committing its batch; after this, that commit has
+        landed (the next read of the table sees it) or will find the new owner's claim and
+        be refused. POSIX locks, unlike ``flock``, are the kind Java's ``FileLock`` takes."""
+        for partition in sorted(set(partitions)):
+            gate = os.open(self._base(target, partition).with_suffix(".gate"), _GATE_FLAGS, 0o666)
+            try:
+                fcntl.lockf(gate, fcntl.LOCK_EX)
+                fcntl.lockf(gate, fcntl.LOCK_UN)
+            finally:
+                os.close(gate)
 
     def _stored_path(self, target: WriteTarget, partition: int) -> Path:
         """The record of ``partition`` in the target's tables: one per dead-letter table

@@ -3,8 +3,10 @@ members which lost their partitions (file locks on a directory)."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import multiprocessing
+import os
 import shutil
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -211,6 +213,45 @@ def test_a_claim_waits_for_a_commit_in_progress(tmp_path: Path) -> None:
     finally:
         holder.join(30)
     assert holder.exitcode == 0
+
+
+def _hold_gate(root: str, held: Any, release: Any) -> None:
+    """What the Delta log store does while it checks and links a commit: the gate's POSIX
+    lock (Java's FileLock is one)."""
+    gate = os.open(PartitionFence(Path(root)).directory(ORDERS) / "0.gate", os.O_RDWR | os.O_CREAT)
+    fcntl.lockf(gate, fcntl.LOCK_EX)
+    held.set()
+    release.wait(60)
+    (Path(root) / "linked").write_text("the commit was linked before the gate opened")
+    os.close(gate)
+
+
+def test_a_claim_returns_only_after_a_commit_landing_under_an_earlier_claim(
+    tmp_path: Path,
+) -> None:
+    context = multiprocessing.get_context("spawn")
+    held, release = context.Event(), context.Event()
+    committer = context.Process(target=_hold_gate, args=(str(tmp_path), held, release))
+    committer.start()
+    try:
+        assert held.wait(60)
+        with ThreadPoolExecutor(1) as pool:
+            claiming = pool.submit(PartitionFence(tmp_path).claim, ORDERS, [0])
+            release.set()
+            claims = claiming.result(60)
+        assert (tmp_path / "linked").exists()
+        # The claim was written before the wait: a commit checking after it is refused.
+        assert (tmp_path / "t" / "orders" / "0.owner").read_text() == claims[0]
+    finally:
+        committer.join(30)
+    assert committer.exitcode == 0
+
+
+def test_a_commit_names_the_claims_its_rows_were_read_under() -> None:
+    text = encode_offsets("t", {0: 7}, claims={0: "abc"}, fence="/w/_fences/db/t/orders")
+    body = json.loads(text)["kafka-autoscaler"]
+    assert body["claims"] == {"0": "abc"} and body["fence"] == "/w/_fences/db/t/orders"
+    assert decode_commit(text) == CommitOffsets("t", {0: 7}, "")
 
 
 def test_lock_files_name_what_resolution_leaves_out() -> None:

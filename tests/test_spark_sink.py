@@ -27,6 +27,7 @@ from deltalake import DeltaTable
 
 from assignor import TopicPartition
 from consumer_sdk.clusters import ClusterKind, KafkaCluster
+from consumer_sdk.commit_offsets import encode_offsets
 from consumer_sdk.compact import compact, data_files
 from consumer_sdk.delta_log_store import LOG_STORE_CLASS, LOG_STORE_KEY
 from consumer_sdk.partition_fence import FENCE_DIR, PartitionFence, WriteTarget
@@ -432,6 +433,34 @@ def test_a_delta_table_the_sink_creates_checkpoints_every_100_commits(
     )
     configuration = DeltaTable(str(table_root(sink_config, "t"))).metadata().configuration
     assert configuration.get("delta.checkpointInterval") == "100"
+
+
+def test_the_delta_log_store_refuses_a_commit_read_under_a_replaced_claim(
+    sink_config: SparkSinkConfig,
+) -> None:
+    if sink_config.table_format != "delta":
+        pytest.skip("our Delta log store's check")
+    sink = SparkTableSink(sink_config)
+    session = sink.open()
+    sink.write_blocking("t", records_table([Record("t", 0, 0, 0, None, b"v")]))  # claims 0
+    fence = PartitionFence(sink_config.warehouse_path / FENCE_DIR / sink_config.database)
+    directory = fence.directory(WriteTarget("t", "t", sink_config.dead_letter_table))
+    current = (directory / "0.owner").read_text()
+    root = table_root(sink_config, "t")
+    rows = session.sql(f"SELECT * FROM delta.`{root}`")
+
+    def append(token: str) -> None:
+        metadata = encode_offsets("t", {0: 9}, claims={0: token}, fence=str(directory))
+        rows.write.format("delta").mode("append").option("userMetadata", metadata).save(str(root))
+
+    before = commits_of(sink_config, "t")
+    with pytest.raises(Exception, match="claimed by another writer") as refused:
+        append("an-earlier-claim")
+    assert "commit refused" in str(refused.value)
+    assert commits_of(sink_config, "t") == before  # nothing landed
+    append(current)
+    assert commits_of(sink_config, "t") == before + 1
+    assert key_counts(sink_config, "t") == Counter({(0, 0): 2})
 
 
 class RecordingSession:

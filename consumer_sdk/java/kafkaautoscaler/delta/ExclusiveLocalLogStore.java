@@ -1,5 +1,8 @@
 package kafkaautoscaler.delta;
 
+import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
 import io.delta.storage.HadoopFileSystemLogStore;
 import java.io.IOException;
 import java.io.OutputStream;
@@ -8,10 +11,18 @@ import java.nio.channels.FileChannel;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.FileAlreadyExistsException;
 import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.Paths;
 import java.nio.file.StandardCopyOption;
 import java.nio.file.StandardOpenOption;
+import java.util.ArrayList;
 import java.util.Iterator;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
 import java.util.UUID;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.locks.ReentrantLock;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
@@ -32,6 +43,16 @@ import org.apache.hadoop.fs.Path;
  * and the others get {@link FileAlreadyExistsException} (Delta then retries at the next
  * version). Readers see a version file whole or not at all. Overwrites (Delta's
  * _last_checkpoint) are an atomic rename.
+ *
+ * <p>A commit of kafka-autoscaler's sink names, in its userMetadata, the claim token per
+ * Kafka partition its rows were read under and the directory of those partitions' owner
+ * files (consumer_sdk/partition_fence.py). Before linking such a commit, this store takes
+ * each partition's gate (a POSIX lock on {@code <partition>.gate}, in partition order) and
+ * refuses the commit if an owner file names another claim; it lets go of the gates once the
+ * commit is linked. A new owner writes its claim and then takes and releases the same gates,
+ * so a commit of an earlier owner either landed before the new owner reads the table or is
+ * refused: even when that owner was killed and only this JVM (a Spark Connect server) still
+ * runs its commit.
  */
 public final class ExclusiveLocalLogStore extends HadoopFileSystemLogStore {
 
@@ -46,12 +67,14 @@ public final class ExclusiveLocalLogStore extends HadoopFileSystemLogStore {
         java.nio.file.Path target = localPath(path, hadoopConf);
         java.nio.file.Path staged = target.resolveSibling(
                 "." + target.getFileName() + "." + UUID.randomUUID() + ".tmp");
+        List<String> lines = new ArrayList<>();
+        actions.forEachRemaining(lines::add);
         try {
             try (FileChannel channel = FileChannel.open(
                     staged, StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE)) {
                 OutputStream out = Channels.newOutputStream(channel);
-                while (actions.hasNext()) {
-                    out.write((actions.next() + "\n").getBytes(StandardCharsets.UTF_8));
+                for (String line : lines) {
+                    out.write((line + "\n").getBytes(StandardCharsets.UTF_8));
                 }
                 out.flush();
                 channel.force(true);
@@ -59,7 +82,9 @@ public final class ExclusiveLocalLogStore extends HadoopFileSystemLogStore {
             if (overwrite) {
                 Files.move(staged, target, StandardCopyOption.ATOMIC_MOVE);
             } else {
-                Files.createLink(target, staged);  // EEXIST if another writer has it
+                try (HeldGates gates = HeldGates.take(Claims.of(lines))) {
+                    Files.createLink(target, staged);  // EEXIST if another writer has it
+                }
             }
         } catch (FileAlreadyExistsException e) {
             throw new FileAlreadyExistsException(path.toString());
@@ -83,5 +108,112 @@ public final class ExclusiveLocalLogStore extends HadoopFileSystemLogStore {
                     "ExclusiveLocalLogStore writes local paths only (file:), not " + qualified);
         }
         return java.nio.file.Paths.get(qualified.toUri());
+    }
+
+    /** The claims a commit's rows were read under, from its userMetadata (none if not ours). */
+    static final class Claims {
+        private static final ObjectMapper JSON = new ObjectMapper();
+        private static final String MARKER = "kafka-autoscaler";
+        static final Claims NONE = new Claims(null, new TreeMap<>());
+
+        final java.nio.file.Path fence;
+        final TreeMap<Integer, String> tokens;
+
+        private Claims(java.nio.file.Path fence, TreeMap<Integer, String> tokens) {
+            this.fence = fence;
+            this.tokens = tokens;
+        }
+
+        static Claims of(List<String> lines) {
+            for (String line : lines) {
+                if (!line.contains("\"commitInfo\"")) {
+                    continue;
+                }
+                try {
+                    JsonNode metadata = JSON.readTree(line).path("commitInfo").path("userMetadata");
+                    if (!metadata.isTextual()) {
+                        return NONE;
+                    }
+                    JsonNode body = JSON.readTree(metadata.asText()).path(MARKER);
+                    JsonNode fence = body.path("fence");
+                    JsonNode claims = body.path("claims");
+                    if (!fence.isTextual() || !claims.isObject()) {
+                        return NONE;
+                    }
+                    TreeMap<Integer, String> tokens = new TreeMap<>();
+                    for (Iterator<Map.Entry<String, JsonNode>> it = claims.fields(); it.hasNext(); ) {
+                        Map.Entry<String, JsonNode> claim = it.next();
+                        tokens.put(Integer.valueOf(claim.getKey()), claim.getValue().asText());
+                    }
+                    return new Claims(Paths.get(fence.asText()), tokens);
+                } catch (JsonProcessingException | NumberFormatException e) {
+                    return NONE;  // metadata of another writer, not ours
+                }
+            }
+            return NONE;
+        }
+    }
+
+    /** The gates of a commit's partitions, held from the claim check to the link. */
+    static final class HeldGates implements AutoCloseable {
+        // A JVM may not take one file's lock twice (FileLock), and threads of a Connect
+        // server commit at once: a lock per gate within the JVM first.
+        private static final ConcurrentHashMap<java.nio.file.Path, ReentrantLock> IN_JVM =
+                new ConcurrentHashMap<>();
+        private final List<ReentrantLock> inJvm = new ArrayList<>();
+        private final List<FileChannel> channels = new ArrayList<>();
+
+        static HeldGates take(Claims claims) throws IOException {
+            HeldGates held = new HeldGates();
+            try {
+                for (Map.Entry<Integer, String> claim : claims.tokens.entrySet()) {
+                    java.nio.file.Path gate = claims.fence.resolve(claim.getKey() + ".gate");
+                    ReentrantLock local = IN_JVM.computeIfAbsent(gate, key -> new ReentrantLock());
+                    local.lock();
+                    held.inJvm.add(local);
+                    FileChannel channel = FileChannel.open(
+                            gate, StandardOpenOption.CREATE, StandardOpenOption.WRITE);
+                    held.channels.add(channel);
+                    channel.lock();  // released when the channel closes
+                    String owner = ownerOf(claims.fence.resolve(claim.getKey() + ".owner"));
+                    if (!claim.getValue().equals(owner)) {
+                        throw new IOException(
+                                "kafka-autoscaler: Kafka partition " + claim.getKey()
+                                        + " was claimed by another writer after this commit's"
+                                        + " rows were read; commit refused");
+                    }
+                }
+                return held;
+            } catch (IOException | RuntimeException e) {
+                held.close();
+                throw e;
+            }
+        }
+
+        private static String ownerOf(java.nio.file.Path owner) throws IOException {
+            try {
+                return Files.readString(owner, StandardCharsets.UTF_8);
+            } catch (NoSuchFileException e) {
+                return "";
+            }
+        }
+
+        @Override
+        public void close() throws IOException {
+            IOException failed = null;
+            for (int i = channels.size() - 1; i >= 0; i--) {
+                try {
+                    channels.get(i).close();
+                } catch (IOException e) {
+                    failed = e;
+                }
+            }
+            for (int i = inJvm.size() - 1; i >= 0; i--) {
+                inJvm.get(i).unlock();
+            }
+            if (failed != null) {
+                throw failed;
+            }
+        }
     }
 }
