@@ -3,8 +3,9 @@
 A topic's batch goes into its table in one commit of the format that also carries the batch's
 last offset per partition (:mod:`consumer_sdk.commit_offsets`); dead letters go first, in a
 commit of the dead-letter table that carries theirs. Resuming a partition reads those offsets
-back from the table's history (Delta ``DESCRIBE HISTORY``, Iceberg's ``snapshots`` table),
-so the table says where it is; a partition whose last writer finished its commits left a record of where they end
+back from the table's history (Delta: the commit info in its log,
+:mod:`consumer_sdk.delta_history`; Iceberg: its ``snapshots`` table), so the table says where
+it is; a partition whose last writer finished its commits left a record of where they end
 (:mod:`consumer_sdk.partition_fence`), and its next owner resumes from that without reading
 the history. A member that lost its partitions while paused cannot add duplicates:
 :mod:`consumer_sdk.partition_fence` drops its rows of partitions another member has claimed
@@ -30,6 +31,7 @@ import pyarrow.compute as pc
 from assignor import TopicPartition
 from consumer_sdk.arrow_batch import ArrowBatch, table_offset_ranges, with_ingest_date
 from consumer_sdk.commit_offsets import SUMMARY_KEY, encode_offsets, stored_offsets
+from consumer_sdk.delta_history import commit_metadata, has_unbackfilled_commits
 from consumer_sdk.partition_fence import (
     FENCE_DIR,
     PartitionFence,
@@ -143,8 +145,10 @@ class LakeAppender:
         """Every commit's offsets metadata of ``table`` (None where a commit has none)."""
         self.history_reads += 1
         if self.config.table_format == "delta":
-            root = table_root(self.config, table).as_posix()
-            query = f"DESCRIBE HISTORY delta.`{root}`"
+            root = table_root(self.config, table)
+            if not has_unbackfilled_commits(root):
+                return commit_metadata(root)  # the log itself: no Spark job
+            query = f"DESCRIBE HISTORY delta.`{root.as_posix()}`"
             rows = session.sql(query).select("userMetadata").collect()
             return [row["userMetadata"] for row in rows]
         identifier = table_identifier(self.config, table)

@@ -27,8 +27,9 @@ from deltalake import DeltaTable
 
 from assignor import TopicPartition
 from consumer_sdk.clusters import ClusterKind, KafkaCluster
-from consumer_sdk.commit_offsets import encode_offsets
+from consumer_sdk.commit_offsets import encode_offsets, stored_offsets
 from consumer_sdk.compact import compact, data_files
+from consumer_sdk.delta_history import LOG_DIR, commit_metadata
 from consumer_sdk.delta_log_store import LOG_STORE_CLASS, LOG_STORE_KEY
 from consumer_sdk.partition_fence import FENCE_DIR, PartitionFence, WriteTarget
 from consumer_sdk.sink import Record, records_table
@@ -433,6 +434,29 @@ def test_a_delta_table_the_sink_creates_checkpoints_every_100_commits(
     )
     configuration = DeltaTable(str(table_root(sink_config, "t"))).metadata().configuration
     assert configuration.get("delta.checkpointInterval") == "100"
+
+
+def test_the_delta_log_read_directly_holds_the_metadata_describe_history_shows(
+    sink_config: SparkSinkConfig,
+) -> None:
+    if sink_config.table_format != "delta":
+        pytest.skip("reads a Delta log")
+    sink = SparkTableSink(sink_config)
+    session = sink.open()
+    root = table_root(sink_config, "t")
+    for offset in range(3):  # offset-carrying commits of the sink
+        sink.write_blocking("t", records_table([Record("t", 0, offset, 0, None, b"v")]))
+    session.sql(f"ALTER TABLE delta.`{root}` SET TBLPROPERTIES (delta.checkpointInterval = 2)")
+    rows = session.sql(f"SELECT * FROM delta.`{root}` LIMIT 1")
+    rows.write.format("delta").mode("append").save(str(root))  # a commit without metadata
+    rows.write.format("delta").mode("append").option("userMetadata", "{}").save(str(root))
+    assert any(path.name.endswith(".checkpoint.parquet") for path in (root / LOG_DIR).iterdir())
+    history = session.sql(f"DESCRIBE HISTORY delta.`{root}`").select("userMetadata").collect()
+    described = [row["userMetadata"] for row in history]
+    read = commit_metadata(root)
+    assert len(read) == len(described) == 7  # create, 3 appends, properties, 2 appends
+    assert sorted(read, key=str) == sorted(described, key=str)
+    assert stored_offsets(read, "t") == {0: 2}
 
 
 def test_the_delta_log_store_refuses_a_commit_read_under_a_replaced_claim(
