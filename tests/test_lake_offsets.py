@@ -8,6 +8,7 @@ import json
 import multiprocessing
 import os
 import shutil
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -196,25 +197,6 @@ def _hold_lock(root: str, held: Any, release: Any) -> None:
         (Path(root) / "released").write_text("the holder let go after this")
 
 
-def test_a_claim_waits_for_a_commit_in_progress(tmp_path: Path) -> None:
-    context = multiprocessing.get_context("spawn")
-    held, release = context.Event(), context.Event()
-    holder = context.Process(target=_hold_lock, args=(str(tmp_path), held, release))
-    holder.start()
-    try:
-        assert held.wait(60)
-        with ThreadPoolExecutor(1) as pool:
-            claiming = pool.submit(PartitionFence(tmp_path).claim, ORDERS, [0])
-            release.set()
-            claims = claiming.result(60)
-        # The claim is written only once the committing process let go of the lock.
-        assert (tmp_path / "released").exists()
-        assert (tmp_path / "t" / "orders" / "0.owner").read_text() == claims[0]
-    finally:
-        holder.join(30)
-    assert holder.exitcode == 0
-
-
 def _hold_gate(root: str, held: Any, release: Any) -> None:
     """What the Delta log store does while it checks and links a commit: the gate's POSIX
     lock (Java's FileLock is one)."""
@@ -226,25 +208,31 @@ def _hold_gate(root: str, held: Any, release: Any) -> None:
     os.close(gate)
 
 
-def test_a_claim_returns_only_after_a_commit_landing_under_an_earlier_claim(
-    tmp_path: Path,
+@pytest.mark.parametrize(
+    ("hold", "marker"),
+    [(_hold_lock, "released"), (_hold_gate, "linked")],
+    ids=["a commit holding the partition's lock", "a log store linking a commit at the gate"],
+)
+def test_a_claim_returns_only_once_a_commit_in_progress_let_go(
+    tmp_path: Path, hold: Callable[[str, Any, Any], None], marker: str
 ) -> None:
     context = multiprocessing.get_context("spawn")
     held, release = context.Event(), context.Event()
-    committer = context.Process(target=_hold_gate, args=(str(tmp_path), held, release))
-    committer.start()
+    holder = context.Process(target=hold, args=(str(tmp_path), held, release))
+    holder.start()
     try:
         assert held.wait(60)
         with ThreadPoolExecutor(1) as pool:
             claiming = pool.submit(PartitionFence(tmp_path).claim, ORDERS, [0])
             release.set()
             claims = claiming.result(60)
-        assert (tmp_path / "linked").exists()
-        # The claim was written before the wait: a commit checking after it is refused.
+        # The commit ended (and let go) before the claim returned; the claim itself was
+        # written once the lock was free and before the gate: a commit checking later fails.
+        assert (tmp_path / marker).exists()
         assert (tmp_path / "t" / "orders" / "0.owner").read_text() == claims[0]
     finally:
-        committer.join(30)
-    assert committer.exitcode == 0
+        holder.join(30)
+    assert holder.exitcode == 0
 
 
 def test_a_commit_names_the_claims_its_rows_were_read_under() -> None:
