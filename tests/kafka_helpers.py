@@ -72,9 +72,15 @@ def produce_tracked(
     pause_every: int = 0,
     pause_s: float = 0.0,
     value_for: Callable[[int], bytes] | None = None,
+    idempotent: bool = False,
 ) -> set[tuple[int, int]]:
-    """Produce ``count`` records round-robin; return the acknowledged (partition, offset)."""
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+    """Produce ``count`` records round-robin; return the acknowledged (partition, offset).
+    ``idempotent`` where brokers die under load: a plain producer re-sends a batch whose
+    acknowledgement was lost, and the topic then holds records no delivery report names."""
+    settings: dict[str, object] = {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5}
+    if idempotent:
+        settings["enable.idempotence"] = True
+    producer = Producer(settings)
     acked: set[tuple[int, int]] = set()
     failures: list[KafkaError] = []
 

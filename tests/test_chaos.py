@@ -57,7 +57,9 @@ def test_chaos_leaves_every_record_exactly_once_in_the_table(
         produced: set[tuple[int, int]] = set()
         producer = threading.Thread(
             target=lambda: produced.update(
-                produce_tracked(kafka, topic, 6000, PARTITIONS, pause_every=100, pause_s=0.4)
+                produce_tracked(
+                    kafka, topic, 6000, PARTITIONS, pause_every=100, pause_s=0.4, idempotent=True
+                )
             )
         )
         try:
