@@ -13,7 +13,11 @@ warehouse (two pipelines writing one topic into two tables do not fence each oth
   owner file no longer holds the claim token the batch was read under are dropped first.
 
 A commit therefore happens either before the claim (the new owner's resume sees it) or after
-it (its rows of the claimed partitions are dropped): never both written. Locks are ``flock``
+it (its rows of the claimed partitions are dropped): never both written. A writer killed with
+-9 lets go of its locks while a Spark Connect server may still run its commit, so a Delta
+commit is checked once more where it lands: it names its claims, our log store compares them
+with the owner files under a per-partition gate, and a claim waits at the gates
+(:meth:`PartitionFence.wait_at_gates`). Locks are ``flock``
 on the warehouse filesystem, the same one the parquet format's ledger uses; they are
 uncontended in normal operation (one owner per partition), so holding them during a table
 write costs nothing. A process killed with -9 releases its locks with its file handles.
