@@ -65,6 +65,10 @@ def both_decoders(data: bytes, fetch_offset: int, **options: Any) -> list[Record
     sections, _ = record_columns._sections(data, fetch_offset, True, (), False)
     fallback = record_columns._decode_with_aiokafka(data, sections, fetch_offset)
     assert fallback.equals(native.batch)
+    # Sizes come from the offsets buffers: both decoders must give a null slot no bytes.
+    assert list(record_columns.payload_sizes(fallback)) == list(
+        record_columns.payload_sizes(native.batch)
+    )
     return [native]
 
 
@@ -88,9 +92,12 @@ def test_any_records_decode_as_written(batches: list[tuple[list[Row], int]], ski
     [columns] = both_decoders(data, fetch_offset)
     assert column_rows(columns) == [row for row in want if row[0] >= fetch_offset]
     assert columns.next_offset == max(offset, fetch_offset)
-    assert columns.payload_bytes == sum(
-        len(r[2] or b"") + len(r[3] or b"") for r in column_rows(columns)
-    )
+    sizes = [len(r[2] or b"") + len(r[3] or b"") for r in column_rows(columns)]
+    assert columns.payload_bytes == sum(sizes)
+    for start in range(min(3, len(sizes) + 1)):  # a slice reads its own part of the offsets
+        part = columns.batch.slice(start, max(len(sizes) - 2 * start, 0))
+        assert list(record_columns.payload_sizes(part)) == sizes[start : start + part.num_rows]
+        assert record_columns.payload_bytes(part) == sum(sizes[start : start + part.num_rows])
 
 
 def test_a_batch_cut_by_the_fetch_limit_is_left_for_the_next_fetch() -> None:
@@ -150,3 +157,13 @@ def test_without_the_native_library_the_fallback_gives_the_same_columns(
     fallback = decode_records("t", 0, data, 10)
     assert fallback.batch.equals(native.batch)
     assert column_rows(fallback) == expected(rows, 10)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=100), st.integers(min_value=0, max_value=7))
+def test_crc32c_matches_the_reference_on_every_native_path(data: bytes, start: int) -> None:
+    # Unaligned starts and every tail length (0..7 bytes past the last whole word).
+    view = memoryview(data)[min(start, len(data)) :]
+    reference = calc_crc32c(bytes(view))
+    assert record_columns.crc32c(view) == reference
+    assert record_columns.crc32c(view, portable=True) == reference

@@ -214,7 +214,8 @@ static void crc_init(void) {
     crc_ready = 1;
 }
 
-uint32_t kar_crc32c(const uint8_t *data, int64_t length) {
+/* The table-driven CRC, for any CPU; exported so a test can hold the fast path to it. */
+uint32_t kar_crc32c_portable(const uint8_t *data, int64_t length) {
     if (!crc_ready) crc_init();
     uint32_t crc = 0xFFFFFFFFu;
     while (length >= 8) { /* slicing-by-8 */
@@ -229,4 +230,40 @@ uint32_t kar_crc32c(const uint8_t *data, int64_t length) {
     }
     while (length-- > 0) crc = (crc >> 8) ^ crc_table[0][(crc ^ *data++) & 0xff];
     return crc ^ 0xFFFFFFFFu;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+/* SSE4.2's crc32 instruction computes exactly this polynomial, 8 bytes at a time: about four
+ * times the table's speed, and a 16 MiB batch is checked once per fetch. Compiled for that
+ * target only here and chosen at run time, so the library still loads on a CPU without it. */
+__attribute__((target("sse4.2")))
+static uint32_t crc32c_sse42(const uint8_t *data, int64_t length) {
+    uint64_t crc = 0xFFFFFFFFu;
+    while (length >= 8) {
+        uint64_t word;
+        memcpy(&word, data, 8); /* unaligned load; little-endian, as the CRC wants */
+        crc = __builtin_ia32_crc32di(crc, word);
+        data += 8;
+        length -= 8;
+    }
+    uint32_t crc32 = (uint32_t)crc;
+    while (length-- > 0) crc32 = __builtin_ia32_crc32qi(crc32, *data++);
+    return crc32 ^ 0xFFFFFFFFu;
+}
+#endif
+
+/* 1 when kar_crc32c uses the CPU's instruction (reported by the benchmarks). */
+int kar_crc32c_hardware(void) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    return __builtin_cpu_supports("sse4.2") ? 1 : 0;
+#else
+    return 0;
+#endif
+}
+
+uint32_t kar_crc32c(const uint8_t *data, int64_t length) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (__builtin_cpu_supports("sse4.2")) return crc32c_sse42(data, length);
+#endif
+    return kar_crc32c_portable(data, length);
 }
