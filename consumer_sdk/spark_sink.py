@@ -305,18 +305,25 @@ class SparkTableSink:
             self._frame(session, table).write.mode("error").parquet(str(path))
 
     def _frame(self, session: Any, table: pa.Table) -> Any:
-        """A DataFrame of ``table`` in two Arrow batches, or one below ``SPLIT_FROM_BYTES``.
-        Spark writes each batch in a task of its own, into a file of its own: two tasks
-        write a large batch in parallel (far fewer files than the 10,000-row default gives);
-        a small one pays each task's fixed cost twice for nothing (the statistics code Delta
-        generates per task, the Parquet writer): 2,000-row Delta appends took 16 % less of
-        the JVM's CPU as one batch (benchmarks/results/delta_commit_cost.md). The setting is
-        the session's, read by createDataFrame: held while both run, so batches staged at
-        once each get their own; Spark's write runs outside the lock."""
-        rows = table.num_rows if table.nbytes < SPLIT_FROM_BYTES else (table.num_rows + 1) // 2
+        """A DataFrame of ``table`` written by two Spark tasks, or one below
+        ``SPLIT_FROM_BYTES``. Each task writes a file of its own: two write a large batch in
+        parallel (far fewer files than the 10,000-row default gives); a small one pays each
+        task's fixed cost twice for nothing (the statistics code Delta generates per task,
+        the Parquet writer): 2,000-row Delta appends took 16 % less of the JVM's CPU as one
+        task (benchmarks/results/delta_commit_cost.md).
+
+        ``table`` comes in many chunks (a fetch of one partition is one), and Spark reads
+        each Arrow batch into a partition of its own: the frame is coalesced to the tasks
+        wanted rather than the table copied into one chunk per column first (which held a
+        batch twice at once). The batch size caps a single large chunk; it is a session
+        setting read by createDataFrame, so it is held while both run (batches staged at
+        once each get their own; Spark's write runs outside the lock)."""
+        tasks = 1 if table.nbytes < SPLIT_FROM_BYTES else 2
+        rows = (table.num_rows + tasks - 1) // tasks
         with self._frame_lock:
             session.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(max(1, rows)))
-            return session.createDataFrame(table)
+            frame = session.createDataFrame(table)
+        return frame.coalesce(tasks)
 
     def _ensure_table(self, table: str, schema: pa.Schema) -> None:
         with self._table_lock:

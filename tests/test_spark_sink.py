@@ -487,32 +487,23 @@ def test_the_delta_log_store_refuses_a_commit_read_under_a_replaced_claim(
     assert key_counts(sink_config, "t") == Counter({(0, 0): 2})
 
 
-class RecordingSession:
-    """Stands in for a Spark session: keeps what the sink sets and frames."""
-
-    def __init__(self) -> None:
-        self.conf = self
-        self.settings: dict[str, str] = {}
-
-    def set(self, key: str, value: str) -> None:
-        self.settings[key] = value
-
-    def createDataFrame(self, table: pa.Table) -> pa.Table:
-        return table
-
-
-@pytest.mark.parametrize(
-    ("value_size", "rows", "per_batch"), [(100, 2_000, 2_000), (1_000, 5_000, 2_500)]
-)
+@pytest.mark.parametrize(("value_size", "rows", "tasks"), [(100, 2_000, 1), (1_000, 5_000, 2)])
+@pytest.mark.parametrize("chunks", [1, 24])
 def test_a_small_batch_is_one_spark_task_and_a_large_one_two(
-    value_size: int, rows: int, per_batch: int
+    lake_session: Any, value_size: int, rows: int, tasks: int, chunks: int
 ) -> None:
-    records = [Record("t", 0, o, 0, None, b"v" * value_size) for o in range(rows)]
-    session = RecordingSession()
-    SparkTableSink(SparkSinkConfig(warehouse="/tmp/unused-warehouse"))._frame(
-        session, records_table(records)
+    # A batch arrives in a chunk per fetched partition; Spark would make a task of each.
+    records = [Record("t", o % 7, o, 0, None, b"v" * value_size) for o in range(rows)]
+    whole = records_table(records)
+    step = -(-rows // chunks)
+    table = pa.concat_tables(whole.slice(start, step) for start in range(0, rows, step))
+    assert table.column("offset").num_chunks == chunks
+    frame = SparkTableSink(SparkSinkConfig(warehouse="/tmp/unused-warehouse"))._frame(
+        lake_session, table
     )
-    assert session.settings["spark.sql.execution.arrow.maxRecordsPerBatch"] == str(per_batch)
+    assert frame.rdd.getNumPartitions() == tasks
+    offsets = sorted(row["offset"] for row in frame.select("offset").collect())
+    assert offsets == list(range(rows))
 
 
 def test_a_batch_of_dead_letters_only_is_written_once_even_when_read_again(

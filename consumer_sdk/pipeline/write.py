@@ -180,7 +180,8 @@ class BatchWriter:
 
     def _by_topic(self, batch: AnyBatch) -> dict[str, pa.Table]:
         """Each topic's part of ``batch`` as one table (:data:`~consumer_sdk.sink.SINK_SCHEMA`),
-        one chunk per column: a fetch is a chunk, and Spark makes a task of each one."""
+        a chunk per fetched chunk: nothing is copied (a sink that wants fewer chunks, as
+        Spark wants fewer tasks, arranges that itself)."""
         if isinstance(batch, Batch):
             lists: dict[str, list[Record]] = {}
             for recs in batch.records.values():
@@ -190,7 +191,7 @@ class BatchWriter:
         for tp, table in batch.records.items():
             partition = pa.array(np.full(len(table), tp.partition, np.int32))
             tables.setdefault(tp.topic, []).append(table.append_column("partition", partition))
-        return {topic: pa.concat_tables(parts).combine_chunks() for topic, parts in tables.items()}
+        return {topic: pa.concat_tables(parts) for topic, parts in tables.items()}
 
     def _forget_fenced(
         self, offsets: dict[KafkaTopicPartition, int], fenced: PartitionsFenced
