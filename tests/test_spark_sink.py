@@ -482,9 +482,12 @@ def test_the_delta_log_store_refuses_a_commit_read_under_a_replaced_claim(
         append("an-earlier-claim")
     assert "commit refused" in str(refused.value)
     assert commits_of(sink_config, "t") == before  # nothing landed
+    log_store = session._jvm.kafkaautoscaler.delta.ExclusiveLocalLogStore
+    assert log_store.gatesInUse() == 0  # a refused commit lets go of its gates
     append(current)
     assert commits_of(sink_config, "t") == before + 1
     assert key_counts(sink_config, "t") == Counter({(0, 0): 2})
+    assert log_store.gatesInUse() == 0  # and a landed one: no gate is kept once unused
 
 
 @pytest.mark.parametrize(("value_size", "rows", "tasks"), [(100, 2_000, 1), (1_000, 5_000, 2)])

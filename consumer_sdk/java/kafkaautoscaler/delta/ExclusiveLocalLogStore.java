@@ -93,6 +93,11 @@ public final class ExclusiveLocalLogStore extends HadoopFileSystemLogStore {
         }
     }
 
+    /** Partition gates this JVM holds or waits for: 0 between commits (tests read it). */
+    public static int gatesInUse() {
+        return HeldGates.IN_JVM.size();
+    }
+
     /** True, as for Delta's HDFS store: Delta then also serialises commits within a JVM. */
     @Override
     public Boolean isPartialWriteVisible(Path path, Configuration hadoopConf) {
@@ -157,20 +162,43 @@ public final class ExclusiveLocalLogStore extends HadoopFileSystemLogStore {
     /** The gates of a commit's partitions, held from the claim check to the link. */
     static final class HeldGates implements AutoCloseable {
         // A JVM may not take one file's lock twice (FileLock), and threads of a Connect
-        // server commit at once: a lock per gate within the JVM first.
-        private static final ConcurrentHashMap<java.nio.file.Path, ReentrantLock> IN_JVM =
+        // server commit at once: a lock per gate within the JVM first. An entry lives while
+        // a thread holds or waits for its lock (a count kept under the map's per-key
+        // atomicity), so a long-lived server writing many tables keeps none it is not using.
+        private static final ConcurrentHashMap<java.nio.file.Path, JvmGate> IN_JVM =
                 new ConcurrentHashMap<>();
-        private final List<ReentrantLock> inJvm = new ArrayList<>();
+        private final List<java.nio.file.Path> inJvm = new ArrayList<>();
         private final List<FileChannel> channels = new ArrayList<>();
+
+        private static final class JvmGate {
+            final ReentrantLock lock = new ReentrantLock();
+            int users;  // changed only inside IN_JVM.compute for this key
+        }
+
+        private static void lockInJvm(java.nio.file.Path gate) {
+            JvmGate entry = IN_JVM.compute(gate, (key, current) -> {
+                JvmGate used = current == null ? new JvmGate() : current;
+                used.users++;
+                return used;
+            });
+            entry.lock.lock();
+        }
+
+        private static void unlockInJvm(java.nio.file.Path gate) {
+            IN_JVM.computeIfPresent(gate, (key, entry) -> {
+                entry.lock.unlock();
+                return --entry.users == 0 ? null : entry;
+            });
+        }
+
 
         static HeldGates take(Claims claims) throws IOException {
             HeldGates held = new HeldGates();
             try {
                 for (Map.Entry<Integer, String> claim : claims.tokens.entrySet()) {
                     java.nio.file.Path gate = claims.fence.resolve(claim.getKey() + ".gate");
-                    ReentrantLock local = IN_JVM.computeIfAbsent(gate, key -> new ReentrantLock());
-                    local.lock();
-                    held.inJvm.add(local);
+                    lockInJvm(gate);
+                    held.inJvm.add(gate);
                     FileChannel channel = FileChannel.open(
                             gate, StandardOpenOption.CREATE, StandardOpenOption.WRITE);
                     held.channels.add(channel);
@@ -209,7 +237,7 @@ public final class ExclusiveLocalLogStore extends HadoopFileSystemLogStore {
                 }
             }
             for (int i = inJvm.size() - 1; i >= 0; i--) {
-                inJvm.get(i).unlock();
+                unlockInJvm(inJvm.get(i));
             }
             if (failed != null) {
                 throw failed;
