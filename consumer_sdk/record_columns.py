@@ -222,20 +222,12 @@ def _native() -> ctypes.CDLL | None:
     for crc in (library.kar_crc32c, library.kar_crc32c_portable):
         crc.argtypes = [pointer, int64]
         crc.restype = ctypes.c_uint32
-    library.kar_crc32c_hardware.argtypes = []
-    library.kar_crc32c_hardware.restype = ctypes.c_int
     return library
 
 
 def native_available() -> bool:
     """Whether the native decoder is built and loads."""
     return _native() is not None
-
-
-def crc32c_in_hardware() -> bool:
-    """Whether the native CRC-32C uses the CPU's instruction (SSE4.2) rather than tables."""
-    library = _native()
-    return library is not None and bool(library.kar_crc32c_hardware())
 
 
 def crc32c(data: bytes | memoryview, *, portable: bool = False) -> int:

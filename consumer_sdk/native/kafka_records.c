@@ -252,15 +252,6 @@ static uint32_t crc32c_sse42(const uint8_t *data, int64_t length) {
 }
 #endif
 
-/* 1 when kar_crc32c uses the CPU's instruction (reported by the benchmarks). */
-int kar_crc32c_hardware(void) {
-#if defined(__x86_64__) && defined(__GNUC__)
-    return __builtin_cpu_supports("sse4.2") ? 1 : 0;
-#else
-    return 0;
-#endif
-}
-
 uint32_t kar_crc32c(const uint8_t *data, int64_t length) {
 #if defined(__x86_64__) && defined(__GNUC__)
     if (__builtin_cpu_supports("sse4.2")) return crc32c_sse42(data, length);

@@ -191,7 +191,6 @@ public final class ExclusiveLocalLogStore extends HadoopFileSystemLogStore {
             });
         }
 
-
         static HeldGates take(Claims claims) throws IOException {
             HeldGates held = new HeldGates();
             try {
