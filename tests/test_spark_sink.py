@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import os
 import signal
 import subprocess
 import sys
@@ -345,6 +346,78 @@ def test_a_delta_version_another_process_created_is_refused_not_replaced(
         commit('{"commitInfo":{"writer":"second"}}')
     assert version.read_text() == '{"commitInfo":{"writer":"first"}}\n'
     assert [path.name for path in log_dir.iterdir()] == [version.name]  # nothing staged left
+
+
+class _VersionWriter:
+    """Commits version 7 of a bare ``_delta_log`` through our store, in a thread of its own
+    (the store may hold the write until version 6's checksum exists)."""
+
+    def __init__(self, session: Any, log_dir: Path, checksum_wait_ms: int) -> None:
+        jvm = session._jvm
+        self._jvm = jvm
+        self._hadoop = jvm.org.apache.hadoop.conf.Configuration(session._jsc.hadoopConfiguration())
+        self._hadoop.setLong(
+            jvm.kafkaautoscaler.delta.ExclusiveLocalLogStore.CHECKSUM_WAIT_KEY, checksum_wait_ms
+        )
+        self._store = jvm.kafkaautoscaler.delta.ExclusiveLocalLogStore(self._hadoop)
+        self.log_dir = log_dir
+        log_dir.mkdir()
+        self._pool = ThreadPoolExecutor(max_workers=1)
+
+    def version(self, number: int, extension: str = "json") -> Path:
+        return self.log_dir / f"{number:020d}.{extension}"
+
+    def commit_7(self) -> Any:
+        """Starts the write; its future tells whether version 6's checksum existed when the
+        write returned."""
+
+        def write() -> bool:
+            actions = self._jvm.java.util.ArrayList()
+            actions.add('{"commitInfo":{}}')
+            target = self._jvm.org.apache.hadoop.fs.Path(self.version(7).as_uri())
+            self._store.write(target, actions.iterator(), False, self._hadoop)
+            return self.version(6, "crc").exists()
+
+        return self._pool.submit(write)
+
+    def close(self) -> None:
+        self.version(6, "crc").touch()  # lets a write still waiting go
+        self._pool.shutdown(wait=True)
+
+
+@pytest.fixture
+def version_writer(lake_session: Any, tmp_path: Path) -> Iterator[_VersionWriter]:
+    writer = _VersionWriter(lake_session, tmp_path / "_delta_log", checksum_wait_ms=600_000)
+    writer.version(5, "crc").write_text("{}\n")  # checksums are being written
+    writer.version(6).write_text("{}\n")  # version 6 just committed, its checksum not yet
+    yield writer
+    writer.close()
+
+
+def test_a_commit_returns_once_the_previous_versions_checksum_is_written(
+    version_writer: _VersionWriter,
+) -> None:
+    # Delta reads N-1.crc right after committing N when others committed in between; missing,
+    # it rebuilds the whole table state in Spark jobs. The previous writer writes it just
+    # after its own commit returns: the store waits for it while that version is fresh.
+    pending = version_writer.commit_7()
+    assert wait_until(version_writer.version(7).exists)  # committed (linked) ...
+    version_writer.version(6, "crc").write_text("{}\n")
+    assert pending.result(timeout=60)  # ... and returned only after the checksum appeared
+
+
+def test_a_checksum_is_not_awaited_for_an_old_version(version_writer: _VersionWriter) -> None:
+    an_hour_ago = version_writer.version(6).stat().st_mtime - 3600
+    os.utime(version_writer.version(6), (an_hour_ago, an_hour_ago))
+    assert not version_writer.commit_7().result(timeout=60)  # 600 s, had it waited
+
+
+def test_a_checksum_is_not_awaited_where_none_are_written(
+    version_writer: _VersionWriter,
+) -> None:
+    version_writer.version(5, "crc").unlink()  # the user turned Delta's checksums off
+    assert not version_writer.commit_7().result(timeout=60)
+    assert version_writer.version(7).exists()
 
 
 def test_resume_offsets_come_from_the_table(sink_config: SparkSinkConfig) -> None:

@@ -53,8 +53,21 @@ import org.apache.hadoop.fs.Path;
  * so a commit of an earlier owner either landed before the new owner reads the table or is
  * refused: even when that owner was killed and only this JVM (a Spark Connect server) still
  * runs its commit.
+ *
+ * <p>Once a version is linked, the write waits (briefly, bounded) for the previous version's
+ * checksum file ({@code N-1.crc}). Delta derives a commit's checksum from its read snapshot,
+ * or, when concurrent commits came in between, from {@code N-1.crc}, which the previous
+ * writer writes after its commit returns. A commit that follows another by a few
+ * milliseconds would find it missing, and Delta then rebuilds the table's whole state in
+ * Spark jobs (seconds on a small machine), which makes the next commit miss its predecessor's
+ * checksum too. With Delta's own (slower) stores that rarely happened in the demo; with
+ * this one, before it waited, often (benchmarks/results/demo_60s.md).
  */
 public final class ExclusiveLocalLogStore extends HadoopFileSystemLogStore {
+
+    /** How long after the previous version was written its checksum is still awaited (ms). */
+    public static final String CHECKSUM_WAIT_KEY = "kafkaautoscaler.delta.checksumWaitMs";
+    static final long DEFAULT_CHECKSUM_WAIT_MS = 2000;
 
     public ExclusiveLocalLogStore(Configuration hadoopConf) {
         super(hadoopConf);
@@ -85,6 +98,8 @@ public final class ExclusiveLocalLogStore extends HadoopFileSystemLogStore {
                 try (HeldGates gates = HeldGates.take(Claims.of(lines))) {
                     Files.createLink(target, staged);  // EEXIST if another writer has it
                 }
+                PreviousChecksum.await(target, hadoopConf.getLong(
+                        CHECKSUM_WAIT_KEY, DEFAULT_CHECKSUM_WAIT_MS));
             }
         } catch (FileAlreadyExistsException e) {
             throw new FileAlreadyExistsException(path.toString());
@@ -113,6 +128,57 @@ public final class ExclusiveLocalLogStore extends HadoopFileSystemLogStore {
                     "ExclusiveLocalLogStore writes local paths only (file:), not " + qualified);
         }
         return java.nio.file.Paths.get(qualified.toUri());
+    }
+
+    /** Waiting for the previous version's checksum, see the class comment. */
+    static final class PreviousChecksum {
+        private static final java.util.regex.Pattern VERSION_FILE =
+                java.util.regex.Pattern.compile("(\\d{20})\\.json");
+        private static final long POLL_MS = 2;
+
+        /**
+         * Returns once {@code N-1.crc} exists, or {@code N-1.json} is older than
+         * {@code waitMs}, or checksums are not being written ({@code N-2.crc} absent), or
+         * {@code target} is not a version file.
+         */
+        static void await(java.nio.file.Path target, long waitMs) throws IOException {
+            java.util.regex.Matcher version =
+                    VERSION_FILE.matcher(target.getFileName().toString());
+            if (waitMs <= 0 || !version.matches()) {
+                return;
+            }
+            long previous = Long.parseLong(version.group(1)) - 1;
+            if (previous < 0) {
+                return;
+            }
+            java.nio.file.Path checksum = sibling(target, previous, "crc");
+            java.nio.file.Path commit = sibling(target, previous, "json");
+            if (previous >= 1 && !Files.exists(sibling(target, previous - 1, "crc"))) {
+                return;
+            }
+            while (!Files.exists(checksum)) {
+                long writtenAt;
+                try {
+                    writtenAt = Files.getLastModifiedTime(commit).toMillis();
+                } catch (NoSuchFileException e) {
+                    return;
+                }
+                if (System.currentTimeMillis() - writtenAt >= waitMs) {
+                    return;
+                }
+                try {
+                    Thread.sleep(POLL_MS);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    return;
+                }
+            }
+        }
+
+        private static java.nio.file.Path sibling(
+                java.nio.file.Path target, long version, String extension) {
+            return target.resolveSibling(String.format("%020d.%s", version, extension));
+        }
     }
 
     /** The claims a commit's rows were read under, from its userMetadata (none if not ours). */
