@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 DEMO_ARGS ?=
 # Jars (Apache Kafka; later Spark's Delta/Iceberg) are cached in the checkout, git-ignored.
 export KAFKA_AUTOSCALER_CACHE ?= $(CURDIR)/.cache
-JARS_STAMP := $(KAFKA_AUTOSCALER_CACHE)/.jars-$(shell cat consumer_sdk/locks/*.lock consumer_sdk/java/kafkaautoscaler/delta/*.java | cksum | cut -d' ' -f1)
+JARS_STAMP := $(KAFKA_AUTOSCALER_CACHE)/.jars-$(shell cat consumer_sdk/locks/*.lock consumer_sdk/java/kafkaautoscaler/*/*.java | cksum | cut -d' ' -f1)
 
 .PHONY: demo test lint bench clean jars kube-binaries
 
@@ -19,10 +19,10 @@ $(STAMP): pyproject.toml consumer_sdk/native/kafka_records.c
 	touch $(STAMP)
 
 # Fetches the locked jars from Maven Central and checks their sha256 (no Maven needed), then
-# builds our Delta log store against them (consumer_sdk/delta_log_store.py; needs javac).
+# builds our commit checks against them (consumer_sdk/commit_checks.py; needs javac).
 $(JARS_STAMP): $(STAMP)
 	$(PY) -m consumer_sdk.jar_lock fetch
-	$(PY) -m consumer_sdk.delta_log_store
+	$(PY) -m consumer_sdk.commit_checks
 	touch $(JARS_STAMP)
 
 jars: $(JARS_STAMP)

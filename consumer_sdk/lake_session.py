@@ -10,8 +10,9 @@ table's metadata location, so concurrent writer processes never lose each other'
 (Iceberg's Hadoop catalog relies on an atomic rename a local or NFS filesystem does not
 give). ``pyiceberg``'s ``SqlCatalog`` reads the same file. A user who configures
 ``spark.sql.catalog.<name>`` themselves (REST, Hive, Glue ...) keeps their catalog. Delta's
-commits to local paths go through our log store (:mod:`consumer_sdk.delta_log_store`), for
-the same reason: Delta's own relies on a rename that does not refuse an existing file.
+commits to local paths go through our log store (:mod:`consumer_sdk.commit_checks`), for
+the same reason: Delta's own relies on a rename that does not refuse an existing file. Both
+check the partition claims a commit of the sink names.
 """
 
 from __future__ import annotations
@@ -19,7 +20,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from consumer_sdk.delta_log_store import LOG_STORE_CLASS, LOG_STORE_KEY, ensure_log_store_jar
+from consumer_sdk.commit_checks import (
+    ICEBERG_CATALOG_IMPL,
+    LOG_STORE_CLASS,
+    LOG_STORE_KEY,
+    ensure_commit_checks_jar,
+)
 from consumer_sdk.iceberg_catalog import prepare_catalog_file
 from consumer_sdk.jar_lock import LOCK_DIR, JarLockError, ensure_jars, read_lock
 from contract.settings import ConfigError
@@ -56,8 +62,9 @@ def lake_conf(
     creates the default Iceberg catalog's file unless the user configured that catalog."""
     locked = lake_jars()
     jars = [str(path) for path in locked]
-    if LOG_STORE_KEY not in user_conf:
-        jars.append(str(ensure_log_store_jar(locked)))
+    prefix = f"spark.sql.catalog.{iceberg_catalog}"
+    if LOG_STORE_KEY not in user_conf or prefix not in user_conf:
+        jars.append(str(ensure_commit_checks_jar(locked)))
     extensions = [DELTA_EXTENSION, ICEBERG_EXTENSION]
     for key, ours in (("spark.jars", jars), ("spark.sql.extensions", extensions)):
         theirs = [item for item in user_conf.get(key, "").split(",") if item.strip()]
@@ -70,12 +77,12 @@ def lake_conf(
         ),
         LOG_STORE_KEY: user_conf.get(LOG_STORE_KEY, LOG_STORE_CLASS),
     }
-    prefix = f"spark.sql.catalog.{iceberg_catalog}"
     if prefix not in user_conf:
         prepare_catalog_file(warehouse / ICEBERG_CATALOG_FILE)
         conf |= {
             prefix: ICEBERG_CATALOG,
-            f"{prefix}.type": "jdbc",
+            # Iceberg's JDBC catalog, its commits checking the sink's partition claims.
+            f"{prefix}.catalog-impl": ICEBERG_CATALOG_IMPL,
             f"{prefix}.uri": f"jdbc:sqlite:{warehouse / ICEBERG_CATALOG_FILE}",
             f"{prefix}.warehouse": str(warehouse / ICEBERG_DATA_DIR),
             # V1 is the schema pyiceberg's SqlCatalog shares.

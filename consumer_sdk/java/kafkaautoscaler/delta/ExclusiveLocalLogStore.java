@@ -12,17 +12,14 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.FileAlreadyExistsException;
 import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
-import java.nio.file.Paths;
 import java.nio.file.StandardCopyOption;
 import java.nio.file.StandardOpenOption;
 import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.List;
-import java.util.Map;
-import java.util.TreeMap;
 import java.util.UUID;
-import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.locks.ReentrantLock;
+import kafkaautoscaler.fence.CommitClaims;
+import kafkaautoscaler.fence.PartitionGates;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
@@ -46,13 +43,8 @@ import org.apache.hadoop.fs.Path;
  *
  * <p>A commit of kafka-autoscaler's sink names, in its userMetadata, the claim token per
  * Kafka partition its rows were read under and the directory of those partitions' owner
- * files (consumer_sdk/partition_fence.py). Before linking such a commit, this store takes
- * each partition's gate (a POSIX lock on {@code <partition>.gate}, in partition order) and
- * refuses the commit if an owner file names another claim; it lets go of the gates once the
- * commit is linked. A new owner writes its claim and then takes and releases the same gates,
- * so a commit of an earlier owner either landed before the new owner reads the table or is
- * refused: even when that owner was killed and only this JVM (a Spark Connect server) still
- * runs its commit.
+ * files (consumer_sdk/partition_fence.py). Such a commit is linked under those partitions'
+ * gates and refused if another claim replaced one ({@link PartitionGates}).
  *
  * <p>Once a version is linked, the write waits (briefly, bounded) for the previous version's
  * checksum file ({@code N-1.crc}). Delta derives a commit's checksum from its read snapshot,
@@ -64,6 +56,8 @@ import org.apache.hadoop.fs.Path;
  * this one, before it waited, often (benchmarks/results/demo_60s.md).
  */
 public final class ExclusiveLocalLogStore extends HadoopFileSystemLogStore {
+
+    private static final ObjectMapper JSON = new ObjectMapper();
 
     /** How long after the previous version was written its checksum is still awaited (ms). */
     public static final String CHECKSUM_WAIT_KEY = "kafkaautoscaler.delta.checksumWaitMs";
@@ -95,7 +89,7 @@ public final class ExclusiveLocalLogStore extends HadoopFileSystemLogStore {
             if (overwrite) {
                 Files.move(staged, target, StandardCopyOption.ATOMIC_MOVE);
             } else {
-                try (HeldGates gates = HeldGates.take(Claims.of(lines))) {
+                try (PartitionGates gates = PartitionGates.take(claimsOf(lines))) {
                     Files.createLink(target, staged);  // EEXIST if another writer has it
                 }
                 PreviousChecksum.await(target, hadoopConf.getLong(
@@ -110,7 +104,24 @@ public final class ExclusiveLocalLogStore extends HadoopFileSystemLogStore {
 
     /** Partition gates this JVM holds or waits for: 0 between commits (tests read it). */
     public static int gatesInUse() {
-        return HeldGates.IN_JVM.size();
+        return PartitionGates.inUse();
+    }
+
+    /** The claims named by a Delta commit's userMetadata (none if it is not ours). */
+    private static CommitClaims claimsOf(List<String> lines) {
+        for (String line : lines) {
+            if (!line.contains("\"commitInfo\"")) {
+                continue;
+            }
+            try {
+                JsonNode metadata = JSON.readTree(line).path("commitInfo").path("userMetadata");
+                return metadata.isTextual()
+                        ? CommitClaims.ofMetadata(metadata.asText()) : CommitClaims.NONE;
+            } catch (JsonProcessingException e) {
+                return CommitClaims.NONE;
+            }
+        }
+        return CommitClaims.NONE;
     }
 
     /** True, as for Delta's HDFS store: Delta then also serialises commits within a JVM. */
@@ -178,135 +189,6 @@ public final class ExclusiveLocalLogStore extends HadoopFileSystemLogStore {
         private static java.nio.file.Path sibling(
                 java.nio.file.Path target, long version, String extension) {
             return target.resolveSibling(String.format("%020d.%s", version, extension));
-        }
-    }
-
-    /** The claims a commit's rows were read under, from its userMetadata (none if not ours). */
-    static final class Claims {
-        private static final ObjectMapper JSON = new ObjectMapper();
-        private static final String MARKER = "kafka-autoscaler";
-        static final Claims NONE = new Claims(null, new TreeMap<>());
-
-        final java.nio.file.Path fence;
-        final TreeMap<Integer, String> tokens;
-
-        private Claims(java.nio.file.Path fence, TreeMap<Integer, String> tokens) {
-            this.fence = fence;
-            this.tokens = tokens;
-        }
-
-        static Claims of(List<String> lines) {
-            for (String line : lines) {
-                if (!line.contains("\"commitInfo\"")) {
-                    continue;
-                }
-                try {
-                    JsonNode metadata = JSON.readTree(line).path("commitInfo").path("userMetadata");
-                    if (!metadata.isTextual()) {
-                        return NONE;
-                    }
-                    JsonNode body = JSON.readTree(metadata.asText()).path(MARKER);
-                    JsonNode fence = body.path("fence");
-                    JsonNode claims = body.path("claims");
-                    if (!fence.isTextual() || !claims.isObject()) {
-                        return NONE;
-                    }
-                    TreeMap<Integer, String> tokens = new TreeMap<>();
-                    for (Iterator<Map.Entry<String, JsonNode>> it = claims.fields(); it.hasNext(); ) {
-                        Map.Entry<String, JsonNode> claim = it.next();
-                        tokens.put(Integer.valueOf(claim.getKey()), claim.getValue().asText());
-                    }
-                    return new Claims(Paths.get(fence.asText()), tokens);
-                } catch (JsonProcessingException | NumberFormatException e) {
-                    return NONE;  // metadata of another writer, not ours
-                }
-            }
-            return NONE;
-        }
-    }
-
-    /** The gates of a commit's partitions, held from the claim check to the link. */
-    static final class HeldGates implements AutoCloseable {
-        // A JVM may not take one file's lock twice (FileLock), and threads of a Connect
-        // server commit at once: a lock per gate within the JVM first. An entry lives while
-        // a thread holds or waits for its lock (a count kept under the map's per-key
-        // atomicity), so a long-lived server writing many tables keeps none it is not using.
-        private static final ConcurrentHashMap<java.nio.file.Path, JvmGate> IN_JVM =
-                new ConcurrentHashMap<>();
-        private final List<java.nio.file.Path> inJvm = new ArrayList<>();
-        private final List<FileChannel> channels = new ArrayList<>();
-
-        private static final class JvmGate {
-            final ReentrantLock lock = new ReentrantLock();
-            int users;  // changed only inside IN_JVM.compute for this key
-        }
-
-        private static void lockInJvm(java.nio.file.Path gate) {
-            JvmGate entry = IN_JVM.compute(gate, (key, current) -> {
-                JvmGate used = current == null ? new JvmGate() : current;
-                used.users++;
-                return used;
-            });
-            entry.lock.lock();
-        }
-
-        private static void unlockInJvm(java.nio.file.Path gate) {
-            IN_JVM.computeIfPresent(gate, (key, entry) -> {
-                entry.lock.unlock();
-                return --entry.users == 0 ? null : entry;
-            });
-        }
-
-        static HeldGates take(Claims claims) throws IOException {
-            HeldGates held = new HeldGates();
-            try {
-                for (Map.Entry<Integer, String> claim : claims.tokens.entrySet()) {
-                    java.nio.file.Path gate = claims.fence.resolve(claim.getKey() + ".gate");
-                    lockInJvm(gate);
-                    held.inJvm.add(gate);
-                    FileChannel channel = FileChannel.open(
-                            gate, StandardOpenOption.CREATE, StandardOpenOption.WRITE);
-                    held.channels.add(channel);
-                    channel.lock();  // released when the channel closes
-                    String owner = ownerOf(claims.fence.resolve(claim.getKey() + ".owner"));
-                    if (!claim.getValue().equals(owner)) {
-                        throw new IOException(
-                                "kafka-autoscaler: Kafka partition " + claim.getKey()
-                                        + " was claimed by another writer after this commit's"
-                                        + " rows were read; commit refused");
-                    }
-                }
-                return held;
-            } catch (IOException | RuntimeException e) {
-                held.close();
-                throw e;
-            }
-        }
-
-        private static String ownerOf(java.nio.file.Path owner) throws IOException {
-            try {
-                return Files.readString(owner, StandardCharsets.UTF_8);
-            } catch (NoSuchFileException e) {
-                return "";
-            }
-        }
-
-        @Override
-        public void close() throws IOException {
-            IOException failed = null;
-            for (int i = channels.size() - 1; i >= 0; i--) {
-                try {
-                    channels.get(i).close();
-                } catch (IOException e) {
-                    failed = e;
-                }
-            }
-            for (int i = inJvm.size() - 1; i >= 0; i--) {
-                unlockInJvm(inJvm.get(i));
-            }
-            if (failed != null) {
-                throw failed;
-            }
         }
     }
 }

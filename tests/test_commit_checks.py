@@ -1,4 +1,4 @@
-"""The Delta log store's jar: built once from the packaged source into the jar cache."""
+"""The commit checks' jar: built once from the packaged sources into the jar cache."""
 
 from __future__ import annotations
 
@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from consumer_sdk.delta_log_store import (
+from consumer_sdk.commit_checks import (
+    ICEBERG_CATALOG_IMPL,
     LOG_STORE_CLASS,
-    ensure_log_store_jar,
-    log_store_jar_path,
-    log_store_source,
+    commit_checks_jar_path,
+    ensure_commit_checks_jar,
+    java_sources,
 )
 from consumer_sdk.lake_session import lake_jars
 from contract.settings import ConfigError
@@ -22,16 +23,20 @@ def test_the_jar_is_built_once_per_source_and_holds_the_store(
 ) -> None:
     locked = lake_jars()  # the project's cache, before the cache moves
     monkeypatch.setenv("KAFKA_AUTOSCALER_CACHE", str(tmp_path))
-    jar = ensure_log_store_jar(locked)
-    assert jar == log_store_jar_path(log_store_source())
+    jar = ensure_commit_checks_jar(locked)
+    sources = java_sources()
+    assert jar == commit_checks_jar_path(sources)
     assert jar.is_relative_to(tmp_path)
     with zipfile.ZipFile(jar) as archive:
-        assert f"{LOG_STORE_CLASS.replace('.', '/')}.class" in archive.namelist()
+        for name in (LOG_STORE_CLASS, ICEBERG_CATALOG_IMPL):
+            assert f"{name.replace('.', '/')}.class" in archive.namelist()
     built_at = jar.stat().st_mtime_ns
     monkeypatch.setattr("shutil.which", lambda name: None)  # no javac now
-    assert ensure_log_store_jar(locked) == jar  # reused, not built again
+    assert ensure_commit_checks_jar(locked) == jar  # reused, not built again
     assert jar.stat().st_mtime_ns == built_at
-    assert log_store_jar_path(log_store_source() + b"\n// changed") != jar
+    for name in sources:  # any source changed: another jar
+        changed = {**sources, name: sources[name] + b"\n// changed"}
+        assert commit_checks_jar_path(changed) != jar
 
 
 def test_without_javac_the_build_fails_in_one_line(
@@ -41,5 +46,5 @@ def test_without_javac_the_build_fails_in_one_line(
     monkeypatch.setenv("KAFKA_AUTOSCALER_CACHE", str(tmp_path))
     monkeypatch.setattr("shutil.which", lambda name: None)
     with pytest.raises(ConfigError, match="javac not found") as failure:
-        ensure_log_store_jar(locked)
+        ensure_commit_checks_jar(locked)
     assert "\n" not in str(failure.value)
