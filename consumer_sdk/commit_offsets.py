@@ -30,8 +30,9 @@ def encode_offsets(
     dead-letter commit names the table its records were bound for (``bound_for``): one
     dead-letter table may hold the same topic's dead letters for several tables. With
     ``claims`` (the claim token per partition the rows were read under) and ``fence`` (the
-    directory of those partitions' owner files), a log store that checks claims
-    (``ExclusiveLocalLogStore``) refuses the commit if another claim has replaced one."""
+    directory of those partitions' owner files), our commit checks (Delta's
+    ``ExclusiveLocalLogStore``, Iceberg's ``FencedJdbcCatalog``) refuse the commit if another
+    claim has replaced one."""
     body: dict[str, object] = {
         "v": FORMAT_VERSION,
         "topic": topic,

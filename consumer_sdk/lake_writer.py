@@ -212,8 +212,9 @@ class LakeAppender:
             dead_last = table_offset_ranges(dead)[1] if dead.num_rows else {}
             written = sorted({*kept_last, *dead_last})
             self._fence.write_stored(target, dict.fromkeys(written))  # "writing"
-            # The log store checks these once more as it commits: a writer killed mid-commit
-            # has let go of its locks, but a Spark Connect server may still be landing it.
+            # Our Delta log store / Iceberg catalog check these once more as they commit: a
+            # writer killed mid-commit has let go of its locks, but a Spark Connect server may
+            # still be landing it.
             claims = {p: held[p] for p in written if p in held}
             fence = str(self._fence.directory(target))
             try:

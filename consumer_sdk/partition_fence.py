@@ -162,9 +162,10 @@ class PartitionFence:
         return claims
 
     def wait_at_gates(self, target: WriteTarget, partitions: Iterable[int]) -> None:
-        """Take and release each partition's gate: a POSIX lock (``lockf``) that the Delta
-        log store (``ExclusiveLocalLogStore``) holds from checking a commit's claims against
-        the owner files to linking the commit into the log. A writer killed with -9 releases
+        """Take and release each partition's gate: a POSIX lock (``lockf``) that our commit
+        checks (the Delta log store ``ExclusiveLocalLogStore``, the Iceberg catalog
+        ``FencedJdbcCatalog``) hold from checking a commit's claims against the owner files
+        until the commit has landed. A writer killed with -9 releases
         its partitions' locks, but a Spark Connect server (or a local session's JVM in its
         last milliseconds) may still be committing its batch; after this, that commit has
         landed (the next read of the table sees it) or will find the new owner's claim and
