@@ -102,11 +102,6 @@ public final class ExclusiveLocalLogStore extends HadoopFileSystemLogStore {
         }
     }
 
-    /** Partition gates this JVM holds or waits for: 0 between commits (tests read it). */
-    public static int gatesInUse() {
-        return PartitionGates.inUse();
-    }
-
     /** The claims named by a Delta commit's userMetadata (none if it is not ours). */
     private static CommitClaims claimsOf(List<String> lines) {
         for (String line : lines) {

@@ -2,8 +2,6 @@ package kafkaautoscaler.iceberg;
 
 import java.io.IOException;
 import java.io.UncheckedIOException;
-import java.util.HashSet;
-import java.util.Set;
 import kafkaautoscaler.fence.CommitClaims;
 import kafkaautoscaler.fence.PartitionGates;
 import org.apache.iceberg.Snapshot;
@@ -37,15 +35,10 @@ public class FencedJdbcCatalog extends JdbcCatalog {
 
     /** The claims named by the snapshots {@code metadata} adds to {@code base}. */
     static CommitClaims claimsOf(TableMetadata base, TableMetadata metadata) {
-        Set<Long> known = new HashSet<>();
-        if (base != null) {
-            for (Snapshot snapshot : base.snapshots()) {
-                known.add(snapshot.snapshotId());
-            }
-        }
         CommitClaims claims = CommitClaims.NONE;
         for (Snapshot snapshot : metadata.snapshots()) {
-            if (!known.contains(snapshot.snapshotId()) && snapshot.summary() != null) {
+            boolean added = base == null || base.snapshot(snapshot.snapshotId()) == null;
+            if (added && snapshot.summary() != null) {
                 claims = claims.and(CommitClaims.ofMetadata(snapshot.summary().get(SUMMARY_KEY)));
             }
         }
