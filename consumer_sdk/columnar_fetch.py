@@ -83,6 +83,11 @@ class ColumnarPartitionRecords:
     def __iter__(self) -> ColumnarPartitionRecords:
         return self
 
+    @property
+    def held_bytes(self) -> int:
+        """Bytes fetched and not yet decoded (none once handed over)."""
+        return 0 if self._data is None else len(self._data)
+
     def __next__(self) -> RecordColumns:
         if self._data is None:
             raise StopIteration

@@ -35,11 +35,8 @@ from consumer_sdk import metrics
 from consumer_sdk.columnar_fetch import COLUMNAR, install
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.cooperative import CooperativeCoordinator, make_cooperative
-from consumer_sdk.fetch_sizes import (
-    fetch_max_bytes,
-    partition_fetch_bytes,
-    resize_partition_fetches,
-)
+from consumer_sdk.fetch_budget import limit_fetch_ahead
+from consumer_sdk.fetch_sizes import PARTITION_FETCH_BYTES, fetch_ahead_bytes, fetch_max_bytes
 from consumer_sdk.loop_watch import LoopStallWatch
 from consumer_sdk.pending import PendingRecords
 from consumer_sdk.pending_columns import PendingColumns
@@ -224,8 +221,9 @@ class AutoscalingConsumer:
 
     def _new_client(self) -> AIOKafkaConsumer:
         config = self.config
-        if self._columnar:
-            install()  # aiokafka's fetcher then decodes our fetches into columns
+        # Fetched bytes stay readable (the fetch budget counts them); with the COLUMNAR key
+        # deserializer aiokafka's fetcher also decodes them into columns.
+        install()
         assignor = build_assignor(
             self.state,
             self.snapshots.view,
@@ -247,10 +245,9 @@ class AutoscalingConsumer:
             # Java consumer: the poll interval. A dead member still goes after its session.
             rebalance_timeout_ms=config.max_poll_interval_ms,
             fetch_max_wait_ms=100,
-            # What the client fetches ahead stays about one batch (defaults: 1 MiB per
-            # partition, 50 MiB a fetch); the per-partition share follows the assignment
-            # (_change_ownership).
-            max_partition_fetch_bytes=partition_fetch_bytes(config.batch_bytes, 1),
+            # Whole producer batches per partition; what the client holds ahead stays about
+            # one batch through the fetch budget (_change_ownership), not through small asks.
+            max_partition_fetch_bytes=PARTITION_FETCH_BYTES,
             fetch_max_bytes=config.fetch_max_bytes or fetch_max_bytes(config.batch_bytes),
             partition_assignment_strategy=(assignor,),
             **({"key_deserializer": COLUMNAR} if self._columnar else {}),
@@ -517,7 +514,7 @@ class AutoscalingConsumer:
         else:
             self.assigned -= partitions
         if self._consumer is not None:
-            resize_partition_fetches(self._consumer, self.config.batch_bytes, len(self.assigned))
+            limit_fetch_ahead(self._consumer, fetch_ahead_bytes(self.config.batch_bytes))
         if partitions:
             event = OwnershipEvent(
                 time.monotonic(), kind, frozenset(partitions), self.state.generation

@@ -1,35 +1,30 @@
-"""How much the Kafka client may fetch, so a consumer holds about one batch ahead.
+"""How much the Kafka client asks of each partition and may hold fetched ahead.
 
-The client buffers one fetched slice per partition whose records the consumer has not taken
-yet, and keeps fetching the other partitions while the pipeline is full: what it holds ahead
-is (assigned partitions) x (bytes a fetch asks of each partition). Sizing the per-partition
-ask to a share of ``batch_bytes`` keeps that near one batch whatever the partition count;
-a fixed ask made it grow with the partitions (32 partitions x 4 MiB behind a slow sink).
+Pure sizes; :mod:`consumer_sdk.fetch_budget` applies them to aiokafka's fetcher.
+
+A broker returns a partition's first record batch whole only for the first non-empty
+partition of a response; for every other partition it cuts at the per-partition ask. An ask
+smaller than the producers' record batches (librdkafka's reach 1 MB) therefore returns one
+usable batch per response and a truncated tail for the rest, fetched again next time:
+measured on Apache Kafka with 1 MB producer batches, 256 KiB asks over 64 partitions gave
+1 MB responses carrying 3-4 partitions, 1 MiB asks 16 MiB responses of 16. So each
+partition is asked for Kafka's default 1 MiB, and what the client holds ahead is bounded by
+a byte budget instead (about one batch), whatever the partition count.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from consumer_sdk.config import MIB
 
 KIB = 1024
-# Below this a fetch returns too little per round trip; Kafka still returns a whole record
-# batch larger than the ask, so a big record is never stuck.
-MIN_PARTITION_FETCH_BYTES = 64 * KIB
-MAX_PARTITION_FETCH_BYTES = 4 * MIB
+# Kafka's default max.partition.fetch.bytes; a topic's default max.message.bytes (1 MiB +
+# 12 bytes) is one batch that fits, larger ones still come whole when first in a response.
+PARTITION_FETCH_BYTES = MIB
+# Below this a fetch returns too little per round trip.
+MIN_FETCH_BYTES = 64 * KIB
 
-
-# What the client may hold fetched ahead of the batch being built, in batches: each
-# partition is asked for this share of batch_bytes over the assigned partitions.
+# What the client may hold fetched ahead of the batch being built, in batches.
 FETCH_AHEAD_BATCHES = 1.0
-
-
-def partition_fetch_bytes(batch_bytes: int, partitions: int) -> int:
-    """Bytes each fetch asks of one partition when ``partitions`` are assigned: an equal share
-    of ``FETCH_AHEAD_BATCHES`` batches, within [64 KiB, 4 MiB]."""
-    share = int(batch_bytes * FETCH_AHEAD_BATCHES) // max(1, partitions)
-    return max(MIN_PARTITION_FETCH_BYTES, min(MAX_PARTITION_FETCH_BYTES, share))
 
 
 def fetch_max_bytes(batch_bytes: int) -> int:
@@ -37,9 +32,19 @@ def fetch_max_bytes(batch_bytes: int) -> int:
     return max(MIB, batch_bytes)
 
 
-def resize_partition_fetches(client: Any, batch_bytes: int, partitions: int) -> None:
-    """Apply :func:`partition_fetch_bytes` to a running aiokafka consumer (its fetcher reads
-    the value for every request it builds; aiokafka's minor version is pinned)."""
-    fetcher = getattr(client, "_fetcher", None)
-    if fetcher is not None and hasattr(fetcher, "_max_partition_fetch_bytes"):
-        fetcher._max_partition_fetch_bytes = partition_fetch_bytes(batch_bytes, partitions)
+def fetch_ahead_bytes(batch_bytes: int) -> int:
+    """Bytes of fetched, not yet taken records the client may hold: ``FETCH_AHEAD_BATCHES``
+    batches."""
+    return int(batch_bytes * FETCH_AHEAD_BATCHES)
+
+
+def fetch_room(budget: int, held: int, response_max: int, requests: int = 1) -> int | None:
+    """Bytes each of ``requests`` fetch responses (one per broker) may hold when ``held``
+    bytes are fetched and not taken or asked of responses still in flight: an equal share of
+    what is left of ``budget`` (at least ``MIN_FETCH_BYTES``), at most ``response_max``;
+    None while the budget is spent (no fetch until the consumer takes records). A response
+    may exceed its size by one record batch (the broker returns a first batch whole), so the
+    client holds at most ``budget`` + (``MIN_FETCH_BYTES`` + one batch) per broker."""
+    if held >= budget:
+        return None
+    return min(response_max, max(MIN_FETCH_BYTES, (budget - held) // max(1, requests)))

@@ -1,43 +1,19 @@
-"""The client's fetch sizes: what it holds ahead stays about one batch."""
+"""The client's fetch sizes: whole producer batches per partition, about one batch ahead."""
 
 from __future__ import annotations
-
-from types import SimpleNamespace
 
 import pytest
 
 from consumer_sdk.fetch_sizes import (
-    MAX_PARTITION_FETCH_BYTES,
-    MIN_PARTITION_FETCH_BYTES,
+    FETCH_AHEAD_BATCHES,
+    MIN_FETCH_BYTES,
+    PARTITION_FETCH_BYTES,
+    fetch_ahead_bytes,
     fetch_max_bytes,
-    partition_fetch_bytes,
-    resize_partition_fetches,
+    fetch_room,
 )
 
 MIB = 1024 * 1024
-
-
-@pytest.mark.parametrize(
-    ("batch_bytes", "partitions", "expected"),
-    [
-        (16 * MIB, 32, MIB // 2),  # an equal share of one batch
-        (16 * MIB, 1, MAX_PARTITION_FETCH_BYTES),  # capped
-        (16 * MIB, 0, MAX_PARTITION_FETCH_BYTES),  # nothing assigned yet
-        (16 * MIB, 1024, MIN_PARTITION_FETCH_BYTES),  # floored
-        (1 * MIB, 8, 128 * 1024),
-    ],
-)
-def test_partition_fetch_bytes_is_a_share_of_one_batch_within_its_bounds(
-    batch_bytes: int, partitions: int, expected: int
-) -> None:
-    assert partition_fetch_bytes(batch_bytes, partitions) == expected
-
-
-@pytest.mark.parametrize("partitions", [1, 4, 16, 64, 256])
-def test_what_the_client_holds_ahead_stays_near_one_batch(partitions: int) -> None:
-    batch = 16 * MIB
-    ahead = partitions * partition_fetch_bytes(batch, partitions)
-    assert ahead <= max(batch, partitions * MIN_PARTITION_FETCH_BYTES)
 
 
 def test_fetch_max_bytes_is_one_batch_and_at_least_1_mib() -> None:
@@ -45,10 +21,28 @@ def test_fetch_max_bytes_is_one_batch_and_at_least_1_mib() -> None:
     assert fetch_max_bytes(4096) == MIB
 
 
-def test_a_running_client_is_resized_and_one_without_a_fetcher_is_left_alone() -> None:
-    client = SimpleNamespace(_fetcher=SimpleNamespace(_max_partition_fetch_bytes=4 * MIB))
-    resize_partition_fetches(client, 16 * MIB, 64)
-    assert client._fetcher._max_partition_fetch_bytes == MIB // 4
-    bare = SimpleNamespace()
-    resize_partition_fetches(bare, 16 * MIB, 64)
-    assert not hasattr(bare, "_fetcher")
+def test_a_partition_is_asked_for_a_whole_batch_of_a_default_topic() -> None:
+    default_max_message_bytes = 1048588  # Kafka's, a record batch's upper size by default
+    assert default_max_message_bytes - 12 <= PARTITION_FETCH_BYTES
+
+
+def test_the_budget_is_the_fetch_ahead_in_batches() -> None:
+    assert fetch_ahead_bytes(16 * MIB) == int(16 * MIB * FETCH_AHEAD_BATCHES)
+
+
+@pytest.mark.parametrize(
+    ("held", "expected"),
+    [
+        (0, 16 * MIB),  # nothing held: a whole response
+        (4 * MIB, 12 * MIB),  # what is left of the budget
+        (16 * MIB - 1, MIN_FETCH_BYTES),  # floored: a fetch of a few bytes is a wasted trip
+        (16 * MIB, None),  # spent: no fetch
+        (20 * MIB, None),
+    ],
+)
+def test_the_next_response_gets_what_is_left_of_the_budget(held: int, expected: int | None) -> None:
+    assert fetch_room(16 * MIB, held, 16 * MIB) == expected
+
+
+def test_a_response_is_never_asked_for_more_than_the_client_allows() -> None:
+    assert fetch_room(64 * MIB, 0, 16 * MIB) == 16 * MIB
