@@ -245,8 +245,8 @@ class AutoscalingConsumer:
             # Java consumer: the poll interval. A dead member still goes after its session.
             rebalance_timeout_ms=config.max_poll_interval_ms,
             fetch_max_wait_ms=100,
-            # Whole producer batches per partition; what the client holds ahead stays about
-            # one batch through the fetch budget (_change_ownership), not through small asks.
+            # Whole producer batches per partition; what the client holds ahead stays about a
+            # quarter batch through the fetch budget (_change_ownership), not small asks.
             max_partition_fetch_bytes=PARTITION_FETCH_BYTES,
             fetch_max_bytes=config.fetch_max_bytes or fetch_max_bytes(config.batch_bytes),
             partition_assignment_strategy=(assignor,),

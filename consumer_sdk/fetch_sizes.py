@@ -24,18 +24,18 @@ PARTITION_FETCH_BYTES = MIB
 MIN_FETCH_BYTES = 64 * KIB
 
 # What the client may hold fetched ahead of the batch being built, in batches.
-FETCH_AHEAD_BATCHES = 1.0
-
-
-def fetch_max_bytes(batch_bytes: int) -> int:
-    """Bytes one fetch response may hold: one batch (at least 1 MiB)."""
-    return max(MIB, batch_bytes)
+FETCH_AHEAD_BATCHES = 0.25
 
 
 def fetch_ahead_bytes(batch_bytes: int) -> int:
     """Bytes of fetched, not yet taken records the client may hold: ``FETCH_AHEAD_BATCHES``
-    batches."""
-    return int(batch_bytes * FETCH_AHEAD_BATCHES)
+    batches, at least 1 MiB."""
+    return max(MIB, int(batch_bytes * FETCH_AHEAD_BATCHES))
+
+
+def fetch_max_bytes(batch_bytes: int) -> int:
+    """Bytes one fetch response may hold: the whole fetch-ahead budget."""
+    return fetch_ahead_bytes(batch_bytes)
 
 
 def fetch_room(budget: int, held: int, response_max: int, requests: int = 1) -> int | None:

@@ -16,9 +16,9 @@ from consumer_sdk.fetch_sizes import (
 MIB = 1024 * 1024
 
 
-def test_fetch_max_bytes_is_one_batch_and_at_least_1_mib() -> None:
-    assert fetch_max_bytes(16 * MIB) == 16 * MIB
-    assert fetch_max_bytes(4096) == MIB
+def test_a_response_is_the_fetch_ahead_budget_and_at_least_1_mib() -> None:
+    assert fetch_max_bytes(16 * MIB) == fetch_ahead_bytes(16 * MIB)
+    assert fetch_max_bytes(4096) == fetch_ahead_bytes(4096) == MIB
 
 
 def test_a_partition_is_asked_for_a_whole_batch_of_a_default_topic() -> None:
@@ -27,7 +27,7 @@ def test_a_partition_is_asked_for_a_whole_batch_of_a_default_topic() -> None:
 
 
 def test_the_budget_is_the_fetch_ahead_in_batches() -> None:
-    assert fetch_ahead_bytes(16 * MIB) == int(16 * MIB * FETCH_AHEAD_BATCHES)
+    assert fetch_ahead_bytes(64 * MIB) == int(64 * MIB * FETCH_AHEAD_BATCHES) > MIB
 
 
 @pytest.mark.parametrize(
