@@ -8,7 +8,7 @@ import inspect
 import aiokafka
 import pytest
 from aiokafka.client import AIOKafkaClient
-from aiokafka.consumer.fetcher import Fetcher
+from aiokafka.consumer.fetcher import Fetcher, FetchResult
 from aiokafka.consumer.group_coordinator import GroupCoordinator
 from aiokafka.consumer.subscription_state import SubscriptionState, TopicPartitionState
 from aiokafka.errors import IncompatibleBrokerVersion
@@ -74,3 +74,19 @@ def test_internals_of_cooperative_rebalancing_still_exist() -> None:
     assert callable(SubscriptionState.assign_from_subscribed)
     for name in ("seek", "pause", "has_valid_position", "position", "paused"):
         assert hasattr(TopicPartitionState, name), name
+
+
+def test_internals_of_the_fetch_budget_still_exist() -> None:
+    # consumer_sdk.fetch_budget: the fetch loop asks _get_actions_per_node for the requests it
+    # starts (one per node, marked in _in_flight) and re-asks when records are consumed; held
+    # results live in _records; a request's max bytes is read when it is built.
+    routine = inspect.getsource(Fetcher._fetch_requests_routine)
+    assert "self._get_actions_per_node(assignment)" in routine
+    assert "self._in_flight.add(node_id)" in routine
+    assert "self._wait_consume_future" in routine
+    actions = inspect.getsource(Fetcher._get_actions_per_node)
+    assert "self._records" in actions and "self._fetch_max_bytes" in actions
+    from aiokafka.protocol.fetch import FetchRequest
+
+    assert "self._max_bytes" in inspect.getsource(FetchRequest.build)
+    assert "_partition_records" in inspect.getsource(FetchResult.__init__)
