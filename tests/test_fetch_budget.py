@@ -23,7 +23,9 @@ LARGEST_BATCH = PER_PARTITION * (len(VALUE) + 64)
 BUDGET = 256 * 1024
 
 
-def produce(bootstrap: str, topic: str) -> None:
+def filled_topic(bootstrap: str, topic_factory: Callable[..., str], prefix: str) -> str:
+    """A new topic holding PER_PARTITION records of VALUE in each partition."""
+    topic = topic_factory(PARTITIONS, prefix=prefix)
     producer = Producer(
         {"bootstrap.servers": bootstrap, "linger.ms": 50, "batch.size": LARGEST_BATCH}
     )
@@ -31,6 +33,7 @@ def produce(bootstrap: str, topic: str) -> None:
         for partition in range(PARTITIONS):
             producer.produce(topic, partition=partition, value=VALUE, key=str(i).encode())
     assert producer.flush(30) == 0
+    return topic
 
 
 class HeldAfterFetches:
@@ -110,8 +113,7 @@ def budgeted_bound(brokers: int) -> int:
 def test_a_budgeted_fetcher_stops_at_its_budget_and_loses_nothing(
     kafka: str, topic_factory: Callable[..., str]
 ) -> None:
-    topic = topic_factory(PARTITIONS, prefix="budget")
-    produce(kafka, topic)
+    topic = filled_topic(kafka, topic_factory, "budget")
     held, most, read, brokers = asyncio.run(hold_then_read(kafka, topic, BUDGET))
     bound = budgeted_bound(brokers)
     assert BUDGET <= held <= bound
@@ -122,8 +124,7 @@ def test_a_budgeted_fetcher_stops_at_its_budget_and_loses_nothing(
 def test_without_a_budget_the_fetcher_holds_every_partition(
     kafka: str, topic_factory: Callable[..., str]
 ) -> None:
-    topic = topic_factory(PARTITIONS, prefix="unbudgeted")
-    produce(kafka, topic)
+    topic = filled_topic(kafka, topic_factory, "unbudgeted")
     held, _, read, brokers = asyncio.run(hold_then_read(kafka, topic, None))
     assert held > budgeted_bound(brokers)
     assert read == PARTITIONS * PER_PARTITION
@@ -132,8 +133,7 @@ def test_without_a_budget_the_fetcher_holds_every_partition(
 def test_a_budget_is_one_consumers_own(kafka: str, topic_factory: Callable[..., str]) -> None:
     """A consumer never given a budget fetches as aiokafka does while another consumer in
     the process has one."""
-    topic = topic_factory(PARTITIONS, prefix="untouched")
-    produce(kafka, topic)
+    topic = filled_topic(kafka, topic_factory, "untouched")
 
     async def both() -> tuple[int, int]:
         other = AIOKafkaConsumer(bootstrap_servers=kafka)
