@@ -3,10 +3,10 @@
 Pure sizes; :mod:`consumer_sdk.fetch_budget` applies them to aiokafka's fetcher.
 
 A broker returns a partition's first record batch whole only for the first non-empty
-partition of a response; for every other partition it cuts at the per-partition ask. An ask
-smaller than the producers' record batches (librdkafka's reach 1 MB) therefore returns one
-usable batch per response and a truncated tail for the rest, fetched again next time:
-measured on Apache Kafka with 1 MB producer batches, 256 KiB asks over 64 partitions gave
+partition of a response; for every other partition it returns what fits in the
+per-partition ask, nothing usable when the next batch is larger. An ask smaller than the
+producers' record batches (librdkafka's reach 1 MB) therefore brings little more than one
+batch per response: measured on Apache Kafka with 1 MB producer batches, 256 KiB asks over 64 partitions gave
 1 MB responses carrying 3-4 partitions, 1 MiB asks 16 MiB responses of 16. So each
 partition is asked for Kafka's default 1 MiB, and what the client holds ahead is bounded by
 a byte budget instead (about one batch), whatever the partition count.
