@@ -49,12 +49,14 @@ def _budgeted_actions(self: Any, assignment: Any) -> Any:
     if budget is None:
         return _original_actions(self, assignment)
     fetches, resets, timeout, invalid_metadata, resumes = _original_actions(self, assignment)
+    if not fetches:  # nothing to size (the loop wakes on every consumed partition)
+        return fetches, resets, timeout, invalid_metadata, resumes
     # What responses still in flight were asked for counts as held: they may all land
     # before the consumer takes anything.
     asked: dict[int, int] = getattr(self, _ASKED, {})
     asked = {node: size for node, size in asked.items() if node in self._in_flight}
     held = held_bytes(self._records.values()) + sum(asked.values())
-    size = fetch_room(budget, held, self._fetch_max_bytes, len(fetches)) if fetches else None
+    size = fetch_room(budget, held, self._fetch_max_bytes, len(fetches))
     if size is None:
         fetches = []  # the loop wakes again when the consumer takes records
     else:

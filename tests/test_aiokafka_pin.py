@@ -12,6 +12,7 @@ from aiokafka.consumer.fetcher import Fetcher, FetchResult
 from aiokafka.consumer.group_coordinator import GroupCoordinator
 from aiokafka.consumer.subscription_state import SubscriptionState, TopicPartitionState
 from aiokafka.errors import IncompatibleBrokerVersion
+from aiokafka.protocol.fetch import FetchRequest
 
 from sidecar.log_dirs import DescribeLogDirsRequest, DescribeLogDirsRequest_v1
 
@@ -86,7 +87,5 @@ def test_internals_of_the_fetch_budget_still_exist() -> None:
     assert "self._wait_consume_future" in routine
     actions = inspect.getsource(Fetcher._get_actions_per_node)
     assert "self._records" in actions and "self._fetch_max_bytes" in actions
-    from aiokafka.protocol.fetch import FetchRequest
-
     assert "self._max_bytes" in inspect.getsource(FetchRequest.build)
     assert "_partition_records" in inspect.getsource(FetchResult.__init__)

@@ -46,7 +46,7 @@ class HeldAfterFetches:
 
         async def recorded(*args: Any) -> Any:
             result = await original(*args)
-            self.after_each.append(held_bytes(fetcher._records.values()))
+            self.after_each.append(self.held())
             return result
 
         fetcher._proc_fetch_request = recorded
