@@ -6,7 +6,10 @@ default). For each Spark mode (local session, Spark Connect server on 127.0.0.1)
 (delta, iceberg, parquet) and batch size, in the same run:
 
 - **sdk -> table**: one AutoscalingConsumer with SparkTableSink reads the whole topic in a
-  fresh group into a fresh table; time from assignment to the last row committed;
+  fresh group into a fresh table; time from assignment to the last row committed (Delta in
+  a local session: pyarrow writes the data files and the session's Delta commits them, the
+  sink's default; **Spark writes the files**: ``delta_writer="spark"``, as through Spark
+  Connect);
 - **spark alone**: the same Spark session writes Arrow batches of the same rows and size into
   the same format (Delta/Iceberg: an append each; parquet: the staged files the sink asks
   of Spark), no Kafka, one after another, and again with two batches at once (the SDK's
@@ -62,6 +65,7 @@ PARTITIONS = 64
 MIB = 1024 * 1024
 SDK = "sdk -> table"  # the columnar record path (record_path="columns")
 SDK_RECORDS = "sdk -> table, record path"  # record_path="records" (the default)
+SDK_SPARK_FILES = "sdk -> table, Spark writes the files"  # delta_writer="spark"
 ALONE = "spark alone"
 ALONE_2 = "spark alone, 2 at once"
 STREAMING = "structured streaming"
@@ -374,6 +378,7 @@ def _measure_format(
         runs: dict[str, list[Timing]] = {
             SDK: [],
             SDK_RECORDS: [],
+            SDK_SPARK_FILES: [],
             ALONE: [],
             ALONE_2: [],
             **{path: [] for path, _, _ in streaming},
@@ -388,6 +393,15 @@ def _measure_format(
                 )
                 runs[SDK_RECORDS].append(
                     run_sdk(bootstrap, topic, records_config, batch_mib * MIB, count, "records")
+                )
+            if config.delta_files_by_arrow:
+                spark_files = dataclasses.replace(
+                    config,
+                    table_template=f"{{topic}}_{batch_mib}_{r}_spark_files",
+                    delta_writer="spark",
+                )
+                runs[SDK_SPARK_FILES].append(
+                    run_sdk(bootstrap, topic, spark_files, batch_mib * MIB, count)
                 )
             runs[ALONE].append(run_spark_alone(alone_sink, tables))
             runs[ALONE_2].append(run_spark_alone(alone_sink, tables, at_once=2))
@@ -463,8 +477,10 @@ def _table(rows: list[dict[str, Any]], args: argparse.Namespace, broker_text: st
         f"{args.rounds} alternating rounds after a warm-up (Spark alone, then one SDK pass "
         "over the topic). 'sdk -> table': "
         "SparkTableSink on the columnar record path (record_path=columns; ', record path': "
-        "record_path=records, a Record per record), time from assignment to the last row "
-        "committed (exactly-once "
+        "record_path=records, a Record per record; Delta in a local session: pyarrow writes "
+        "the data files and the session's Delta commits them, the default; ', Spark writes "
+        "the files': delta_writer=spark, as through Spark Connect), time from assignment to "
+        "the last row committed (exactly-once "
         "commit included; the SDK's defaults: tables created when the consumer starts, "
         "before the clock, and two batches in the sink at once). 'spark alone': the same "
         "session writing the same rows as Arrow batches of the same size into the same "

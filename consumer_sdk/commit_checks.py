@@ -71,7 +71,7 @@ def commit_checks_jar_path(sources: Mapping[str, bytes]) -> Path:
 
 
 # The lake jars the classes compile against (Spark's own jars besides).
-_COMPILE_AGAINST = ("delta-storage-", "iceberg-spark-runtime-")
+_COMPILE_AGAINST = ("delta-storage-", "delta-spark_", "iceberg-spark-runtime-")
 
 
 def spark_jar_dir() -> Path:

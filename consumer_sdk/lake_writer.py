@@ -31,6 +31,7 @@ import pyarrow.compute as pc
 from assignor import TopicPartition
 from consumer_sdk.arrow_batch import ArrowBatch, table_offset_ranges, with_ingest_date
 from consumer_sdk.commit_offsets import SUMMARY_KEY, encode_offsets, stored_offsets
+from consumer_sdk.delta_files import DeltaFileCommitter, write_data_file
 from consumer_sdk.delta_history import commit_metadata, has_unbackfilled_commits
 from consumer_sdk.partition_fence import (
     FENCE_DIR,
@@ -80,6 +81,8 @@ class LakeAppender:
         # claim reads the history, so no record of them is written meanwhile.
         self._uncertain: set[tuple[str, int]] = set()
         self.history_reads = 0
+        self._files = DeltaFileCommitter() if config.delta_files_by_arrow else None
+        self._told_refusal: set[str] = set()
 
     # resume ------------------------------------------------------------------------------
     def claim_and_resume(
@@ -253,6 +256,12 @@ class LakeAppender:
         self, session: Any, table: str, rows: pa.Table, ingest_date: date, metadata: str
     ) -> None:
         """One commit of ``rows`` (possibly none: the offsets still advance) into ``table``."""
+        if rows.num_rows and self._files_writable(session, table):
+            assert self._files is not None
+            directory = table_root(self.config, table)
+            data = write_data_file(directory, rows, ingest_date)
+            self._files.commit(session, directory, ingest_date, [data], metadata)
+            return
         if rows.num_rows:
             frame = self._frame(session, with_ingest_date(rows, ingest_date))
         else:  # a batch of dead letters only: Spark Connect infers no schema from no rows
@@ -263,6 +272,16 @@ class LakeAppender:
         else:
             identifier = table_identifier(self.config, table)
             frame.writeTo(identifier).option(f"snapshot-property.{SUMMARY_KEY}", metadata).append()
+
+    def _files_writable(self, session: Any, table: str) -> bool:
+        """Whether pyarrow writes ``table``'s data files (:mod:`consumer_sdk.delta_files`)."""
+        if self._files is None:
+            return False
+        refusal = self._files.refusal(session, table_root(self.config, table))
+        if refusal is not None and table not in self._told_refusal:
+            self._told_refusal.add(table)
+            log.warning("%s: Spark writes its files: %s", table, refusal)
+        return refusal is None
 
 
 def _unstored(table: pa.Table, topic: str, stored: Mapping[tuple[str, int], int]) -> pa.Table:

@@ -14,6 +14,8 @@ from contract.settings import ConfigError
 
 SPARK_ENV_PREFIX = "AUTOSCALER_SPARK_"
 TABLE_FORMATS = ("parquet", "delta", "iceberg")
+# Who writes a Delta batch's data files: see SparkSinkConfig.
+DELTA_WRITERS = ("auto", "arrow", "spark")
 _IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]{0,127}")
 _MASTER = re.compile(r"local(\[(\*|\d+)(,\d+)?\])?|(spark|yarn|k8s)(://.+)?")
 
@@ -40,6 +42,14 @@ class SparkSinkConfig:
     ``iceberg_catalog`` catalog (by default a SQLite JDBC catalog in the warehouse, data under
     ``<warehouse>/iceberg``). ``spark_remote`` (``sc://host:port``) uses Spark
     Connect instead of a local session; the Connect server must see the same warehouse path.
+
+    ``delta_writer``: who writes a Delta batch's data files. ``arrow``: pyarrow writes them
+    into the table directory and the session's Delta commits them (the same transaction,
+    log store and checks as a Spark write; a local session only); ``spark``: Spark writes
+    them (``createDataFrame`` and a Delta append); ``auto``: ``arrow`` in a local session,
+    ``spark`` through Spark Connect. A table that checks rows as they are written (CHECK
+    constraints, generated or identity columns, column mapping, UniForm) is written by Spark
+    whatever this says.
     """
 
     warehouse: str
@@ -49,6 +59,7 @@ class SparkSinkConfig:
     value_format: str = "raw"
     json_schema: str = ""
     table_format: str = "delta"
+    delta_writer: str = "auto"
     iceberg_catalog: str = "lake"
     dead_letter_table: str = "dead_letters"
     master: str = "local[2]"
@@ -80,6 +91,10 @@ class SparkSinkConfig:
                 raise ConfigError(f"{self._label('json_schema')}: {exc}") from None
         if self.table_format not in TABLE_FORMATS:
             self._fail("table_format", f"one of {', '.join(TABLE_FORMATS)}")
+        if self.delta_writer not in DELTA_WRITERS:
+            self._fail("delta_writer", f"one of {', '.join(DELTA_WRITERS)}")
+        if self.delta_writer == "arrow" and self.spark_remote:
+            self._fail("delta_writer", "auto or spark with spark_remote (arrow: a local session)")
         if (
             not _IDENTIFIER.fullmatch(self.iceberg_catalog)
             or self.iceberg_catalog == "spark_catalog"
@@ -104,6 +119,13 @@ class SparkSinkConfig:
     def warehouse_path(self) -> Path:
         """The warehouse as a local path."""
         return Path(self.warehouse.removeprefix("file://")).absolute()
+
+    @property
+    def delta_files_by_arrow(self) -> bool:
+        """Whether pyarrow writes Delta data files (``delta_writer``, resolved)."""
+        return self.table_format == "delta" and (
+            self.delta_writer == "arrow" or (self.delta_writer == "auto" and not self.spark_remote)
+        )
 
     def json_fields(self) -> tuple[JsonField, ...]:
         """The declared JSON columns (empty unless value_format is json)."""

@@ -728,6 +728,8 @@ def test_compaction_rewrites_small_batches_into_few_files_and_keeps_every_row(
         ({"value_format": "avro"}, "value_format"),
         ({"value_format": "json", "json_schema": "id"}, "json_schema"),
         ({"table_format": "orc"}, "table_format"),
+        ({"delta_writer": "pandas"}, "delta_writer"),
+        ({"delta_writer": "arrow", "spark_remote": "sc://localhost:15002"}, "delta_writer"),
         ({"spark_remote": "http://x:1"}, "spark_remote"),
         ({"master": "mesos"}, "master"),
         ({"tables": {"orders": "Bad Table"}}, "tables"),

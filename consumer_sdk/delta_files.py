@@ -1,0 +1,132 @@
+"""Delta appends whose data files pyarrow writes, committed by the session's Delta.
+
+Spark's own append of a batch converts its Arrow columns to rows and back to Parquet in
+Spark tasks: on two cores that was most of a 16 MiB batch's write time (0.4-0.8 s against
+about 0.03 s for pyarrow to write the same file, measured side by side). Here pyarrow writes
+the batch as one Parquet file into its date directory of the table, and
+``java/kafkaautoscaler/delta/FileAppend.java`` commits it through Delta's own transaction in
+the local session's JVM: the same log store (which links each version exclusively and checks
+the claims the commit names), the same conflict retry for concurrent appends, checkpoints and
+commit info (the batch's offsets in ``userMetadata``) as a Spark write. A file no commit names
+(its writer died before committing) is never read; ``VACUUM`` removes it.
+
+Only a local session: through Spark Connect the client has no handle on the server's JVM.
+Tables that check rows as they are written are refused by the Java side and written by Spark.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from consumer_sdk.arrow_batch import DATE_COLUMN
+
+# Columns whose bounds go into each file's Delta statistics: what resume, dedup and
+# per-partition reads filter on. Others are unknown to data skipping (Delta reads the file).
+STATS_COLUMNS = ("partition", "offset")
+FILE_APPEND_CLASS = "kafkaautoscaler.delta.FileAppend"
+_REFUSED = "cannot append files written outside Spark"  # FileAppend.commit's refusal
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """A data file written into a table directory, named as its commit names it."""
+
+    path: str  # relative to the table root: <date column>=<day>/part-<uuid>.snappy.parquet
+    size: int
+    stats: str
+
+
+def file_stats(rows: pa.Table) -> str:
+    """Delta's statistics JSON of a file holding ``rows``: the row count, and bounds and null
+    counts of :data:`STATS_COLUMNS`."""
+    minimum: dict[str, int] = {}
+    maximum: dict[str, int] = {}
+    nulls: dict[str, int] = {}
+    for name in STATS_COLUMNS:
+        column = rows.column(name)
+        nulls[name] = column.null_count
+        if column.null_count < rows.num_rows:
+            bounds = pc.min_max(column)
+            minimum[name] = bounds["min"].as_py()
+            maximum[name] = bounds["max"].as_py()
+    stats = {"numRecords": rows.num_rows, "minValues": minimum, "maxValues": maximum}
+    return json.dumps({**stats, "nullCount": nulls}, separators=(",", ":"))
+
+
+def write_data_file(root: Path, rows: pa.Table, day: date) -> DataFile:
+    """Write ``rows`` (a data file's columns: no date column) as one Parquet file into the
+    ``day`` partition of the table at ``root``."""
+    relative = f"{DATE_COLUMN}={day.isoformat()}/part-{uuid.uuid4()}.snappy.parquet"
+    path = root / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(rows, path, compression="snappy")
+    return DataFile(relative, path.stat().st_size, file_stats(rows))
+
+
+class DeltaFileCommitter:
+    """Commits :class:`DataFile` s into Delta tables through a local session's JVM."""
+
+    def __init__(self) -> None:
+        self._refusals: dict[str, str | None] = {}
+        self._lock = threading.Lock()
+
+    def refusal(self, session: Any, root: Path) -> str | None:
+        """Why the table at ``root`` must be written by Spark (None: files can be committed).
+        Asked once per table and process."""
+        key = root.as_posix()
+        with self._lock:
+            if key not in self._refusals:
+                java = _file_append(session)
+                self._refusals[key] = java.refusal(session._jsparkSession, key)
+            return self._refusals[key]
+
+    def commit(
+        self, session: Any, root: Path, day: date, files: Sequence[DataFile], metadata: str
+    ) -> int:
+        """One Delta commit of ``files`` (all in the ``day`` partition) carrying
+        ``metadata`` as its ``userMetadata``; returns the version committed."""
+        gateway = session.sparkContext._gateway
+        jvm = session._jvm
+        paths = gateway.new_array(jvm.java.lang.String, len(files))
+        sizes = gateway.new_array(jvm.long, len(files))
+        stats = gateway.new_array(jvm.java.lang.String, len(files))
+        for index, file in enumerate(files):
+            paths[index] = file.path
+            sizes[index] = file.size
+            stats[index] = file.stats
+        try:
+            version: int = _file_append(session).commit(
+                session._jsparkSession,
+                root.as_posix(),
+                DATE_COLUMN,
+                day.isoformat(),
+                paths,
+                sizes,
+                stats,
+                metadata,
+            )
+        except Exception as exc:
+            if _REFUSED in str(exc):  # the table changed since it was asked: ask again
+                with self._lock:
+                    self._refusals.pop(root.as_posix(), None)
+            raise
+        return version
+
+
+def _file_append(session: Any) -> Any:
+    """The Java class, through the session's py4j gateway."""
+    java = session._jvm
+    for part in FILE_APPEND_CLASS.split("."):
+        java = getattr(java, part)
+    return java

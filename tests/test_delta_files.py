@@ -1,0 +1,134 @@
+"""Delta appends whose files pyarrow writes (``delta_writer``): their statistics, the same
+rows and offsets as Spark's writer gives, and the tables they must leave to Spark."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+
+from consumer_sdk.commit_offsets import stored_offsets
+from consumer_sdk.delta_files import DeltaFileCommitter, file_stats
+from consumer_sdk.delta_history import commit_metadata
+from consumer_sdk.sink import Record, records_table
+from consumer_sdk.spark_config import SparkSinkConfig
+from consumer_sdk.spark_sink import SparkTableSink
+from consumer_sdk.spark_tables import table_root
+from tests.lake_readers import key_counts
+
+
+@pytest.fixture(scope="module", autouse=True)
+def lake_session() -> Iterator[Any]:
+    """This process's local session, with the lake jars (see test_spark_sink)."""
+    yield SparkTableSink(SparkSinkConfig(warehouse="/tmp/unused-warehouse")).open()
+
+
+def _config(tmp_path: Path, writer: str) -> SparkSinkConfig:
+    token = uuid.uuid4().hex[:8]
+    return SparkSinkConfig(
+        warehouse=str(tmp_path / writer), database=f"db_{token}", delta_writer=writer
+    )
+
+
+def _records(offsets: range, partitions: int = 3) -> list[Record]:
+    headers = (("trace", b"t-1"),)
+    return [
+        Record("t", o % partitions, o, 1_700_000_000_000 + o, b"k", b"v" * 50, headers)
+        for o in offsets
+    ]
+
+
+@pytest.mark.parametrize(
+    ("partitions", "offsets", "expected"),
+    [
+        (
+            [0, 2, 1],
+            [5, 9, 7],
+            {
+                "numRecords": 3,
+                "minValues": {"partition": 0, "offset": 5},
+                "maxValues": {"partition": 2, "offset": 9},
+                "nullCount": {"partition": 0, "offset": 0},
+            },
+        ),
+        (
+            [4, 4],
+            [None, 3],
+            {
+                "numRecords": 2,
+                "minValues": {"partition": 4, "offset": 3},
+                "maxValues": {"partition": 4, "offset": 3},
+                "nullCount": {"partition": 0, "offset": 1},
+            },
+        ),
+        (
+            [1],
+            [None],
+            {
+                "numRecords": 1,
+                "minValues": {"partition": 1},
+                "maxValues": {"partition": 1},
+                "nullCount": {"partition": 0, "offset": 1},
+            },
+        ),
+    ],
+)
+def test_file_stats_count_rows_and_bound_partition_and_offset(
+    partitions: list[int], offsets: list[int | None], expected: dict[str, Any]
+) -> None:
+    rows = pa.table(
+        {"partition": pa.array(partitions, pa.int32()), "offset": pa.array(offsets, pa.int64())}
+    )
+    assert json.loads(file_stats(rows)) == expected
+
+
+def test_arrow_and_spark_writers_land_the_same_rows_and_offsets(tmp_path: Path) -> None:
+    batches = [range(0, 300), range(300, 500)]
+    tables = {}
+    for writer in ("arrow", "spark"):
+        config = _config(tmp_path, writer)
+        sink = SparkTableSink(config)
+        for offsets in batches:
+            sink.write_blocking("t", records_table(_records(offsets)))
+        root = table_root(config, "t")
+        assert stored_offsets(commit_metadata(root), "t") == {0: 498, 1: 499, 2: 497}
+        assert key_counts(config, "t") == Counter((o % 3, o) for o in range(500))
+        tables[writer] = DeltaTable(str(root)).to_pyarrow_table().sort_by("offset")
+        session = sink.open()
+        frame = session.read.format("delta").load(root.as_posix()).orderBy("offset")
+        assert [r["offset"] for r in frame.select("offset").collect()] == list(range(500))
+    arrow, spark = tables["arrow"], tables["spark"]
+    assert arrow.drop_columns(["ingest_time"]).equals(spark.drop_columns(["ingest_time"]))
+
+
+def test_one_file_per_batch_with_its_row_count(tmp_path: Path) -> None:
+    config = _config(tmp_path, "arrow")
+    sink = SparkTableSink(config)
+    for offsets in (range(0, 100), range(100, 250)):
+        sink.write_blocking("t", records_table(_records(offsets)))
+    actions = DeltaTable(str(table_root(config, "t"))).get_add_actions(flatten=True)
+    assert sorted(actions.column("num_records").to_pylist()) == [100, 150]
+
+
+def test_a_table_with_a_check_constraint_is_written_by_spark_which_enforces_it(
+    tmp_path: Path,
+) -> None:
+    config = _config(tmp_path, "arrow")
+    writer = SparkTableSink(config)
+    writer.prepare_blocking(["t"])
+    session = writer.open()
+    root = table_root(config, "t")
+    session.sql(f"ALTER TABLE delta.`{root}` ADD CONSTRAINT small_offsets CHECK (offset < 20)")
+    assert "small_offsets" in (DeltaFileCommitter().refusal(session, root) or "")
+    writer.write_blocking("t", records_table(_records(range(0, 20))))
+    assert key_counts(config, "t") == Counter((o % 3, o) for o in range(20))
+    with pytest.raises(Exception, match=r"small_offsets|CHECK constraint"):
+        writer.write_blocking("t", records_table(_records(range(20, 25))))
+    assert key_counts(config, "t") == Counter((o % 3, o) for o in range(20))
