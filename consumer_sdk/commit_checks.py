@@ -16,10 +16,13 @@ Both formats' commits of the sink name the claims their rows were read under
 writer claimed one of its partitions (``java/kafkaautoscaler/fence``): a writer killed with
 -9 whose commit a Spark Connect server still runs cannot land rows twice.
 
-The sources are compiled here against the locked Delta storage and Iceberg runtime jars and
-Spark's Hadoop API, into ``<jar cache>/built/`` under a name carrying the sources' digest:
-built once (``make jars`` does it; otherwise the first session), then reused. Building needs
-``javac`` (a JDK 17).
+``java/kafkaautoscaler/delta/FileAppend.java`` commits data files pyarrow wrote as one Delta
+append (:mod:`consumer_sdk.delta_files`).
+
+The sources are compiled here against the locked Delta (storage and Spark) and Iceberg
+runtime jars and Spark's own, into ``<jar cache>/built/`` under a name carrying the
+sources' digest: built once (``make jars`` does it; otherwise the first session), then
+reused. Building needs ``javac`` (a JDK 17).
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """Delta appends whose data files pyarrow writes, committed by the session's Delta.
 
 Spark's own append of a batch converts its Arrow columns to rows and back to Parquet in
-Spark tasks: on two cores that was most of a 16 MiB batch's write time (0.4-0.8 s against
-about 0.03 s for pyarrow to write the same file, measured side by side). Here pyarrow writes
+Spark tasks: on two cores a 16 MiB append took 0.54 s and 1.0 s of the JVM's CPU that way,
+against 0.07 s and 0.08 s with this module's file (benchmarks/results/
+delta_commit_cost_writers.md). Here pyarrow writes
 the batch as one Parquet file into its date directory of the table, and
 ``java/kafkaautoscaler/delta/FileAppend.java`` commits it through Delta's own transaction in
 the local session's JVM: the same log store (which links each version exclusively and checks
