@@ -18,6 +18,7 @@ Tables that check rows as they are written are refused by the Java side and writ
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import uuid
 from collections.abc import Sequence
@@ -35,8 +36,10 @@ from consumer_sdk.arrow_batch import DATE_COLUMN
 # Columns whose bounds go into each file's Delta statistics: what resume, dedup and
 # per-partition reads filter on. Others are unknown to data skipping (Delta reads the file).
 STATS_COLUMNS = ("partition", "offset")
+log = logging.getLogger(__name__)
+
 FILE_APPEND_CLASS = "kafkaautoscaler.delta.FileAppend"
-_REFUSED = "cannot append files written outside Spark"  # FileAppend.commit's refusal
+REFUSED_CLASS = FILE_APPEND_CLASS + "$Refused"  # what FileAppend.commit throws to refuse
 
 
 @dataclass(frozen=True)
@@ -84,12 +87,15 @@ class DeltaFileCommitter:
 
     def refusal(self, session: Any, root: Path) -> str | None:
         """Why the table at ``root`` must be written by Spark (None: files can be committed).
-        Asked once per table and process."""
+        Asked once per table and process (again after a refused commit); a refusal is
+        logged when found."""
         key = root.as_posix()
         with self._lock:
             if key not in self._refusals:
-                java = _file_append(session)
-                self._refusals[key] = java.refusal(session._jsparkSession, key)
+                found = _file_append(session).refusal(session._jsparkSession, key)
+                self._refusals[key] = found
+                if found is not None:
+                    log.warning("%s: Spark writes its files: %s", key, found)
             return self._refusals[key]
 
     def commit(
@@ -118,7 +124,7 @@ class DeltaFileCommitter:
                 metadata,
             )
         except Exception as exc:
-            if _REFUSED in str(exc):  # the table changed since it was asked: ask again
+            if _java_class(exc) == REFUSED_CLASS:  # the table changed since it was asked
                 with self._lock:
                     self._refusals.pop(root.as_posix(), None)
             raise
@@ -131,3 +137,9 @@ def _file_append(session: Any) -> Any:
     for part in FILE_APPEND_CLASS.split("."):
         java = getattr(java, part)
     return java
+
+
+def _java_class(exc: BaseException) -> str | None:
+    """The class name of the Java exception behind a py4j error, if it is one."""
+    java = getattr(exc, "java_exception", None)
+    return None if java is None else str(java.getClass().getName())

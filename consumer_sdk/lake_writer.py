@@ -82,7 +82,6 @@ class LakeAppender:
         self._uncertain: set[tuple[str, int]] = set()
         self.history_reads = 0
         self._files = DeltaFileCommitter() if config.delta_files_by_arrow else None
-        self._told_refusal: set[str] = set()
 
     # resume ------------------------------------------------------------------------------
     def claim_and_resume(
@@ -256,11 +255,11 @@ class LakeAppender:
         self, session: Any, table: str, rows: pa.Table, ingest_date: date, metadata: str
     ) -> None:
         """One commit of ``rows`` (possibly none: the offsets still advance) into ``table``."""
-        if rows.num_rows and self._files_writable(session, table):
-            assert self._files is not None
+        committer = self._file_committer(session, table) if rows.num_rows else None
+        if committer is not None:
             directory = table_root(self.config, table)
             data = write_data_file(directory, rows, ingest_date)
-            self._files.commit(session, directory, ingest_date, [data], metadata)
+            committer.commit(session, directory, ingest_date, [data], metadata)
             return
         if rows.num_rows:
             frame = self._frame(session, with_ingest_date(rows, ingest_date))
@@ -273,15 +272,12 @@ class LakeAppender:
             identifier = table_identifier(self.config, table)
             frame.writeTo(identifier).option(f"snapshot-property.{SUMMARY_KEY}", metadata).append()
 
-    def _files_writable(self, session: Any, table: str) -> bool:
-        """Whether pyarrow writes ``table``'s data files (:mod:`consumer_sdk.delta_files`)."""
-        if self._files is None:
-            return False
-        refusal = self._files.refusal(session, table_root(self.config, table))
-        if refusal is not None and table not in self._told_refusal:
-            self._told_refusal.add(table)
-            log.warning("%s: Spark writes its files: %s", table, refusal)
-        return refusal is None
+    def _file_committer(self, session: Any, table: str) -> DeltaFileCommitter | None:
+        """What commits ``table``'s data files written by pyarrow
+        (:mod:`consumer_sdk.delta_files`); None when Spark writes them."""
+        if self._files is None or self._files.refusal(session, table_root(self.config, table)):
+            return None
+        return self._files
 
 
 def _unstored(table: pa.Table, topic: str, stored: Mapping[tuple[str, int], int]) -> pa.Table:

@@ -4,9 +4,11 @@ rows and offsets as Spark's writer gives, and the tables they must leave to Spar
 from __future__ import annotations
 
 import json
+import logging
 import uuid
 from collections import Counter
 from collections.abc import Iterator
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +17,7 @@ import pytest
 from deltalake import DeltaTable
 
 from consumer_sdk.commit_offsets import stored_offsets
-from consumer_sdk.delta_files import DeltaFileCommitter, file_stats
+from consumer_sdk.delta_files import REFUSED_CLASS, DataFile, DeltaFileCommitter, file_stats
 from consumer_sdk.delta_history import commit_metadata
 from consumer_sdk.sink import Record, records_table
 from consumer_sdk.spark_config import SparkSinkConfig
@@ -132,3 +134,26 @@ def test_a_table_with_a_check_constraint_is_written_by_spark_which_enforces_it(
     with pytest.raises(Exception, match=r"small_offsets|CHECK constraint"):
         writer.write_blocking("t", records_table(_records(range(20, 25))))
     assert key_counts(config, "t") == Counter((o % 3, o) for o in range(20))
+
+
+def test_a_commit_refused_after_the_table_changed_is_asked_again_and_logged(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A table that took files when first asked, then gained a row check: the commit is
+    refused by FileAppend's own exception class, and the next ask finds why, once logged."""
+    config = _config(tmp_path, "arrow")
+    writer = SparkTableSink(config)
+    writer.prepare_blocking(["t"])
+    session = writer.open()
+    root = table_root(config, "t")
+    committer = DeltaFileCommitter()
+    assert committer.refusal(session, root) is None
+    session.sql(f"ALTER TABLE delta.`{root}` ADD CONSTRAINT small_offsets CHECK (offset < 20)")
+    unread = DataFile("date=2026-11-26/part-unread.snappy.parquet", 1, "{}")
+    with pytest.raises(Exception) as refused:
+        committer.commit(session, root, date(2026, 11, 26), [unread], "{}")
+    assert refused.value.java_exception.getClass().getName() == REFUSED_CLASS  # type: ignore[attr-defined]
+    with caplog.at_level(logging.WARNING, logger="consumer_sdk.delta_files"):
+        assert "small_offsets" in (committer.refusal(session, root) or "")
+        assert "small_offsets" in (committer.refusal(session, root) or "")
+    assert [r.getMessage().count("small_offsets") for r in caplog.records] == [1]

@@ -37,6 +37,15 @@ public final class FileAppend {
 
     private FileAppend() {}
 
+    /** Thrown by {@link #commit} when the table may no longer take such files. */
+    public static final class Refused extends IllegalStateException {
+        private static final long serialVersionUID = 1L;
+
+        Refused(String message) {
+            super(message);
+        }
+    }
+
     /**
      * Why the table at {@code tableRoot} cannot take files written outside Spark, or null if it
      * can.
@@ -88,7 +97,7 @@ public final class FileAppend {
         OptimisticTransaction transaction = log.startTransaction();
         String refused = refusal(transaction.metadata());
         if (refused != null) {
-            throw new IllegalStateException(
+            throw new Refused(
                     "cannot append files written outside Spark to " + tableRoot + ": " + refused);
         }
         scala.collection.immutable.Map<String, String> partition =
