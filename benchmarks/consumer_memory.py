@@ -66,6 +66,7 @@ class SlowTable:
         self.rows = 0
         self.held = 0
         self.most_held = 0
+        self.largest_bytes = 0  # of a staged batch, in memory (Arrow buffers)
 
     def _hold(self, rows: int) -> tuple[str, int]:
         self.held += 1
@@ -73,6 +74,7 @@ class SlowTable:
         return ("staged", rows)
 
     async def stage(self, topic: str, table: pa.Table) -> object:
+        self.largest_bytes = max(self.largest_bytes, table.get_total_buffer_size())
         return self._hold(table.num_rows)
 
     async def publish(self, staged: object) -> None:
@@ -105,6 +107,7 @@ def child(args: argparse.Namespace) -> None:
         pin_mmap_threshold()
     if args.fetch_ahead:
         fetch_sizes.FETCH_AHEAD_BATCHES = args.fetch_ahead
+    fetch_sizes.FETCH_WITHIN_BATCH = args.within_batch == "1"
 
     def config_for(topic: str, group: str) -> ConsumerConfig:
         return ConsumerConfig(
@@ -170,6 +173,7 @@ def child(args: argparse.Namespace) -> None:
             "arrow_pool": pa.default_memory_pool().backend_name,
             "traced_at_peak_mib": at_peak,
             "most_batches_in_sink": sink.most_held,
+            "batch_in_memory_mib": sink.largest_bytes / MIB,
             "seconds": elapsed,
         }
 
@@ -216,13 +220,15 @@ def measure(
     allocator: str = "default",
     fetch_mib: float = 0.0,
     fetch_ahead: float = 0.0,
+    within_batch: bool = True,
 ) -> dict[str, Any]:
     """Run one child process and return its measurements (``warm_up``: the topic it reads
     first and its record count; ``fetch_mib`` 0: the SDK's default fetch_max_bytes;
-    ``fetch_ahead`` 0: its default fetch ahead, in batches)."""
+    ``fetch_ahead`` 0: its default fetch ahead, in batches; ``within_batch``: the fetch
+    ahead stops once the batch being built is full, as the SDK does)."""
     group = (
         f"memory-{topic}-{path}-{depth}-{list(ALLOCATORS).index(allocator)}-{fetch_mib:g}"
-        f"-{fetch_ahead:g}"
+        f"-{fetch_ahead:g}-{int(within_batch)}"
     )
     out = subprocess.run(
         [
@@ -239,6 +245,7 @@ def measure(
             f"--publish-secs={publish_s}",
             f"--fetch-mib={fetch_mib}",
             f"--fetch-ahead={fetch_ahead}",
+            f"--within-batch={int(within_batch)}",
             f"--warm-topic={warm_up[0]}",
             f"--warm-expected={warm_up[1]}",
         ],
@@ -277,6 +284,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="comma-separated fetch-ahead sizes in batches to compare ('' or 0: the SDK's "
         f"default, {fetch_sizes.FETCH_AHEAD_BATCHES:g})",
     )
+    parser.add_argument(
+        "--fetch-within-batch",
+        default="1",
+        help="comma-separated 1/0: the fetch ahead stops once the batch being built is full "
+        "(1, the SDK's default) or stays whole (0, as before 2026-11-26)",
+    )
     parser.add_argument("--name", default="", help="results file name")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     for hidden in ("bootstrap", "topic", "group", "path", "warm-topic"):
@@ -286,6 +299,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--depth", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--fetch-mib", type=float, default=0.0, help=argparse.SUPPRESS)
     parser.add_argument("--fetch-ahead", type=float, default=0.0, help=argparse.SUPPRESS)
+    parser.add_argument("--within-batch", default="1", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     allocators = args.allocators.split(",")
     if unknown := [a for a in allocators if a not in ALLOCATORS]:
@@ -304,8 +318,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             warm_count = fill(broker.bootstrap_servers, warm_topic, value_size, WARM_UP_MIB)
             fetches = [float(f or 0) for f in args.fetch_max_mib.split(",")]
             aheads = [float(f or 0) for f in args.fetch_ahead_batches.split(",")]
-            for path, depth, allocator, fetch_mib, ahead in itertools.product(
-                args.paths.split(","), (1, 2), allocators, fetches, aheads
+            withins = [w == "1" for w in args.fetch_within_batch.split(",")]
+            for path, depth, allocator, fetch_mib, ahead, within in itertools.product(
+                args.paths.split(","), (1, 2), allocators, fetches, aheads, withins
             ):
                 row = measure(
                     broker.bootstrap_servers,
@@ -318,9 +333,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                     allocator,
                     fetch_mib,
                     ahead,
+                    within,
                 )
                 ahead = ahead or fetch_sizes.FETCH_AHEAD_BATCHES
                 row.update(
+                    within_batch=within,
                     allocator=allocator,
                     fetch_max_mib=fetch_mib or fetch_max_bytes(BATCH_MIB * MIB) / MIB,
                     value_bytes=value_size,
@@ -351,21 +368,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         "the most bytes Arrow's memory pool held at once (sampled "
         "every 5 ms). Traced peak: the most Python objects and numpy arrays held at once "
         "(tracemalloc, on in the 'traced' rows only). Allocator: the child's environment "
-        "(ALLOCATORS in the benchmark).",
+        "(ALLOCATORS in the benchmark). Fetch ahead stops at a full batch: 'yes' is the "
+        "SDK's (the client fetches only into the room the batch being built has left), 'no' "
+        "keeps the whole fetch-ahead budget while the full batch waits for the sink. Largest "
+        "batch in memory: the Arrow buffers of the largest batch the sink was given (keys "
+        "and values, and offsets, timestamps, partitions, headers).",
         "",
         "| value | record path | writes in flight | allocator | fetch max (MiB) | "
-        "fetch ahead (batches) | bound (MiB) | "
-        "bound with the fetch ahead (MiB) | most batches in sink | cold RSS (MiB) | "
+        "fetch ahead (batches) | fetch ahead stops at a full batch | bound (MiB) | "
+        "bound with the fetch ahead (MiB) | most batches in sink | largest batch in memory "
+        "(MiB) | cold RSS (MiB) | "
         "RSS after warm-up (MiB) | peak RSS (MiB) | working set (MiB) | Arrow peak (MiB) | "
         "traced peak (MiB) |",
-        "|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---:|---|---:|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         lines.append(
             f"| {r['value_bytes']} B | {r['record_path']} | {r['writes_in_flight']} | "
             f"{r['allocator']} ({r['arrow_pool']}) | {r['fetch_max_mib']:g} | "
-            f"{r['fetch_ahead_batches']:g} | {r['bound_mib']} | {r['bound_with_fetch_mib']:g} | "
-            f"{r['most_batches_in_sink']} | "
+            f"{r['fetch_ahead_batches']:g} | {'yes' if r['within_batch'] else 'no'} | "
+            f"{r['bound_mib']} | {r['bound_with_fetch_mib']:g} | "
+            f"{r['most_batches_in_sink']} | {r['batch_in_memory_mib']:.1f} | "
             f"{r['cold_mib']:.0f} | {r['baseline_mib']:.0f} | {r['peak_mib']:.0f} | "
             f"{r['working_mib']:.0f} | "
             f"{r['arrow_peak_mib']:.0f} | "

@@ -51,6 +51,7 @@ import pyarrow as pa
 from benchmarks.consume_throughput import fill, run_aiokafka
 from benchmarks.machine import add_cluster_option, broker_line, machine_line
 from benchmarks.report import publish
+from consumer_sdk import fetch_sizes
 from consumer_sdk.arrow_batch import ValueCodec, to_arrow, with_ingest_date
 from consumer_sdk.clusters import ClusterKind, kafka_cluster
 from consumer_sdk.config import ConsumerConfig
@@ -64,7 +65,10 @@ from consumer_sdk.spark_tables import descriptor_path, table_identifier, table_r
 PARTITIONS = 64
 MIB = 1024 * 1024
 SDK = "sdk -> table"  # the columnar record path (record_path="columns")
-SDK_RECORDS = "sdk -> table, record path"  # record_path="records" (the default)
+SDK_RECORDS = "sdk -> table, record path"  # record_path="records"
+# fetch_sizes.FETCH_WITHIN_BATCH off: the client keeps its whole fetch ahead while a full
+# batch waits for a write slot (the SDK before 2026-11-26); --compare-fetch-ahead
+SDK_WHOLE_AHEAD = "sdk -> table, whole fetch ahead while a batch waits"
 SDK_SPARK_FILES = "sdk -> table, Spark writes the files"  # delta_writer="spark"
 ALONE = "spark alone"
 ALONE_2 = "spark alone, 2 at once"
@@ -290,6 +294,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--no-record-path", action="store_true", help="skip the SDK on record_path=records"
     )
+    parser.add_argument(
+        "--compare-fetch-ahead",
+        action="store_true",
+        help="add an SDK row whose client keeps its whole fetch ahead while a batch waits",
+    )
     parser.add_argument("--value-sizes", default="200,1024", help="comma-separated bytes")
     parser.add_argument("--batch-mib", default="16", help="comma-separated MiB")
     parser.add_argument("--formats", default="delta,iceberg,parquet", help="comma-separated")
@@ -379,6 +388,7 @@ def _measure_format(
             SDK: [],
             SDK_RECORDS: [],
             SDK_SPARK_FILES: [],
+            SDK_WHOLE_AHEAD: [],
             ALONE: [],
             ALONE_2: [],
             **{path: [] for path, _, _ in streaming},
@@ -403,6 +413,17 @@ def _measure_format(
                 runs[SDK_SPARK_FILES].append(
                     run_sdk(bootstrap, topic, spark_files, batch_mib * MIB, count)
                 )
+            if args.compare_fetch_ahead:
+                whole_ahead = dataclasses.replace(
+                    config, table_template=f"{{topic}}_{batch_mib}_{r}_whole_ahead"
+                )
+                fetch_sizes.FETCH_WITHIN_BATCH = False
+                try:
+                    runs[SDK_WHOLE_AHEAD].append(
+                        run_sdk(bootstrap, topic, whole_ahead, batch_mib * MIB, count)
+                    )
+                finally:
+                    fetch_sizes.FETCH_WITHIN_BATCH = True
             runs[ALONE].append(run_spark_alone(alone_sink, tables))
             runs[ALONE_2].append(run_spark_alone(alone_sink, tables, at_once=2))
             for path, one_trigger, wait in streaming:
@@ -479,7 +500,9 @@ def _table(rows: list[dict[str, Any]], args: argparse.Namespace, broker_text: st
         "SparkTableSink on the columnar record path (record_path=columns; ', record path': "
         "record_path=records, a Record per record; Delta in a local session: pyarrow writes "
         "the data files and the session's Delta commits them, the default; ', Spark writes "
-        "the files': delta_writer=spark, as through Spark Connect), time from assignment to "
+        "the files': delta_writer=spark, as through Spark Connect; ', whole fetch ahead "
+        "while a batch waits': the client goes on fetching ahead while a full batch waits "
+        "for a write slot, as the SDK did before 2026-11-26), time from assignment to "
         "the last row committed (exactly-once "
         "commit included; the SDK's defaults: tables created when the consumer starts, "
         "before the clock, and two batches in the sink at once). 'spark alone': the same "

@@ -35,8 +35,8 @@ from consumer_sdk import metrics
 from consumer_sdk.columnar_fetch import COLUMNAR, install
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.cooperative import CooperativeCoordinator, make_cooperative
-from consumer_sdk.fetch_budget import limit_fetch_ahead
-from consumer_sdk.fetch_sizes import PARTITION_FETCH_BYTES, fetch_ahead_bytes, fetch_max_bytes
+from consumer_sdk.fetch_budget import limit_fetch_ahead, wake_fetcher
+from consumer_sdk.fetch_sizes import PARTITION_FETCH_BYTES, fetch_ahead_room, fetch_max_bytes
 from consumer_sdk.loop_watch import LoopStallWatch
 from consumer_sdk.pending import PendingRecords
 from consumer_sdk.pending_columns import PendingColumns
@@ -280,6 +280,7 @@ class AutoscalingConsumer:
                     batch = self._pending.take(limit=self.config.batch_bytes)
                     if batch:
                         self._writer.submit(batch)
+                        wake_fetcher(self._consumer)  # the next batch has room again
                     elif self._commits.uncommitted:
                         await self._commits.submit({})
                 self._check_overload()
@@ -514,12 +515,16 @@ class AutoscalingConsumer:
         else:
             self.assigned -= partitions
         if self._consumer is not None:
-            limit_fetch_ahead(self._consumer, fetch_ahead_bytes(self.config.batch_bytes))
+            limit_fetch_ahead(self._consumer, self._fetch_ahead_room)
         if partitions:
             event = OwnershipEvent(
                 time.monotonic(), kind, frozenset(partitions), self.state.generation
             )
             self.ownership_log.append(event)
+
+    def _fetch_ahead_room(self) -> int:
+        """What the client may fetch ahead now: nothing beyond the batch being filled."""
+        return fetch_ahead_room(self.config.batch_bytes, self._pending.bytes)
 
     async def _on_assigned(self, assigned: set[KafkaTopicPartition]) -> None:
         consumer = self._consumer

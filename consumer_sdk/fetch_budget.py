@@ -6,17 +6,18 @@ to (partitions) x (per-partition ask). A fetcher given a budget (:func:`limit_fe
 sends no fetch while the bytes it holds, with what responses in flight were asked for, reach
 the budget, and asks the responses it sends (one per broker) for shares of what is left
 (:func:`consumer_sdk.fetch_sizes.fetch_room`); it fetches again as soon as the consumer
-takes records (aiokafka wakes its fetch loop then). Fetchers without a budget behave as
-aiokafka's.
+takes records (aiokafka wakes its fetch loop then) or :func:`wake_fetcher` says the budget
+grew. Fetchers without a budget behave as aiokafka's.
 
 This reaches into aiokafka's fetcher (``_get_actions_per_node``, ``_records``,
-``_in_flight``, ``_fetch_max_bytes``) and its fetch request (``_max_bytes``), which is why
-the aiokafka minor version is pinned (tests/test_aiokafka_pin.py).
+``_in_flight``, ``_fetch_max_bytes``, ``_wait_consume_future``) and its fetch request
+(``_max_bytes``), which is why the aiokafka minor version is pinned
+(tests/test_aiokafka_pin.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from aiokafka.consumer import fetcher
@@ -45,9 +46,10 @@ def held_bytes(results: Iterable[Any]) -> int:
 
 
 def _budgeted_actions(self: Any, assignment: Any) -> Any:
-    budget = getattr(self, _BUDGET, None)
-    if budget is None:
+    given: int | Callable[[], int] | None = getattr(self, _BUDGET, None)
+    if given is None:
         return _original_actions(self, assignment)
+    budget = given() if callable(given) else given
     fetches, resets, timeout, invalid_metadata, resumes = _original_actions(self, assignment)
     if not fetches:  # nothing to size (the loop wakes on every consumed partition)
         return fetches, resets, timeout, invalid_metadata, resumes
@@ -72,12 +74,23 @@ def install() -> None:
     fetcher.Fetcher._get_actions_per_node = _budgeted_actions
 
 
-def limit_fetch_ahead(client: Any, budget_bytes: int) -> bool:
-    """Hold a started aiokafka consumer's fetcher to ``budget_bytes``; False if it has no
-    fetcher yet."""
+def limit_fetch_ahead(client: Any, budget_bytes: int | Callable[[], int]) -> bool:
+    """Hold a started aiokafka consumer's fetcher to ``budget_bytes`` (a number, or a
+    function asked before every fetch: a budget that shrinks and grows with what the
+    consumer holds); False if it has no fetcher yet."""
     install()
     found = getattr(client, "_fetcher", None)
     if found is None:
         return False
     setattr(found, _BUDGET, budget_bytes)
     return True
+
+
+def wake_fetcher(client: Any) -> None:
+    """Let the fetcher plan its fetches again now: its budget grew without records being
+    taken from it (the consumer handed a batch to its sink), which is what otherwise wakes
+    it, so it would sleep until its poll interval."""
+    found = getattr(client, "_fetcher", None)
+    waiting = getattr(found, "_wait_consume_future", None)
+    if waiting is not None and not waiting.done():
+        waiting.set_result(None)

@@ -33,12 +33,24 @@ MIN_FETCH_BYTES = 64 * KIB
 
 # What the client may hold fetched ahead of the batch being built, in batches.
 FETCH_AHEAD_BATCHES = 0.25
+# Whether the fetch ahead stops once the batch being built is full (fetch_ahead_room); the
+# benchmarks turn it off to compare with a budget that stays whole.
+FETCH_WITHIN_BATCH = True
 
 
 def fetch_ahead_bytes(batch_bytes: int) -> int:
     """Bytes of fetched, not yet taken records the client may hold: ``FETCH_AHEAD_BATCHES``
     batches, at least 1 MiB."""
     return max(MIB, int(batch_bytes * FETCH_AHEAD_BATCHES))
+
+
+def fetch_ahead_room(batch_bytes: int, pending_bytes: int) -> int:
+    """The fetch-ahead budget while ``pending_bytes`` of the next batch are held: the fetch
+    ahead, but no more than the batch still has room for. Once the batch is full (it waits
+    for a write slot) the client fetches nothing more, so a consumer behind a slow sink holds
+    its ``writes_in_flight`` + 1 batches and no fetched records beside them."""
+    ahead = fetch_ahead_bytes(batch_bytes)
+    return max(0, min(ahead, batch_bytes - pending_bytes)) if FETCH_WITHIN_BATCH else ahead
 
 
 def fetch_max_bytes(batch_bytes: int) -> int:

@@ -12,7 +12,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from confluent_kafka import Producer
 
 from consumer_sdk.columnar_fetch import COLUMNAR, install
-from consumer_sdk.fetch_budget import held_bytes, limit_fetch_ahead
+from consumer_sdk.fetch_budget import held_bytes, limit_fetch_ahead, wake_fetcher
 from consumer_sdk.fetch_sizes import MIN_FETCH_BYTES, PARTITION_FETCH_BYTES
 
 PARTITIONS = 8
@@ -41,10 +41,12 @@ class HeldAfterFetches:
 
     def __init__(self, fetcher: Any) -> None:
         self.after_each: list[int] = []
+        self.started = 0
         self._fetcher = fetcher
         original = fetcher._proc_fetch_request
 
         async def recorded(*args: Any) -> Any:
+            self.started += 1
             result = await original(*args)
             self.after_each.append(self.held())
             return result
@@ -147,3 +149,59 @@ def test_a_budget_is_one_consumers_own(kafka: str, topic_factory: Callable[..., 
 
     held, brokers = asyncio.run(both())
     assert held > budgeted_bound(brokers)
+
+
+async def grow_budget_then_read(bootstrap: str, topic: str) -> tuple[int, int, int, int]:
+    """A budget asked before each fetch, 0 at first: once the fetcher has planned fetches
+    and dropped them, the budget grows and the fetcher is woken. The fetcher's own poll
+    interval is made longer than the test's patience, so only the wake-up can start the
+    fetch. Returns (bytes held under the 0 budget, fetches sent under it, bytes held once
+    woken, records read)."""
+    install()
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        max_partition_fetch_bytes=PARTITION_FETCH_BYTES,
+        fetch_max_bytes=16 * 1024 * 1024,
+        key_deserializer=COLUMNAR,
+    )
+    await consumer.start()
+    try:
+        budget = [0]
+        asked: list[int] = []
+
+        def current() -> int:
+            asked.append(budget[0])
+            return budget[0]
+
+        assert limit_fetch_ahead(consumer, current)
+        consumer._fetcher._fetcher_timeout = 120.0
+        fetches = HeldAfterFetches(consumer._fetcher)
+        consumer.assign([TopicPartition(topic, p) for p in range(PARTITIONS)])
+        await until(lambda: bool(asked))
+        held_at_zero, sent_at_zero = fetches.held(), fetches.started
+        budget[0] = BUDGET
+        wake_fetcher(consumer)
+        await until(lambda: fetches.idle() and fetches.held() >= BUDGET)
+        held_when_woken = fetches.held()
+        read = 0
+        async with asyncio.timeout(60):
+            while read < PARTITIONS * PER_PARTITION:
+                for chunks in (await consumer.getmany(timeout_ms=500)).values():
+                    read += sum(chunk.count for chunk in chunks)
+        return held_at_zero, sent_at_zero, held_when_woken, read
+    finally:
+        await consumer.stop()
+
+
+def test_a_budget_that_grows_wakes_the_fetcher(
+    kafka: str, topic_factory: Callable[..., str]
+) -> None:
+    topic = filled_topic(kafka, topic_factory, "grown")
+    held_at_zero, sent_at_zero, held_when_woken, read = asyncio.run(
+        grow_budget_then_read(kafka, topic)
+    )
+    assert (held_at_zero, sent_at_zero) == (0, 0)
+    assert held_when_woken >= BUDGET
+    assert read == PARTITIONS * PER_PARTITION

@@ -9,6 +9,7 @@ from consumer_sdk.fetch_sizes import (
     MIN_FETCH_BYTES,
     PARTITION_FETCH_BYTES,
     fetch_ahead_bytes,
+    fetch_ahead_room,
     fetch_max_bytes,
     fetch_room,
 )
@@ -46,3 +47,22 @@ def test_the_next_response_gets_what_is_left_of_the_budget(held: int, expected: 
 
 def test_a_response_is_never_asked_for_more_than_the_client_allows() -> None:
     assert fetch_room(64 * MIB, 0, 16 * MIB) == 16 * MIB
+
+
+@pytest.mark.parametrize(
+    ("pending", "expected"),
+    [
+        (0, 4 * MIB),  # an empty batch: the whole fetch ahead (a quarter batch)
+        (10 * MIB, 4 * MIB),
+        (15 * MIB, MIB),  # only what the batch has room for
+        (16 * MIB, 0),  # full, waiting for a write slot: nothing more is fetched
+        (17 * MIB, 0),  # a batch overshoots by the last response's records
+    ],
+)
+def test_the_fetch_ahead_stops_where_the_batch_is_full(pending: int, expected: int) -> None:
+    assert fetch_ahead_room(16 * MIB, pending) == expected
+
+
+def test_the_whole_fetch_ahead_can_be_kept_for_comparison(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("consumer_sdk.fetch_sizes.FETCH_WITHIN_BATCH", False)
+    assert fetch_ahead_room(16 * MIB, 16 * MIB) == fetch_ahead_bytes(16 * MIB)
