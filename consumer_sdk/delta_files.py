@@ -23,7 +23,7 @@ import threading
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -33,9 +33,9 @@ import pyarrow.parquet as pq
 
 from consumer_sdk.arrow_batch import DATE_COLUMN
 
-# Columns whose bounds go into each file's Delta statistics: what resume, dedup and
-# per-partition reads filter on. Others are unknown to data skipping (Delta reads the file).
-STATS_COLUMNS = ("partition", "offset")
+# Delta truncates string bounds to this many characters (delta.dataSkippingStringPrefixLength);
+# a longer value's bounds are left out here (no bound: Delta reads the file).
+STRING_BOUND_CHARS = 32
 log = logging.getLogger(__name__)
 
 FILE_APPEND_CLASS = "kafkaautoscaler.delta.FileAppend"
@@ -52,20 +52,44 @@ class DataFile:
 
 
 def file_stats(rows: pa.Table) -> str:
-    """Delta's statistics JSON of a file holding ``rows``: the row count, and bounds and null
-    counts of :data:`STATS_COLUMNS`."""
-    minimum: dict[str, int] = {}
-    maximum: dict[str, int] = {}
+    """Delta's statistics JSON of a file holding ``rows``, as Spark's Delta writes them: the
+    row count, every column's null count, and bounds of integer, timestamp (to the
+    millisecond, Delta's precision) and string columns. Data skipping uses them: resume and
+    dedup filter on partition and offset, queries often on the record timestamp."""
+    minimum: dict[str, int | str] = {}
+    maximum: dict[str, int | str] = {}
     nulls: dict[str, int] = {}
-    for name in STATS_COLUMNS:
-        column = rows.column(name)
-        nulls[name] = column.null_count
+    for field in rows.schema:
+        column = rows.column(field.name)
+        nulls[field.name] = column.null_count
         if column.null_count < rows.num_rows:
-            bounds = pc.min_max(column)
-            minimum[name] = bounds["min"].as_py()
-            maximum[name] = bounds["max"].as_py()
+            bounds = _bounds(column, field.type)
+            if bounds is not None:
+                minimum[field.name], maximum[field.name] = bounds
     stats = {"numRecords": rows.num_rows, "minValues": minimum, "maxValues": maximum}
     return json.dumps({**stats, "nullCount": nulls}, separators=(",", ":"))
+
+
+def _bounds(column: pa.ChunkedArray, kind: pa.DataType) -> tuple[int | str, int | str] | None:
+    """A column's (min, max) in Delta's statistics form, None for types without bounds."""
+    if pa.types.is_integer(kind):
+        found = pc.min_max(column)
+        return found["min"].as_py(), found["max"].as_py()
+    if pa.types.is_timestamp(kind) and kind.tz is not None:  # Spark's TIMESTAMP (not NTZ)
+        found = pc.min_max(column.cast(pa.timestamp("ms", tz="UTC"), safe=False))
+        return _timestamp_bound(found["min"].as_py()), _timestamp_bound(found["max"].as_py())
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        found = pc.min_max(column)
+        low, high = found["min"].as_py(), found["max"].as_py()
+        if max(len(low), len(high)) > STRING_BOUND_CHARS:
+            return None
+        return low, high
+    return None
+
+
+def _timestamp_bound(moment: datetime) -> str:
+    """A UTC moment as Delta's statistics write a timestamp: milliseconds, ``Z``."""
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
 def write_data_file(root: Path, rows: pa.Table, day: date) -> DataFile:

@@ -91,15 +91,65 @@ def test_file_stats_count_rows_and_bound_partition_and_offset(
     assert json.loads(file_stats(rows)) == expected
 
 
+def test_file_stats_bound_timestamps_to_the_millisecond_and_short_strings() -> None:
+    moments = [1_764_189_486_123_456, 1_764_189_535_172_999, None]
+    rows = pa.table(
+        {
+            "topic": ["orders", "orders", "orders"],
+            "long": ["x" * 33, "y", "z"],
+            "timestamp": pa.array(moments, pa.timestamp("us", tz="UTC")),
+            "local": pa.array(moments, pa.timestamp("us")),
+            "value": [b"a", None, b"c"],
+        }
+    )
+    assert json.loads(file_stats(rows)) == {
+        "numRecords": 3,
+        "minValues": {"topic": "orders", "timestamp": "2025-11-26T20:38:06.123Z"},
+        "maxValues": {"topic": "orders", "timestamp": "2025-11-26T20:38:55.172Z"},
+        "nullCount": {"topic": 0, "long": 0, "timestamp": 1, "local": 1, "value": 1},
+    }
+
+
+def _commit_stats(root: Path) -> list[dict[str, Any]]:
+    """Per commit that added files: its rows, and each column's bounds and nulls over the
+    files it added (Spark may write a batch as several files, pyarrow writes one)."""
+    commits = []
+    for log_file in sorted((root / "_delta_log").glob("*.json")):
+        actions = [json.loads(line) for line in log_file.read_text().splitlines()]
+        files = [json.loads(a["add"]["stats"]) for a in actions if "add" in a]
+        if not files:
+            continue
+        bounded = {name for f in files for name in f["minValues"]}
+        counted = {name for f in files for name in f["nullCount"]}
+        commits.append(
+            {
+                "rows": sum(f["numRecords"] for f in files),
+                "min": {
+                    n: min(f["minValues"][n] for f in files if n in f["minValues"]) for n in bounded
+                },
+                "max": {
+                    n: max(f["maxValues"][n] for f in files if n in f["maxValues"]) for n in bounded
+                },
+                "nulls": {n: sum(f["nullCount"].get(n, 0) for f in files) for n in counted},
+            }
+        )
+    return commits
+
+
 def test_arrow_and_spark_writers_land_the_same_rows_and_offsets(tmp_path: Path) -> None:
+    """... and the same statistics, but for the ingest time, which each run stamps anew."""
     batches = [range(0, 300), range(300, 500)]
     tables = {}
+    stats = {}
     for writer in ("arrow", "spark"):
         config = _config(tmp_path, writer)
         sink = SparkTableSink(config)
         for offsets in batches:
             sink.write_blocking("t", records_table(_records(offsets)))
         root = table_root(config, "t")
+        stats[writer] = _commit_stats(root)
+        for commit in stats[writer]:
+            assert commit["min"].pop("ingest_time") <= commit["max"].pop("ingest_time")
         assert stored_offsets(commit_metadata(root), "t") == {0: 498, 1: 499, 2: 497}
         assert key_counts(config, "t") == Counter((o % 3, o) for o in range(500))
         tables[writer] = DeltaTable(str(root)).to_pyarrow_table().sort_by("offset")
@@ -108,6 +158,8 @@ def test_arrow_and_spark_writers_land_the_same_rows_and_offsets(tmp_path: Path) 
         assert [r["offset"] for r in frame.select("offset").collect()] == list(range(500))
     arrow, spark = tables["arrow"], tables["spark"]
     assert arrow.drop_columns(["ingest_time"]).equals(spark.drop_columns(["ingest_time"]))
+    assert [c["rows"] for c in stats["arrow"]] == [300, 200]
+    assert stats["arrow"] == stats["spark"]
 
 
 def test_one_file_per_batch_with_its_row_count(tmp_path: Path) -> None:
