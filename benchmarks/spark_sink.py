@@ -202,8 +202,8 @@ def run_spark_alone(sink: SparkTableSink, tables: Sequence[pa.Table], at_once: i
         tables = [with_ingest_date(t, today) for t in tables]
 
     def write(i: int) -> None:
-        if config.table_format == "parquet":
-            sink._stage(session, tables[i], target / str(i))
+        if config.table_format == "parquet":  # as the sink staged files before 2026-11-26
+            sink._frame(session, tables[i]).write.mode("error").parquet(str(target / str(i)))
         elif config.table_format == "delta":
             sink._frame(session, tables[i]).write.format("delta").mode("append").save(str(target))
         else:

@@ -1,12 +1,12 @@
 """``SparkTableSink``: batches into Spark tables, exactly once per (topic, partition, offset).
 
-Each topic's batch becomes Arrow (:mod:`consumer_sdk.arrow_batch`), Spark writes it with
-``createDataFrame(arrow)`` into a staging directory private to this write (:meth:`stage`:
-several batches may stage at once), and :mod:`consumer_sdk.table_store` publishes the files
-into the table by atomic rename under names holding their offset range, advancing a
-per-partition offset ledger (:meth:`publish`: in batch order). Tables are created when the
-consumer starts (:meth:`prepare`), not with the first batch. Concurrent writer
-processes never share Spark's ``_temporary`` directory or a metastore. On assignment,
+Each topic's batch becomes Arrow (:mod:`consumer_sdk.arrow_batch`). In the ``parquet``
+format pyarrow writes it as one file into a staging directory private to this write
+(:meth:`stage`: several batches may stage at once), and :mod:`consumer_sdk.table_store`
+publishes the files into the table by atomic rename under names holding their offset range,
+advancing a per-partition offset ledger (:meth:`publish`: in batch order). Tables are
+created when the consumer starts (:meth:`prepare`), not with the first batch. Concurrent
+writer processes never share Spark's ``_temporary`` directory or a metastore. On assignment,
 :meth:`SparkTableSink.resume_offsets` reports where the table already is, so the consumer
 seeks past rows a killed process wrote but did not commit to Kafka.
 
@@ -194,13 +194,12 @@ class SparkTableSink:
 
     def stage_blocking(self, topic: str, fetched: pa.Table) -> StagedBatch:
         """Convert to the table's rows (raw and valid text values without a Python object per
-        record) and (Parquet format) have Spark write them into a staging directory private
-        to this batch. Safe to run for several batches at once."""
+        record) and (Parquet format) write them into a staging directory private to this
+        batch. Safe to run for several batches at once."""
         now = datetime.now(UTC)
         return self._stage_arrow(topic, columns_to_arrow(topic, fetched, self.codec, now), now)
 
     def _stage_arrow(self, topic: str, batch: ArrowBatch, now: datetime) -> StagedBatch:
-        session = self.open()
         table = self.config.table_for(topic)
         self._ensure_table(table, batch.rows.schema)
         if batch.dead_letters.num_rows:
@@ -214,8 +213,8 @@ class SparkTableSink:
         date_dir = f"{DATE_COLUMN}={now.date().isoformat()}"
         staging = self._staging / uuid.uuid4().hex
         try:
-            _stage_dead_letters(batch.dead_letters, staging / "dead")
-            self._stage(session, batch.rows, staging / "rows")
+            _stage_file(batch.dead_letters, staging / "dead", "dead-letters.parquet")
+            _stage_file(batch.rows, staging / "rows", "rows.parquet")
             dead_root = table_root(self.config, self.config.dead_letter_table)
             files = staged_parquet(staging / "dead", dead_root, date_dir) + staged_parquet(
                 staging / "rows", table_root(self.config, table), date_dir
@@ -299,11 +298,6 @@ class SparkTableSink:
                     found[tp] = stored[tp.partition] + 1
         return found
 
-    def _stage(self, session: Any, table: pa.Table, path: Path) -> None:
-        """Spark writes ``table`` as Parquet files under ``path``."""
-        if table.num_rows:
-            self._frame(session, table).write.mode("error").parquet(str(path))
-
     def _frame(self, session: Any, table: pa.Table) -> Any:
         """A DataFrame of ``table`` in two Arrow batches, or one below ``SPLIT_FROM_BYTES``.
         Spark writes each batch in a task of its own, into a file of its own: two tasks
@@ -341,11 +335,13 @@ class SparkTableSink:
             self._ready_tables.add(table)
 
 
-def _stage_dead_letters(table: pa.Table, path: Path) -> None:
-    """Dead letters are few: pyarrow writes them directly (no Spark job per batch)."""
+def _stage_file(table: pa.Table, path: Path, name: str) -> None:
+    """pyarrow writes ``table`` (if it has rows) as one Parquet file ``name`` under ``path``.
+    Spark's own write of a batch converts its Arrow columns to rows and back in Spark tasks
+    (most of a batch's write time on two cores); the file is the same to Spark's reader."""
     if table.num_rows:
         path.mkdir(parents=True)
-        pq.write_table(table, path / "dead-letters.parquet", coerce_timestamps="us")
+        pq.write_table(table, path / name, coerce_timestamps="us")
 
 
 def _remove_dead_staging(base: Path, max_age_secs: float) -> None:
