@@ -11,9 +11,9 @@ default). For each Spark mode (local session, Spark Connect server on 127.0.0.1)
   sink's default; **Spark writes the files**: ``delta_writer="spark"``, as through Spark
   Connect);
 - **spark alone**: the same Spark session writes Arrow batches of the same rows and size into
-  the same format (Delta/Iceberg: an append each; parquet: the staged files the sink asks
-  of Spark), no Kafka, one after another, and again with two batches at once (the SDK's
-  default ``writes_in_flight``);
+  the same format (Delta/Iceberg: an append each; parquet: staged files, as the sink had
+  Spark write them until pyarrow did), no Kafka, one after another, and again with two
+  batches at once (the SDK's default ``writes_in_flight``);
 - **structured streaming**: what a Spark user would run instead: Spark's Kafka source on the
   same topic into the same format with a checkpoint, ``trigger(availableNow=True)``,
   ``maxOffsetsPerTrigger`` = the records of one batch; time from ``start()`` to the end;
