@@ -70,11 +70,8 @@ async def until(condition: Callable[[], bool]) -> None:
             await asyncio.sleep(0.01)
 
 
-async def hold_then_read(
-    bootstrap: str, topic: str, budget: int | None
-) -> tuple[int, int, int, int]:
-    """Assign every partition, take nothing until the fetcher stops, then read everything:
-    (bytes held when it stopped, most held after any fetch, records read, brokers)."""
+async def columnar_consumer(bootstrap: str) -> AIOKafkaConsumer:
+    """A started consumer on the columnar fetch, asking each partition for 1 MiB."""
     install()
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap,
@@ -85,6 +82,25 @@ async def hold_then_read(
         key_deserializer=COLUMNAR,
     )
     await consumer.start()
+    return consumer
+
+
+async def read_all(consumer: AIOKafkaConsumer) -> int:
+    """Records read until every partition's are in (at most 60 s)."""
+    read = 0
+    async with asyncio.timeout(60):
+        while read < PARTITIONS * PER_PARTITION:
+            for chunks in (await consumer.getmany(timeout_ms=500)).values():
+                read += sum(chunk.count for chunk in chunks)
+    return read
+
+
+async def hold_then_read(
+    bootstrap: str, topic: str, budget: int | None
+) -> tuple[int, int, int, int]:
+    """Assign every partition, take nothing until the fetcher stops, then read everything:
+    (bytes held when it stopped, most held after any fetch, records read, brokers)."""
+    consumer = await columnar_consumer(bootstrap)
     try:
         if budget is not None:
             assert limit_fetch_ahead(consumer, budget)
@@ -96,11 +112,7 @@ async def hold_then_read(
         else:
             await until(lambda: fetches.idle() and fetches.partitions_held() == PARTITIONS)
         held_when_stopped = fetches.held()
-        read = 0
-        async with asyncio.timeout(60):
-            while read < PARTITIONS * PER_PARTITION:
-                for chunks in (await consumer.getmany(timeout_ms=500)).values():
-                    read += sum(chunk.count for chunk in chunks)
+        read = await read_all(consumer)
         brokers = len(consumer._client.cluster.brokers())
         return held_when_stopped, max(fetches.after_each), read, brokers
     finally:
@@ -157,16 +169,7 @@ async def grow_budget_then_read(bootstrap: str, topic: str) -> tuple[int, int, i
     interval is made longer than the test's patience, so only the wake-up can start the
     fetch. Returns (bytes held under the 0 budget, fetches sent under it, bytes held once
     woken, records read)."""
-    install()
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap,
-        enable_auto_commit=False,
-        auto_offset_reset="earliest",
-        max_partition_fetch_bytes=PARTITION_FETCH_BYTES,
-        fetch_max_bytes=16 * 1024 * 1024,
-        key_deserializer=COLUMNAR,
-    )
-    await consumer.start()
+    consumer = await columnar_consumer(bootstrap)
     try:
         budget = [0]
         asked: list[int] = []
@@ -185,11 +188,7 @@ async def grow_budget_then_read(bootstrap: str, topic: str) -> tuple[int, int, i
         wake_fetcher(consumer)
         await until(lambda: fetches.idle() and fetches.held() >= BUDGET)
         held_when_woken = fetches.held()
-        read = 0
-        async with asyncio.timeout(60):
-            while read < PARTITIONS * PER_PARTITION:
-                for chunks in (await consumer.getmany(timeout_ms=500)).values():
-                    read += sum(chunk.count for chunk in chunks)
+        read = await read_all(consumer)
         return held_at_zero, sent_at_zero, held_when_woken, read
     finally:
         await consumer.stop()
