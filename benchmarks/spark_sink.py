@@ -8,7 +8,7 @@ default). For each Spark mode (local session, Spark Connect server on 127.0.0.1)
 - **sdk -> table**: one AutoscalingConsumer with SparkTableSink reads the whole topic in a
   fresh group into a fresh table; time from assignment to the last row committed (Delta in
   a local session: pyarrow writes the data files and the session's Delta commits them, the
-  sink's default; **Spark writes the files**: ``delta_writer="spark"``, as through Spark
+  sink's default; **Spark writes the files**: ``file_writer="spark"``, as through Spark
   Connect);
 - **spark alone**: the same Spark session writes Arrow batches of the same rows and size into
   the same format (Delta/Iceberg: an append each; parquet: staged files, as the sink had
@@ -69,7 +69,7 @@ SDK_RECORDS = "sdk -> table, record path"  # record_path="records"
 # fetch_sizes.FETCH_WITHIN_BATCH off: the client keeps its whole fetch ahead while a full
 # batch waits for a write slot (the SDK before 2026-11-26); --compare-fetch-ahead
 SDK_WHOLE_AHEAD = "sdk -> table, whole fetch ahead while a batch waits"
-SDK_SPARK_FILES = "sdk -> table, Spark writes the files"  # delta_writer="spark"
+SDK_SPARK_FILES = "sdk -> table, Spark writes the files"  # file_writer="spark"
 ALONE = "spark alone"
 ALONE_2 = "spark alone, 2 at once"
 STREAMING = "structured streaming"
@@ -404,11 +404,11 @@ def _measure_format(
                 runs[SDK_RECORDS].append(
                     run_sdk(bootstrap, topic, records_config, batch_mib * MIB, count, "records")
                 )
-            if config.delta_files_by_arrow:
+            if config.files_by_arrow:
                 spark_files = dataclasses.replace(
                     config,
                     table_template=f"{{topic}}_{batch_mib}_{r}_spark_files",
-                    delta_writer="spark",
+                    file_writer="spark",
                 )
                 runs[SDK_SPARK_FILES].append(
                     run_sdk(bootstrap, topic, spark_files, batch_mib * MIB, count)
@@ -500,7 +500,7 @@ def _table(rows: list[dict[str, Any]], args: argparse.Namespace, broker_text: st
         "SparkTableSink on the columnar record path (record_path=columns; ', record path': "
         "record_path=records, a Record per record; Delta in a local session: pyarrow writes "
         "the data files and the session's Delta commits them, the default; ', Spark writes "
-        "the files': delta_writer=spark, as through Spark Connect; ', whole fetch ahead "
+        "the files': file_writer=spark, as through Spark Connect; ', whole fetch ahead "
         "while a batch waits': the client goes on fetching ahead while a full batch waits "
         "for a write slot, as the SDK did before 2026-11-26), time from assignment to "
         "the last row committed (exactly-once "

@@ -18,8 +18,6 @@ Tables that check rows as they are written are refused by the Java side and writ
 from __future__ import annotations
 
 import json
-import logging
-import threading
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -32,12 +30,17 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from consumer_sdk.arrow_batch import DATE_COLUMN
+from consumer_sdk.jvm_appends import (
+    FilesRefused,
+    Refusals,
+    java_array,
+    java_class,
+    java_exception_class,
+)
 
 # Delta truncates string bounds to this many characters (delta.dataSkippingStringPrefixLength);
 # a longer value's bounds are left out here (no bound: Delta reads the file).
 STRING_BOUND_CHARS = 32
-log = logging.getLogger(__name__)
-
 FILE_APPEND_CLASS = "kafkaautoscaler.delta.FileAppend"
 REFUSED_CLASS = FILE_APPEND_CLASS + "$Refused"  # what FileAppend.commit throws to refuse
 
@@ -106,64 +109,35 @@ class DeltaFileCommitter:
     """Commits :class:`DataFile` s into Delta tables through a local session's JVM."""
 
     def __init__(self) -> None:
-        self._refusals: dict[str, str | None] = {}
-        self._lock = threading.Lock()
+        self._refusals = Refusals()
 
     def refusal(self, session: Any, root: Path) -> str | None:
         """Why the table at ``root`` must be written by Spark (None: files can be committed).
         Asked once per table and process (again after a refused commit); a refusal is
         logged when found."""
         key = root.as_posix()
-        with self._lock:
-            if key not in self._refusals:
-                found = _file_append(session).refusal(session._jsparkSession, key)
-                self._refusals[key] = found
-                if found is not None:
-                    log.warning("%s: Spark writes its files: %s", key, found)
-            return self._refusals[key]
+        java = java_class(session, FILE_APPEND_CLASS)
+        return self._refusals.of(key, lambda: java.refusal(session._jsparkSession, key))
 
     def commit(
         self, session: Any, root: Path, day: date, files: Sequence[DataFile], metadata: str
     ) -> int:
         """One Delta commit of ``files`` (all in the ``day`` partition) carrying
         ``metadata`` as its ``userMetadata``; returns the version committed."""
-        gateway = session.sparkContext._gateway
-        jvm = session._jvm
-        paths = gateway.new_array(jvm.java.lang.String, len(files))
-        sizes = gateway.new_array(jvm.long, len(files))
-        stats = gateway.new_array(jvm.java.lang.String, len(files))
-        for index, file in enumerate(files):
-            paths[index] = file.path
-            sizes[index] = file.size
-            stats[index] = file.stats
         try:
-            version: int = _file_append(session).commit(
+            version: int = java_class(session, FILE_APPEND_CLASS).commit(
                 session._jsparkSession,
                 root.as_posix(),
                 DATE_COLUMN,
                 day.isoformat(),
-                paths,
-                sizes,
-                stats,
+                java_array(session, "java.lang.String", [f.path for f in files]),
+                java_array(session, "long", [f.size for f in files]),
+                java_array(session, "java.lang.String", [f.stats for f in files]),
                 metadata,
             )
         except Exception as exc:
-            if _java_class(exc) == REFUSED_CLASS:  # the table changed since it was asked
-                with self._lock:
-                    self._refusals.pop(root.as_posix(), None)
+            if java_exception_class(exc) == REFUSED_CLASS:  # the table changed since
+                self._refusals.forget(root.as_posix())
+                raise FilesRefused(str(exc).splitlines()[0]) from exc
             raise
         return version
-
-
-def _file_append(session: Any) -> Any:
-    """The Java class, through the session's py4j gateway."""
-    java = session._jvm
-    for part in FILE_APPEND_CLASS.split("."):
-        java = getattr(java, part)
-    return java
-
-
-def _java_class(exc: BaseException) -> str | None:
-    """The class name of the Java exception behind a py4j error, if it is one."""
-    java = getattr(exc, "java_exception", None)
-    return None if java is None else str(java.getClass().getName())

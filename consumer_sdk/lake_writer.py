@@ -33,6 +33,8 @@ from consumer_sdk.arrow_batch import ArrowBatch, table_offset_ranges, with_inges
 from consumer_sdk.commit_offsets import SUMMARY_KEY, encode_offsets, stored_offsets
 from consumer_sdk.delta_files import DeltaFileCommitter, write_data_file
 from consumer_sdk.delta_history import commit_metadata, has_unbackfilled_commits
+from consumer_sdk.iceberg_files import IcebergFileCommitter
+from consumer_sdk.jvm_appends import FilesRefused
 from consumer_sdk.partition_fence import (
     FENCE_DIR,
     PartitionFence,
@@ -81,7 +83,10 @@ class LakeAppender:
         # claim reads the history, so no record of them is written meanwhile.
         self._uncertain: set[tuple[str, int]] = set()
         self.history_reads = 0
-        self._files = DeltaFileCommitter() if config.delta_files_by_arrow else None
+        self._files: DeltaFileCommitter | IcebergFileCommitter | None = None
+        if config.files_by_arrow:
+            delta = config.table_format == "delta"
+            self._files = DeltaFileCommitter() if delta else IcebergFileCommitter()
 
     # resume ------------------------------------------------------------------------------
     def claim_and_resume(
@@ -255,11 +260,7 @@ class LakeAppender:
         self, session: Any, table: str, rows: pa.Table, ingest_date: date, metadata: str
     ) -> None:
         """One commit of ``rows`` (possibly none: the offsets still advance) into ``table``."""
-        committer = self._file_committer(session, table) if rows.num_rows else None
-        if committer is not None:
-            directory = table_root(self.config, table)
-            data = write_data_file(directory, rows, ingest_date)
-            committer.commit(session, directory, ingest_date, [data], metadata)
+        if rows.num_rows and self._append_files(session, table, rows, ingest_date, metadata):
             return
         if rows.num_rows:
             frame = self._frame(session, with_ingest_date(rows, ingest_date))
@@ -272,12 +273,30 @@ class LakeAppender:
             identifier = table_identifier(self.config, table)
             frame.writeTo(identifier).option(f"snapshot-property.{SUMMARY_KEY}", metadata).append()
 
-    def _file_committer(self, session: Any, table: str) -> DeltaFileCommitter | None:
-        """What commits ``table``'s data files written by pyarrow
-        (:mod:`consumer_sdk.delta_files`); None when Spark writes them."""
-        if self._files is None or self._files.refusal(session, table_root(self.config, table)):
-            return None
-        return self._files
+    def _append_files(
+        self, session: Any, table: str, rows: pa.Table, ingest_date: date, metadata: str
+    ) -> bool:
+        """pyarrow writes ``rows`` as one data file and the format commits it
+        (:mod:`consumer_sdk.delta_files`, :mod:`consumer_sdk.iceberg_files`); False when
+        Spark must write them (no such committer, or the table refuses)."""
+        try:
+            if isinstance(self._files, DeltaFileCommitter):
+                root = table_root(self.config, table)
+                if self._files.refusal(session, root) is not None:
+                    return False
+                data = write_data_file(root, rows, ingest_date)
+                self._files.commit(session, root, ingest_date, [data], metadata)
+                return True
+            if isinstance(self._files, IcebergFileCommitter):
+                identifier = table_identifier(self.config, table)
+                if self._files.refusal(session, identifier) is not None:
+                    return False
+                dated = with_ingest_date(rows, ingest_date)
+                self._files.append(session, identifier, dated, ingest_date, metadata)
+                return True
+        except FilesRefused as exc:  # nothing committed: Spark writes the batch
+            log.warning("%s: %s; Spark writes this batch", table, exc)
+        return False
 
 
 def _unstored(table: pa.Table, topic: str, stored: Mapping[tuple[str, int], int]) -> pa.Table:

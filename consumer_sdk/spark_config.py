@@ -15,7 +15,7 @@ from contract.settings import ConfigError
 SPARK_ENV_PREFIX = "AUTOSCALER_SPARK_"
 TABLE_FORMATS = ("parquet", "delta", "iceberg")
 # Who writes a Delta batch's data files: see SparkSinkConfig.
-DELTA_WRITERS = ("auto", "arrow", "spark")
+FILE_WRITERS = ("auto", "arrow", "spark")
 _IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]{0,127}")
 _MASTER = re.compile(r"local(\[(\*|\d+)(,\d+)?\])?|(spark|yarn|k8s)(://.+)?")
 
@@ -43,13 +43,15 @@ class SparkSinkConfig:
     ``<warehouse>/iceberg``). ``spark_remote`` (``sc://host:port``) uses Spark
     Connect instead of a local session; the Connect server must see the same warehouse path.
 
-    ``delta_writer``: who writes a Delta batch's data files. ``arrow``: pyarrow writes them
-    into the table directory and the session's Delta commits them (the same transaction,
-    log store and checks as a Spark write; a local session only); ``spark``: Spark writes
-    them (``createDataFrame`` and a Delta append); ``auto``: ``arrow`` in a local session,
-    ``spark`` through Spark Connect. A table that checks rows as they are written (CHECK
-    constraints, generated or identity columns, column mapping, UniForm) is written by Spark
-    whatever this says.
+    ``file_writer``: who writes a Delta or Iceberg batch's data files. ``arrow``: pyarrow
+    writes them into the table and the session's Delta or Iceberg commits them (the same
+    transaction, log store or catalog and checks as a Spark write; a local session only);
+    ``spark``: Spark writes them (``createDataFrame`` and an append); ``auto``: ``arrow`` in
+    a local session, ``spark`` through Spark Connect. A table that checks rows as they are
+    written (Delta: CHECK constraints, generated or identity columns, column mapping,
+    UniForm) or is not laid out as the sink creates it (Iceberg: another partition spec, a
+    sort order, a non-Parquet or non-local data location) is written by Spark whatever this
+    says. (The parquet format's files are always pyarrow's.)
     """
 
     warehouse: str
@@ -59,7 +61,7 @@ class SparkSinkConfig:
     value_format: str = "raw"
     json_schema: str = ""
     table_format: str = "delta"
-    delta_writer: str = "auto"
+    file_writer: str = "auto"
     iceberg_catalog: str = "lake"
     dead_letter_table: str = "dead_letters"
     master: str = "local[2]"
@@ -91,10 +93,10 @@ class SparkSinkConfig:
                 raise ConfigError(f"{self._label('json_schema')}: {exc}") from None
         if self.table_format not in TABLE_FORMATS:
             self._fail("table_format", f"one of {', '.join(TABLE_FORMATS)}")
-        if self.delta_writer not in DELTA_WRITERS:
-            self._fail("delta_writer", f"one of {', '.join(DELTA_WRITERS)}")
-        if self.delta_writer == "arrow" and self.spark_remote:
-            self._fail("delta_writer", "auto or spark with spark_remote (arrow: a local session)")
+        if self.file_writer not in FILE_WRITERS:
+            self._fail("file_writer", f"one of {', '.join(FILE_WRITERS)}")
+        if self.file_writer == "arrow" and self.spark_remote:
+            self._fail("file_writer", "auto or spark with spark_remote (arrow: a local session)")
         if (
             not _IDENTIFIER.fullmatch(self.iceberg_catalog)
             or self.iceberg_catalog == "spark_catalog"
@@ -121,10 +123,10 @@ class SparkSinkConfig:
         return Path(self.warehouse.removeprefix("file://")).absolute()
 
     @property
-    def delta_files_by_arrow(self) -> bool:
-        """Whether pyarrow writes Delta data files (``delta_writer``, resolved)."""
-        return self.table_format == "delta" and (
-            self.delta_writer == "arrow" or (self.delta_writer == "auto" and not self.spark_remote)
+    def files_by_arrow(self) -> bool:
+        """Whether pyarrow writes Delta or Iceberg data files (``file_writer``, resolved)."""
+        return self.table_format in ("delta", "iceberg") and (
+            self.file_writer == "arrow" or (self.file_writer == "auto" and not self.spark_remote)
         )
 
     def json_fields(self) -> tuple[JsonField, ...]:

@@ -1,4 +1,4 @@
-"""Delta appends whose files pyarrow writes (``delta_writer``): their statistics, the same
+"""Delta appends whose files pyarrow writes (``file_writer``): their statistics, the same
 rows and offsets as Spark's writer gives, and the tables they must leave to Spark."""
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from deltalake import DeltaTable
 from consumer_sdk.commit_offsets import stored_offsets
 from consumer_sdk.delta_files import REFUSED_CLASS, DataFile, DeltaFileCommitter, file_stats
 from consumer_sdk.delta_history import commit_metadata
+from consumer_sdk.jvm_appends import FilesRefused, java_exception_class
 from consumer_sdk.sink import Record, records_table
 from consumer_sdk.spark_config import SparkSinkConfig
 from consumer_sdk.spark_sink import SparkTableSink
@@ -35,7 +36,7 @@ def lake_session() -> Iterator[Any]:
 def _config(tmp_path: Path, writer: str) -> SparkSinkConfig:
     token = uuid.uuid4().hex[:8]
     return SparkSinkConfig(
-        warehouse=str(tmp_path / writer), database=f"db_{token}", delta_writer=writer
+        warehouse=str(tmp_path / writer), database=f"db_{token}", file_writer=writer
     )
 
 
@@ -202,10 +203,10 @@ def test_a_commit_refused_after_the_table_changed_is_asked_again_and_logged(
     assert committer.refusal(session, root) is None
     session.sql(f"ALTER TABLE delta.`{root}` ADD CONSTRAINT small_offsets CHECK (offset < 20)")
     unread = DataFile("date=2026-11-26/part-unread.snappy.parquet", 1, "{}")
-    with pytest.raises(Exception) as refused:
+    with pytest.raises(FilesRefused) as refused:
         committer.commit(session, root, date(2026, 11, 26), [unread], "{}")
-    assert refused.value.java_exception.getClass().getName() == REFUSED_CLASS  # type: ignore[attr-defined]
-    with caplog.at_level(logging.WARNING, logger="consumer_sdk.delta_files"):
+    assert java_exception_class(refused.value.__cause__) == REFUSED_CLASS
+    with caplog.at_level(logging.WARNING, logger="consumer_sdk.jvm_appends"):
         assert "small_offsets" in (committer.refusal(session, root) or "")
         assert "small_offsets" in (committer.refusal(session, root) or "")
     assert [r.getMessage().count("small_offsets") for r in caplog.records] == [1]

@@ -1,0 +1,219 @@
+"""Iceberg appends whose files pyarrow writes (``file_writer``): field ids from the table's
+schema, the same rows, offsets and metrics as Spark's writer gives (read by pyiceberg and
+Spark), one file and one snapshot per batch, and the tables they must leave to Spark."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from consumer_sdk.commit_offsets import SUMMARY_KEY, stored_offsets
+from consumer_sdk.iceberg_files import (
+    FIELD_ID,
+    REFUSED_CLASS,
+    IcebergFileCommitter,
+    SchemaMismatch,
+    local_directory,
+    with_field_ids,
+)
+from consumer_sdk.jvm_appends import FilesRefused, java_exception_class
+from consumer_sdk.sink import Record, records_table
+from consumer_sdk.spark_config import SparkSinkConfig
+from consumer_sdk.spark_sink import SparkTableSink
+from consumer_sdk.spark_tables import table_identifier
+from tests.lake_readers import _iceberg_table, key_counts, table_offsets
+
+ICEBERG_SCHEMA = {
+    "type": "struct",
+    "schema-id": 0,
+    "fields": [
+        {"id": 1, "name": "topic", "required": False, "type": "string"},
+        {
+            "id": 2,
+            "name": "headers",
+            "required": False,
+            "type": {
+                "type": "list",
+                "element-id": 5,
+                "element-required": False,
+                "element": {
+                    "type": "struct",
+                    "fields": [
+                        {"id": 6, "name": "key", "required": False, "type": "string"},
+                        {"id": 7, "name": "value", "required": False, "type": "binary"},
+                    ],
+                },
+            },
+        },
+        {
+            "id": 3,
+            "name": "labels",
+            "required": False,
+            "type": {
+                "type": "map",
+                "key-id": 8,
+                "key": "string",
+                "value-id": 9,
+                "value-required": False,
+                "value": "long",
+            },
+        },
+    ],
+}
+HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+
+
+def _ids(field: pa.Field) -> int:
+    return int((field.metadata or {})[FIELD_ID])
+
+
+def test_field_ids_follow_the_table_schema_into_lists_structs_and_maps() -> None:
+    schema = pa.schema(
+        [("labels", pa.map_(pa.string(), pa.int64())), ("topic", pa.string()), ("headers", HEADERS)]
+    )
+    numbered = with_field_ids(schema, ICEBERG_SCHEMA)
+    assert [_ids(f) for f in numbered] == [3, 1, 2]
+    element = numbered.field("headers").type.value_field
+    assert (_ids(element), [_ids(f) for f in element.type]) == (5, [6, 7])
+    labels = numbered.field("labels").type
+    assert (_ids(labels.key_field), _ids(labels.item_field)) == (8, 9)
+    assert numbered.remove_metadata().equals(schema)
+
+
+@pytest.mark.parametrize(
+    ("field", "named"),
+    [
+        (pa.field("extra", pa.string()), "column extra is not in the Iceberg table"),
+        (pa.field("headers", pa.string()), "a string column where the Iceberg table has list"),
+    ],
+)
+def test_a_column_not_of_the_table_is_named(field: pa.Field, named: str) -> None:
+    with pytest.raises(SchemaMismatch, match=named):
+        with_field_ids(pa.schema([field]), ICEBERG_SCHEMA)
+
+
+@pytest.mark.parametrize(
+    ("location", "expected"),
+    [
+        ("file:/data/lake/t/data", Path("/data/lake/t/data")),
+        ("file:///data/lake/t/data", Path("/data/lake/t/data")),
+        ("/data/lake/t/data", Path("/data/lake/t/data")),
+        ("s3://bucket/t/data", None),
+    ],
+)
+def test_only_local_data_locations_are_written_by_pyarrow(
+    location: str, expected: Path | None
+) -> None:
+    assert local_directory(location) == expected
+
+
+@pytest.fixture(scope="module", autouse=True)
+def lake_session() -> Iterator[Any]:
+    """This process's local session, with the lake jars (see test_spark_sink)."""
+    yield SparkTableSink(SparkSinkConfig(warehouse="/tmp/unused-warehouse")).open()
+
+
+def _config(tmp_path: Path, writer: str) -> SparkSinkConfig:
+    token = uuid.uuid4().hex[:8]  # a catalog per test: the one session keeps every test's
+    return SparkSinkConfig(
+        warehouse=str(tmp_path / writer),
+        database=f"db_{token}",
+        iceberg_catalog=f"lake_{token}",
+        table_format="iceberg",
+        file_writer=writer,
+    )
+
+
+def _records(offsets: range, partitions: int = 3) -> list[Record]:
+    headers = (("trace", b"t-1"),)
+    return [
+        Record("t", o % partitions, o, 1_700_000_000_000 + o, b"k", b"v" * 50, headers)
+        for o in offsets
+    ]
+
+
+def _snapshots(config: SparkSinkConfig, table: str) -> list[dict[str, str]]:
+    loaded = _iceberg_table(config, table)
+    assert loaded is not None
+    return [s.summary.additional_properties for s in loaded.snapshots()]  # type: ignore[attr-defined]
+
+
+def _file_metrics(session: Any, config: SparkSinkConfig) -> dict[str, Any]:
+    """Row count, and per column the null count and bounds over the table's data files
+    (Spark may write a batch as several files, pyarrow writes one)."""
+    identifier = table_identifier(config, "t")
+    rows = session.sql(
+        f"SELECT record_count, null_value_counts, readable_metrics FROM {identifier}.files"
+    ).collect()
+    bounds: dict[str, tuple[Any, Any]] = {}
+    for row in rows:
+        for name, metric in row["readable_metrics"].asDict().items():
+            low, high = metric["lower_bound"], metric["upper_bound"]
+            if low is None:
+                continue
+            old = bounds.get(name, (low, high))
+            bounds[name] = (min(old[0], low), max(old[1], high))
+    nulls: Counter[int] = Counter()
+    for row in rows:
+        nulls.update(row["null_value_counts"] or {})
+    return {"rows": sum(r["record_count"] for r in rows), "bounds": bounds, "nulls": nulls}
+
+
+def test_arrow_and_spark_writers_land_the_same_rows_offsets_and_metrics(tmp_path: Path) -> None:
+    batches = [range(0, 300), range(300, 500)]
+    tables = {}
+    metrics = {}
+    for writer in ("arrow", "spark"):
+        config = _config(tmp_path, writer)
+        sink = SparkTableSink(config)
+        for offsets in batches:
+            sink.write_blocking("t", records_table(_records(offsets)))
+        assert table_offsets(config, "t") == {0: 498, 1: 499, 2: 497}
+        assert key_counts(config, "t") == Counter((o % 3, o) for o in range(500))
+        session = sink.open()
+        identifier = table_identifier(config, "t")
+        frame = session.sql(f"SELECT * FROM {identifier} ORDER BY offset")
+        tables[writer] = pa.Table.from_pylist([r.asDict() for r in frame.collect()])
+        metrics[writer] = _file_metrics(session, config)
+        for name in ("ingest_time",):  # stamped anew by each run
+            metrics[writer]["bounds"].pop(name)
+        if writer == "arrow":
+            files = session.sql(f"SELECT count(*) AS n FROM {identifier}.files").collect()
+            assert files[0]["n"] == len(batches)
+            summaries = _snapshots(config, "t")
+            assert len(summaries) == len(batches)
+            stored = stored_offsets((s.get(SUMMARY_KEY) for s in summaries), "t")
+            assert stored == {0: 498, 1: 499, 2: 497}
+    arrow, spark = tables["arrow"], tables["spark"]
+    assert arrow.drop_columns(["ingest_time"]).equals(spark.drop_columns(["ingest_time"]))
+    assert metrics["arrow"]["rows"] == 500
+    assert metrics["arrow"] == metrics["spark"]
+
+
+def test_a_sorted_table_is_written_by_spark_and_a_commit_after_the_change_is_refused(
+    tmp_path: Path,
+) -> None:
+    config = _config(tmp_path, "arrow")
+    sink = SparkTableSink(config)
+    sink.write_blocking("t", records_table(_records(range(0, 20))))
+    session = sink.open()
+    identifier = table_identifier(config, "t")
+    committer = IcebergFileCommitter()
+    assert committer.refusal(session, identifier) is None
+    session.sql(f"ALTER TABLE {identifier} WRITE ORDERED BY offset")
+    rows = pa.table({"topic": ["t"]})
+    with pytest.raises(FilesRefused) as refused:
+        committer.append(session, identifier, rows, datetime.now(UTC).date(), json.dumps({}))
+    assert java_exception_class(refused.value.__cause__) == REFUSED_CLASS
+    assert "sort order" in (committer.refusal(session, identifier) or "")
+    sink.write_blocking("t", records_table(_records(range(20, 40))))  # Spark writes it
+    assert key_counts(config, "t") == Counter((o % 3, o) for o in range(40))
+    assert table_offsets(config, "t") == {0: 39, 1: 37, 2: 38}
