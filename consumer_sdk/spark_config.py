@@ -14,7 +14,7 @@ from contract.settings import ConfigError
 
 SPARK_ENV_PREFIX = "AUTOSCALER_SPARK_"
 TABLE_FORMATS = ("parquet", "delta", "iceberg")
-# Who writes a Delta batch's data files: see SparkSinkConfig.
+# Who writes a Delta or Iceberg batch's data files: see SparkSinkConfig.
 FILE_WRITERS = ("auto", "arrow", "spark")
 _IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]{0,127}")
 _MASTER = re.compile(r"local(\[(\*|\d+)(,\d+)?\])?|(spark|yarn|k8s)(://.+)?")
