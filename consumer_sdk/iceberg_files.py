@@ -39,6 +39,8 @@ from consumer_sdk.jvm_appends import (
 FILE_APPEND_CLASS = "kafkaautoscaler.iceberg.FileAppend"
 REFUSED_CLASS = FILE_APPEND_CLASS + "$Refused"  # what FileAppend.commit throws to refuse
 FIELD_ID = b"PARQUET:field_id"
+# Iceberg's Parquet codec names -> pyarrow's; others (lz4, brotli) are left to Spark's writer.
+CODECS = {"zstd": "zstd", "snappy": "snappy", "gzip": "gzip", "uncompressed": "none"}
 
 
 class SchemaMismatch(ValueError):
@@ -96,6 +98,7 @@ class _Layout:
     location: str  # as the table names it (a file: URI or a path)
     directory: Path
     iceberg_schema: dict[str, Any]
+    compression: str  # pyarrow's name of the table's codec
 
 
 class IcebergFileCommitter:
@@ -120,8 +123,11 @@ class IcebergFileCommitter:
         directory = local_directory(location)
         if directory is None:
             return f"its data location {location} is not a local path"
+        codec = str(java.compressionCodec(session._jsparkSession, identifier)).lower()
+        if codec not in CODECS:
+            return f"its Parquet codec is {codec}"
         schema = json.loads(java.schemaJson(session._jsparkSession, identifier))
-        self._layouts[identifier] = _Layout(location.rstrip("/"), directory, schema)
+        self._layouts[identifier] = _Layout(location.rstrip("/"), directory, schema, CODECS[codec])
         return None
 
     def append(
@@ -140,7 +146,7 @@ class IcebergFileCommitter:
         name = f"{uuid.uuid4()}.parquet"
         path = layout.directory / partition / name
         path.parent.mkdir(parents=True, exist_ok=True)
-        pq.write_table(rows.cast(schema), path, compression="zstd")  # Iceberg's default codec
+        pq.write_table(rows.cast(schema), path, compression=layout.compression)
         try:
             snapshot: int = java_class(session, FILE_APPEND_CLASS).commit(
                 session._jsparkSession,

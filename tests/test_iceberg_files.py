@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from consumer_sdk.commit_offsets import SUMMARY_KEY, stored_offsets
@@ -217,3 +218,29 @@ def test_a_sorted_table_is_written_by_spark_and_a_commit_after_the_change_is_ref
     sink.write_blocking("t", records_table(_records(range(20, 40))))  # Spark writes it
     assert key_counts(config, "t") == Counter((o % 3, o) for o in range(40))
     assert table_offsets(config, "t") == {0: 39, 1: 37, 2: 38}
+
+
+@pytest.mark.parametrize(("codec", "written"), [("snappy", "SNAPPY"), ("lz4", None)])
+def test_files_take_the_table_codec_or_are_left_to_spark(
+    tmp_path: Path, codec: str, written: str | None
+) -> None:
+    config = _config(tmp_path, "arrow")
+    sink = SparkTableSink(config)
+    sink.prepare_blocking(["t"])
+    session = sink.open()
+    identifier = table_identifier(config, "t")
+    session.sql(
+        f"ALTER TABLE {identifier} SET TBLPROPERTIES ('write.parquet.compression-codec'='{codec}')"
+    )
+    refusal = IcebergFileCommitter().refusal(session, identifier)
+    sink.write_blocking("t", records_table(_records(range(0, 20))))
+    assert key_counts(config, "t") == Counter((o % 3, o) for o in range(20))
+    if written is None:
+        assert refusal == f"its Parquet codec is {codec}"
+        return
+    assert refusal is None
+    [path] = [
+        r["file_path"] for r in session.sql(f"SELECT file_path FROM {identifier}.files").collect()
+    ]
+    metadata = pq.ParquetFile(local_directory(path)).metadata
+    assert metadata.row_group(0).column(0).compression == written

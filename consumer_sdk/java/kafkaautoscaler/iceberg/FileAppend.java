@@ -48,6 +48,14 @@ public final class FileAppend {
                 TableProperties.WRITE_DATA_LOCATION, table.location() + "/data");
     }
 
+    /** The table's Parquet compression codec ({@code write.parquet.compression-codec}). */
+    public static String compressionCodec(SparkSession spark, String identifier)
+            throws Exception {
+        Table table = Spark3Util.loadIcebergTable(spark, identifier);
+        return table.properties().getOrDefault(
+                TableProperties.PARQUET_COMPRESSION, TableProperties.PARQUET_COMPRESSION_DEFAULT);
+    }
+
     /**
      * Why the table {@code identifier} cannot take files written outside Spark, or null if it
      * can.
