@@ -12,6 +12,7 @@ it through ``spark_conf``.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import fcntl
 import json
@@ -82,6 +83,12 @@ def spark_session(config: SparkSinkConfig) -> Any:
         # create(), not getOrCreate(): the latter returns the process's default session
         # whatever its URL, so a second sink (or a reader) would talk to the wrong server.
         remote = ConnectSession.builder.remote(config.spark_remote).create()
+        # Each Connect client asks its server at interpreter exit to drop its ML cache; with
+        # the server gone that call retries for about ten minutes, so a consumer stopped
+        # after its server went away would not exit. The sink caches no models.
+        cleanup = getattr(remote.client, "_cleanup_ml_cache", None)
+        if cleanup is not None:
+            atexit.unregister(cleanup)
         for key, value in {**TABLE_DEFAULTS, **SESSION_CONF, **config.spark_conf}.items():
             if key != "spark.sql.hive.manageFilesourcePartitions":  # static: server's choice
                 remote.conf.set(key, value)

@@ -666,6 +666,37 @@ def test_spark_connect_writes_tables_the_local_session_reads(
     assert key_counts(sink_config, "events") == expected
 
 
+CONNECTED_CHILD = """
+import sys
+from consumer_sdk.spark_config import SparkSinkConfig
+from consumer_sdk.spark_tables import spark_session
+session = spark_session(SparkSinkConfig(warehouse=sys.argv[1], spark_remote=sys.argv[2]))
+session.sql("SELECT 1").collect()
+print("ready", flush=True)
+sys.stdin.readline()  # exits once told, after its server has stopped
+"""
+
+
+def test_a_process_whose_connect_server_is_gone_still_exits(tmp_path: Path) -> None:
+    """pyspark's Connect client would ask the stopped server, at exit, to drop its ML cache
+    and retry for about ten minutes; the sink's session does not ask."""
+    with SparkConnectServer(tmp_path) as server:
+        child = subprocess.Popen(
+            [sys.executable, "-c", CONNECTED_CHILD, str(tmp_path), server.url],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert child.stdout is not None and child.stdin is not None
+        assert child.stdout.readline().strip() == "ready"
+    child.stdin.write("exit\n")
+    child.stdin.flush()
+    try:
+        assert child.wait(timeout=120) == 0
+    finally:
+        child.kill()
+
+
 class RefusingSession:
     """A session without a format's jars: every statement fails as Spark's would."""
 
