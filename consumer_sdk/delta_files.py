@@ -31,11 +31,9 @@ import pyarrow.parquet as pq
 
 from consumer_sdk.arrow_batch import DATE_COLUMN
 from consumer_sdk.jvm_appends import (
-    FilesRefused,
     Refusals,
     java_array,
     java_class,
-    java_exception_class,
 )
 
 # Delta truncates string bounds to this many characters (delta.dataSkippingStringPrefixLength);
@@ -124,7 +122,7 @@ class DeltaFileCommitter:
     ) -> int:
         """One Delta commit of ``files`` (all in the ``day`` partition) carrying
         ``metadata`` as its ``userMetadata``; returns the version committed."""
-        try:
+        with self._refusals.committing(root.as_posix(), REFUSED_CLASS):
             version: int = java_class(session, FILE_APPEND_CLASS).commit(
                 session._jsparkSession,
                 root.as_posix(),
@@ -135,9 +133,4 @@ class DeltaFileCommitter:
                 java_array(session, "java.lang.String", [f.stats for f in files]),
                 metadata,
             )
-        except Exception as exc:
-            if java_exception_class(exc) == REFUSED_CLASS:  # the table changed since
-                self._refusals.forget(root.as_posix())
-                raise FilesRefused(str(exc).splitlines()[0]) from exc
-            raise
         return version

@@ -29,11 +29,9 @@ import pyarrow.parquet as pq
 
 from consumer_sdk.arrow_batch import DATE_COLUMN
 from consumer_sdk.jvm_appends import (
-    FilesRefused,
     Refusals,
     java_array,
     java_class,
-    java_exception_class,
 )
 
 FILE_APPEND_CLASS = "kafkaautoscaler.iceberg.FileAppend"
@@ -147,7 +145,7 @@ class IcebergFileCommitter:
         path = layout.directory / partition / name
         path.parent.mkdir(parents=True, exist_ok=True)
         pq.write_table(rows.cast(schema), path, compression=layout.compression)
-        try:
+        with self._refusals.committing(identifier, REFUSED_CLASS):
             snapshot: int = java_class(session, FILE_APPEND_CLASS).commit(
                 session._jsparkSession,
                 identifier,
@@ -157,9 +155,4 @@ class IcebergFileCommitter:
                 java_array(session, "long", [path.stat().st_size]),
                 metadata,
             )
-        except Exception as exc:
-            if java_exception_class(exc) == REFUSED_CLASS:  # the table changed since
-                self._refusals.forget(identifier)
-                raise FilesRefused(str(exc).splitlines()[0]) from exc
-            raise
         return snapshot

@@ -7,9 +7,10 @@ consumer_sdk.iceberg_files); the Java side is ``java/kafkaautoscaler/{delta,iceb
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -66,3 +67,15 @@ class Refusals:
         """Ask again next time."""
         with self._lock:
             self._known.pop(key, None)
+
+    @contextlib.contextmanager
+    def committing(self, key: str, refused_class: str) -> Iterator[None]:
+        """Around a commit into ``key``: a Java ``refused_class`` thrown in it (the table
+        changed since it was asked) is forgotten and raised as :class:`FilesRefused`."""
+        try:
+            yield
+        except Exception as exc:
+            if java_exception_class(exc) != refused_class:
+                raise
+            self.forget(key)
+            raise FilesRefused(str(exc).splitlines()[0]) from exc
