@@ -6,10 +6,10 @@ default). For each Spark mode (local session, Spark Connect server on 127.0.0.1)
 (delta, iceberg, parquet) and batch size, in the same run:
 
 - **sdk -> table**: one AutoscalingConsumer with SparkTableSink reads the whole topic in a
-  fresh group into a fresh table; time from assignment to the last row committed (Delta in
-  a local session: pyarrow writes the data files and the session's Delta commits them, the
-  sink's default; **Spark writes the files**: ``file_writer="spark"``, as through Spark
-  Connect);
+  fresh group into a fresh table; time from assignment to the last row committed (Delta and
+  Iceberg: pyarrow writes the data files and the session's Delta or Iceberg commits them,
+  through Spark Connect by the server's command plugin, the sink's default; **Spark writes
+  the files**: ``file_writer="spark"``, as through a Connect server without the plugin);
 - **spark alone**: the same Spark session writes Arrow batches of the same rows and size into
   the same format (Delta/Iceberg: an append each; parquet: staged files, as the sink had
   Spark write them until pyarrow did), no Kafka, one after another, and again with two
@@ -498,9 +498,11 @@ def _table(rows: list[dict[str, Any]], args: argparse.Namespace, broker_text: st
         f"{args.rounds} alternating rounds after a warm-up (Spark alone, then one SDK pass "
         "over the topic). 'sdk -> table': "
         "SparkTableSink on the columnar record path (record_path=columns; ', record path': "
-        "record_path=records, a Record per record; Delta in a local session: pyarrow writes "
-        "the data files and the session's Delta commits them, the default; ', Spark writes "
-        "the files': file_writer=spark, as through Spark Connect; ', whole fetch ahead "
+        "record_path=records, a Record per record; Delta and Iceberg: pyarrow writes the "
+        "data files and the session's Delta or Iceberg commits them, through Spark Connect "
+        "by the server's command plugin (since 2026-11-27), the default; ', Spark writes "
+        "the files': file_writer=spark, as through a Connect server without the plugin; "
+        "', whole fetch ahead "
         "while a batch waits': the client goes on fetching ahead while a full batch waits "
         "for a write slot, as the SDK did before 2026-11-26), time from assignment to "
         "the last row committed (exactly-once "

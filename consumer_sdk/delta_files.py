@@ -3,16 +3,18 @@
 Spark's own append of a batch converts its Arrow columns to rows and back to Parquet in
 Spark tasks: on two cores a 16 MiB append took 0.54 s and 1.0 s of the JVM's CPU that way,
 against 0.07 s and 0.08 s with this module's file (benchmarks/results/
-delta_commit_cost_writers.md). Here pyarrow writes
-the batch as one Parquet file into its date directory of the table, and
-``java/kafkaautoscaler/delta/FileAppend.java`` commits it through Delta's own transaction in
-the local session's JVM: the same log store (which links each version exclusively and checks
-the claims the commit names), the same conflict retry for concurrent appends, checkpoints and
-commit info (the batch's offsets in ``userMetadata``) as a Spark write. A file no commit names
-(its writer died before committing) is never read; ``VACUUM`` removes it.
+delta_commit_cost_writers.md). Here pyarrow writes the batch as one Parquet file into its
+date directory of the table, and ``java/kafkaautoscaler/delta/FileAppend.java`` commits it
+through Delta's own transaction in the session's JVM (local, or a Spark Connect server's):
+the same log store (which links each version exclusively and checks the claims the commit
+names), the same conflict retry for concurrent appends, checkpoints and commit info (the
+batch's offsets in ``userMetadata``) as a Spark write. A file no commit names (its writer
+died before committing) is never read; ``VACUUM`` removes it.
 
-Only a local session: through Spark Connect the client has no handle on the server's JVM.
-Tables that check rows as they are written are refused by the Java side and written by Spark.
+Through Spark Connect the server commits the file the client wrote (they share the
+warehouse's file system, as the sink's other Connect paths assume), when the server loads our
+command plugin; without it Spark writes. Tables that check rows as they are written are
+refused by the Java side and written by Spark.
 """
 
 from __future__ import annotations
@@ -30,17 +32,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from consumer_sdk.arrow_batch import DATE_COLUMN
-from consumer_sdk.jvm_appends import (
-    Refusals,
-    java_array,
-    java_class,
-)
+from consumer_sdk.jvm_appends import Refusals, run_request
 
 # Delta truncates string bounds to this many characters (delta.dataSkippingStringPrefixLength);
 # a longer value's bounds are left out here (no bound: Delta reads the file).
 STRING_BOUND_CHARS = 32
-FILE_APPEND_CLASS = "kafkaautoscaler.delta.FileAppend"
-REFUSED_CLASS = FILE_APPEND_CLASS + "$Refused"  # what FileAppend.commit throws to refuse
 
 
 @dataclass(frozen=True)
@@ -104,7 +100,8 @@ def write_data_file(root: Path, rows: pa.Table, day: date) -> DataFile:
 
 
 class DeltaFileCommitter:
-    """Commits :class:`DataFile` s into Delta tables through a local session's JVM."""
+    """Commits :class:`DataFile` s into Delta tables through the session's Java side (a
+    local session's JVM, or a Spark Connect server's: :mod:`consumer_sdk.jvm_appends`)."""
 
     def __init__(self) -> None:
         self._refusals = Refusals()
@@ -114,23 +111,24 @@ class DeltaFileCommitter:
         Asked once per table and process (again after a refused commit); a refusal is
         logged when found."""
         key = root.as_posix()
-        java = java_class(session, FILE_APPEND_CLASS)
-        return self._refusals.of(key, lambda: java.refusal(session._jsparkSession, key))
+        request = {"op": "delta.refusal", "root": key}
+        return self._refusals.of(key, lambda: run_request(session, request))
 
     def commit(
         self, session: Any, root: Path, day: date, files: Sequence[DataFile], metadata: str
     ) -> int:
         """One Delta commit of ``files`` (all in the ``day`` partition) carrying
         ``metadata`` as its ``userMetadata``; returns the version committed."""
-        with self._refusals.committing(root.as_posix(), REFUSED_CLASS):
-            version: int = java_class(session, FILE_APPEND_CLASS).commit(
-                session._jsparkSession,
-                root.as_posix(),
-                DATE_COLUMN,
-                day.isoformat(),
-                java_array(session, "java.lang.String", [f.path for f in files]),
-                java_array(session, "long", [f.size for f in files]),
-                java_array(session, "java.lang.String", [f.stats for f in files]),
-                metadata,
-            )
+        request = {
+            "op": "delta.commit",
+            "root": root.as_posix(),
+            "column": DATE_COLUMN,
+            "value": day.isoformat(),
+            "paths": [f.path for f in files],
+            "sizes": [f.size for f in files],
+            "stats": [f.stats for f in files],
+            "metadata": metadata,
+        }
+        with self._refusals.committing(root.as_posix()):
+            version: int = run_request(session, request)
         return version

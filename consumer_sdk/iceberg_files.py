@@ -10,8 +10,9 @@ batch's offsets in the snapshot summary. Its metrics (counts, bounds) are read f
 file's footer on the Java side, as Iceberg's own file import does. A file no snapshot names
 (its writer died before committing) is never read; ``remove_orphan_files`` removes it.
 
-Only a local session whose table keeps its data on a local path, and only tables laid out
-as the sink creates them (see FileAppend); others are written by Spark.
+Only tables keeping their data on a local path (through Spark Connect: one the server
+sees too, and a server that loads our command plugin, see consumer_sdk.jvm_appends), and
+only tables laid out as the sink creates them (see FileAppend); others are written by Spark.
 """
 
 from __future__ import annotations
@@ -28,14 +29,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from consumer_sdk.arrow_batch import DATE_COLUMN
-from consumer_sdk.jvm_appends import (
-    Refusals,
-    java_array,
-    java_class,
-)
+from consumer_sdk.jvm_appends import Refusals, run_request
 
-FILE_APPEND_CLASS = "kafkaautoscaler.iceberg.FileAppend"
-REFUSED_CLASS = FILE_APPEND_CLASS + "$Refused"  # what FileAppend.commit throws to refuse
 FIELD_ID = b"PARQUET:field_id"
 # Iceberg's Parquet codec names -> pyarrow's; others (lz4, brotli) are left to Spark's writer.
 CODECS = {"zstd": "zstd", "snappy": "snappy", "gzip": "gzip", "uncompressed": "none"}
@@ -101,7 +96,7 @@ class _Layout:
 
 class IcebergFileCommitter:
     """Writes a batch's rows as one Parquet file and appends it to an Iceberg table through
-    a local session's JVM."""
+    the session's Java side (:mod:`consumer_sdk.jvm_appends`)."""
 
     def __init__(self) -> None:
         self._refusals = Refusals()
@@ -113,18 +108,18 @@ class IcebergFileCommitter:
         return self._refusals.of(identifier, lambda: self._ask(session, identifier))
 
     def _ask(self, session: Any, identifier: str) -> str | None:
-        java = java_class(session, FILE_APPEND_CLASS)
-        refused: str | None = java.refusal(session._jsparkSession, identifier, DATE_COLUMN)
-        if refused is not None:
-            return refused
-        location = str(java.dataLocation(session._jsparkSession, identifier))
+        request = {"op": "iceberg.layout", "identifier": identifier, "column": DATE_COLUMN}
+        layout = run_request(session, request)
+        if layout["refusal"] is not None:
+            return str(layout["refusal"])
+        location = str(layout["location"])
         directory = local_directory(location)
         if directory is None:
             return f"its data location {location} is not a local path"
-        codec = str(java.compressionCodec(session._jsparkSession, identifier)).lower()
+        codec = str(layout["codec"]).lower()
         if codec not in CODECS:
             return f"its Parquet codec is {codec}"
-        schema = json.loads(java.schemaJson(session._jsparkSession, identifier))
+        schema = json.loads(layout["schema"])
         self._layouts[identifier] = _Layout(location.rstrip("/"), directory, schema, CODECS[codec])
         return None
 
@@ -145,14 +140,15 @@ class IcebergFileCommitter:
         path = layout.directory / partition / name
         path.parent.mkdir(parents=True, exist_ok=True)
         pq.write_table(rows.cast(schema), path, compression=layout.compression)
-        with self._refusals.committing(identifier, REFUSED_CLASS):
-            snapshot: int = java_class(session, FILE_APPEND_CLASS).commit(
-                session._jsparkSession,
-                identifier,
-                DATE_COLUMN,
-                partition,
-                java_array(session, "java.lang.String", [f"{layout.location}/{partition}/{name}"]),
-                java_array(session, "long", [path.stat().st_size]),
-                metadata,
-            )
+        request = {
+            "op": "iceberg.commit",
+            "identifier": identifier,
+            "column": DATE_COLUMN,
+            "partition": partition,
+            "paths": [f"{layout.location}/{partition}/{name}"],
+            "sizes": [path.stat().st_size],
+            "metadata": metadata,
+        }
+        with self._refusals.committing(identifier):
+            snapshot: int = run_request(session, request)
         return snapshot

@@ -1,46 +1,103 @@
-"""What the Delta and Iceberg file appends share: reaching their Java classes through a local
-session's py4j gateway, and remembering per table why it must be written by Spark instead.
+"""What the Delta and Iceberg file appends share: one route to their Java side for both kinds
+of session, and remembering per table why it must be written by Spark instead.
 
-Pure bookkeeping beside the two formats' modules (consumer_sdk.delta_files,
-consumer_sdk.iceberg_files); the Java side is ``java/kafkaautoscaler/{delta,iceberg}``.
+Both formats' requests go to ``java/kafkaautoscaler/connect/FileAppendCommand.java`` as JSON:
+through the py4j gateway of a local session, or as a command extension through Spark Connect
+(to a server that loads that class as a command plugin; answers come back in a key of the
+session's configuration). A Connect server without the plugin makes every table a refusal:
+Spark writes their files, as before the route existed.
+
+Bookkeeping beside the two formats' modules (consumer_sdk.delta_files,
+consumer_sdk.iceberg_files); the Java side is ``java/kafkaautoscaler/{delta,iceberg,connect}``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import threading
-from collections.abc import Callable, Iterator, Sequence
+import uuid
+from collections.abc import Callable, Iterator
 from typing import Any
 
 log = logging.getLogger(__name__)
 
+COMMAND_CLASS = "kafkaautoscaler.connect.FileAppendCommand"
+COMMAND_TYPE_URL = "type.googleapis.com/kafkaautoscaler.FileAppend"
+# What the Java side throws to refuse files at the commit (nothing committed).
+DELTA_REFUSED = "kafkaautoscaler.delta.FileAppend$Refused"  # the table changed since asked
+ICEBERG_REFUSED = "kafkaautoscaler.iceberg.FileAppend$Refused"
+UNSEEN_FILE_REFUSED = COMMAND_CLASS + "$Refused"  # a Connect server does not see the file
+REFUSED_CLASSES = frozenset({DELTA_REFUSED, ICEBERG_REFUSED, UNSEEN_FILE_REFUSED})
+_REPLY_PREFIX = "kafkaautoscaler.fileAppend.reply."
+
 
 class FilesRefused(Exception):
     """A table refused files written outside Spark at the commit (it changed since it was
-    asked): nothing was committed, and Spark may write the same rows instead."""
+    asked, or the server cannot see them): nothing was committed, and Spark may write the
+    same rows instead."""
 
 
-def java_class(session: Any, name: str) -> Any:
-    """The Java class ``name`` (dotted), through the session's py4j gateway."""
-    found = session._jvm
-    for part in name.split("."):
-        found = getattr(found, part)
-    return found
+class NoFileAppends(Exception):
+    """The session cannot run file appends: a Spark Connect server without the plugin."""
 
 
-def java_array(session: Any, kind: str, values: Sequence[Any]) -> Any:
-    """A Java array of ``kind`` (``long``, ``java.lang.String``) holding ``values``."""
-    array = session.sparkContext._gateway.new_array(java_class(session, kind), len(values))
-    for index, value in enumerate(values):
-        array[index] = value
-    return array
+def is_connect(session: Any) -> bool:
+    """Whether ``session`` is a Spark Connect session (no JVM of its own)."""
+    return getattr(session, "_jsparkSession", None) is None
 
 
-def java_exception_class(exc: BaseException | None) -> str | None:
-    """The class name of the Java exception behind a py4j error, if it is one."""
+def run_request(session: Any, request: dict[str, Any]) -> Any:
+    """Run one file append request on the session's Java side; its answer (JSON-decoded)."""
+    if not is_connect(session):
+        from py4j.java_gateway import JavaClass
+
+        command = session._jvm
+        for part in COMMAND_CLASS.split("."):
+            command = getattr(command, part)
+        if not isinstance(command, JavaClass):  # py4j names a missing class a package
+            raise NoFileAppends(f"the session does not load {COMMAND_CLASS} (spark.jars)")
+        return json.loads(command.run(session._jsparkSession, json.dumps(request)))
+    return _run_through_connect(session, request)
+
+
+def _run_through_connect(session: Any, request: dict[str, Any]) -> Any:
+    from pyspark.sql.connect.proto import Command
+
+    key = _REPLY_PREFIX + uuid.uuid4().hex
+    command = Command()
+    command.extension.type_url = COMMAND_TYPE_URL
+    command.extension.value = json.dumps({**request, "reply": key}).encode()
+    try:
+        session.client.execute_command(command)
+    except Exception as exc:
+        if _names_no_plugin(exc):
+            raise NoFileAppends(
+                f"the Spark Connect server does not load {COMMAND_CLASS} "
+                "(spark.connect.extensions.command.classes)"
+            ) from None
+        raise
+    try:
+        return json.loads(session.conf.get(key))
+    finally:
+        session.conf.unset(key)
+
+
+def _names_no_plugin(exc: BaseException) -> bool:
+    """Whether a Connect error says no plugin took the command extension."""
+    return "No handler found for extension" in str(exc)
+
+
+def refused_class(exc: BaseException | None) -> str | None:
+    """The Java refusal class behind ``exc`` (py4j or Spark Connect), if it is one."""
     java = getattr(exc, "java_exception", None)
-    return None if java is None else str(java.getClass().getName())
+    if java is not None:
+        name = str(java.getClass().getName())
+        return name if name in REFUSED_CLASSES else None
+    # Spark Connect puts the server's exception class first in the message: "(class) ...".
+    text = str(exc)
+    return next((name for name in REFUSED_CLASSES if text.startswith(f"({name})")), None)
 
 
 class Refusals:
@@ -54,10 +111,14 @@ class Refusals:
         self._lock = threading.Lock()
 
     def of(self, key: str, ask: Callable[[], str | None]) -> str | None:
-        """The refusal of ``key``, from ``ask()`` the first time."""
+        """The refusal of ``key``, from ``ask()`` the first time (a session that cannot run
+        file appends refuses every table)."""
         with self._lock:
             if key not in self._known:
-                found = ask()
+                try:
+                    found = ask()
+                except NoFileAppends as exc:
+                    found = str(exc)
                 self._known[key] = found
                 if found is not None:
                     log.warning("%s: Spark writes its files: %s", key, found)
@@ -69,13 +130,13 @@ class Refusals:
             self._known.pop(key, None)
 
     @contextlib.contextmanager
-    def committing(self, key: str, refused_class: str) -> Iterator[None]:
-        """Around a commit into ``key``: a Java ``refused_class`` thrown in it (the table
-        changed since it was asked) is forgotten and raised as :class:`FilesRefused`."""
+    def committing(self, key: str) -> Iterator[None]:
+        """Around a commit into ``key``: a Java refusal thrown in it (the table changed since
+        it was asked) is forgotten and raised as :class:`FilesRefused`."""
         try:
             yield
         except Exception as exc:
-            if java_exception_class(exc) != refused_class:
+            if refused_class(exc) is None:
                 raise
             self.forget(key)
             raise FilesRefused(str(exc).splitlines()[0]) from exc

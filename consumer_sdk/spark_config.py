@@ -43,15 +43,16 @@ class SparkSinkConfig:
     ``<warehouse>/iceberg``). ``spark_remote`` (``sc://host:port``) uses Spark
     Connect instead of a local session; the Connect server must see the same warehouse path.
 
-    ``file_writer``: who writes a Delta or Iceberg batch's data files. ``arrow``: pyarrow
-    writes them into the table and the session's Delta or Iceberg commits them (the same
-    transaction, log store or catalog and checks as a Spark write; a local session only);
-    ``spark``: Spark writes them (``createDataFrame`` and an append); ``auto``: ``arrow`` in
-    a local session, ``spark`` through Spark Connect. A table that checks rows as they are
-    written (Delta: CHECK constraints, generated or identity columns, column mapping,
-    UniForm) or is not laid out as the sink creates it (Iceberg: another partition spec, a
-    sort order, a non-Parquet or non-local data location) is written by Spark whatever this
-    says. (The parquet format's files are always pyarrow's.)
+    ``file_writer``: who writes a Delta or Iceberg batch's data files. ``arrow`` (and
+    ``auto``, the same): pyarrow writes them into the table and the session's Delta or
+    Iceberg commits them (the same transaction, log store or catalog and checks as a Spark
+    write; through Spark Connect, a server loading our command plugin commits them, see
+    ``SparkConnectServer``); ``spark``: Spark writes them (``createDataFrame`` and an
+    append). A table that checks rows as they are written (Delta: CHECK constraints,
+    generated or identity columns, column mapping, UniForm) or is not laid out as the sink
+    creates it (Iceberg: another partition spec, a sort order, a non-Parquet or non-local
+    data location), and every table through a Connect server without the plugin, is written
+    by Spark whatever this says. (The parquet format's files are always pyarrow's.)
     """
 
     warehouse: str
@@ -95,8 +96,6 @@ class SparkSinkConfig:
             self._fail("table_format", f"one of {', '.join(TABLE_FORMATS)}")
         if self.file_writer not in FILE_WRITERS:
             self._fail("file_writer", f"one of {', '.join(FILE_WRITERS)}")
-        if self.file_writer == "arrow" and self.spark_remote:
-            self._fail("file_writer", "auto or spark with spark_remote (arrow: a local session)")
         if (
             not _IDENTIFIER.fullmatch(self.iceberg_catalog)
             or self.iceberg_catalog == "spark_catalog"
@@ -125,9 +124,7 @@ class SparkSinkConfig:
     @property
     def files_by_arrow(self) -> bool:
         """Whether pyarrow writes Delta or Iceberg data files (``file_writer``, resolved)."""
-        return self.table_format in ("delta", "iceberg") and (
-            self.file_writer == "arrow" or (self.file_writer == "auto" and not self.spark_remote)
-        )
+        return self.table_format in ("delta", "iceberg") and self.file_writer != "spark"
 
     def json_fields(self) -> tuple[JsonField, ...]:
         """The declared JSON columns (empty unless value_format is json)."""

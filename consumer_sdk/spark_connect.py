@@ -14,10 +14,12 @@ from types import TracebackType
 
 import pyspark
 
+from consumer_sdk.jvm_appends import COMMAND_CLASS
 from consumer_sdk.lake_session import lake_conf
 from consumer_sdk.spark_tables import DEFAULT_CONF, SESSION_CONF
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+PLUGIN_KEY = "spark.connect.extensions.command.classes"
 
 
 def _free_port() -> int:
@@ -37,6 +39,7 @@ class SparkConnectServer:
         driver_memory: str = "4g",
         log_file: Path | None = None,
         iceberg_catalog: str = "lake",
+        file_appends: bool = True,
     ) -> None:
         self.warehouse = warehouse
         self.master = master
@@ -45,6 +48,7 @@ class SparkConnectServer:
         self.port = _free_port()
         self.log_file = log_file or warehouse / f"connect-server-{self.port}.log"
         self.iceberg_catalog = iceberg_catalog
+        self.file_appends = file_appends  # False: a server as users' own ones without our plugin
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -63,6 +67,10 @@ class SparkConnectServer:
             **SESSION_CONF,
             **lake_conf(self.warehouse.absolute(), self.iceberg_catalog, {}),
         }
+        if self.file_appends:
+            # Commits the Delta and Iceberg data files the sink's clients write
+            # (consumer_sdk.jvm_appends); its class is in our commit checks jar.
+            settings[PLUGIN_KEY] = COMMAND_CLASS
         command = [str(home / "bin" / "spark-submit"), "--class", SERVER_CLASS]
         command += ["--master", self.master, "--driver-memory", self.driver_memory]
         command += ["--name", "kafka-autoscaler-connect"]

@@ -14,8 +14,7 @@ from consumer_sdk.commit_checks import (
     ensure_commit_checks_jar,
     java_sources,
 )
-from consumer_sdk.delta_files import FILE_APPEND_CLASS
-from consumer_sdk.iceberg_files import FILE_APPEND_CLASS as ICEBERG_FILE_APPEND_CLASS
+from consumer_sdk.jvm_appends import COMMAND_CLASS, REFUSED_CLASSES
 from consumer_sdk.lake_session import lake_jars
 from contract.settings import ConfigError
 
@@ -30,8 +29,8 @@ def test_the_jar_is_built_once_per_source_and_holds_the_store(
     assert jar == commit_checks_jar_path(sources)
     assert jar.is_relative_to(tmp_path)
     with zipfile.ZipFile(jar) as archive:
-        classes = (LOG_STORE_CLASS, ICEBERG_CATALOG_IMPL, FILE_APPEND_CLASS)
-        for name in (*classes, ICEBERG_FILE_APPEND_CLASS):
+        appends = {name.split("$")[0] for name in REFUSED_CLASSES} | REFUSED_CLASSES
+        for name in (LOG_STORE_CLASS, ICEBERG_CATALOG_IMPL, COMMAND_CLASS, *appends):
             assert f"{name.replace('.', '/')}.class" in archive.namelist()
     built_at = jar.stat().st_mtime_ns
     monkeypatch.setattr("shutil.which", lambda name: None)  # no javac now

@@ -17,9 +17,9 @@ import pytest
 from deltalake import DeltaTable
 
 from consumer_sdk.commit_offsets import stored_offsets
-from consumer_sdk.delta_files import REFUSED_CLASS, DataFile, DeltaFileCommitter, file_stats
+from consumer_sdk.delta_files import DataFile, DeltaFileCommitter, file_stats
 from consumer_sdk.delta_history import commit_metadata
-from consumer_sdk.jvm_appends import FilesRefused, java_exception_class
+from consumer_sdk.jvm_appends import DELTA_REFUSED, FilesRefused, refused_class
 from consumer_sdk.sink import Record, records_table
 from consumer_sdk.spark_config import SparkSinkConfig
 from consumer_sdk.spark_sink import SparkTableSink
@@ -205,7 +205,7 @@ def test_a_commit_refused_after_the_table_changed_is_asked_again_and_logged(
     unread = DataFile("date=2026-11-26/part-unread.snappy.parquet", 1, "{}")
     with pytest.raises(FilesRefused) as refused:
         committer.commit(session, root, date(2026, 11, 26), [unread], "{}")
-    assert java_exception_class(refused.value.__cause__) == REFUSED_CLASS
+    assert refused_class(refused.value.__cause__) == DELTA_REFUSED
     with caplog.at_level(logging.WARNING, logger="consumer_sdk.jvm_appends"):
         assert "small_offsets" in (committer.refusal(session, root) or "")
         assert "small_offsets" in (committer.refusal(session, root) or "")

@@ -19,13 +19,12 @@ import pytest
 from consumer_sdk.commit_offsets import SUMMARY_KEY, stored_offsets
 from consumer_sdk.iceberg_files import (
     FIELD_ID,
-    REFUSED_CLASS,
     IcebergFileCommitter,
     SchemaMismatch,
     local_directory,
     with_field_ids,
 )
-from consumer_sdk.jvm_appends import FilesRefused, java_exception_class
+from consumer_sdk.jvm_appends import ICEBERG_REFUSED, FilesRefused, refused_class
 from consumer_sdk.sink import Record, records_table
 from consumer_sdk.spark_config import SparkSinkConfig
 from consumer_sdk.spark_sink import SparkTableSink
@@ -213,7 +212,7 @@ def test_a_sorted_table_is_written_by_spark_and_a_commit_after_the_change_is_ref
     rows = pa.table({"topic": ["t"]})
     with pytest.raises(FilesRefused) as refused:
         committer.append(session, identifier, rows, datetime.now(UTC).date(), json.dumps({}))
-    assert java_exception_class(refused.value.__cause__) == REFUSED_CLASS
+    assert refused_class(refused.value.__cause__) == ICEBERG_REFUSED
     assert "sort order" in (committer.refusal(session, identifier) or "")
     sink.write_blocking("t", records_table(_records(range(20, 40))))  # Spark writes it
     assert key_counts(config, "t") == Counter((o % 3, o) for o in range(40))

@@ -8,7 +8,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -16,6 +18,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +34,9 @@ from consumer_sdk.clusters import ClusterKind, KafkaCluster
 from consumer_sdk.commit_checks import LOG_STORE_CLASS, LOG_STORE_KEY
 from consumer_sdk.commit_offsets import SUMMARY_KEY, encode_offsets, stored_offsets
 from consumer_sdk.compact import compact, data_files
+from consumer_sdk.delta_files import DataFile, DeltaFileCommitter
 from consumer_sdk.delta_history import LOG_DIR, commit_metadata
+from consumer_sdk.jvm_appends import UNSEEN_FILE_REFUSED, FilesRefused, refused_class
 from consumer_sdk.partition_fence import FENCE_DIR, PartitionFence, WriteTarget
 from consumer_sdk.sink import Record, records_table
 from consumer_sdk.spark_config import SparkSinkConfig
@@ -637,21 +642,37 @@ def test_batches_staged_at_once_publish_in_order_and_discarded_ones_leave_nothin
         asyncio.run(sink.publish(object()))
 
 
-def test_spark_connect_writes_tables_the_local_session_reads(
-    tmp_path: Path, sink_config: SparkSinkConfig
-) -> None:
-    process_formats(sink_config)
+# Data files pyarrow wrote for the sink (delta_files, iceberg_files); Spark names its own
+# part-00000-<uuid>-c000.snappy.parquet (Delta) and 00000-0-<uuid>-0-00001.parquet (Iceberg).
+PYARROW_FILE = re.compile(
+    r"/(part-)?[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}(\.snappy)?\.parquet$"
+)
+
+
+def table_file_paths(session: Any, config: SparkSinkConfig, table: str) -> list[str]:
+    """The data files the Delta or Iceberg table's current version reads."""
+    if config.table_format == "delta":
+        return [str(path) for path in DeltaTable(str(table_root(config, table))).file_uris()]
+    identifier = table_identifier(config, table)
+    query = f"SELECT file_path FROM {identifier}.files"
+    return [row["file_path"] for row in session.sql(query).collect()]
+
+
+def write_through_connect(
+    sink_config: SparkSinkConfig,
+    *,
+    file_appends: bool,
+    then: Callable[[Any, SparkSinkConfig], None] | None = None,
+) -> tuple[list[list[Record]], list[str]]:
+    """Three batches of ``events`` written through a Connect server (one, then two staged
+    at once), then ``then(session, config)``; the batches and the data files the table then
+    reads."""
     warehouse = Path(sink_config.warehouse)
     catalog = sink_config.iceberg_catalog
-    with SparkConnectServer(warehouse, iceberg_catalog=catalog) as server:
-        config = SparkSinkConfig(
-            warehouse=sink_config.warehouse,
-            database=sink_config.database,
-            value_format="text",
-            spark_remote=server.url,
-            table_format=sink_config.table_format,
-            iceberg_catalog=catalog,
-        )
+    with SparkConnectServer(
+        warehouse, iceberg_catalog=catalog, file_appends=file_appends
+    ) as server:
+        config = dataclasses.replace(sink_config, spark_remote=server.url)
         sink = SparkTableSink(config)
         batches = numbered_batches("events", 3)
         sink.write_blocking("events", records_table(batches[0]))
@@ -660,10 +681,53 @@ def test_spark_connect_writes_tables_the_local_session_reads(
         remote = sink.open()
         try:
             assert remote.table(table_identifier(config, "events")).count() == 450
+            lake = config.table_format != "parquet"
+            files = table_file_paths(remote, config, "events") if lake else []
+            if then is not None:
+                then(remote, config)
         finally:
             remote.stop()
     expected = Counter((r.partition, r.offset) for batch in batches for r in batch)
     assert key_counts(sink_config, "events") == expected
+    assert table_offsets(sink_config, "events") == {0: 149, 1: 149, 2: 149}
+    return batches, files
+
+
+def test_spark_connect_writes_tables_the_local_session_reads(
+    sink_config: SparkSinkConfig,
+) -> None:
+    """Delta and Iceberg batches: pyarrow's files, committed by the server's plugin."""
+    process_formats(sink_config, "iceberg")
+    then = refuses_files_it_cannot_see if sink_config.table_format == "delta" else None
+    _, files = write_through_connect(sink_config, file_appends=True, then=then)
+    if sink_config.table_format != "parquet":
+        assert len(files) == 3 and all(PYARROW_FILE.search(path) for path in files), files
+
+
+def refuses_files_it_cannot_see(session: Any, config: SparkSinkConfig) -> None:
+    """A commit naming a file the server cannot see (a client on another file system) is
+    refused, and nothing is committed."""
+    root = table_root(config, "events")
+    versions = len(list((root / LOG_DIR).glob("*.json")))
+    unseen = DataFile("date=2026-11-26/part-unseen.snappy.parquet", 1, "{}")
+    with pytest.raises(FilesRefused) as refused:
+        DeltaFileCommitter().commit(session, root, date(2026, 11, 26), [unseen], "{}")
+    assert refused_class(refused.value.__cause__) == UNSEEN_FILE_REFUSED
+    assert "does not see the data file" in str(refused.value)
+    assert len(list((root / LOG_DIR).glob("*.json"))) == versions
+
+
+def test_a_connect_server_without_the_plugin_has_spark_write_the_files(
+    sink_config: SparkSinkConfig, caplog: pytest.LogCaptureFixture
+) -> None:
+    """As a user's own Connect server: the missing plugin is said once, and Spark writes."""
+    if sink_config.table_format != "delta":
+        pytest.skip("the route is shared by both lake formats; one server start is enough")
+    with caplog.at_level(logging.WARNING, logger="consumer_sdk.jvm_appends"):
+        _, files = write_through_connect(sink_config, file_appends=False)
+    assert files and not any(PYARROW_FILE.search(path) for path in files), files
+    said = [r.getMessage() for r in caplog.records if "does not load" in r.getMessage()]
+    assert len(said) == 1 and "spark.connect.extensions.command.classes" in said[0], said
 
 
 CONNECTED_CHILD = """
@@ -760,7 +824,6 @@ def test_compaction_rewrites_small_batches_into_few_files_and_keeps_every_row(
         ({"value_format": "json", "json_schema": "id"}, "json_schema"),
         ({"table_format": "orc"}, "table_format"),
         ({"file_writer": "pandas"}, "file_writer"),
-        ({"file_writer": "arrow", "spark_remote": "sc://localhost:15002"}, "file_writer"),
         ({"spark_remote": "http://x:1"}, "spark_remote"),
         ({"master": "mesos"}, "master"),
         ({"tables": {"orders": "Bad Table"}}, "tables"),
