@@ -132,11 +132,13 @@ class Refusals:
     @contextlib.contextmanager
     def committing(self, key: str) -> Iterator[None]:
         """Around a commit into ``key``: a Java refusal thrown in it (the table changed since
-        it was asked) is forgotten and raised as :class:`FilesRefused`."""
+        it was asked, the server cannot see the file) or a session that can no longer run
+        file appends (a Connect server restarted without the plugin) is forgotten and raised
+        as :class:`FilesRefused`."""
         try:
             yield
         except Exception as exc:
-            if refused_class(exc) is None:
+            if refused_class(exc) is None and not isinstance(exc, NoFileAppends):
                 raise
             self.forget(key)
             raise FilesRefused(str(exc).splitlines()[0]) from exc
