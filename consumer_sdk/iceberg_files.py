@@ -34,6 +34,34 @@ from consumer_sdk.jvm_appends import Refusals, run_request
 FIELD_ID = b"PARQUET:field_id"
 # Iceberg's Parquet codec names -> pyarrow's; others (lz4, brotli) are left to Spark's writer.
 CODECS = {"zstd": "zstd", "snappy": "snappy", "gzip": "gzip", "uncompressed": "none"}
+# The level Spark's Iceberg writer uses when the table sets none (Parquet's Java codecs:
+# zstd 3, zlib's default 6; pyarrow's own defaults are 1 and 9). Other codecs take no level.
+DEFAULT_LEVELS = {"zstd": 3, "gzip": 6}
+
+
+class Unwritable(ValueError):
+    """A table setting pyarrow cannot write as Spark's Iceberg writer would: why."""
+
+
+def parquet_compression(codec: str, level: str | None) -> tuple[str, int | None]:
+    """pyarrow's codec and level for a table's ``write.parquet.compression-codec`` and
+    ``-level`` (None: the table sets no level)."""
+    codec = codec.lower()
+    if codec not in CODECS:
+        raise Unwritable(f"its Parquet codec is {codec}")
+    if codec not in DEFAULT_LEVELS:
+        return CODECS[codec], None
+    if level is None:
+        return CODECS[codec], DEFAULT_LEVELS[codec]
+    low = pa.Codec.minimum_compression_level(codec)
+    high = pa.Codec.maximum_compression_level(codec)
+    try:
+        chosen = int(level)
+    except ValueError:
+        chosen = low - 1
+    if not low <= chosen <= high:
+        raise Unwritable(f"its {codec} compression level {level!r} is not in [{low}, {high}]")
+    return CODECS[codec], chosen
 
 
 class SchemaMismatch(ValueError):
@@ -92,6 +120,7 @@ class _Layout:
     directory: Path
     iceberg_schema: dict[str, Any]
     compression: str  # pyarrow's name of the table's codec
+    level: int | None  # its level (None: a codec without levels)
 
 
 class IcebergFileCommitter:
@@ -116,11 +145,14 @@ class IcebergFileCommitter:
         directory = local_directory(location)
         if directory is None:
             return f"its data location {location} is not a local path"
-        codec = str(layout["codec"]).lower()
-        if codec not in CODECS:
-            return f"its Parquet codec is {codec}"
+        try:
+            compression, level = parquet_compression(str(layout["codec"]), layout["level"])
+        except Unwritable as exc:
+            return str(exc)
         schema = json.loads(layout["schema"])
-        self._layouts[identifier] = _Layout(location.rstrip("/"), directory, schema, CODECS[codec])
+        self._layouts[identifier] = _Layout(
+            location.rstrip("/"), directory, schema, compression, level
+        )
         return None
 
     def append(
@@ -139,7 +171,12 @@ class IcebergFileCommitter:
         name = f"{uuid.uuid4()}.parquet"
         path = layout.directory / partition / name
         path.parent.mkdir(parents=True, exist_ok=True)
-        pq.write_table(rows.cast(schema), path, compression=layout.compression)
+        pq.write_table(
+            rows.cast(schema),
+            path,
+            compression=layout.compression,
+            compression_level=layout.level,
+        )
         request = {
             "op": "iceberg.commit",
             "identifier": identifier,

@@ -21,7 +21,9 @@ from consumer_sdk.iceberg_files import (
     FIELD_ID,
     IcebergFileCommitter,
     SchemaMismatch,
+    Unwritable,
     local_directory,
+    parquet_compression,
     with_field_ids,
 )
 from consumer_sdk.jvm_appends import ICEBERG_REFUSED, FilesRefused, refused_class
@@ -219,27 +221,60 @@ def test_a_sorted_table_is_written_by_spark_and_a_commit_after_the_change_is_ref
     assert table_offsets(config, "t") == {0: 39, 1: 37, 2: 38}
 
 
-@pytest.mark.parametrize(("codec", "written"), [("snappy", "SNAPPY"), ("lz4", None)])
-def test_files_take_the_table_codec_or_are_left_to_spark(
-    tmp_path: Path, codec: str, written: str | None
+@pytest.mark.parametrize(
+    ("codec", "level", "written", "refused"),
+    [
+        ("snappy", None, "SNAPPY", None),
+        ("zstd", "9", "ZSTD", None),
+        ("lz4", None, None, "its Parquet codec is lz4"),
+        ("zstd", "99", None, "its zstd compression level '99' is not in [-131072, 22]"),
+    ],
+)
+def test_files_take_the_table_codec_and_level_or_are_left_to_spark(
+    tmp_path: Path, codec: str, level: str | None, written: str | None, refused: str | None
 ) -> None:
     config = _config(tmp_path, "arrow")
     sink = SparkTableSink(config)
     sink.prepare_blocking(["t"])
     session = sink.open()
     identifier = table_identifier(config, "t")
-    session.sql(
-        f"ALTER TABLE {identifier} SET TBLPROPERTIES ('write.parquet.compression-codec'='{codec}')"
-    )
+    properties = f"'write.parquet.compression-codec'='{codec}'"
+    if level is not None:
+        properties += f", 'write.parquet.compression-level'='{level}'"
+    session.sql(f"ALTER TABLE {identifier} SET TBLPROPERTIES ({properties})")
     refusal = IcebergFileCommitter().refusal(session, identifier)
+    assert refusal == refused
+    if written is None:
+        return  # Spark's writer: it fails on a level its codec does not take, as it would
     sink.write_blocking("t", records_table(_records(range(0, 20))))
     assert key_counts(config, "t") == Counter((o % 3, o) for o in range(20))
-    if written is None:
-        assert refusal == f"its Parquet codec is {codec}"
-        return
-    assert refusal is None
     [path] = [
         r["file_path"] for r in session.sql(f"SELECT file_path FROM {identifier}.files").collect()
     ]
     metadata = pq.ParquetFile(local_directory(path)).metadata
     assert metadata.row_group(0).column(0).compression == written
+
+
+@pytest.mark.parametrize(
+    ("codec", "level", "expected"),
+    [
+        ("zstd", None, ("zstd", 3)),  # Parquet's Java default, as Spark's writer
+        ("ZSTD", "-5", ("zstd", -5)),
+        ("gzip", None, ("gzip", 6)),
+        ("gzip", "9", ("gzip", 9)),
+        ("snappy", "4", ("snappy", None)),  # no levels: ignored, as Iceberg does
+        ("uncompressed", None, ("none", None)),
+        ("gzip", "0", "its gzip compression level '0' is not in [1, 9]"),
+        ("zstd", "fast", "its zstd compression level 'fast' is not in [-131072, 22]"),
+        ("brotli", None, "its Parquet codec is brotli"),
+    ],
+)
+def test_the_table_codec_and_level_map_to_pyarrow_or_name_why_not(
+    codec: str, level: str | None, expected: tuple[str, int | None] | str
+) -> None:
+    if isinstance(expected, str):
+        with pytest.raises(Unwritable) as refused:
+            parquet_compression(codec, level)
+        assert str(refused.value) == expected
+    else:
+        assert parquet_compression(codec, level) == expected

@@ -120,7 +120,7 @@ public final class FileAppendCommand implements CommandPlugin {
         }
     }
 
-    /** In one call: the refusal, and when none, the data location, codec and schema JSON. */
+    /** In one call: the refusal, and when none, the data location, codec, level and schema. */
     private static ObjectNode icebergLayout(SparkSession spark, String identifier, String column)
             throws Exception {
         ObjectNode layout = JSON.createObjectNode();
@@ -130,6 +130,8 @@ public final class FileAppendCommand implements CommandPlugin {
             layout.put("location", kafkaautoscaler.iceberg.FileAppend.dataLocation(spark, identifier));
             layout.put(
                     "codec", kafkaautoscaler.iceberg.FileAppend.compressionCodec(spark, identifier));
+            layout.put(
+                    "level", kafkaautoscaler.iceberg.FileAppend.compressionLevel(spark, identifier));
             layout.put("schema", kafkaautoscaler.iceberg.FileAppend.schemaJson(spark, identifier));
         }
         return layout;

@@ -56,6 +56,13 @@ public final class FileAppend {
                 TableProperties.PARQUET_COMPRESSION, TableProperties.PARQUET_COMPRESSION_DEFAULT);
     }
 
+    /** The table's Parquet compression level, or null when it sets none. */
+    public static String compressionLevel(SparkSession spark, String identifier)
+            throws Exception {
+        Table table = Spark3Util.loadIcebergTable(spark, identifier);
+        return table.properties().get(TableProperties.PARQUET_COMPRESSION_LEVEL);
+    }
+
     /**
      * Why the table {@code identifier} cannot take files written outside Spark, or null if it
      * can.
