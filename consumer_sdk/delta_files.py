@@ -33,6 +33,8 @@ import pyarrow.parquet as pq
 
 from consumer_sdk.arrow_batch import DATE_COLUMN
 from consumer_sdk.jvm_appends import Refusals, run_request
+from consumer_sdk.spark_config import SparkSinkConfig
+from consumer_sdk.spark_tables import table_root
 
 # Delta truncates string bounds to this many characters (delta.dataSkippingStringPrefixLength);
 # a longer value's bounds are left out here (no bound: Delta reads the file).
@@ -113,6 +115,24 @@ class DeltaFileCommitter:
         key = root.as_posix()
         request = {"op": "delta.refusal", "root": key}
         return self._refusals.of(key, lambda: run_request(session, request))
+
+    def write_batch(
+        self,
+        session: Any,
+        config: SparkSinkConfig,
+        table: str,
+        rows: pa.Table,
+        day: date,
+        metadata: str,
+    ) -> bool:
+        """pyarrow writes ``rows`` (no date column) as one file of the ``day`` partition of
+        ``table`` and Delta commits it with ``metadata``; False when the table refuses files
+        (nothing written: Spark writes the rows)."""
+        root = table_root(config, table)
+        if self.refusal(session, root) is not None:
+            return False
+        self.commit(session, root, day, [write_data_file(root, rows, day)], metadata)
+        return True
 
     def commit(
         self, session: Any, root: Path, day: date, files: Sequence[DataFile], metadata: str

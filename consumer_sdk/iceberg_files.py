@@ -28,8 +28,10 @@ from urllib.parse import urlparse
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from consumer_sdk.arrow_batch import DATE_COLUMN
+from consumer_sdk.arrow_batch import DATE_COLUMN, with_ingest_date
 from consumer_sdk.jvm_appends import Refusals, run_request
+from consumer_sdk.spark_config import SparkSinkConfig
+from consumer_sdk.spark_tables import table_identifier
 
 FIELD_ID = b"PARQUET:field_id"
 # Iceberg's Parquet codec names -> pyarrow's; others (lz4, brotli) are left to Spark's writer.
@@ -154,6 +156,24 @@ class IcebergFileCommitter:
             location.rstrip("/"), directory, schema, compression, level
         )
         return None
+
+    def write_batch(
+        self,
+        session: Any,
+        config: SparkSinkConfig,
+        table: str,
+        rows: pa.Table,
+        day: date,
+        metadata: str,
+    ) -> bool:
+        """pyarrow writes ``rows`` (no date column) as one file of the ``day`` partition of
+        ``table`` and Iceberg appends it with ``metadata``; False when the table refuses
+        files (nothing written: Spark writes the rows)."""
+        identifier = table_identifier(config, table)
+        if self.refusal(session, identifier) is not None:
+            return False
+        self.append(session, identifier, with_ingest_date(rows, day), day, metadata)
+        return True
 
     def append(
         self, session: Any, identifier: str, rows: pa.Table, day: date, metadata: str

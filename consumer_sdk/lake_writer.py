@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 from assignor import TopicPartition
 from consumer_sdk.arrow_batch import ArrowBatch, table_offset_ranges, with_ingest_date
 from consumer_sdk.commit_offsets import SUMMARY_KEY, encode_offsets, stored_offsets
-from consumer_sdk.delta_files import DeltaFileCommitter, write_data_file
+from consumer_sdk.delta_files import DeltaFileCommitter
 from consumer_sdk.delta_history import commit_metadata, has_unbackfilled_commits
 from consumer_sdk.iceberg_files import IcebergFileCommitter
 from consumer_sdk.jvm_appends import FilesRefused
@@ -279,21 +279,10 @@ class LakeAppender:
         """pyarrow writes ``rows`` as one data file and the format commits it
         (:mod:`consumer_sdk.delta_files`, :mod:`consumer_sdk.iceberg_files`); False when
         Spark must write them (no such committer, or the table refuses)."""
+        if self._files is None:
+            return False
         try:
-            if isinstance(self._files, DeltaFileCommitter):
-                root = table_root(self.config, table)
-                if self._files.refusal(session, root) is not None:
-                    return False
-                data = write_data_file(root, rows, ingest_date)
-                self._files.commit(session, root, ingest_date, [data], metadata)
-                return True
-            if isinstance(self._files, IcebergFileCommitter):
-                identifier = table_identifier(self.config, table)
-                if self._files.refusal(session, identifier) is not None:
-                    return False
-                dated = with_ingest_date(rows, ingest_date)
-                self._files.append(session, identifier, dated, ingest_date, metadata)
-                return True
+            return self._files.write_batch(session, self.config, table, rows, ingest_date, metadata)
         except FilesRefused as exc:  # nothing committed: Spark writes the batch
             log.warning("%s: %s; Spark writes this batch", table, exc)
         return False
