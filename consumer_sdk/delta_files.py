@@ -33,9 +33,12 @@ import pyarrow.parquet as pq
 
 from consumer_sdk.arrow_batch import DATE_COLUMN
 from consumer_sdk.jvm_appends import Refusals, run_request
+from consumer_sdk.parquet_codecs import FILE_SUFFIXES, Unwritable, parquet_compression
 from consumer_sdk.spark_config import SparkSinkConfig
 from consumer_sdk.spark_tables import table_root
 
+SESSION_CODEC_KEY = "spark.sql.parquet.compression.codec"
+SNAPPY = ("snappy", None)
 # Delta truncates string bounds to this many characters (delta.dataSkippingStringPrefixLength);
 # a longer value's bounds are left out here (no bound: Delta reads the file).
 STRING_BOUND_CHARS = 32
@@ -91,13 +94,17 @@ def _timestamp_bound(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
-def write_data_file(root: Path, rows: pa.Table, day: date) -> DataFile:
+def write_data_file(
+    root: Path, rows: pa.Table, day: date, compression: tuple[str, int | None] = SNAPPY
+) -> DataFile:
     """Write ``rows`` (a data file's columns: no date column) as one Parquet file into the
-    ``day`` partition of the table at ``root``."""
-    relative = f"{DATE_COLUMN}={day.isoformat()}/part-{uuid.uuid4()}.snappy.parquet"
+    ``day`` partition of the table at ``root``, with pyarrow's ``(codec, level)``."""
+    codec, level = compression
+    name = f"part-{uuid.uuid4()}{FILE_SUFFIXES[codec]}.parquet"
+    relative = f"{DATE_COLUMN}={day.isoformat()}/{name}"
     path = root / relative
     path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(rows, path, compression="snappy")
+    pq.write_table(rows, path, compression=codec, compression_level=level)
     return DataFile(relative, path.stat().st_size, file_stats(rows))
 
 
@@ -107,14 +114,26 @@ class DeltaFileCommitter:
 
     def __init__(self) -> None:
         self._refusals = Refusals()
+        self._compression: dict[str, tuple[str, int | None]] = {}
 
     def refusal(self, session: Any, root: Path) -> str | None:
         """Why the table at ``root`` must be written by Spark (None: files can be committed).
         Asked once per table and process (again after a refused commit); a refusal is
         logged when found."""
         key = root.as_posix()
-        request = {"op": "delta.refusal", "root": key}
-        return self._refusals.of(key, lambda: run_request(session, request))
+        return self._refusals.of(key, lambda: self._ask(session, key))
+
+    def _ask(self, session: Any, key: str) -> str | None:
+        refused: str | None = run_request(session, {"op": "delta.refusal", "root": key})
+        if refused is not None:
+            return refused
+        # Spark's Delta writer compresses as the session says; so do the files written here.
+        codec = session.conf.get(SESSION_CODEC_KEY, "snappy")
+        try:
+            self._compression[key] = parquet_compression(codec, None)
+        except Unwritable as exc:
+            return f"the session's {SESSION_CODEC_KEY}: {exc}"
+        return None
 
     def write_batch(
         self,
@@ -131,7 +150,8 @@ class DeltaFileCommitter:
         root = table_root(config, table)
         if self.refusal(session, root) is not None:
             return False
-        self.commit(session, root, day, [write_data_file(root, rows, day)], metadata)
+        data = write_data_file(root, rows, day, self._compression[root.as_posix()])
+        self.commit(session, root, day, [data], metadata)
         return True
 
     def commit(

@@ -30,40 +30,11 @@ import pyarrow.parquet as pq
 
 from consumer_sdk.arrow_batch import DATE_COLUMN, with_ingest_date
 from consumer_sdk.jvm_appends import Refusals, run_request
+from consumer_sdk.parquet_codecs import Unwritable, parquet_compression
 from consumer_sdk.spark_config import SparkSinkConfig
 from consumer_sdk.spark_tables import table_identifier
 
 FIELD_ID = b"PARQUET:field_id"
-# Iceberg's Parquet codec names -> pyarrow's; others (lz4, brotli) are left to Spark's writer.
-CODECS = {"zstd": "zstd", "snappy": "snappy", "gzip": "gzip", "uncompressed": "none"}
-# The level Spark's Iceberg writer uses when the table sets none (Parquet's Java codecs:
-# zstd 3, zlib's default 6; pyarrow's own defaults are 1 and 9). Other codecs take no level.
-DEFAULT_LEVELS = {"zstd": 3, "gzip": 6}
-
-
-class Unwritable(ValueError):
-    """A table setting pyarrow cannot write as Spark's Iceberg writer would: why."""
-
-
-def parquet_compression(codec: str, level: str | None) -> tuple[str, int | None]:
-    """pyarrow's codec and level for a table's ``write.parquet.compression-codec`` and
-    ``-level`` (None: the table sets no level)."""
-    codec = codec.lower()
-    if codec not in CODECS:
-        raise Unwritable(f"its Parquet codec is {codec}")
-    if codec not in DEFAULT_LEVELS:
-        return CODECS[codec], None
-    if level is None:
-        return CODECS[codec], DEFAULT_LEVELS[codec]
-    low = pa.Codec.minimum_compression_level(codec)
-    high = pa.Codec.maximum_compression_level(codec)
-    try:
-        chosen = int(level)
-    except ValueError:
-        chosen = low - 1
-    if not low <= chosen <= high:
-        raise Unwritable(f"its {codec} compression level {level!r} is not in [{low}, {high}]")
-    return CODECS[codec], chosen
 
 
 class SchemaMismatch(ValueError):

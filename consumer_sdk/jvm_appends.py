@@ -132,13 +132,21 @@ class Refusals:
     @contextlib.contextmanager
     def committing(self, key: str) -> Iterator[None]:
         """Around a commit into ``key``: a Java refusal thrown in it (the table changed since
-        it was asked, the server cannot see the file) or a session that can no longer run
-        file appends (a Connect server restarted without the plugin) is forgotten and raised
-        as :class:`FilesRefused`."""
+        it was asked) or a session that can no longer run file appends (a Connect server
+        restarted without the plugin) is forgotten, so the table is asked again; a server
+        that cannot see the file (another file system) becomes the table's refusal. Either
+        is raised as :class:`FilesRefused`."""
         try:
             yield
         except Exception as exc:
-            if refused_class(exc) is None and not isinstance(exc, NoFileAppends):
+            found = refused_class(exc)
+            if found is None and not isinstance(exc, NoFileAppends):
                 raise
-            self.forget(key)
-            raise FilesRefused(str(exc).splitlines()[0]) from exc
+            reason = str(exc).splitlines()[0].removeprefix(f"({found}) ")
+            if found == UNSEEN_FILE_REFUSED:  # nor will it see the table's next file
+                with self._lock:
+                    self._known[key] = reason
+                log.warning("%s: Spark writes its files: %s", key, reason)
+            else:
+                self.forget(key)
+            raise FilesRefused(reason) from exc

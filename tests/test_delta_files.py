@@ -13,12 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 
 from consumer_sdk.arrow_batch import DATE_COLUMN
 from consumer_sdk.commit_offsets import stored_offsets
-from consumer_sdk.delta_files import DataFile, DeltaFileCommitter, file_stats
+from consumer_sdk.delta_files import SESSION_CODEC_KEY, DataFile, DeltaFileCommitter, file_stats
 from consumer_sdk.delta_history import commit_metadata
 from consumer_sdk.jvm_appends import DELTA_REFUSED, FilesRefused, refused_class
 from consumer_sdk.sink import Record, records_table
@@ -213,3 +214,33 @@ def test_a_commit_refused_after_the_table_changed_is_asked_again_and_logged(
         assert "small_offsets" in (committer.refusal(session, root) or "")
         assert "small_offsets" in (committer.refusal(session, root) or "")
     assert [r.getMessage().count("small_offsets") for r in caplog.records] == [1]
+
+
+@pytest.mark.parametrize(("codec", "written"), [("zstd", "ZSTD"), ("lz4", None)])
+def test_files_take_the_session_codec_or_are_left_to_spark(
+    tmp_path: Path, codec: str, written: str | None
+) -> None:
+    """Spark's Delta writer compresses as the session's setting says; so do pyarrow's
+    files (named as Spark names them), and a codec pyarrow does not write leaves them to
+    Spark."""
+    config = _config(tmp_path, "arrow")
+    sink = SparkTableSink(config)
+    sink.prepare_blocking(["t"])
+    session = sink.open()
+    before = session.conf.get(SESSION_CODEC_KEY)
+    session.conf.set(SESSION_CODEC_KEY, codec)
+    try:
+        refusal = DeltaFileCommitter().refusal(session, table_root(config, "t"))
+        sink.write_blocking("t", records_table(_records(range(0, 20))))
+    finally:
+        session.conf.set(SESSION_CODEC_KEY, before)
+    assert key_counts(config, "t") == Counter((o % 3, o) for o in range(20))
+    root = table_root(config, "t")
+    [path] = DeltaTable(str(root)).file_uris()
+    if written is None:
+        assert refusal == f"the session's {SESSION_CODEC_KEY}: its Parquet codec is {codec}"
+        return
+    assert refusal is None
+    assert path.endswith(".zstd.parquet")
+    metadata = pq.ParquetFile(path.removeprefix("file://")).metadata
+    assert metadata.row_group(0).column(0).compression == written

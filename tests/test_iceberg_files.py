@@ -22,9 +22,7 @@ from consumer_sdk.iceberg_files import (
     FIELD_ID,
     IcebergFileCommitter,
     SchemaMismatch,
-    Unwritable,
     local_directory,
-    parquet_compression,
     with_field_ids,
 )
 from consumer_sdk.jvm_appends import ICEBERG_REFUSED, FilesRefused, refused_class
@@ -256,28 +254,3 @@ def test_files_take_the_table_codec_and_level_or_are_left_to_spark(
     ]
     metadata = pq.ParquetFile(local_directory(path)).metadata
     assert metadata.row_group(0).column(0).compression == written
-
-
-@pytest.mark.parametrize(
-    ("codec", "level", "expected"),
-    [
-        ("zstd", None, ("zstd", 3)),  # Parquet's Java default, as Spark's writer
-        ("ZSTD", "-5", ("zstd", -5)),
-        ("gzip", None, ("gzip", 6)),
-        ("gzip", "9", ("gzip", 9)),
-        ("snappy", "4", ("snappy", None)),  # no levels: ignored, as Iceberg does
-        ("uncompressed", None, ("none", None)),
-        ("gzip", "0", "its gzip compression level '0' is not in [1, 9]"),
-        ("zstd", "fast", "its zstd compression level 'fast' is not in [-131072, 22]"),
-        ("brotli", None, "its Parquet codec is brotli"),
-    ],
-)
-def test_the_table_codec_and_level_map_to_pyarrow_or_name_why_not(
-    codec: str, level: str | None, expected: tuple[str, int | None] | str
-) -> None:
-    if isinstance(expected, str):
-        with pytest.raises(Unwritable) as refused:
-            parquet_compression(codec, level)
-        assert str(refused.value) == expected
-    else:
-        assert parquet_compression(codec, level) == expected

@@ -96,3 +96,17 @@ def test_a_session_without_the_java_side_refuses_every_table_and_says_so_once(
     assert [r.getMessage() for r in caplog.records] == [
         "t: Spark writes its files: the Spark Connect server does not load the plugin"
     ]
+
+
+def test_a_file_the_server_cannot_see_makes_spark_write_that_table_from_then_on() -> None:
+    refusals = Refusals()
+    assert refusals.of("t", lambda: None) is None
+    unseen = f"({UNSEEN_FILE_REFUSED}) the Spark Connect server does not see the data file x"
+    refused = pytest.raises(FilesRefused, match=r"^the Spark Connect server does not see")
+    with refused, refusals.committing("t"):
+        raise Exception(unseen)
+    asked: list[str] = []
+    assert refusals.of("t", lambda: asked.append("t")) == (
+        "the Spark Connect server does not see the data file x"
+    )
+    assert asked == []  # remembered, not asked again

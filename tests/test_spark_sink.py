@@ -710,11 +710,15 @@ def refuses_files_it_cannot_see(session: Any, config: SparkSinkConfig) -> None:
     root = table_root(config, "events")
     versions = len(list((root / LOG_DIR).glob("*.json")))
     unseen = DataFile("date=2026-11-26/part-unseen.snappy.parquet", 1, "{}")
+    committer = DeltaFileCommitter()
+    assert committer.refusal(session, root) is None
     with pytest.raises(FilesRefused) as refused:
-        DeltaFileCommitter().commit(session, root, date(2026, 11, 26), [unseen], "{}")
+        committer.commit(session, root, date(2026, 11, 26), [unseen], "{}")
     assert refused_class(refused.value.__cause__) == UNSEEN_FILE_REFUSED
     assert "does not see the data file" in str(refused.value)
     assert len(list((root / LOG_DIR).glob("*.json"))) == versions
+    # Nor would it see the next one: Spark writes that table's files from then on.
+    assert "does not see the data file" in (committer.refusal(session, root) or "")
 
 
 def test_a_connect_server_without_the_plugin_has_spark_write_the_files(
