@@ -144,9 +144,7 @@ class DeltaFileCommitter:
         day: date,
         metadata: str,
     ) -> bool:
-        """pyarrow writes ``rows`` (no date column) as one file of the ``day`` partition of
-        ``table`` and Delta commits it with ``metadata``; False when the table refuses files
-        (nothing written: Spark writes the rows)."""
+        """:meth:`consumer_sdk.jvm_appends.FileCommitter.write_batch`."""
         root = table_root(config, table)
         if self.refusal(session, root) is not None:
             return False

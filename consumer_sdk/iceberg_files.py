@@ -137,9 +137,7 @@ class IcebergFileCommitter:
         day: date,
         metadata: str,
     ) -> bool:
-        """pyarrow writes ``rows`` (no date column) as one file of the ``day`` partition of
-        ``table`` and Iceberg appends it with ``metadata``; False when the table refuses
-        files (nothing written: Spark writes the rows)."""
+        """:meth:`consumer_sdk.jvm_appends.FileCommitter.write_batch`."""
         identifier = table_identifier(config, table)
         if self.refusal(session, identifier) is not None:
             return False

@@ -19,7 +19,13 @@ import logging
 import threading
 import uuid
 from collections.abc import Callable, Iterator
-from typing import Any
+from datetime import date
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from consumer_sdk.spark_config import SparkSinkConfig
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +43,26 @@ class FilesRefused(Exception):
     """A table refused files written outside Spark at the commit (it changed since it was
     asked, or the server cannot see them): nothing was committed, and Spark may write the
     same rows instead."""
+
+
+class FileCommitter(Protocol):
+    """What the lake writer asks of each format's file appends (DeltaFileCommitter,
+    IcebergFileCommitter)."""
+
+    def write_batch(
+        self,
+        session: Any,
+        config: SparkSinkConfig,
+        table: str,
+        rows: pa.Table,
+        day: date,
+        metadata: str,
+    ) -> bool:
+        """pyarrow writes ``rows`` (no date column) as one file of the ``day`` partition of
+        ``table`` and the format commits it with ``metadata``; False when the table refuses
+        files (nothing written: Spark writes the rows). Raises :class:`FilesRefused` when the
+        commit is refused (nothing committed)."""
+        ...
 
 
 class NoFileAppends(Exception):

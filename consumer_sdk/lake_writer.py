@@ -34,7 +34,7 @@ from consumer_sdk.commit_offsets import SUMMARY_KEY, encode_offsets, stored_offs
 from consumer_sdk.delta_files import DeltaFileCommitter
 from consumer_sdk.delta_history import commit_metadata, has_unbackfilled_commits
 from consumer_sdk.iceberg_files import IcebergFileCommitter
-from consumer_sdk.jvm_appends import FilesRefused
+from consumer_sdk.jvm_appends import FileCommitter, FilesRefused
 from consumer_sdk.partition_fence import (
     FENCE_DIR,
     PartitionFence,
@@ -83,7 +83,7 @@ class LakeAppender:
         # claim reads the history, so no record of them is written meanwhile.
         self._uncertain: set[tuple[str, int]] = set()
         self.history_reads = 0
-        self._files: DeltaFileCommitter | IcebergFileCommitter | None = None
+        self._files: FileCommitter | None = None
         if config.files_by_arrow:
             delta = config.table_format == "delta"
             self._files = DeltaFileCommitter() if delta else IcebergFileCommitter()
