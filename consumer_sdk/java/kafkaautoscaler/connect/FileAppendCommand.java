@@ -2,7 +2,6 @@ package kafkaautoscaler.connect;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import com.fasterxml.jackson.databind.node.ObjectNode;
 
 import java.io.IOException;
 import java.io.UncheckedIOException;
@@ -104,7 +103,7 @@ public final class FileAppendCommand implements CommandPlugin {
                         strings(request.get("stats")),
                         request.get("metadata").asText());
             case "iceberg.layout":
-                return icebergLayout(
+                return kafkaautoscaler.iceberg.FileAppend.layout(
                         spark, request.get("identifier").asText(), request.get("column").asText());
             case "iceberg.commit":
                 return kafkaautoscaler.iceberg.FileAppend.commit(
@@ -118,23 +117,6 @@ public final class FileAppendCommand implements CommandPlugin {
             default:
                 throw new IllegalArgumentException("unknown file append request " + op);
         }
-    }
-
-    /** In one call: the refusal, and when none, the data location, codec, level and schema. */
-    private static ObjectNode icebergLayout(SparkSession spark, String identifier, String column)
-            throws Exception {
-        ObjectNode layout = JSON.createObjectNode();
-        String refused = kafkaautoscaler.iceberg.FileAppend.refusal(spark, identifier, column);
-        layout.put("refusal", refused);
-        if (refused == null) {
-            layout.put("location", kafkaautoscaler.iceberg.FileAppend.dataLocation(spark, identifier));
-            layout.put(
-                    "codec", kafkaautoscaler.iceberg.FileAppend.compressionCodec(spark, identifier));
-            layout.put(
-                    "level", kafkaautoscaler.iceberg.FileAppend.compressionLevel(spark, identifier));
-            layout.put("schema", kafkaautoscaler.iceberg.FileAppend.schemaJson(spark, identifier));
-        }
-        return layout;
     }
 
     private static void checkFilesVisible(JsonNode request) {

@@ -1,5 +1,8 @@
 package kafkaautoscaler.iceberg;
 
+import java.util.LinkedHashMap;
+import java.util.Map;
+
 import org.apache.iceberg.AppendFiles;
 import org.apache.iceberg.DataFile;
 import org.apache.iceberg.DataFiles;
@@ -36,40 +39,29 @@ public final class FileAppend {
         }
     }
 
-    /** The table's current schema as Iceberg's JSON (field ids included). */
-    public static String schemaJson(SparkSession spark, String identifier) throws Exception {
-        return SchemaParser.toJson(Spark3Util.loadIcebergTable(spark, identifier).schema());
-    }
-
-    /** Where the table keeps its data files (its location plus {@code /data}). */
-    public static String dataLocation(SparkSession spark, String identifier) throws Exception {
-        Table table = Spark3Util.loadIcebergTable(spark, identifier);
-        return table.properties().getOrDefault(
-                TableProperties.WRITE_DATA_LOCATION, table.location() + "/data");
-    }
-
-    /** The table's Parquet compression codec ({@code write.parquet.compression-codec}). */
-    public static String compressionCodec(SparkSession spark, String identifier)
-            throws Exception {
-        Table table = Spark3Util.loadIcebergTable(spark, identifier);
-        return table.properties().getOrDefault(
-                TableProperties.PARQUET_COMPRESSION, TableProperties.PARQUET_COMPRESSION_DEFAULT);
-    }
-
-    /** The table's Parquet compression level, or null when it sets none. */
-    public static String compressionLevel(SparkSession spark, String identifier)
-            throws Exception {
-        Table table = Spark3Util.loadIcebergTable(spark, identifier);
-        return table.properties().get(TableProperties.PARQUET_COMPRESSION_LEVEL);
-    }
-
     /**
-     * Why the table {@code identifier} cannot take files written outside Spark, or null if it
-     * can.
+     * What appending files to {@code identifier} takes, from one load of the table: its
+     * {@code refusal} (null if it takes such files) and, when it does, its data
+     * {@code location}, Parquet {@code codec} and {@code level} (null: none set) and its
+     * {@code schema} as Iceberg's JSON (field ids included).
      */
-    public static String refusal(SparkSession spark, String identifier, String partitionColumn)
-            throws Exception {
-        return refusal(Spark3Util.loadIcebergTable(spark, identifier), partitionColumn);
+    public static Map<String, String> layout(
+            SparkSession spark, String identifier, String partitionColumn) throws Exception {
+        Table table = Spark3Util.loadIcebergTable(spark, identifier);
+        Map<String, String> layout = new LinkedHashMap<>();
+        String refused = refusal(table, partitionColumn);
+        layout.put("refusal", refused);
+        if (refused == null) {
+            Map<String, String> properties = table.properties();
+            layout.put("location", properties.getOrDefault(
+                    TableProperties.WRITE_DATA_LOCATION, table.location() + "/data"));
+            layout.put("codec", properties.getOrDefault(
+                    TableProperties.PARQUET_COMPRESSION,
+                    TableProperties.PARQUET_COMPRESSION_DEFAULT));
+            layout.put("level", properties.get(TableProperties.PARQUET_COMPRESSION_LEVEL));
+            layout.put("schema", SchemaParser.toJson(table.schema()));
+        }
+        return layout;
     }
 
     private static String refusal(Table table, String partitionColumn) {
