@@ -145,10 +145,14 @@ class Refusals:
                     found = ask()
                 except NoFileAppends as exc:
                     found = str(exc)
-                self._known[key] = found
-                if found is not None:
-                    log.warning("%s: Spark writes its files: %s", key, found)
+                self._remember(key, found)
             return self._known[key]
+
+    def _remember(self, key: str, found: str | None) -> None:
+        """Hold ``found`` as the refusal of ``key`` (the lock held), said once when one."""
+        self._known[key] = found
+        if found is not None:
+            log.warning("%s: Spark writes its files: %s", key, found)
 
     def forget(self, key: str) -> None:
         """Ask again next time."""
@@ -171,8 +175,7 @@ class Refusals:
             reason = str(exc).splitlines()[0].removeprefix(f"({found}) ")
             if found == UNSEEN_FILE_REFUSED:  # nor will it see the table's next file
                 with self._lock:
-                    self._known[key] = reason
-                log.warning("%s: Spark writes its files: %s", key, reason)
+                    self._remember(key, reason)
             else:
                 self.forget(key)
             raise FilesRefused(reason) from exc
