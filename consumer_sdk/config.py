@@ -34,6 +34,8 @@ REVOKE_MODES = ("release", "flush")
 class ConsumerConfig(GroupSettings):
     """Everything an :class:`~consumer_sdk.consumer.AutoscalingConsumer` needs."""
 
+    # A batch's size as it sits in memory (consumer_sdk.sink.Record.size: keys, values,
+    # headers and each record's fixed-width cells), not only its keys and values.
     batch_bytes: int = 16 * MIB
     # Batches a staging sink (SparkTableSink) holds at once: one stages while the one before
     # it is still being written. Memory: up to this many batches plus the one filling.

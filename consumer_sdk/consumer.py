@@ -137,6 +137,8 @@ class AutoscalingConsumer:
             stopping=self._stopping,
             on_written=self._account,
             on_taken=self._reclaim,
+            # A write that ends frees a slot, so the fetch ahead may grow (_fetch_ahead_room).
+            on_slot_free=lambda: wake_fetcher(self._consumer),
         )
         self._resume = ResumeLookups(
             sink,
@@ -523,8 +525,11 @@ class AutoscalingConsumer:
             self.ownership_log.append(event)
 
     def _fetch_ahead_room(self) -> int:
-        """What the client may fetch ahead now: nothing beyond the batch being filled."""
-        return fetch_ahead_room(self.config.batch_bytes, self._pending.bytes)
+        """What the client may fetch ahead now: nothing beyond the batch being filled and
+        the write slots free."""
+        return fetch_ahead_room(
+            self.config.batch_bytes, self._pending.bytes, self._writer.free_slots()
+        )
 
     async def _on_assigned(self, assigned: set[KafkaTopicPartition]) -> None:
         consumer = self._consumer

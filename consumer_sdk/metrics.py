@@ -16,7 +16,8 @@ RECORDS = Counter(
 )
 BYTES = Counter(
     "autoscaler_consumer_bytes_total",
-    "Key+value bytes handed to the sink",
+    "Bytes handed to the sink, as batch_bytes counts them (keys, values, headers and 34 B "
+    "of fixed-width cells a record)",
     ["group", "topic", "partition"],
 )
 BATCHES = Counter("autoscaler_consumer_batches_total", "Batches flushed and committed", ["group"])

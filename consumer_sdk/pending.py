@@ -1,9 +1,10 @@
 """Records fetched and not yet handed to the sink, cut into batches of at most N bytes.
 
 Pure (no client, no sink): the consumer adds what each poll returned and takes batches out.
-Bytes (key + value, what ``batch_bytes`` counts) are summed per partition when records are
-added; a batch knows its bytes per partition without walking its records again (only the
-partition a batch ends in is walked, to cut it).
+Bytes (what ``batch_bytes`` counts: :attr:`consumer_sdk.sink.Record.size`, a record as it
+sits in a batch's columns) are summed per partition when records are added; a batch knows
+its bytes per partition without walking its records again (only the partition a batch ends
+in is walked, to cut it).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ class Message(Protocol):
     @property
     def value(self) -> bytes | None: ...
     @property
-    def headers(self) -> Sequence[tuple[str, bytes]] | None: ...
+    def headers(self) -> Sequence[tuple[str, bytes | None]] | None: ...
 
 
 @dataclass
@@ -49,7 +50,7 @@ class Taken(Generic[Partition, Rows]):
 
     @property
     def bytes(self) -> int:
-        """Key and value bytes of every record."""
+        """Bytes of every record, as ``batch_bytes`` counts them."""
         return sum(self.sizes.values())
 
 
@@ -126,7 +127,7 @@ class PendingRecords(Generic[Partition]):
             )
             for m in (messages[start:] if start else messages)
         ]
-        added = sum(len(r.key or b"") + len(r.value or b"") for r in fresh)
+        added = sum(r.size for r in fresh)
         records.extend(fresh)
         self._held[partition] = (records, size + added)
         self.bytes += added

@@ -3,8 +3,8 @@
 The columnar twin of consumer_sdk.pending: the same contract (add what a poll returned, take
 batches by bytes, drop a revoked partition), with each partition's records held as the Arrow
 chunks the columnar fetch decoded (consumer_sdk.record_columns.RecordColumns). Nothing here
-touches a record: chunks are kept whole, sliced where a batch ends, and measured with Arrow
-kernels. Pure (no client, no sink).
+touches a record: chunks are kept whole, copied in two where a batch ends, and measured from
+their offsets. Pure (no client, no sink).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from consumer_sdk.pending import Taken, take_prefixes
-from consumer_sdk.record_columns import RecordColumns, payload_bytes, payload_sizes
+from consumer_sdk.record_columns import RecordColumns, chunk_bytes, record_sizes
 
 Partition = TypeVar("Partition", bound=Hashable)
 
@@ -74,7 +74,7 @@ class PendingColumns(Generic[Partition]):
                 if held is not None:
                     held.next_offset = max(held.next_offset, columns.next_offset)
                 continue
-            size = payload_bytes(chunk)
+            size = chunk_bytes(chunk)
             if held is None:
                 self._held[partition] = _Held([chunk], [size], columns.next_offset)
             else:
@@ -122,7 +122,7 @@ def _split_held(held: _Held, budget: int, alone: bool) -> tuple[_Held | None, _H
             prefix_sizes.append(size)
             used += size
             continue
-        cumulative = np.cumsum(payload_sizes(chunk))
+        cumulative = np.cumsum(record_sizes(chunk))
         count = int(np.searchsorted(cumulative, budget - used, side="right"))
         if count == 0 and alone and not prefix:
             count = 1
@@ -130,10 +130,10 @@ def _split_held(held: _Held, budget: int, alone: bool) -> tuple[_Held | None, _H
         rest_sizes = held.sizes[index + 1 :]
         head_size = int(cumulative[count - 1]) if count else 0
         if count:
-            prefix.append(chunk.slice(0, count))
+            prefix.append(_compact(chunk.slice(0, count)) if count < chunk.num_rows else chunk)
             prefix_sizes.append(head_size)
         if count < chunk.num_rows:
-            rest_chunks = [chunk.slice(count), *rest_chunks]
+            rest_chunks = [_compact(chunk.slice(count)), *rest_chunks]
             rest_sizes = [size - head_size, *rest_sizes]
         taken = _Held(prefix, prefix_sizes, 0) if prefix else None
         if taken is not None:
@@ -141,3 +141,12 @@ def _split_held(held: _Held, budget: int, alone: bool) -> tuple[_Held | None, _H
         rest = _Held(rest_chunks, rest_sizes, held.next_offset) if rest_chunks else None
         return taken, rest
     return held, None
+
+
+def _compact(part: pa.RecordBatch) -> pa.RecordBatch:
+    """A copy of a slice in buffers of its own. Both parts of a cut chunk are copied: a
+    slice keeps its whole chunk alive, so the batch in the sink would hold the records left
+    for the next batch, and they the batch's, beyond what batch_bytes counts for either."""
+    return pa.RecordBatch.from_arrays(
+        [pa.concat_arrays([column]) for column in part.columns], schema=part.schema
+    )

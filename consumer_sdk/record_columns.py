@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from consumer_sdk.sink import HEADERS, RECORD_SCHEMA
+from consumer_sdk.sink import HEADER_FIXED_BYTES, HEADERS, RECORD_FIXED_BYTES, RECORD_SCHEMA
 
 # baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta,
 # baseTimestamp, maxTimestamp, producerId, producerEpoch, baseSequence, recordCount
@@ -110,9 +110,8 @@ def batch_headers(data: bytes | memoryview) -> Iterator[BatchHeader]:
 
 @dataclass(frozen=True)
 class RecordColumns:
-    """One partition's records of one fetch: Arrow columns in offset order, the bytes of
-    keys and values (what batch_bytes counts), and the offset to read next (past skipped
-    control and aborted batches too)."""
+    """One partition's records of one fetch: Arrow columns in offset order, and the offset
+    to read next (past skipped control and aborted batches too)."""
 
     topic: str
     partition: int
@@ -125,36 +124,64 @@ class RecordColumns:
         return int(self.batch.num_rows)
 
     @property
-    def payload_bytes(self) -> int:
-        """Bytes of keys and values."""
-        return payload_bytes(self.batch)
+    def bytes(self) -> int:
+        """Bytes the records take in a batch (what batch_bytes counts)."""
+        return chunk_bytes(self.batch)
 
 
 def _binary_offsets(column: pa.Array) -> np.ndarray:
-    """A binary column's offsets (length + 1 of them, from its slice's start), read from its
-    buffer. Every column the decoders build (the native one, pyarrow's builders) gives a
-    null slot no bytes, so consecutive offsets are exact sizes: no Arrow kernel is needed."""
+    """A binary or list column's offsets (length + 1 of them, from its slice's start), read
+    from its buffer. Every column the decoders build (the native one, pyarrow's builders)
+    gives a null slot no bytes, so consecutive offsets are exact sizes: no Arrow kernel is
+    needed."""
     first = column.offset
     buffer = column.buffers()[1]
     return np.frombuffer(buffer, dtype=np.int32, count=first + len(column) + 1)[first:]
 
 
-def payload_sizes(chunk: pa.RecordBatch) -> np.ndarray:
-    """Bytes of key plus value per record (what batch_bytes counts)."""
+def _header_spans(chunk: pa.RecordBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Per record boundary, where its headers start in the header pairs, and where their
+    keys' and values' bytes start; None when the chunk holds no header (the common case)."""
+    column = chunk.column(4)
+    bounds = _binary_offsets(column)
+    if bounds[-1] == bounds[0]:
+        return None
+    pairs = column.values  # the whole child: list offsets index it, slice or not
+    keys = _binary_offsets(pairs.field(0))
+    values = _binary_offsets(pairs.field(1))
+    return bounds, keys[bounds], values[bounds]
+
+
+def record_sizes(chunk: pa.RecordBatch) -> np.ndarray:
+    """Bytes each record takes in a batch (what batch_bytes counts,
+    :attr:`consumer_sdk.sink.Record.size`): key, value, headers and the fixed-width cells."""
     if chunk.num_rows == 0:
         return np.zeros(0, dtype=np.int64)
     keys = np.diff(_binary_offsets(chunk.column(2)))
     values = np.diff(_binary_offsets(chunk.column(3)))
-    return keys.astype(np.int64) + values
+    sizes = keys.astype(np.int64) + values + RECORD_FIXED_BYTES
+    spans = _header_spans(chunk)
+    if spans is not None:
+        bounds, key_starts, value_starts = spans
+        sizes += np.diff(bounds) * HEADER_FIXED_BYTES
+        sizes += np.diff(key_starts) + np.diff(value_starts)
+    return sizes
 
 
-def payload_bytes(chunk: pa.RecordBatch) -> int:
-    """Bytes of keys and values of a chunk (in O(1): the span of each column's offsets)."""
+def chunk_bytes(chunk: pa.RecordBatch) -> int:
+    """The sum of :func:`record_sizes` in O(1): the span of each column's offsets."""
     if chunk.num_rows == 0:
         return 0
     keys = _binary_offsets(chunk.column(2))
     values = _binary_offsets(chunk.column(3))
-    return int(keys[-1] - keys[0]) + int(values[-1] - values[0])
+    size = int(keys[-1] - keys[0]) + int(values[-1] - values[0])
+    size += RECORD_FIXED_BYTES * int(chunk.num_rows)
+    spans = _header_spans(chunk)
+    if spans is not None:
+        bounds, key_starts, value_starts = spans
+        size += HEADER_FIXED_BYTES * int(bounds[-1] - bounds[0])
+        size += int(key_starts[-1] - key_starts[0]) + int(value_starts[-1] - value_starts[0])
+    return size
 
 
 # -- the native decoder ----------------------------------------------------------------------

@@ -28,6 +28,14 @@ RECORD_SCHEMA = pa.schema(
 # What a sink is given: a topic's records of one batch, its partitions' in offset order.
 SINK_SCHEMA = RECORD_SCHEMA.append(pa.field("partition", pa.int32()))
 
+# What ``batch_bytes`` counts is a batch as it sits in memory: each record's key, value and
+# header bytes plus its fixed-width cells. Per record: offset and timestamp (8 + 8), the
+# offsets into the key, value and header columns (3 x 4), a validity byte for key and value
+# as the native decoder keeps them (2), and the partition the sink's table adds (4). Per
+# header: its key and value offsets (2 x 4) and a validity byte.
+RECORD_FIXED_BYTES = 8 + 8 + 3 * 4 + 2 + 4
+HEADER_FIXED_BYTES = 2 * 4 + 1
+
 
 class Record(NamedTuple):
     """One Kafka record as the sink sees it (a named tuple: built once per record on the hot
@@ -39,12 +47,16 @@ class Record(NamedTuple):
     timestamp: int
     key: bytes | None
     value: bytes | None
-    headers: tuple[tuple[str, bytes], ...] = ()
+    headers: tuple[tuple[str, bytes | None], ...] = ()  # a header value may be null
 
     @property
     def size(self) -> int:
-        """Bytes of key and value (what BATCH_BYTES counts)."""
-        return len(self.key or b"") + len(self.value or b"")
+        """Bytes the record takes in a batch's columns (what BATCH_BYTES counts): key,
+        value and headers, and the fixed-width cells beside them."""
+        size = RECORD_FIXED_BYTES + len(self.key or b"") + len(self.value or b"")
+        for key, value in self.headers:
+            size += HEADER_FIXED_BYTES + len(key.encode()) + len(value or b"")
+        return size
 
 
 class PartitionsFenced(Exception):

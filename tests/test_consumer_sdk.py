@@ -17,7 +17,13 @@ from assignor.plugin import MemberState, PluginStats, build_assignor
 from consumer_sdk.clusters import ClusterKind, KafkaCluster
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.consumer import RetryPolicy
-from consumer_sdk.sink import CallbackSink, PartitionsFenced, Record, RecordsView
+from consumer_sdk.sink import (
+    RECORD_FIXED_BYTES,
+    CallbackSink,
+    PartitionsFenced,
+    Record,
+    RecordsView,
+)
 from contract.snapshot import PartitionStat, Snapshot
 from tests.kafka_helpers import produce_numbered, produce_tracked
 from tests.sdk_helpers import (
@@ -480,7 +486,8 @@ def test_consumed_records_and_bytes_are_metrics(
         for p in (0, 1)
     ]
     assert records == [50.0, 50.0]
-    value_bytes = 64 + len("99")  # kafka_helpers values are 64 B, keys "0".."99"
+    # kafka_helpers values are 64 B, keys "0".."99"; a record also counts its fixed cells.
+    value_bytes = RECORD_FIXED_BYTES + 64 + len("99")
     total_bytes = sum(
         REGISTRY.get_sample_value(
             "autoscaler_consumer_bytes_total", {"group": group, "topic": topic, "partition": str(p)}
@@ -488,7 +495,7 @@ def test_consumed_records_and_bytes_are_metrics(
         or 0
         for p in (0, 1)
     )
-    assert 100 * 64 < total_bytes <= 100 * value_bytes
+    assert 100 * (RECORD_FIXED_BYTES + 64) < total_bytes <= 100 * value_bytes
     assert f'autoscaler_consumer_records_total{{group="{group}"'.encode() in page
 
 

@@ -8,6 +8,7 @@ from consumer_sdk.fetch_sizes import (
     FETCH_AHEAD_BATCHES,
     MIN_FETCH_BYTES,
     PARTITION_FETCH_BYTES,
+    RESPONSE_COPIES,
     fetch_ahead_bytes,
     fetch_ahead_room,
     fetch_max_bytes,
@@ -50,17 +51,28 @@ def test_a_response_is_never_asked_for_more_than_the_client_allows() -> None:
 
 
 @pytest.mark.parametrize(
-    ("pending", "expected"),
+    ("pending", "free_slots", "expected"),
     [
-        (0, 4 * MIB),  # an empty batch: the whole fetch ahead (a quarter batch)
-        (10 * MIB, 4 * MIB),
-        (15 * MIB, MIB),  # only what the batch has room for
-        (16 * MIB, 0),  # full, waiting for a write slot: nothing more is fetched
-        (17 * MIB, 0),  # a batch overshoots by the last response's records
+        (0, 0, 4 * MIB),  # an empty batch: the whole fetch ahead (a quarter batch)
+        # Every slot taken: a response is held three times while decoded, so it gets a
+        # third of the room the batch being built has left.
+        (10 * MIB, 0, 2 * MIB),
+        (15 * MIB, 0, MIB // 3),
+        (16 * MIB, 0, 0),  # full, waiting for a write slot: nothing more is fetched
+        (17 * MIB, 0, 0),  # a batch overshoots by the last response's records
+        # A free slot: the sink holds a batch less than it may, so the whole fetch ahead.
+        (16 * MIB, 1, 4 * MIB),
+        (30 * MIB, 1, 2 * MIB // 3),
     ],
 )
-def test_the_fetch_ahead_stops_where_the_batch_is_full(pending: int, expected: int) -> None:
-    assert fetch_ahead_room(16 * MIB, pending) == expected
+def test_the_fetch_ahead_keeps_the_consumer_within_its_batches(
+    pending: int, free_slots: int, expected: int
+) -> None:
+    assert fetch_ahead_room(16 * MIB, pending, free_slots) == expected
+    # What the consumer may hold: the batch being built, the free slots, and each byte of
+    # the fetch ahead three times.
+    if pending < (1 + free_slots) * 16 * MIB:
+        assert pending + RESPONSE_COPIES * expected <= (1 + free_slots) * 16 * MIB
 
 
 def test_the_whole_fetch_ahead_can_be_kept_for_comparison(monkeypatch: pytest.MonkeyPatch) -> None:

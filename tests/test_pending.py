@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from consumer_sdk.pending import Batch, PendingRecords
-from consumer_sdk.sink import Record
+from consumer_sdk.sink import HEADER_FIXED_BYTES, RECORD_FIXED_BYTES, Record
 
 
 def holding(records: list[Record]) -> PendingRecords[int]:
@@ -30,11 +30,12 @@ def test_batches_stay_within_the_limit_and_take_each_partition_in_order() -> Non
     held = records(3, 10, 100)
     pending = holding(held)
     assert pending.bytes == sum(r.size for r in held)
+    limit = 7 * held[0].size + 1
     batches = []
     while pending.bytes:
-        batch = pending.take(limit=700)
+        batch = pending.take(limit=limit)
         assert batch.bytes == sum(r.size for recs in batch.records.values() for r in recs)
-        assert batch.bytes <= 700
+        assert batch.bytes <= limit
         batches.append(batch)
     assert len(batches) == -(-len(held) // 7)  # full batches of 7 records, then the rest
     per_partition: dict[int, list[int]] = {}
@@ -53,11 +54,12 @@ def test_a_record_larger_than_the_limit_is_a_batch_of_its_own() -> None:
 
 
 def test_without_a_limit_the_chosen_partitions_go_whole_and_drop_forgets() -> None:
-    pending = holding(records(3, 4, 100))
+    held = records(3, 4, 100)
+    pending = holding(held)
     taken = pending.take({1})
     assert offsets_of(taken) == {1: [0, 1, 2, 3]} and taken.next_offsets() == {1: 4}
     pending.drop(0)
-    assert pending.bytes == 400
+    assert pending.bytes == 4 * held[0].size
     assert offsets_of(pending.take()) == {2: [0, 1, 2, 3]}
 
 
@@ -71,8 +73,17 @@ def test_offsets_fetched_again_after_a_seek_are_held_once() -> None:
     assert pending.bytes == 0
 
 
-def test_headers_become_a_tuple_and_null_keys_and_values_count_nothing() -> None:
+def test_headers_become_a_tuple_and_null_keys_and_values_count_no_bytes_of_their_own() -> None:
     pending: PendingRecords[int] = PendingRecords()
     pending.add(0, [Record("t", 0, 0, 0, None, None, [("h", b"v")])])  # type: ignore[arg-type]
     batch = pending.take()
-    assert batch.records[0][0].headers == (("h", b"v"),) and batch.bytes == 0
+    assert batch.records[0][0].headers == (("h", b"v"),)
+    # The fixed cells of the record and of its one header, and the header's 2 bytes.
+    assert batch.bytes == RECORD_FIXED_BYTES + HEADER_FIXED_BYTES + 2
+
+
+def test_a_record_counts_its_bytes_as_a_batch_holds_them() -> None:
+    plain = Record("t", 0, 0, 0, b"key", b"value")
+    assert plain.size == RECORD_FIXED_BYTES + 8
+    headed = plain._replace(headers=(("é", b"12"), ("k", None)))
+    assert headed.size == plain.size + 2 * HEADER_FIXED_BYTES + len("é".encode()) + 2 + 1

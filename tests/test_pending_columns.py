@@ -67,7 +67,15 @@ def test_same_batches_as_the_record_buffer(steps: list[tuple[str, Any]]) -> None
             partition, sizes, replay = argument
             first = max(0, next_offset[partition] - replay)  # a repositioning re-reads
             fetched = [
-                Record("t", partition, first + i, 1000 + i, b"k" if i % 2 else None, b"v" * size)
+                Record(
+                    "t",
+                    partition,
+                    first + i,
+                    1000 + i,
+                    b"k" if i % 2 else None,
+                    b"v" * size,
+                    (("h", b"x" * (i % 4)),) if i % 3 == 0 else (),
+                )
                 for i, size in enumerate(sizes)
             ]
             next_offset[partition] = max(next_offset[partition], first + len(sizes))
@@ -97,4 +105,34 @@ def test_a_partition_whose_first_record_does_not_fit_stays_whole() -> None:
     want, got = records.take(limit=1000), columns.take(limit=1000)
     assert as_offsets(got.records) == as_offsets(want.records) == {0: [0]}
     assert got.next_offsets() == want.next_offsets() == {0: 1}
-    assert columns.bytes == records.bytes == 500
+    assert columns.bytes == records.bytes == Record("t", 1, 0, 0, None, b"v" * 500).size
+
+
+def _addresses(table: pa.Table) -> set[int]:
+    return {
+        buffer.address
+        for column in table.columns
+        for piece in column.chunks
+        for buffer in piece.buffers()
+        if buffer is not None and buffer.size
+    }
+
+
+def test_a_chunk_cut_by_a_batch_leaves_no_part_holding_the_other() -> None:
+    fetched = [Record("t", 0, n, 0, None, b"v" * 100, (("h", b"x"),)) for n in range(10)]
+    original = chunk(0, fetched, 10)
+    columns: PendingColumns[int] = PendingColumns()
+    columns.add(0, [original])
+    first = columns.take(limit=4 * fetched[0].size)
+    second = columns.take()
+    assert as_offsets(first.records) == {0: [0, 1, 2, 3]}
+    assert as_offsets(second.records) == {0: list(range(4, 10))}
+    assert first.bytes == 4 * fetched[0].size and second.bytes == 6 * fetched[0].size
+    # Each part is a copy: neither keeps the fetched chunk (or the other part) alive.
+    whole = _addresses(pa.Table.from_batches([original.batch]))
+    first_buffers, second_buffers = _addresses(first.records[0]), _addresses(second.records[0])
+    assert not first_buffers & whole and not second_buffers & whole
+    assert not first_buffers & second_buffers
+    assert first.records[0].to_pylist() + second.records[0].to_pylist() == (
+        pa.Table.from_batches([original.batch]).to_pylist()
+    )

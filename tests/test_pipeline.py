@@ -5,7 +5,7 @@ both Kafka legs in the SDK tests."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -217,6 +217,7 @@ def writer_for(
     written: list[WrittenBatch],
     stopping: asyncio.Event,
     taken: list[set[KTP]] | None = None,
+    on_slot_free: Callable[[], None] = lambda: None,
 ) -> BatchWriter:
     return BatchWriter(
         sink,
@@ -227,6 +228,7 @@ def writer_for(
         stopping=stopping,
         on_written=written.append,
         on_taken=(taken if taken is not None else []).append,
+        on_slot_free=on_slot_free,
     )
 
 
@@ -247,6 +249,32 @@ def test_a_batch_stages_while_the_one_before_publishes_and_commits_follow_in_ord
     assert sink.events == ["stage 1", "stage 2", "publish 1", "publish 2"]
     assert client.committed_offsets == [{P0: 5}, {P0: 9, P1: 2}]
     assert [dict(w.records) for w in written] == [{P0: 5}, {P0: 4, P1: 2}]
+
+
+def test_free_write_slots_are_counted_and_each_write_that_ends_says_so() -> None:
+    async def go() -> tuple[list[int], list[int]]:
+        sink, client = StagingRecorder(), FakeClient()
+        free_when_told: list[int] = []
+        writer = writer_for(
+            sink,
+            client,
+            [],
+            asyncio.Event(),
+            on_slot_free=lambda: free_when_told.append(writer.free_slots()),
+        )
+        seen = [writer.free_slots()]
+        writer.submit(batch_of((0, range(0, 5))))
+        seen.append(writer.free_slots())
+        writer.submit(batch_of((0, range(5, 9))))
+        seen += [writer.free_slots(), int(writer.busy())]
+        await writer.settle()
+        seen.append(writer.free_slots())
+        return seen, free_when_told
+
+    seen, free_when_told = asyncio.run(go())
+    assert seen == [2, 1, 0, 1, 2]
+    # Told once per write, after it ended: the first leaves one slot free, the second two.
+    assert free_when_told == [1, 2]
 
 
 def test_fenced_partitions_are_not_committed() -> None:
@@ -343,7 +371,10 @@ def test_the_filler_stops_at_batch_bytes_skips_revoking_partitions_and_retries_e
             {P0: records(0, range(6, 9))},
         ]
         pending: PendingRecords[KTP] = PendingRecords()
-        filler = BatchFiller(pending, group="g-pipeline", batch_bytes=60, wait_time_secs=30)
+        six_records = 6 * records(0, range(1))[0].size
+        filler = BatchFiller(
+            pending, group="g-pipeline", batch_bytes=six_records, wait_time_secs=30
+        )
         filler.revoking.add(P1)
         await filler.fill(lambda: client, lambda: True, asyncio.Event())
         return filler, client
@@ -353,7 +384,7 @@ def test_the_filler_stops_at_batch_bytes_skips_revoking_partitions_and_retries_e
     assert {p: [r.offset for r in recs] for p, recs in taken.records.items()} == {
         P0: list(range(6))
     }
-    assert len(client.polls) == 1  # stopped once 60 bytes were held
+    assert len(client.polls) == 1  # stopped once six records were held
     assert REGISTRY.get_sample_value(
         "autoscaler_consumer_poll_errors_total", {"group": "g-pipeline", "error": "KafkaError"}
     )

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from consumer_sdk import record_columns
 from consumer_sdk.record_columns import CorruptRecords, RecordColumns, decode_records
+from consumer_sdk.sink import Record
 from tests.columns_helpers import column_rows
 
 Header = tuple[str, bytes | None]
@@ -66,8 +67,8 @@ def both_decoders(data: bytes, fetch_offset: int, **options: Any) -> list[Record
     fallback = record_columns._decode_with_aiokafka(data, sections, fetch_offset)
     assert fallback.equals(native.batch)
     # Sizes come from the offsets buffers: both decoders must give a null slot no bytes.
-    assert list(record_columns.payload_sizes(fallback)) == list(
-        record_columns.payload_sizes(native.batch)
+    assert list(record_columns.record_sizes(fallback)) == list(
+        record_columns.record_sizes(native.batch)
     )
     return [native]
 
@@ -92,12 +93,20 @@ def test_any_records_decode_as_written(batches: list[tuple[list[Row], int]], ski
     [columns] = both_decoders(data, fetch_offset)
     assert column_rows(columns) == [row for row in want if row[0] >= fetch_offset]
     assert columns.next_offset == max(offset, fetch_offset)
-    sizes = [len(r[2] or b"") + len(r[3] or b"") for r in column_rows(columns)]
-    assert columns.payload_bytes == sum(sizes)
+    # What batch_bytes counts is the same on both record paths: Record.size.
+    sizes = [
+        Record("t", 3, offset, timestamp, key, value, tuple(pairs)).size
+        for offset, timestamp, key, value, pairs in column_rows(columns)
+    ]
+    assert columns.bytes == sum(sizes)
+    # ... and it is no less than the decoded buffers with the sink's partition column (4 B a
+    # record), past the few bytes of fixed per-buffer overhead: so batch_bytes bounds memory.
+    held = columns.batch.get_total_buffer_size() + 4 * columns.count
+    assert columns.bytes + 64 >= held
     for start in range(min(3, len(sizes) + 1)):  # a slice reads its own part of the offsets
         part = columns.batch.slice(start, max(len(sizes) - 2 * start, 0))
-        assert list(record_columns.payload_sizes(part)) == sizes[start : start + part.num_rows]
-        assert record_columns.payload_bytes(part) == sum(sizes[start : start + part.num_rows])
+        assert list(record_columns.record_sizes(part)) == sizes[start : start + part.num_rows]
+        assert record_columns.chunk_bytes(part) == sum(sizes[start : start + part.num_rows])
 
 
 def test_a_batch_cut_by_the_fetch_limit_is_left_for_the_next_fetch() -> None:

@@ -72,6 +72,7 @@ class BatchWriter:
         stopping: asyncio.Event,
         on_written: Callable[[WrittenBatch], None],
         on_taken: Callable[[set[KafkaTopicPartition]], None] = lambda taken: None,
+        on_slot_free: Callable[[], None] = lambda: None,
     ) -> None:
         self.sink = sink
         self._commits = commits
@@ -82,6 +83,7 @@ class BatchWriter:
         self._stopping = stopping
         self._on_written = on_written
         self._on_taken = on_taken
+        self._on_slot_free = on_slot_free
         # Batches handed to the sink, oldest first; each publishes after the one before it.
         self._writes: deque[asyncio.Task[None]] = deque()
         # The partitions each write in flight holds records of (see :meth:`drain`).
@@ -91,7 +93,11 @@ class BatchWriter:
 
     def busy(self) -> bool:
         """True while ``depth`` batches are being written: a new one would wait."""
-        return sum(not task.done() for task in self._writes) >= self.depth
+        return self.free_slots() == 0
+
+    def free_slots(self) -> int:
+        """How many more batches could be written at once now."""
+        return max(0, self.depth - sum(not task.done() for task in self._writes))
 
     def submit(self, batch: AnyBatch) -> None:
         """Start writing ``batch``; it publishes after every batch submitted before it."""
@@ -101,6 +107,7 @@ class BatchWriter:
         self._writes.append(task)
         self._holding[task] = holding
         task.add_done_callback(self._holding.pop)
+        task.add_done_callback(lambda _: self._on_slot_free())
 
     async def drain(self, partitions: Collection[KafkaTopicPartition]) -> None:
         """Wait until no write in flight holds records of ``partitions`` (whatever their
