@@ -188,6 +188,7 @@ ALLOCATORS: dict[str, dict[str, str]] = {
     "default": {},
     "arrow system pool": {"ARROW_DEFAULT_MEMORY_POOL": "system"},
     "mmap threshold 128 KiB": {"MALLOC_MMAP_THRESHOLD_": "131072"},
+    "mmap threshold 16 KiB": {"MALLOC_MMAP_THRESHOLD_": "16384"},
     "system pool + mmap 128 KiB": {
         "ARROW_DEFAULT_MEMORY_POOL": "system",
         "MALLOC_MMAP_THRESHOLD_": "131072",

@@ -51,15 +51,24 @@ def fetch_ahead_bytes(batch_bytes: int) -> int:
 def fetch_ahead_room(batch_bytes: int, pending_bytes: int, free_slots: int = 0) -> int:
     """The fetch-ahead budget while ``pending_bytes`` of the next batch are held and
     ``free_slots`` write slots are free: the fetch ahead, but no more than keeps the
-    consumer within its (writes in flight + 1) batches. Each write in flight holds at most a
-    batch, so the batch being built, the ``free_slots`` batches the sink could hold and not
-    now, less ``pending_bytes``, is what the fetch ahead may fill: a response is held
-    ``RESPONSE_COPIES`` times while it is decoded, so it gets that share. Once the batch is
-    full and every slot taken the client fetches nothing."""
+    consumer within its (writes in flight + 1) batches.
+
+    Each write in flight holds at most a batch, so the batch being built and the
+    ``free_slots`` batches the sink could hold and does not, less ``pending_bytes``, is the
+    room the fetch ahead may fill. A response is held ``RESPONSE_COPIES`` times while it is
+    decoded, and may bring one whole producer batch (up to ``PARTITION_FETCH_BYTES``) more
+    than it asked for, so the budget is a third of the room less three such batches. While
+    every slot is taken and that leaves nothing, the client fetches nothing until a write
+    ends. With a slot free and a batch too small for the reserve (a producer batch is larger
+    than the room), a third of the room: a consumer must go on reading, and the broker
+    sends a producer batch whole whatever it is asked."""
     ahead = fetch_ahead_bytes(batch_bytes)
     if not FETCH_WITHIN_BATCH:
         return ahead
     room = (1 + max(0, free_slots)) * batch_bytes - pending_bytes
+    strict = room - RESPONSE_COPIES * PARTITION_FETCH_BYTES
+    if strict >= RESPONSE_COPIES * MIN_FETCH_BYTES or free_slots <= 0:
+        room = strict
     return max(0, min(ahead, room // RESPONSE_COPIES))
 
 

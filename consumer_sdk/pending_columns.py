@@ -146,7 +146,11 @@ def _split_held(held: _Held, budget: int, alone: bool) -> tuple[_Held | None, _H
 def _compact(part: pa.RecordBatch) -> pa.RecordBatch:
     """A copy of a slice in buffers of its own. Both parts of a cut chunk are copied: a
     slice keeps its whole chunk alive, so the batch in the sink would hold the records left
-    for the next batch, and they the batch's, beyond what batch_bytes counts for either."""
+    for the next batch, and they the batch's, beyond what batch_bytes counts for either.
+    The copy comes from the system allocator, as the decoded chunks do (numpy): measured,
+    Arrow's default pool (mimalloc) kept 6-9 MiB resident for the 1-3 MiB of copies."""
+    pool = pa.system_memory_pool()
     return pa.RecordBatch.from_arrays(
-        [pa.concat_arrays([column]) for column in part.columns], schema=part.schema
+        [pa.concat_arrays([column], memory_pool=pool) for column in part.columns],
+        schema=part.schema,
     )

@@ -54,25 +54,35 @@ def test_a_response_is_never_asked_for_more_than_the_client_allows() -> None:
     ("pending", "free_slots", "expected"),
     [
         (0, 0, 4 * MIB),  # an empty batch: the whole fetch ahead (a quarter batch)
-        # Every slot taken: a response is held three times while decoded, so it gets a
-        # third of the room the batch being built has left.
-        (10 * MIB, 0, 2 * MIB),
-        (15 * MIB, 0, MIB // 3),
+        # Every slot taken: a response is held three times while decoded and may bring a
+        # whole producer batch (1 MiB) more than asked, so a third of the room less 3 MiB.
+        (10 * MIB, 0, MIB),
+        (12 * MIB, 0, MIB // 3),
+        (13 * MIB, 0, 0),  # no room for a producer batch more: wait for a write to end
         (16 * MIB, 0, 0),  # full, waiting for a write slot: nothing more is fetched
         (17 * MIB, 0, 0),  # a batch overshoots by the last response's records
         # A free slot: the sink holds a batch less than it may, so the whole fetch ahead.
         (16 * MIB, 1, 4 * MIB),
-        (30 * MIB, 1, 2 * MIB // 3),
+        (26 * MIB, 1, MIB),
     ],
 )
 def test_the_fetch_ahead_keeps_the_consumer_within_its_batches(
     pending: int, free_slots: int, expected: int
 ) -> None:
     assert fetch_ahead_room(16 * MIB, pending, free_slots) == expected
-    # What the consumer may hold: the batch being built, the free slots, and each byte of
-    # the fetch ahead three times.
-    if pending < (1 + free_slots) * 16 * MIB:
-        assert pending + RESPONSE_COPIES * expected <= (1 + free_slots) * 16 * MIB
+    # What the consumer may hold: the batch being built and the free slots' batches; what
+    # it fetches, with a whole producer batch past it, three times.
+    if expected:
+        held = pending + RESPONSE_COPIES * (expected + PARTITION_FETCH_BYTES)
+        assert held <= (1 + free_slots) * 16 * MIB
+
+
+def test_small_batches_go_on_reading_when_a_producer_batch_is_larger_than_the_room() -> None:
+    # A 1 MiB batch has no room for a whole producer batch three times: with every slot
+    # taken nothing is fetched until a write ends; with one free, a third of the room.
+    assert fetch_ahead_room(MIB, 0, free_slots=0) == 0
+    assert fetch_ahead_room(MIB, 0, free_slots=1) == 2 * MIB // 3
+    assert fetch_ahead_room(MIB, MIB // 2, free_slots=1) == MIB // 2
 
 
 def test_the_whole_fetch_ahead_can_be_kept_for_comparison(monkeypatch: pytest.MonkeyPatch) -> None:
