@@ -4,9 +4,9 @@ A topic of 32 partitions is filled; then, per record path (``records``, ``column
 ``writes_in_flight`` (1, 2), a fresh process runs the SDK's consumer over it into a staging
 sink whose publish takes ``--publish-secs`` per batch (a slow table: batches queue behind
 it). The bound the consumer keeps is ``writes_in_flight`` batches in the sink plus the one
-filling, each at most ``batch_bytes`` of keys and values; on top of that comes the fetch the
-client holds ahead (at most ``batch_bytes``: the consumer sizes its fetches so) and, on the
-records path, a Python object per record. Measured per process:
+filling, each at most ``batch_bytes`` as it sits in memory (keys, values, headers and each
+record's fixed-width cells); the client fetches ahead only into what they leave, and on the
+records path a Python object per record comes on top. Measured per process:
 resident memory after a warm-up (the same consumer over a 1 MiB topic first: imports,
 client and record path loaded), the peak of the measured run (``VmHWM``, reset after the
 warm-up), and the most batches the sink held at once.
@@ -358,9 +358,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         broker_text,
         f"{args.mib} MiB per value size, 32 partitions, one consumer process per row; "
         f"{BATCH_MIB} MiB batches, each publish takes {args.publish_secs:g} s, so batches queue "
-        "behind the sink. Bound: (writes_in_flight + 1) batches of keys and values; with the "
-        "fetch the client holds ahead (the client's fetch budget, in batches), "
-        "writes_in_flight + 1 + fetch ahead. Each process first "
+        "behind the sink. Bound: (writes_in_flight + 1) batches of batch_bytes, a batch "
+        "counted as it sits in memory (keys, values, headers, and 34 B of fixed-width cells "
+        "a record; until 2026-11-27 keys and values only); the client fetches ahead only "
+        "into what those leave. 'Bound with the fetch ahead': writes_in_flight + 1 + the "
+        "fetch-ahead budget, the bound before that change. Each process first "
         "consumes a topic of "
         f"{WARM_UP_MIB} MiB with the same settings (warm-up: imports, client, record path), "
         "then the measured topic with a fresh consumer. Working set: peak resident memory "
@@ -373,15 +375,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         "SDK's (the client fetches only into the room the batch being built has left), 'no' "
         "keeps the whole fetch-ahead budget while the full batch waits for the sink. Largest "
         "batch in memory: the Arrow buffers of the largest batch the sink was given (keys "
-        "and values, and offsets, timestamps, partitions, headers).",
+        "and values, and offsets, timestamps, partitions, headers; a slice counts its whole "
+        "buffers).",
         "",
         "| value | record path | writes in flight | allocator | fetch max (MiB) | "
         "fetch ahead (batches) | fetch ahead stops at a full batch | bound (MiB) | "
         "bound with the fetch ahead (MiB) | most batches in sink | largest batch in memory "
         "(MiB) | cold RSS (MiB) | "
-        "RSS after warm-up (MiB) | peak RSS (MiB) | working set (MiB) | Arrow peak (MiB) | "
-        "traced peak (MiB) |",
-        "|---:|---|---:|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "RSS after warm-up (MiB) | peak RSS (MiB) | working set (MiB) | working set within "
+        "the bound | Arrow peak (MiB) | traced peak (MiB) |",
+        "|---:|---|---:|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|",
     ]
     for r in rows:
         lines.append(
@@ -392,6 +395,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{r['most_batches_in_sink']} | {r['batch_in_memory_mib']:.1f} | "
             f"{r['cold_mib']:.0f} | {r['baseline_mib']:.0f} | {r['peak_mib']:.0f} | "
             f"{r['working_mib']:.0f} | "
+            f"{'yes' if r['working_mib'] <= r['bound_mib'] else 'no'} | "
             f"{r['arrow_peak_mib']:.0f} | "
             + (f"{r['traced_peak_mib']:.0f} |" if r["traced_peak_mib"] is not None else " |")
         )
