@@ -260,7 +260,7 @@ def measure(
     return result
 
 
-def within(row: Mapping[str, Any]) -> str:
+def bound_check(row: Mapping[str, Any]) -> str:
     """Whether a row's working set is within its bound; a traced row's counts the tracer's
     own memory, so its traced peak is compared instead."""
     if row["traced_peak_mib"] is not None:
@@ -404,7 +404,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{r['most_batches_in_sink']} | {r['batch_in_memory_mib']:.1f} | "
             f"{r['cold_mib']:.0f} | {r['baseline_mib']:.0f} | {r['peak_mib']:.0f} | "
             f"{r['working_mib']:.0f} | "
-            f"{within(r)} | "
+            f"{bound_check(r)} | "
             f"{r['arrow_peak_mib']:.0f} | "
             + (f"{r['traced_peak_mib']:.0f} |" if r["traced_peak_mib"] is not None else " |")
         )
