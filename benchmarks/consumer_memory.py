@@ -152,11 +152,17 @@ def child(args: argparse.Namespace) -> None:
         runner = asyncio.create_task(consumer.run_async())
         while sink.rows < args.expected:
             arrow_peak = max(arrow_peak, pa.total_allocated_bytes())
-            traced_now = tracemalloc.get_traced_memory()[0]  # (0, 0) when not tracing
-            if tracemalloc.is_tracing() and traced_now > traced_peak + 2 * MIB:
-                traced_peak = traced_now
-                at_peak = allocation_sites(tracemalloc.take_snapshot())
+            if tracemalloc.is_tracing():
+                # The peak since the last sample; a snapshot (its own objects are traced)
+                # is taken and dropped before the peak is reset, so it never counts.
+                window_peak = tracemalloc.get_traced_memory()[1] - traced_before
+                if window_peak > traced_peak + 2 * MIB:
+                    at_peak = allocation_sites(tracemalloc.take_snapshot())
+                traced_peak = max(traced_peak, window_peak)
+                tracemalloc.reset_peak()
             await asyncio.sleep(0.005)
+        if tracemalloc.is_tracing():
+            traced_peak = max(traced_peak, tracemalloc.get_traced_memory()[1] - traced_before)
         elapsed = time.perf_counter() - started
         consumer.request_stop()
         await runner
@@ -165,11 +171,7 @@ def child(args: argparse.Namespace) -> None:
             "baseline_mib": baseline_kib / 1024,
             "peak_mib": resident_kib("VmHWM") / 1024,
             "arrow_peak_mib": arrow_peak / MIB,
-            "traced_peak_mib": (
-                (tracemalloc.get_traced_memory()[1] - traced_before) / MIB
-                if tracemalloc.is_tracing()
-                else None
-            ),
+            "traced_peak_mib": traced_peak / MIB if tracemalloc.is_tracing() else None,
             "arrow_pool": pa.default_memory_pool().backend_name,
             "traced_at_peak_mib": at_peak,
             "most_batches_in_sink": sink.most_held,
