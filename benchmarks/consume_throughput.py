@@ -142,10 +142,11 @@ def run_sdk(
     expected: int,
     record_path: str = "records",
     fetch_max_bytes: int | None = None,
+    marks: list[tuple[float, int]] | None = None,
 ) -> float:
     """Seconds from assignment to the last record through AutoscalingConsumer, no-op sink
     (it counts records: on the columnar path that builds none); ``fetch_max_bytes`` None:
-    the SDK's default."""
+    the SDK's default; ``marks`` gets (time, records so far) at every write."""
 
     async def go() -> float:
         seen = 0
@@ -154,6 +155,8 @@ def run_sdk(
         def write(_topic: str, records: Sequence[Record]) -> None:
             nonlocal seen
             seen += len(records)
+            if marks is not None:
+                marks.append((time.perf_counter(), seen))
             if seen >= expected:
                 done.set()
 
@@ -183,16 +186,46 @@ def run_sdk(
     return asyncio.run(go())
 
 
-CLIENTS: dict[str, Callable[[str, str, str, int], float]] = {
-    "confluent-kafka": run_confluent,
-    "aiokafka": run_aiokafka,
-    "aiokafka, columnar fetch": lambda bootstrap, topic, group, expected: run_aiokafka(
-        bootstrap, topic, group, expected, columnar=True
-    ),
-    "sdk (no-op sink)": run_sdk,
-    "sdk, columnar path (no-op sink)": lambda bootstrap, topic, group, expected: run_sdk(
-        bootstrap, topic, group, expected, record_path="columns"
-    ),
+def steady_rate(marks: Sequence[tuple[float, int]]) -> float | None:
+    """Records/s from the first write to the last but one: without the pipeline's start nor
+    the last batch, which may be partial and wait out ``wait_time_secs`` (a topic that ends
+    exactly at a batch boundary has no such wait, so end to end alone depends on the topic's
+    size)."""
+    if len(marks) < 3:
+        return None
+    (start, before), (end, after) = marks[0], marks[-2]
+    return (after - before) / (end - start)
+
+
+# A client's run: seconds end to end, and records/s in steady state (the SDK's only).
+Run = tuple[float, float | None]
+
+
+def raw(client: Callable[[str, str, str, int], float]) -> Callable[[str, str, str, int], Run]:
+    """A raw client's run (no batches, so no steady state apart from end to end)."""
+    return lambda bootstrap, topic, group, expected: (
+        client(bootstrap, topic, group, expected),
+        None,
+    )
+
+
+def sdk(**options: Any) -> Callable[[str, str, str, int], Run]:
+    """An SDK run with ``options`` for run_sdk, and its steady rate."""
+
+    def run(bootstrap: str, topic: str, group: str, expected: int) -> Run:
+        marks: list[tuple[float, int]] = []
+        seconds = run_sdk(bootstrap, topic, group, expected, marks=marks, **options)
+        return seconds, steady_rate(marks)
+
+    return run
+
+
+CLIENTS: dict[str, Callable[[str, str, str, int], Run]] = {
+    "confluent-kafka": raw(run_confluent),
+    "aiokafka": raw(run_aiokafka),
+    "aiokafka, columnar fetch": raw(functools.partial(run_aiokafka, columnar=True)),
+    "sdk (no-op sink)": sdk(),
+    "sdk, columnar path (no-op sink)": sdk(record_path="columns"),
 }
 
 
@@ -213,9 +246,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     clients = dict(CLIENTS)
     for mib in filter(None, args.sdk_fetch_max_mib.split(",")):
         name = f"sdk, columnar path, fetch_max_bytes {float(mib):g} MiB (no-op sink)"
-        clients[name] = functools.partial(
-            run_sdk, record_path="columns", fetch_max_bytes=int(float(mib) * MIB)
-        )
+        clients[name] = sdk(record_path="columns", fetch_max_bytes=int(float(mib) * MIB))
     install()
     rows: list[dict[str, Any]] = []
     kind = ClusterKind(args.cluster)
@@ -224,13 +255,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         for value_size in (200, 1024):
             topic = broker.create_topic(PARTITIONS, prefix=f"throughput-{value_size}")
             count = fill(broker.bootstrap_servers, topic, value_size, args.mib)
-            timings: dict[str, list[float]] = {name: [] for name in clients}
+            timings: dict[str, list[Run]] = {name: [] for name in clients}
             for round_ in range(args.rounds):
                 for name, client in clients.items():  # alternating: noise hits all alike
                     group = re.sub(r"[^a-zA-Z0-9._-]", "", f"{name}-{value_size}-{round_}")
                     timings[name].append(client(broker.bootstrap_servers, topic, group, count))
-                    print(f"{value_size} B {name}: {timings[name][-1]:.2f} s", flush=True)
-            for name, seconds in timings.items():
+                    print(f"{value_size} B {name}: {timings[name][-1][0]:.2f} s", flush=True)
+            for name, runs in timings.items():
+                seconds = [run[0] for run in runs]
+                steady = [run[1] for run in runs if run[1] is not None]
                 median = statistics.median(seconds)
                 rows.append(
                     {
@@ -241,6 +274,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "mb_per_s": count * value_size / MIB / median,
                         "records_per_s": count / median,
                         "runs_s": seconds,
+                        "steady_records_per_s": statistics.median(steady) if steady else None,
                     }
                 )
     lines = [
@@ -250,17 +284,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         broker_text,
         f"{args.mib} MiB per value size, median of {args.rounds} alternating rounds; time from "
         "partition assignment to the last record. SDK: 16 MiB batches, 0.25 s wait (the "
-        "last partial batch waits it out), no-op sink, commit after every batch. "
+        "last partial batch waits it out), no-op sink, commit after every batch. Steady "
+        "(SDK only): records/s from its first write to its last but one, without the start "
+        "nor the last batch, which waits out the 0.25 s when the topic does not end at a "
+        "batch boundary. "
         "Columnar fetch: aiokafka's fetcher handing over Arrow columns decoded natively "
         f"(consumer_sdk.columnar_fetch; native decoder built: {native_available()}).",
         "",
-        "| value | client | records | MiB/s | records/s |",
-        "|---:|---|---:|---:|---:|",
+        "| value | client | records | MiB/s | records/s | steady records/s |",
+        "|---:|---|---:|---:|---:|---:|",
     ]
     for row in rows:
         lines.append(
             f"| {row['value_bytes']} B | {row['client']} | {row['records']} | "
-            f"{row['mb_per_s']:.1f} | {row['records_per_s']:,.0f} |"
+            f"{row['mb_per_s']:.1f} | {row['records_per_s']:,.0f} | "
+            + (f"{row['steady_records_per_s']:,.0f} |" if row["steady_records_per_s"] else " |")
         )
     publish(
         f"consume_throughput_{kind.value}",
