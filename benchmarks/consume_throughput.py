@@ -187,10 +187,11 @@ def run_sdk(
 
 
 def steady_rate(marks: Sequence[tuple[float, int]]) -> float | None:
-    """Records/s from the first write to the last but one: without the pipeline's start nor
-    the last batch, which may be partial and wait out ``wait_time_secs`` (a topic that ends
-    exactly at a batch boundary has no such wait, so end to end alone depends on the topic's
-    size)."""
+    """Records/s from the end of the first batch to the end of the last but one, over
+    (time, records so far) marks: without the pipeline's start nor the last batch, which may
+    be partial and wait out ``wait_time_secs`` (a topic that ends exactly at a batch
+    boundary has no such wait, so end to end alone depends on the topic's size). Shared
+    with benchmarks.spark_sink."""
     if len(marks) < 3:
         return None
     (start, before), (end, after) = marks[0], marks[-2]

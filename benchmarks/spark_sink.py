@@ -48,7 +48,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from benchmarks.consume_throughput import fill, run_aiokafka
+from benchmarks.consume_throughput import fill, run_aiokafka, steady_rate
 from benchmarks.machine import add_cluster_option, broker_line, machine_line
 from benchmarks.report import publish
 from consumer_sdk import fetch_sizes
@@ -118,16 +118,6 @@ def data_files(session: Any, config: SparkSinkConfig, table: str, root: Path) ->
         name = f"{table_identifier(config, table)}.`files`"
         return int(session.sql(f"SELECT COUNT(*) AS n FROM {name}").collect()[0]["n"])
     return sum(1 for _ in root.rglob("*.parquet"))
-
-
-def steady_rate(marks: Sequence[tuple[float, int]]) -> float | None:
-    """Rows/s from the end of the first batch to the end of the last but one: without the
-    first fetch and the pipeline's start (first batch), nor the last batch (it may be
-    partial and wait ``wait_time_secs``)."""
-    if len(marks) < 3:
-        return None
-    (start, rows_before), (end, rows_after) = marks[0], marks[-2]
-    return (rows_after - rows_before) / (end - start)
 
 
 def run_sdk(
