@@ -47,6 +47,7 @@ from consumer_sdk.pipeline.retry import RetryPolicy
 from consumer_sdk.pipeline.write import BatchWriter, WriteAbandoned, WrittenBatch
 from consumer_sdk.sink import FencingSink, ManagedSink, PreparingSink, Sink
 from consumer_sdk.snapshot_cache import SnapshotCache
+from consumer_sdk.warmup import warm_record_path
 from contract.overload import OverloadWatch, replan_can_help
 from contract.stopping import finished_unless_stopped
 
@@ -175,6 +176,9 @@ class AutoscalingConsumer:
         if self.config.metrics_port is not None:
             metrics.serve(self.config.metrics_port)
         self.loop_watch.start()
+        # First-use costs (imports, the native decoder) off the loop, before there is a
+        # group whose heartbeats they would delay (consumer_sdk.warmup).
+        await asyncio.to_thread(warm_record_path, self._columnar)
         if isinstance(self.sink, ManagedSink):
             await self.sink.start()  # before joining: a slow start would stall assignments
         if isinstance(self.sink, PreparingSink):

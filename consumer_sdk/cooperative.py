@@ -44,6 +44,7 @@ from aiokafka.structs import TopicPartition as KafkaTopicPartition
 
 from assignor.cooperative import COOPERATIVE
 from assignor.plugin import MemberState
+from consumer_sdk import metrics
 
 log = logging.getLogger(__name__)
 REJOIN_RETRY_MS = 10
@@ -115,6 +116,13 @@ class CooperativeCoordinator(GroupCoordinator):
     rejoining: bool
     eager_round: bool
     handover_rejoin: HandoverRejoin
+
+    def reset_generation(self) -> None:
+        # Called when the coordinator refused our member id or generation (we were evicted,
+        # or a round ended without us), and once more after LeaveGroup when closing.
+        if self.generation > 0 and not self._closing.done():
+            metrics.MEMBERSHIP_LOST.labels(self.group_id).inc()
+        super().reset_generation()
 
     async def _on_join_prepare(self, previous_assignment: Any) -> None:
         self.handover_rejoin.cancel()  # this join is the one it was for

@@ -99,6 +99,12 @@ POLL_ERRORS = Counter(
     ["group", "error"],
 )
 
+MEMBERSHIP_LOST = Counter(
+    "autoscaler_consumer_membership_lost_total",
+    "Times the coordinator refused this member's id or generation while it was in the group "
+    "(evicted after a session without heartbeats, or a round that ended without it)",
+    ["group"],
+)
 LOOP_LATENESS = Histogram(
     "autoscaler_consumer_event_loop_lateness_seconds",
     "How late the consumer's event loop ran a timer (heartbeats wait as long)",

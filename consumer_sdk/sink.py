@@ -3,8 +3,10 @@ table's schema, and a sink that calls a user function with Records."""
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple, Protocol, overload, runtime_checkable
 
 import pyarrow as pa
@@ -236,17 +238,32 @@ WriteFunction = Callable[[str, Sequence[Record]], Awaitable[None] | None]
 class CallbackSink:
     """A sink that hands each topic's records to a user function (sync or async), as a
     :class:`RecordsView` of the batch's table: a function that reads only some records, or
-    only counts them, never builds the rest."""
+    only counts them, never builds the rest.
+
+    A plain (sync) function runs in a worker thread of this sink's, one call at a time: a
+    slow write, an fsync or the Records it builds would otherwise hold the consumer's event
+    loop, and the group's heartbeats with it. An async function runs on the loop."""
 
     def __init__(self, function: WriteFunction) -> None:
         if not callable(function):
             raise TypeError(f"function must be callable, got {function!r}")
         self._function = function
+        self._is_async = inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(
+            getattr(function, "__call__", None)  # noqa: B004 - an object with async __call__
+        )
+        self._worker: ThreadPoolExecutor | None = None
 
     async def write(self, topic: str, table: pa.Table) -> None:
         """Call the user function with the table's Records; await it if it returns an
         awaitable."""
-        result = self._function(topic, RecordsView(topic, table))
+        view = RecordsView(topic, table)
+        if self._is_async:
+            result = self._function(topic, view)
+        else:
+            if self._worker is None:
+                self._worker = ThreadPoolExecutor(1, thread_name_prefix="callback-sink")
+            loop = asyncio.get_running_loop()
+            result = await loop.run_in_executor(self._worker, self._function, topic, view)
         if inspect.isawaitable(result):
             await result
 

@@ -2,22 +2,52 @@
 
 ``python -m tests.sdk_member_process BOOTSTRAP GROUP TOPIC IDENTITY OUT_FILE``: every record
 handed to the sink is appended to OUT_FILE as ``partition offset`` and fsynced before the
-write returns (so the file is the "table", and the commit comes after it).
+write returns (so the file is the "table", and the commit comes after it). On a clean exit
+the member writes OUT_FILE.stats.json: how often it lost its membership, and its event
+loop's lateness (see :func:`member_stats`).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import REGISTRY
 
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.consumer import AutoscalingConsumer
 from consumer_sdk.sink import CallbackSink, Record
 
 
+def member_stats(consumer: AutoscalingConsumer) -> dict[str, Any]:
+    """What the oversubscription test and benchmark read of a member that exited."""
+    watch = consumer.loop_watch
+    lost = REGISTRY.get_sample_value(
+        "autoscaler_consumer_membership_lost_total", {"group": consumer.config.group}
+    )
+    return {
+        "membership_lost": int(lost or 0),
+        "session_timeout_s": consumer.config.session_timeout_ms / 1000,
+        "lateness_p50_s": watch.quantile(0.5),
+        "lateness_p99_s": watch.quantile(0.99),
+        "lateness_worst_s": watch.worst_s,
+        "wake_ups": len(watch.recent),
+        "stall_sites": dict(watch.stall_sites),
+    }
+
+
+def stats_path(out: Path) -> Path:
+    """Where the member whose rows go to ``out`` writes its exit statistics."""
+    return out.with_name(out.name + ".stats.json")
+
+
 def main(argv: Sequence[str]) -> int:
-    bootstrap, group, topic, identity, out = argv
+    bootstrap, group, topic, identity, out = argv[:5]
+    session_timeout_ms = int(argv[5]) if len(argv) > 5 else 1500
     handle = open(out, "a")  # noqa: SIM115 - lives as long as the process
 
     def write(_topic: str, records: Sequence[Record]) -> None:
@@ -31,12 +61,14 @@ def main(argv: Sequence[str]) -> int:
         topics=(topic,),
         capacity=10.0,
         member_identity=identity,
-        session_timeout_ms=1500,
-        heartbeat_interval_ms=100,
+        session_timeout_ms=session_timeout_ms,
+        heartbeat_interval_ms=min(1000, session_timeout_ms // 15),
         leader_delay_secs=0.1,
         wait_time_secs=0.3,
     )
-    AutoscalingConsumer(config, CallbackSink(write)).run()
+    consumer = AutoscalingConsumer(config, CallbackSink(write))
+    consumer.run()
+    stats_path(Path(out)).write_text(json.dumps(member_stats(consumer)))
     return 0
 
 

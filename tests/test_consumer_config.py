@@ -6,6 +6,7 @@ import asyncio
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -144,6 +145,41 @@ def test_callback_sink_accepts_sync_and_async_functions() -> None:
     assert got == [7, 7]
     with pytest.raises(TypeError, match="function must be callable"):
         CallbackSink(42)  # type: ignore[arg-type]
+
+
+def test_a_sync_callback_runs_off_the_event_loop_one_call_at_a_time() -> None:
+    # A plain function blocks (fsync, Records built): on the loop it delays the heartbeats.
+    threads: list[int] = []
+    running = threading.Semaphore(1)
+
+    def write(topic: str, records: Sequence[Record]) -> None:
+        assert running.acquire(blocking=False), "two calls at once"
+        threads.append(threading.get_ident())
+        running.release()
+
+    async def exercise() -> int:
+        sink = CallbackSink(write)
+        table = records_table([Record("t", 0, 7, 0, None, b"v")])
+        await asyncio.gather(*(sink.write(topic, table) for topic in ("a", "b", "c")))
+        return threading.get_ident()
+
+    loop_thread = asyncio.run(exercise())
+    assert len(threads) == 3
+    assert loop_thread not in threads
+
+
+def test_an_async_callback_runs_on_the_event_loop() -> None:
+    threads: list[int] = []
+
+    class Writer:
+        async def __call__(self, topic: str, records: Sequence[Record]) -> None:
+            threads.append(threading.get_ident())
+
+    async def exercise() -> int:
+        await CallbackSink(Writer()).write("t", records_table([Record("t", 0, 7, 0, None, b"v")]))
+        return threading.get_ident()
+
+    assert threads == [] and asyncio.run(exercise()) == threads[0]
 
 
 @pytest.mark.parametrize(
