@@ -16,8 +16,8 @@ import pytest
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
+from benchmarks.cpu_load import oversubscribed
 from consumer_sdk.clusters import ClusterKind, KafkaCluster
-from tests.cpu_load import oversubscribed
 from tests.kafka_helpers import produce_tracked
 from tests.sdk_helpers import wait_until
 from tests.sdk_member_process import stats_path
