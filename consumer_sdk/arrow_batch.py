@@ -14,11 +14,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from assignor.validation import is_finite_number, is_integer
-from consumer_sdk.sink import HEADERS, Record, RecordsView, headers_column
+from consumer_sdk.sink import HEADERS, REFUSED_HEADER, Record, RecordsView, headers_column
 
 VALUE_FORMATS = ("raw", "text", "json")
 # The partition column of the table directory layout (the batch's UTC ingest date).
@@ -196,6 +197,7 @@ def to_arrow(records: Sequence[Record], codec: ValueCodec, ingest_time: datetime
     good: list[Record] = []
     values: list[Sequence[object]] = []
     dead: list[tuple[Record, str]] = []
+    records, dead = _without_refused(records)
     if codec.value_format == "raw":
         good = list(records)
     else:
@@ -221,6 +223,12 @@ def columns_to_arrow(
     value, headers, partition: the columnar record path) without a Python object per record
     when values are raw, or text that is all valid UTF-8. Otherwise (JSON, or text with a
     value that is not UTF-8) the records are decoded one by one, as :func:`to_arrow` does."""
+    refused = _refused_rows(fetched)
+    if refused is not None:  # rare: a batch the decoder refused; the rest as usual
+        kept = columns_to_arrow(topic, fetched.filter(pc.invert(refused)), codec, ingest_time)
+        dead = _without_refused(RecordsView(topic, fetched.filter(refused)))[1]
+        letters = pa.concat_tables([kept.dead_letters, _dead_letter_table(dead, ingest_time)])
+        return ArrowBatch(kept.rows, letters)
     values = fetched.column("value")
     if codec.value_format == "text":
         try:
@@ -245,6 +253,36 @@ def columns_to_arrow(
         schema=codec.schema(),
     )
     return ArrowBatch(rows, _dead_letter_table([], ingest_time))
+
+
+def _without_refused(records: Sequence[Record]) -> tuple[list[Record], list[tuple[Record, str]]]:
+    """The records, less the rows standing for a batch the decoder refused, and those rows
+    with the reason each carries (its dead-letter error)."""
+    kept: list[Record] = []
+    refused: list[tuple[Record, str]] = []
+    for r in records:
+        reason = next((v for k, v in r.headers if k == REFUSED_HEADER), None) if r.headers else None
+        if reason is None:
+            kept.append(r)
+        else:
+            refused.append((r, reason.decode("utf-8", "replace")))
+    return kept, refused
+
+
+def _refused_rows(fetched: pa.Table) -> pa.ChunkedArray | None:
+    """A mask of the rows that stand for a refused batch, or None if there are none (found
+    without a Python object per record: most batches carry no header at all)."""
+    headers = fetched.column("headers")
+    pairs = pc.list_flatten(headers)
+    if len(pairs) == 0:
+        return None
+    marked = pc.equal(pairs.combine_chunks().field("key"), REFUSED_HEADER)
+    if not pc.any(marked).as_py():
+        return None
+    rows = pc.filter(pc.list_parent_indices(headers), marked).to_numpy()
+    mask = np.zeros(fetched.num_rows, dtype=bool)
+    mask[rows] = True
+    return pa.chunked_array([mask])
 
 
 def _rows(

@@ -16,27 +16,46 @@ This reaches into aiokafka's internals, which is why the aiokafka minor version 
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from aiokafka.consumer import fetcher
 from aiokafka.record.memory_records import MemoryRecords
 
-from consumer_sdk.record_columns import RecordColumns, decode_records
+from consumer_sdk import metrics
+from consumer_sdk.inflate import DEFAULT_MAX_RECORD_BATCH_BYTES
+from consumer_sdk.record_columns import (
+    CorruptRecords,
+    RecordColumns,
+    decode_records,
+)
 
 _READ_COMMITTED = 1
+log = logging.getLogger(__name__)
 
 
-class _ColumnarMarker:
-    """Passed as ``key_deserializer``: never called, only recognised by the fetcher."""
+class ColumnarDecoding:
+    """Passed as ``key_deserializer``: never called, only recognised by the fetcher, which
+    then decodes columns with these settings (:func:`columnar`)."""
+
+    def __init__(self, max_record_batch_bytes: int = DEFAULT_MAX_RECORD_BATCH_BYTES) -> None:
+        self.max_record_batch_bytes = max_record_batch_bytes
 
     def __call__(self, key: bytes | None) -> bytes | None:
         raise TypeError("COLUMNAR is a marker, not a deserializer")
 
     def __repr__(self) -> str:
-        return "COLUMNAR"
+        return f"COLUMNAR(max_record_batch_bytes={self.max_record_batch_bytes})"
 
 
-COLUMNAR = _ColumnarMarker()
+COLUMNAR = ColumnarDecoding()
+
+
+def columnar(max_record_batch_bytes: int) -> ColumnarDecoding:
+    """The ``key_deserializer`` of a columnar consumer whose producer batches may take at
+    most ``max_record_batch_bytes`` each once inflated."""
+    return ColumnarDecoding(max_record_batch_bytes)
+
 
 _original_partition_records: Any = fetcher.PartitionRecords
 
@@ -72,8 +91,10 @@ class ColumnarPartitionRecords:
         fetch_offset: int,
         check_crcs: bool,
         isolation_level: int,
+        decoding: ColumnarDecoding = COLUMNAR,
     ) -> None:
         self._tp = tp
+        self._decoding = decoding
         self._data: bytes | None = records.data
         self._aborted = [(pid, first) for pid, first in (aborted_transactions or [])]
         self._check_crcs = check_crcs
@@ -92,15 +113,34 @@ class ColumnarPartitionRecords:
         if self._data is None:
             raise StopIteration
         data, self._data = self._data, None
-        columns = decode_records(
-            self._tp.topic,
-            self._tp.partition,
-            data,
-            self.next_fetch_offset,
-            check_crcs=self._check_crcs,
-            aborted_transactions=self._aborted,
-            read_committed=self._read_committed,
-        )
+        topic, partition = self._tp.topic, self._tp.partition
+        try:
+            columns = decode_records(
+                topic,
+                partition,
+                data,
+                self.next_fetch_offset,
+                check_crcs=self._check_crcs,
+                aborted_transactions=self._aborted,
+                read_committed=self._read_committed,
+                max_record_batch_bytes=self._decoding.max_record_batch_bytes,
+            )
+        except CorruptRecords as exc:
+            # Batches that cannot be told apart (a broken broker): nothing of this response
+            # is handed over and the position stays, so it is fetched again. Raising would
+            # lose the records aiokafka already handed over of other partitions in this poll.
+            metrics.CORRUPT_FETCHES.labels(topic).inc()
+            log.error("%s:%d at offset %d: %s", topic, partition, self.next_fetch_offset, exc)
+            raise StopIteration from None
+        if columns.refused:
+            metrics.BATCHES_REFUSED.labels(topic).inc(columns.refused)
+            log.warning(
+                "%s:%d: %d record batch(es) refused (a dead-letter row each): %s",
+                topic,
+                partition,
+                columns.refused,
+                "; ".join(columns.refusal_reasons()),
+            )
         self.next_fetch_offset = columns.next_offset
         if columns.count == 0:
             raise StopIteration
@@ -117,9 +157,15 @@ def _partition_records(
     check_crcs: bool,
     isolation_level: int,
 ) -> Any:
-    if key_deserializer is COLUMNAR and isinstance(records, RawMemoryRecords):
+    if isinstance(key_deserializer, ColumnarDecoding) and isinstance(records, RawMemoryRecords):
         return ColumnarPartitionRecords(
-            tp, records, aborted_transactions, fetch_offset, check_crcs, isolation_level
+            tp,
+            records,
+            aborted_transactions,
+            fetch_offset,
+            check_crcs,
+            isolation_level,
+            key_deserializer,
         )
     return _original_partition_records(
         tp,

@@ -14,6 +14,7 @@ from typing import Any
 
 from assignor.cooperative import COOPERATIVE, PROTOCOLS
 from assignor.validation import is_integer
+from consumer_sdk.inflate import DEFAULT_MAX_RECORD_BATCH_BYTES
 from contract.settings import ConfigError, GroupSettings, bad_number, env_name
 
 MIB = 1024 * 1024
@@ -67,6 +68,10 @@ class ConsumerConfig(GroupSettings):
     # fetch) or "records" (a Record per record, as aiokafka builds them). Sinks get the same
     # Arrow table either way.
     record_path: str = "columns"
+    # What one producer batch may take in memory once inflated and decoded (columns path).
+    # Kafka limits a batch by its compressed size, so a small batch can inflate a
+    # thousandfold; one past this is refused into the dead-letter table, and reading goes on.
+    max_record_batch_bytes: int = DEFAULT_MAX_RECORD_BATCH_BYTES
     # Bytes one fetch response may hold (Kafka's fetch.max.bytes). Unset: derived from
     # batch_bytes (consumer_sdk.fetch_sizes). A response is held about three times over while
     # it is decoded, so it weighs on the consumer's memory more than its size says.
@@ -85,6 +90,11 @@ class ConsumerConfig(GroupSettings):
     def _check(self) -> None:
         if not (is_integer(self.batch_bytes) and 1024 <= self.batch_bytes <= 1024 * MIB):
             self._fail("batch_bytes", "an integer in [1024, 1073741824]")
+        if not (
+            is_integer(self.max_record_batch_bytes)
+            and MIB <= self.max_record_batch_bytes <= 1024 * MIB
+        ):
+            self._fail("max_record_batch_bytes", "an integer in [1048576, 1073741824]")
         if self.fetch_max_bytes is not None and not (
             is_integer(self.fetch_max_bytes) and 65536 <= self.fetch_max_bytes <= 1024 * MIB
         ):

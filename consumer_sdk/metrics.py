@@ -99,6 +99,17 @@ POLL_ERRORS = Counter(
     ["group", "error"],
 )
 
+BATCHES_REFUSED = Counter(
+    "autoscaler_consumer_record_batches_refused_total",
+    "Record batches the decoder refused (malformed, or past max_record_batch_bytes once "
+    "inflated): each became a dead-letter row at its last offset",
+    ["topic"],
+)
+CORRUPT_FETCHES = Counter(
+    "autoscaler_consumer_corrupt_fetches_total",
+    "Fetched message sets whose batches could not be told apart (fetched again)",
+    ["topic"],
+)
 MEMBERSHIP_LOST = Counter(
     "autoscaler_consumer_membership_lost_total",
     "Times the coordinator refused this member's id or generation while it was in the group "

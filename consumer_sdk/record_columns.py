@@ -25,7 +25,20 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from consumer_sdk.sink import HEADER_FIXED_BYTES, HEADERS, RECORD_FIXED_BYTES, RECORD_SCHEMA
+from consumer_sdk.inflate import (
+    CODEC_NAMES,
+    DEFAULT_MAX_RECORD_BATCH_BYTES,
+    InflateError,
+    TooLarge,
+    inflate,
+)
+from consumer_sdk.sink import (
+    HEADER_FIXED_BYTES,
+    HEADERS,
+    RECORD_FIXED_BYTES,
+    RECORD_SCHEMA,
+    REFUSED_HEADER,
+)
 
 # baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta,
 # baseTimestamp, maxTimestamp, producerId, producerEpoch, baseSequence, recordCount
@@ -33,6 +46,7 @@ _BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
 BATCH_HEADER_SIZE = _BATCH_HEADER.size  # 61
 _LENGTH_PREFIX = 12  # baseOffset and batchLength: batchLength counts the bytes after them
 _CRC_START = 21  # the CRC covers attributes to the end of the batch
+_MIN_BATCH_LENGTH = BATCH_HEADER_SIZE - _LENGTH_PREFIX  # a batch with no records: 49
 _CODEC_MASK = 0x07
 _TIMESTAMP_LOG_APPEND = 0x08
 _TRANSACTIONAL = 0x10
@@ -69,6 +83,11 @@ class BatchHeader:
         return self.attributes & _CODEC_MASK
 
     @property
+    def uses_log_append_time(self) -> int:
+        """1 if the broker's time (maxTimestamp) is every record's timestamp, else 0."""
+        return 1 if self.attributes & _TIMESTAMP_LOG_APPEND else 0
+
+    @property
     def is_control(self) -> bool:
         """A transaction marker, never handed to applications."""
         return bool(self.attributes & _CONTROL)
@@ -88,6 +107,11 @@ def batch_headers(data: bytes | memoryview) -> Iterator[BatchHeader]:
         fields = _BATCH_HEADER.unpack_from(view, position)
         base_offset, length, _, magic, crc, attributes, last_delta = fields[:7]
         base_timestamp, max_timestamp, producer_id, _, _, count = fields[7:]
+        if length < _MIN_BATCH_LENGTH:  # the next batch cannot be found past this one
+            raise CorruptRecords(
+                f"record batch at offset {base_offset}: length {length} "
+                f"(at least {_MIN_BATCH_LENGTH})"
+            )
         end = position + _LENGTH_PREFIX + length
         if end > len(view):
             return
@@ -117,6 +141,18 @@ class RecordColumns:
     partition: int
     batch: pa.RecordBatch
     next_offset: int
+    refused: int = 0  # rows that stand for a refused batch (:data:`REFUSED_HEADER`)
+
+    def refusal_reasons(self) -> list[str]:
+        """What each refusal row says (few: read from the header column plainly)."""
+        if not self.refused:
+            return []
+        return [
+            value.decode()
+            for pairs in self.batch.column(4).to_pylist()
+            for key, value in ((p["key"], p["value"]) for p in pairs)
+            if key == REFUSED_HEADER and value is not None
+        ]
 
     @property
     def count(self) -> int:
@@ -239,10 +275,13 @@ def _native() -> ctypes.CDLL | None:
         return None
     library = ctypes.CDLL(str(path))
     int64, pointer = ctypes.c_int64, ctypes.c_void_p
-    library.kar_measure.argtypes = [pointer, int64, int64, int64, int64, ctypes.POINTER(_Sizes)]
+    library.kar_measure.argtypes = [
+        *(pointer, int64, int64, int64, int64, int64, int64, int64),
+        ctypes.POINTER(_Sizes),
+    ]
     library.kar_measure.restype = int64
     library.kar_decode.argtypes = [
-        *(pointer, int64, int64, int64, int64, int64, int64),
+        *(pointer, int64, int64, int64, int64, int64, int64, int64, int64),
         ctypes.POINTER(_Columns),
     ]
     library.kar_decode.restype = int64
@@ -272,11 +311,55 @@ def crc32c(data: bytes | memoryview, *, portable: bool = False) -> int:
 
 # -- decoding --------------------------------------------------------------------------------
 
+MAX_OFFSET = (1 << 63) - 1
+
+_NATIVE_PROBLEMS = {
+    -1: "records do not parse",
+    -2: "records do not fit their measured size",
+    -3: "a record's offset is outside the batch's range",
+    -4: "a header key is not UTF-8",
+    -5: "a record's timestamp overflows",
+}
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A batch left out of the columns, and why."""
+
+    first_offset: int
+    last_offset: int
+    timestamp: int
+    reason: str
+
+    def describe(self) -> str:
+        """The text the dead-letter row carries."""
+        return f"{self.reason} (record batch, offsets {self.first_offset}-{self.last_offset})"
+
 
 @dataclass(frozen=True)
 class _Section:
     header: BatchHeader
     records: np.ndarray  # the (inflated) records section, uint8
+
+
+def _refusal(header: BatchHeader, reason: str) -> Refusal:
+    last = max(header.base_offset, header.next_offset - 1)
+    return Refusal(header.base_offset, last, header.max_timestamp, reason)
+
+
+def _header_problem(header: BatchHeader, limit: int) -> str | None:
+    """Why the batch's fixed part cannot be right, or None."""
+    if header.last_offset_delta < 0 or header.base_offset < 0:
+        return f"offset range {header.base_offset}+{header.last_offset_delta}"
+    if header.next_offset - 1 > MAX_OFFSET:
+        return "last offset past 2^63 - 1"
+    if not 0 <= header.record_count <= header.last_offset_delta + 1:
+        return f"record count {header.record_count} for {header.last_offset_delta + 1} offsets"
+    if header.record_count * RECORD_FIXED_BYTES > limit:
+        return (
+            f"{header.record_count} records take more than max_record_batch_bytes ({limit} bytes)"
+        )
+    return None
 
 
 def _sections(
@@ -285,58 +368,77 @@ def _sections(
     check_crcs: bool,
     aborted: Sequence[tuple[int, int]],
     read_committed: bool,
-) -> tuple[list[_Section], int]:
-    """The batches whose records are handed over, and the offset to fetch next."""
+    limit: int = DEFAULT_MAX_RECORD_BATCH_BYTES,
+) -> tuple[list[_Section], list[Refusal], int]:
+    """The batches whose records are handed over, those refused, and the offset to fetch
+    next. What the sections take in memory stays within ``limit`` in all: a batch that would
+    pass it after others waits for the next fetch, one that passes it alone is refused."""
     view = memoryview(data)
     pending_aborts = sorted(aborted, key=lambda pair: pair[1])  # (producer id, first offset)
     aborting: set[int] = set()
     sections: list[_Section] = []
+    refusals: list[Refusal] = []
     next_offset = fetch_offset
+    room = limit
     for header in batch_headers(view):
-        if header.next_offset <= fetch_offset:
+        problem = _header_problem(header, limit)
+        if max(header.next_offset, header.base_offset + 1) <= fetch_offset:
             continue  # wholly before what was asked for (a compressed batch re-sent)
         batch = view[header.start : header.end]
-        if check_crcs and crc32c(batch[_CRC_START:]) != header.crc:
-            raise CorruptRecords(f"record batch at offset {header.base_offset}: CRC mismatch")
-        next_offset = max(next_offset, header.next_offset)
+        if problem is None and check_crcs and crc32c(batch[_CRC_START:]) != header.crc:
+            problem = "CRC mismatch"
+        if problem is not None:
+            refusals.append(_refusal(header, problem))
+            # past it, even when its own range is nonsense (else it is fetched for ever)
+            next_offset = max(next_offset, header.next_offset, header.base_offset + 1)
+            continue
         if read_committed and header.producer_id >= 0:
             while pending_aborts and pending_aborts[0][1] <= header.base_offset:
                 aborting.add(pending_aborts.pop(0)[0])
             if header.is_control:
                 if _is_abort_marker(batch):
                     aborting.discard(header.producer_id)
+                next_offset = max(next_offset, header.next_offset)
                 continue
             if header.is_transactional and header.producer_id in aborting:
+                next_offset = max(next_offset, header.next_offset)
                 continue
         if header.is_control or header.record_count == 0:
+            next_offset = max(next_offset, header.next_offset)
             continue
-        section = batch[BATCH_HEADER_SIZE:]
+        fixed = header.record_count * RECORD_FIXED_BYTES
+        records: np.ndarray = np.frombuffer(batch[BATCH_HEADER_SIZE:], dtype=np.uint8)
         if header.codec:
-            section = memoryview(_inflate(header.codec, bytes(section)))
-        sections.append(_Section(header, np.frombuffer(section, dtype=np.uint8)))
-    return sections, next_offset
+            alone = not sections
+            try:
+                records = inflate(header.codec, batch[BATCH_HEADER_SIZE:], room - fixed)
+            except TooLarge as exc:
+                if not alone:
+                    break  # the next fetch starts at this batch, with the whole room
+                refusals.append(_refusal(header, f"{CODEC_NAMES[header.codec]} batch {exc}"))
+                next_offset = max(next_offset, header.next_offset)
+                continue
+            except InflateError as exc:
+                refusals.append(_refusal(header, str(exc)))
+                next_offset = max(next_offset, header.next_offset)
+                continue
+        elif sections and len(records) + fixed > room:
+            break
+        room -= len(records) + fixed
+        next_offset = max(next_offset, header.next_offset)
+        sections.append(_Section(header, records))
+    return sections, refusals, next_offset
 
 
 def _is_abort_marker(batch: memoryview) -> bool:
     from aiokafka.record.control_record import ABORT_MARKER, ControlRecord
     from aiokafka.record.default_records import DefaultRecordBatch
 
-    record = next(iter(DefaultRecordBatch(bytes(batch))), None)
-    return record is not None and ControlRecord.parse(record.key) == ABORT_MARKER
-
-
-def _inflate(codec: int, data: bytes) -> bytes:
-    from aiokafka import codec as codecs
-
-    inflate = {
-        1: codecs.gzip_decode,
-        2: codecs.snappy_decode,
-        3: codecs.lz4_decode,
-        4: codecs.zstd_decode,
-    }.get(codec)
-    if inflate is None:
-        raise CorruptRecords(f"unknown compression codec {codec}")
-    return bytes(inflate(data))
+    try:
+        record = next(iter(DefaultRecordBatch(bytes(batch))), None)
+        return record is not None and ControlRecord.parse(record.key) == ABORT_MARKER
+    except Exception:  # a malformed control batch: it marks nothing
+        return False
 
 
 def decode_records(
@@ -348,56 +450,98 @@ def decode_records(
     check_crcs: bool = True,
     aborted_transactions: Sequence[tuple[int, int]] = (),
     read_committed: bool = False,
+    max_record_batch_bytes: int = DEFAULT_MAX_RECORD_BATCH_BYTES,
 ) -> RecordColumns:
-    """The records at or past ``fetch_offset`` in one partition's message set."""
-    sections, next_offset = _sections(
-        data, fetch_offset, check_crcs, aborted_transactions, read_committed
+    """The records at or past ``fetch_offset`` in one partition's message set. A batch that
+    is malformed, or takes more than ``max_record_batch_bytes`` once inflated, becomes one
+    :data:`REFUSED_HEADER` row; a message set whose batches cannot be told apart raises
+    :class:`CorruptRecords`."""
+    if not 0 <= fetch_offset <= MAX_OFFSET:
+        raise CorruptRecords(f"fetch offset {fetch_offset} outside [0, 2^63 - 1]")
+    sections, refusals, next_offset = _sections(
+        data,
+        fetch_offset,
+        check_crcs,
+        aborted_transactions,
+        read_committed,
+        max_record_batch_bytes,
     )
     library = _native()
     if library is None:
-        batch = _decode_with_aiokafka(data, sections, fetch_offset)
+        batch = _decode_with_aiokafka(sections, fetch_offset, refusals)
     else:
-        batch = _decode_natively(library, sections, fetch_offset)
-    return RecordColumns(topic, partition, batch, next_offset)
+        batch = _decode_natively(library, sections, fetch_offset, refusals)
+    if refusals:
+        batch = _with_refusals(batch, refusals, fetch_offset)
+    return RecordColumns(topic, partition, batch, next_offset, len(refusals))
 
 
-def _log_append_time(header: BatchHeader) -> int:
-    return header.max_timestamp if header.attributes & _TIMESTAMP_LOG_APPEND else -1
+def _with_refusals(
+    batch: pa.RecordBatch, refusals: Sequence[Refusal], fetch_offset: int
+) -> pa.RecordBatch:
+    """``batch`` with a row per refused batch, in offset order (rare: built plainly)."""
+    rows = pa.RecordBatch.from_pylist(
+        [
+            {
+                "offset": max(r.last_offset, fetch_offset),
+                "timestamp": r.timestamp,
+                "key": None,
+                "value": None,
+                "headers": [{"key": REFUSED_HEADER, "value": r.describe().encode()}],
+            }
+            for r in refusals
+        ],
+        schema=RECORD_SCHEMA,
+    )
+    table = pa.Table.from_batches([batch, rows]).sort_by("offset")
+    return table.combine_chunks().to_batches()[0]
 
 
 def _decode_natively(
-    library: ctypes.CDLL, sections: list[_Section], fetch_offset: int
+    library: ctypes.CDLL, sections: list[_Section], fetch_offset: int, refusals: list[Refusal]
 ) -> pa.RecordBatch:
+    """Measure each section, refuse those that do not parse (into ``refusals``), then decode
+    the rest into one allocation."""
     sizes = _Sizes()
+    decodable: list[_Section] = []
     for section in sections:
+        header = section.header
+        measured = _Sizes()
         got = library.kar_measure(
             section.records.ctypes.data,
             len(section.records),
-            section.header.record_count,
-            section.header.base_offset,
+            header.record_count,
+            header.base_offset,
+            header.last_offset_delta,
+            header.base_timestamp,
+            header.uses_log_append_time,
             fetch_offset,
-            ctypes.byref(sizes),
+            ctypes.byref(measured),
         )
         if got < 0:
-            raise CorruptRecords(
-                f"record batch at offset {section.header.base_offset}: records do not parse"
-            )
+            refusals.append(_refusal(header, _NATIVE_PROBLEMS.get(got, "records do not parse")))
+            continue
+        for field in _Sizes._fields_:
+            setattr(sizes, field[0], getattr(sizes, field[0]) + getattr(measured, field[0]))
+        decodable.append(section)
     arrays, base = _allocate(sizes)
     columns = _Columns(**{name: base + offset for name, (offset, _) in arrays.items()})
     columns.capacity = sizes
-    for section in sections:
+    for section in decodable:
         header = section.header
         got = library.kar_decode(
             section.records.ctypes.data,
             len(section.records),
             header.record_count,
             header.base_offset,
+            header.last_offset_delta,
             header.base_timestamp,
-            _log_append_time(header),
+            header.uses_log_append_time,
+            header.max_timestamp,
             fetch_offset,
             ctypes.byref(columns),
         )
-        if got < 0:
+        if got < 0:  # measured fine a moment ago: a bug, not the data
             raise CorruptRecords(f"record batch at offset {header.base_offset}: decode failed")
     return _record_batch({name: view for name, (_, view) in arrays.items()})
 
@@ -480,35 +624,57 @@ def _binary(
 
 
 def _decode_with_aiokafka(
-    data: bytes | memoryview, sections: list[_Section], fetch_offset: int
+    sections: list[_Section], fetch_offset: int, refusals: list[Refusal]
 ) -> pa.RecordBatch:
-    """The same columns from aiokafka's batch reader (when the native decoder is missing)."""
+    """The same columns from aiokafka's record reader (when the native decoder is missing),
+    one section at a time: a section it cannot read is refused (into ``refusals``)."""
     from aiokafka.record.default_records import DefaultRecordBatch
 
-    view = memoryview(data)
-    offsets: list[int] = []
-    timestamps: list[int] = []
-    keys: list[bytes | None] = []
-    values: list[bytes | None] = []
-    headers: list[list[tuple[str, bytes | None]]] = []
+    columns: list[list[object]] = [[], [], [], [], []]
     for section in sections:
         header = section.header
-        raw = bytes(view[header.start : header.end])
-        for record in DefaultRecordBatch(raw):
-            if record.offset < fetch_offset:
-                continue
-            offsets.append(record.offset)
-            timestamps.append(record.timestamp)
-            keys.append(record.key)
-            values.append(record.value)
-            headers.append(list(record.headers))
+        # aiokafka reads a whole batch: the header (codec bit cleared) before its records.
+        fixed = bytearray(
+            _BATCH_HEADER.pack(
+                header.base_offset,
+                BATCH_HEADER_SIZE - _LENGTH_PREFIX + len(section.records),
+                0,
+                2,
+                0,
+                header.attributes & ~_CODEC_MASK,
+                header.last_offset_delta,
+                header.base_timestamp,
+                header.max_timestamp,
+                header.producer_id,
+                0,
+                0,
+                header.record_count,
+            )
+        )
+        rows: list[list[object]] = [[], [], [], [], []]
+        try:
+            for record in DefaultRecordBatch(bytes(fixed) + section.records.tobytes()):
+                if record.offset < fetch_offset:
+                    continue
+                for column, value in zip(
+                    rows,
+                    (
+                        record.offset,
+                        record.timestamp,
+                        record.key,
+                        record.value,
+                        list(record.headers),
+                    ),
+                    strict=True,
+                ):
+                    column.append(value)
+        except Exception as exc:  # whatever aiokafka's reader raises on bad bytes
+            refusals.append(_refusal(header, f"records do not parse ({type(exc).__name__})"))
+            continue
+        for column, values in zip(columns, rows, strict=True):
+            column.extend(values)
+    types = [pa.int64(), pa.int64(), pa.binary(), pa.binary(), HEADERS]
     return pa.RecordBatch.from_arrays(
-        [
-            pa.array(offsets, pa.int64()),
-            pa.array(timestamps, pa.int64()),
-            pa.array(keys, pa.binary()),
-            pa.array(values, pa.binary()),
-            pa.array(headers, HEADERS),
-        ],
+        [pa.array(values, kind) for values, kind in zip(columns, types, strict=True)],
         schema=RECORD_SCHEMA,
     )

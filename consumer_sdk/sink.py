@@ -16,6 +16,12 @@ from assignor import TopicPartition
 # A record's headers: (key, value) pairs in the order the producer sent them.
 HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 
+# A record batch the decoder refuses (malformed, or too large once inflated) is handed over as
+# one row at its last offset, with no key or value and this header, whose value says why and
+# which offsets it held: the commit moves past it, and a sink puts it in its dead-letter table
+# (SparkTableSink does; a CallbackSink function sees it as a Record with this header).
+REFUSED_HEADER = "kafka-autoscaler.refused-batch"
+
 # One partition's fetched records as the record path decodes them.
 RECORD_SCHEMA = pa.schema(
     [

@@ -17,7 +17,7 @@ from consumer_sdk.arrow_batch import (
     parse_json_schema,
     to_arrow,
 )
-from consumer_sdk.sink import Record, records_table
+from consumer_sdk.sink import REFUSED_HEADER, Record, records_table
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 
@@ -181,3 +181,20 @@ def test_a_fetched_table_becomes_the_same_tables_as_its_records(
     from_columns = columns_to_arrow("orders", fetched_table(records), codec, NOW)
     assert from_columns.rows.equals(from_records.rows)
     assert from_columns.dead_letters.equals(from_records.dead_letters)
+
+
+@pytest.mark.parametrize("value_format", ["raw", "text"])
+def test_a_refused_batch_row_becomes_a_dead_letter_with_its_reason(value_format: str) -> None:
+    reason = b"CRC mismatch (record batch, offsets 3-5)"
+    refused = Record("orders", 1, 5, 1_700_000_000_000, None, None, ((REFUSED_HEADER, reason),))
+    records = [record(2, b"a", 1), refused, record(6, b"b", 1)]
+    codec = ValueCodec(value_format)
+    for batch in (
+        to_arrow(records, codec, NOW),
+        columns_to_arrow("orders", records_table(records), codec, NOW),
+    ):
+        assert batch.rows.column("offset").to_pylist() == [2, 6]
+        [letter] = batch.dead_letters.to_pylist()
+        assert (letter["partition"], letter["offset"], letter["value"]) == (1, 5, None)
+        assert letter["error"] == reason.decode()
+        assert offset_ranges(batch) == ({1: 2}, {1: 6})  # the commit covers the refused batch

@@ -69,6 +69,11 @@ def test_environment_fills_what_arguments_leave_out() -> None:
         ({"writes_in_flight": 2.5}, r"writes_in_flight .* must be an integer in \[1, 8\]"),
         ({"fetch_max_bytes": 1000}, r"fetch_max_bytes .* must be an integer in \[65536, "),
         (
+            {"max_record_batch_bytes": 1000},
+            r"max_record_batch_bytes \(AUTOSCALER_MAX_RECORD_BATCH_BYTES\) must be an integer in "
+            r"\[1048576, 1073741824\]",
+        ),
+        (
             {"revoke_mode": "drop"},
             r"revoke_mode \(AUTOSCALER_REVOKE_MODE\) must be one of release, flush",
         ),

@@ -17,7 +17,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from consumer_sdk import record_columns
-from consumer_sdk.record_columns import CorruptRecords, RecordColumns, decode_records
+from consumer_sdk.inflate import CODEC_NAMES
+from consumer_sdk.record_columns import (
+    REFUSED_HEADER,
+    CorruptRecords,
+    RecordColumns,
+    decode_records,
+)
 from consumer_sdk.sink import Record
 from tests.columns_helpers import column_rows
 
@@ -63,8 +69,9 @@ def expected(rows: list[Row], base_offset: int, timestamp: int = 1_700_000_000_0
 def both_decoders(data: bytes, fetch_offset: int, **options: Any) -> list[RecordColumns]:
     """The native result and the fallback's, which must agree."""
     native = decode_records("t", 3, data, fetch_offset, **options)
-    sections, _ = record_columns._sections(data, fetch_offset, True, (), False)
-    fallback = record_columns._decode_with_aiokafka(data, sections, fetch_offset)
+    sections, refusals, _ = record_columns._sections(data, fetch_offset, True, (), False)
+    assert refusals == []
+    fallback = record_columns._decode_with_aiokafka(sections, fetch_offset, [])
     assert fallback.equals(native.batch)
     # Sizes come from the offsets buffers: both decoders must give a null slot no bytes.
     assert list(record_columns.record_sizes(fallback)) == list(
@@ -80,7 +87,9 @@ rows_strategy = st.lists(st.tuples(maybe_bytes, maybe_bytes, headers), min_size=
 
 @settings(max_examples=150, deadline=None)
 @given(
-    batches=st.lists(st.tuples(rows_strategy, st.sampled_from([0, 1])), min_size=1, max_size=4),
+    batches=st.lists(
+        st.tuples(rows_strategy, st.sampled_from(list(CODEC_NAMES))), min_size=1, max_size=4
+    ),
     skip=st.integers(min_value=0, max_value=60),
 )
 def test_any_records_decode_as_written(batches: list[tuple[list[Row], int]], skip: int) -> None:
@@ -143,17 +152,117 @@ def test_read_committed_drops_aborted_transactions() -> None:
     assert [row[3] for row in column_rows(everything)] == [b"gone", b"kept"]
 
 
-def test_a_corrupt_batch_is_refused() -> None:
-    data = bytearray(batch([(b"key", b"value", [])], 0))
+def refused(columns: RecordColumns) -> list[tuple[int, str]]:
+    """The refusal rows: (offset, reason text)."""
+    return [
+        (offset, dict(pairs)[REFUSED_HEADER].decode())  # type: ignore[union-attr]
+        for offset, _, key, value, pairs in column_rows(columns)
+        if REFUSED_HEADER in dict(pairs)
+    ]
+
+
+def with_crc(data: bytearray) -> bytes:
+    struct.pack_into(">I", data, 17, calc_crc32c(bytes(data[21:])))
+    return bytes(data)
+
+
+def test_a_corrupt_batch_becomes_a_refusal_row_and_the_next_batch_is_read() -> None:
+    data = bytearray(batch([(b"key", b"value", []), (b"k", b"v", [])], 0))
     data[-1] ^= 0xFF
-    with pytest.raises(CorruptRecords, match="CRC mismatch"):
-        decode_records("t", 0, bytes(data), 0)
+    after = batch([(None, b"after", [])], 2)
+    columns = decode_records("t", 0, bytes(data) + after, 0)
+    assert refused(columns) == [(1, "CRC mismatch (record batch, offsets 0-1)")]
+    assert [row[3] for row in column_rows(columns)] == [None, b"after"]
+    assert columns.next_offset == 3
     # A batch whose CRC matches but whose records end early: refused, not read past its end.
     short = bytearray(batch([(b"key", b"value", [])], 0))
     struct.pack_into(">i", short, 57, 2)  # claims two records, holds one
-    struct.pack_into(">I", short, 17, calc_crc32c(bytes(short[21:])))
-    with pytest.raises(CorruptRecords, match="do not parse"):
-        decode_records("t", 0, bytes(short), 0)
+    struct.pack_into(">i", short, 23, 1)  # and two offsets
+    assert "records do not parse" in refused(decode_records("t", 0, with_crc(short), 0))[0][1]
+
+
+@pytest.mark.parametrize(
+    ("mutate", "reason"),
+    [
+        (lambda b: struct.pack_into(">i", b, 23, -1), "offset range"),  # lastOffsetDelta
+        (lambda b: struct.pack_into(">i", b, 57, 5), "record count 5 for 1 offsets"),
+        (lambda b: struct.pack_into(">h", b, 21, 6), "unknown compression codec 6"),
+        (lambda b: struct.pack_into(">i", b, 57, -1), "record count -1"),
+    ],
+)
+def test_a_batch_header_that_cannot_be_right_is_refused(mutate: Any, reason: str) -> None:
+    data = bytearray(batch([(None, b"v", [])], 0))
+    mutate(data)
+    [(_, text)] = refused(decode_records("t", 0, with_crc(data), 0))
+    assert reason in text
+
+
+def test_a_record_offset_outside_its_batch_is_refused() -> None:
+    builder = DefaultRecordBatchBuilder(2, 0, 0, -1, 0, 0, 1 << 20)
+    builder.append(0, 0, None, b"v", [])
+    builder.append(5, 0, None, b"w", [])  # offset delta 5
+    data = bytearray(builder.build())
+    struct.pack_into(">i", data, 23, 1)  # the batch claims offsets +0 and +1 only
+    [(_, text)] = refused(decode_records("t", 0, with_crc(data), 0))
+    assert "a record's offset is outside the batch's range" in text
+
+
+def test_a_header_key_that_is_not_utf8_is_refused() -> None:
+    data = batch([(None, b"v", [("h", b"1")])], 0)
+    position = data.index(b"\x02h") + 1  # the key "h" after its zigzag length 1
+    broken = bytearray(data)
+    broken[position] = 0xFF
+    [(_, text)] = refused(decode_records("t", 0, with_crc(broken), 0))
+    assert "header key is not UTF-8" in text
+
+
+@pytest.mark.parametrize("length", [-12, 0, 48])
+def test_a_batch_too_short_to_be_one_is_an_error_at_once(length: int) -> None:
+    # A negative length once made the batch walk yield the same header for ever.
+    data = bytearray(batch([(None, b"v", [])], 0))
+    struct.pack_into(">i", data, 8, length)
+    with pytest.raises(CorruptRecords, match=f"length {length}"):
+        decode_records("t", 0, bytes(data) + bytes(200), 0)
+
+
+def test_a_fetch_offset_past_int64_is_an_error() -> None:
+    with pytest.raises(CorruptRecords, match="fetch offset"):
+        decode_records("t", 0, batch([(None, b"v", [])], 0), 1 << 63)
+
+
+def test_log_append_time_holds_even_when_the_brokers_time_is_negative() -> None:
+    data = bytearray(batch([(None, b"a", [])], 7, flags=0x08))
+    struct.pack_into(">q", data, 35, -5)  # maxTimestamp
+    columns = decode_records("t", 0, with_crc(data), 7)
+    assert columns.batch.column(1).to_pylist() == [-5]
+
+
+def test_a_batch_that_inflates_past_the_bound_is_refused_and_reading_goes_on() -> None:
+    bomb = batch([(None, bytes(4096), [])] * 64, 0, codec=4)  # 256 KiB of zeros, zstd
+    after = batch([(None, b"after", [])], 64)
+    columns = decode_records("t", 0, bomb + after, 0, max_record_batch_bytes=64 << 10)
+    [(offset, text)] = refused(columns)
+    assert offset == 63
+    assert "zstd batch inflates past max_record_batch_bytes" in text
+    assert column_rows(columns)[-1][3] == b"after"
+    assert columns.next_offset == 65
+
+
+def test_many_empty_records_are_refused_before_inflating() -> None:
+    empty = batch([(None, None, [])] * 2000, 0, codec=1)  # 2000 x 34 B in memory
+    [(_, text)] = refused(decode_records("t", 0, empty, 0, max_record_batch_bytes=32 << 10))
+    assert "2000 records take more than max_record_batch_bytes" in text
+
+
+def test_batches_past_the_fetchs_room_wait_for_the_next_fetch() -> None:
+    # Each inflates to about 40 KiB: two do not fit in 64 KiB, so the second is left for the
+    # next fetch (its offsets are fetched again) rather than refused.
+    rows: list[Row] = [(None, bytes(1000), [])] * 40
+    data = batch(rows, 0, codec=3) + batch(rows, 40, codec=3)
+    first = decode_records("t", 0, data, 0, max_record_batch_bytes=64 << 10)
+    assert (first.count, first.next_offset, refused(first)) == (40, 40, [])
+    second = decode_records("t", 0, data, first.next_offset, max_record_batch_bytes=64 << 10)
+    assert (second.count, second.next_offset, refused(second)) == (40, 80, [])
 
 
 def test_without_the_native_library_the_fallback_gives_the_same_columns(

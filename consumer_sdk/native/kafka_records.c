@@ -11,13 +11,18 @@
  *
  * kar_measure walks a records section and adds up what kar_decode will need, so the caller
  * allocates every column exactly once; kar_decode then fills the columns. Both stop with a
- * negative code on a malformed section instead of reading past its end.
+ * negative code on a malformed section instead of reading past its end: a record whose offset
+ * delta lies outside [0, last_delta] (the batch's own range), a header key that is not UTF-8
+ * (it lands in a string column), or an offset or timestamp that overflows int64.
  */
 #include <stdint.h>
 #include <string.h>
 
 #define KAR_TRUNCATED -1
 #define KAR_OVERFLOW -2
+#define KAR_OFFSET_RANGE -3
+#define KAR_BAD_UTF8 -4
+#define KAR_TIMESTAMP_RANGE -5
 
 typedef struct {
     int64_t records;      /* records at or past min_offset */
@@ -107,26 +112,68 @@ static int read_record(cursor *c, record_view *r) {
     return 0;
 }
 
+/* Whether bytes[0..length) is well-formed UTF-8 (no overlongs, no surrogates, <= U+10FFFF). */
+static int is_utf8(const uint8_t *bytes, int64_t length) {
+    int64_t i = 0;
+    while (i < length) {
+        uint8_t b = bytes[i];
+        if (b < 0x80) { i++; continue; }
+        int64_t n;
+        uint8_t low = 0x80, high = 0xBF;
+        if (b >= 0xC2 && b <= 0xDF) n = 1;
+        else if (b == 0xE0) { n = 2; low = 0xA0; }
+        else if (b == 0xED) { n = 2; high = 0x9F; }
+        else if (b >= 0xE1 && b <= 0xEF) n = 2;
+        else if (b == 0xF0) { n = 3; low = 0x90; }
+        else if (b >= 0xF1 && b <= 0xF3) n = 3;
+        else if (b == 0xF4) { n = 3; high = 0x8F; }
+        else return 0;
+        if (n > length - i - 1) return 0;
+        if (bytes[i + 1] < low || bytes[i + 1] > high) return 0;
+        for (int64_t k = 2; k <= n; k++)
+            if (bytes[i + k] < 0x80 || bytes[i + k] > 0xBF) return 0;
+        i += n + 1;
+    }
+    return 1;
+}
+
+/* The record's offset, if its delta lies in the batch's range [0, last_delta]. */
+static int record_offset(int64_t base_offset, int64_t last_delta, const record_view *r,
+                         int64_t *offset) {
+    if (r->offset_delta < 0 || r->offset_delta > last_delta) return KAR_OFFSET_RANGE;
+    if (__builtin_add_overflow(base_offset, r->offset_delta, offset)) return KAR_OFFSET_RANGE;
+    return 0;
+}
+
 static int read_header(cursor *c, const uint8_t **key, int64_t *key_length,
                        const uint8_t **value, int64_t *value_length) {
     if (read_bytes(c, key, key_length) < 0 || *key_length < 0) return KAR_TRUNCATED;
+    if (!is_utf8(*key, *key_length)) return KAR_BAD_UTF8;
     return read_bytes(c, value, value_length);
 }
 
 int64_t kar_measure(const uint8_t *section, int64_t length, int64_t count,
-                    int64_t base_offset, int64_t min_offset, kar_sizes *sizes) {
+                    int64_t base_offset, int64_t last_delta, int64_t base_timestamp,
+                    int64_t use_log_append_time, int64_t min_offset, kar_sizes *sizes) {
     cursor c = {section, section + length};
     for (int64_t i = 0; i < count; i++) {
         record_view r;
+        int64_t offset, timestamp;
+        int problem;
         if (read_record(&c, &r) < 0) return KAR_TRUNCATED;
-        if (base_offset + r.offset_delta < min_offset) continue;
+        if ((problem = record_offset(base_offset, last_delta, &r, &offset)) < 0) return problem;
+        if (offset < min_offset) continue;
+        if (!use_log_append_time &&
+            __builtin_add_overflow(base_timestamp, r.timestamp_delta, &timestamp))
+            return KAR_TIMESTAMP_RANGE;
         sizes->records++;
         if (r.key_length > 0) sizes->key_bytes += r.key_length;
         if (r.value_length > 0) sizes->value_bytes += r.value_length;
         for (int64_t h = 0; h < r.header_count; h++) {
             const uint8_t *hk, *hv;
             int64_t hk_len, hv_len;
-            if (read_header(&r.headers, &hk, &hk_len, &hv, &hv_len) < 0) return KAR_TRUNCATED;
+            if ((problem = read_header(&r.headers, &hk, &hk_len, &hv, &hv_len)) < 0)
+                return problem;
             sizes->headers++;
             sizes->header_key_bytes += hk_len;
             if (hv_len > 0) sizes->header_value_bytes += hv_len;
@@ -148,10 +195,12 @@ static int append(uint8_t *data, int32_t *offsets, uint8_t *valid, int64_t index
 }
 
 /* Appends the records at or past min_offset to the columns; returns how many, or < 0.
- * log_append_time >= 0 replaces every record's timestamp (LogAppendTime batches). */
+ * With use_log_append_time, log_append_time is every record's timestamp (LogAppendTime
+ * batches: the broker's maxTimestamp, whatever its value). */
 int64_t kar_decode(const uint8_t *section, int64_t length, int64_t count,
-                   int64_t base_offset, int64_t base_timestamp, int64_t log_append_time,
-                   int64_t min_offset, kar_columns *out) {
+                   int64_t base_offset, int64_t last_delta, int64_t base_timestamp,
+                   int64_t use_log_append_time, int64_t log_append_time, int64_t min_offset,
+                   kar_columns *out) {
     cursor c = {section, section + length};
     kar_sizes *f = &out->filled;
     kar_sizes *cap = &out->capacity;
@@ -162,14 +211,19 @@ int64_t kar_decode(const uint8_t *section, int64_t length, int64_t count,
     }
     for (int64_t i = 0; i < count; i++) {
         record_view r;
+        int64_t offset, timestamp;
+        int problem;
         if (read_record(&c, &r) < 0) return KAR_TRUNCATED;
-        int64_t offset = base_offset + r.offset_delta;
+        if ((problem = record_offset(base_offset, last_delta, &r, &offset)) < 0) return problem;
         if (offset < min_offset) continue;
         int64_t n = f->records;
         if (n >= cap->records) return KAR_OVERFLOW;
+        if (use_log_append_time)
+            timestamp = log_append_time;
+        else if (__builtin_add_overflow(base_timestamp, r.timestamp_delta, &timestamp))
+            return KAR_TIMESTAMP_RANGE;
         out->offsets[n] = offset;
-        out->timestamps[n] = log_append_time >= 0 ? log_append_time
-                                                  : base_timestamp + r.timestamp_delta;
+        out->timestamps[n] = timestamp;
         if (append(out->key_data, out->key_offsets, out->key_valid, n, &f->key_bytes,
                    cap->key_bytes, r.key, r.key_length) < 0)
             return KAR_OVERFLOW;
@@ -179,7 +233,8 @@ int64_t kar_decode(const uint8_t *section, int64_t length, int64_t count,
         for (int64_t h = 0; h < r.header_count; h++) {
             const uint8_t *hk, *hv;
             int64_t hk_len, hv_len;
-            if (read_header(&r.headers, &hk, &hk_len, &hv, &hv_len) < 0) return KAR_TRUNCATED;
+            if ((problem = read_header(&r.headers, &hk, &hk_len, &hv, &hv_len)) < 0)
+                return problem;
             int64_t m = f->headers;
             if (m >= cap->headers) return KAR_OVERFLOW;
             if (append(out->header_key_data, out->header_key_offsets, NULL, m,

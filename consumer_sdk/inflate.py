@@ -1,0 +1,118 @@
+"""Inflate one compressed record batch, never past a bound.
+
+Kafka limits a batch by its compressed size, so a small batch may inflate a thousandfold. Each
+codec here writes into a buffer of at most ``limit`` bytes and stops there: pages of that
+buffer are only touched as they are written, so a batch past the bound costs at most
+``limit`` bytes before it is refused. Every codec Kafka has: gzip (zlib), snappy (raw, or the
+xerial framing Java producers write), lz4 (frames, as KIP-57 fixed them) and zstd, the last
+three through cramjam (what aiokafka's codecs use). Any failure is an :class:`InflateError`
+whose text says what went wrong; a batch over the bound is a :class:`TooLarge`.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+import numpy as np
+
+GZIP, SNAPPY, LZ4, ZSTD = 1, 2, 3, 4
+# What one producer batch may take in memory once inflated and decoded, by default: well
+# above any producer's batch.size (librdkafka 1 MB, Java 16 KiB before compression).
+DEFAULT_MAX_RECORD_BATCH_BYTES = 64 << 20
+CODEC_NAMES = {0: "none", GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4", ZSTD: "zstd"}
+_XERIAL_MAGIC = b"\x82SNAPPY\x00"
+_XERIAL_HEADER = 16  # magic, version and compatible version
+_BLOCK_LENGTH = struct.Struct(">i")
+
+
+class InflateError(ValueError):
+    """The compressed bytes do not inflate (corrupt, truncated, or an unknown codec)."""
+
+
+class TooLarge(InflateError):
+    """The batch inflates past the bound."""
+
+
+def inflate(codec: int, data: bytes | memoryview, limit: int) -> np.ndarray:
+    """The inflated bytes of ``data`` (uint8), at most ``limit`` of them."""
+    if codec == GZIP:
+        return _gzip(data, limit)
+    if codec in (LZ4, ZSTD):
+        return _into_buffer(codec, data, limit)
+    if codec == SNAPPY:
+        return _snappy(data, limit)
+    raise InflateError(f"unknown compression codec {codec}")
+
+
+def _too_large(limit: int) -> TooLarge:
+    return TooLarge(f"inflates past max_record_batch_bytes ({limit} bytes)")
+
+
+def _gzip(data: bytes | memoryview, limit: int) -> np.ndarray:
+    inflater = zlib.decompressobj(wbits=47)  # a gzip or zlib header, detected
+    try:
+        out = inflater.decompress(data, limit + 1)
+    except zlib.error as exc:
+        raise InflateError(f"gzip: {exc}") from None
+    if len(out) > limit:
+        raise _too_large(limit)
+    if not inflater.eof:
+        raise InflateError("gzip: truncated stream")
+    return np.frombuffer(out, np.uint8)
+
+
+def _into_buffer(codec: int, data: bytes | memoryview, limit: int) -> np.ndarray:
+    import cramjam
+
+    module = cramjam.lz4 if codec == LZ4 else cramjam.zstd
+    out = np.empty(limit, np.uint8)  # reserved, not resident: pages come as written
+    try:
+        written = int(module.decompress_into(bytes(data), out))
+    except cramjam.DecompressionError as exc:
+        if "whole buffer" in str(exc):
+            raise _too_large(limit) from None
+        raise InflateError(f"{CODEC_NAMES[codec]}: {exc}") from None
+    return out[:written]
+
+
+def _snappy(data: bytes | memoryview, limit: int) -> np.ndarray:
+    view = memoryview(data)
+    if bytes(view[:8]) != _XERIAL_MAGIC:
+        return _snappy_blocks([view], limit)
+    blocks: list[memoryview] = []
+    position = _XERIAL_HEADER
+    while position < len(view):
+        if position + 4 > len(view):
+            raise InflateError("snappy: truncated block length")
+        (size,) = _BLOCK_LENGTH.unpack_from(view, position)
+        position += 4
+        if size < 0 or position + size > len(view):
+            raise InflateError(f"snappy: block of {size} bytes past the data")
+        blocks.append(view[position : position + size])
+        position += size
+    return _snappy_blocks(blocks, limit)
+
+
+def _snappy_blocks(blocks: list[memoryview], limit: int) -> np.ndarray:
+    import cramjam
+
+    try:
+        sizes = [int(cramjam.snappy.decompress_raw_len(bytes(block))) for block in blocks]
+    except cramjam.DecompressionError as exc:
+        raise InflateError(f"snappy: {exc}") from None
+    total = sum(sizes)
+    if total > limit:
+        raise _too_large(limit)
+    out = np.empty(total, np.uint8)
+    position = 0
+    for block, size in zip(blocks, sizes, strict=True):
+        try:
+            cramjam.snappy.decompress_raw_into(
+                bytes(block),
+                memoryview(out[position : position + size]),  # type: ignore[arg-type]
+            )
+        except cramjam.DecompressionError as exc:
+            raise InflateError(f"snappy: {exc}") from None
+        position += size
+    return out
