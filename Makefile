@@ -9,7 +9,7 @@ DEMO_ARGS ?=
 export KAFKA_AUTOSCALER_CACHE ?= $(CURDIR)/.cache
 JARS_STAMP := $(KAFKA_AUTOSCALER_CACHE)/.jars-$(shell cat consumer_sdk/locks/*.lock consumer_sdk/java/kafkaautoscaler/*/*.java | cksum | cut -d' ' -f1)
 
-.PHONY: demo test lint bench clean jars kube-binaries
+.PHONY: demo test lint bench clean jars kube-binaries fuzz-tools fuzz
 
 # The install also compiles the native record-batch decoder (consumer_sdk/native/).
 $(STAMP): pyproject.toml consumer_sdk/native/kafka_records.c
@@ -34,6 +34,17 @@ kube-binaries:
 	@if command -v go >/dev/null; then scripts/build_kube_control_plane.sh; \
 	else echo "go not installed: the kube-apiserver tests will be skipped"; fi
 
+# clang with libFuzzer and the sanitizers, for the fuzzers of the record path (fuzz/); from
+# Debian's packages where missing and we are root (CI is), else their test says why it skips.
+fuzz-tools:
+	@{ command -v clang && dpkg -s libclang-rt-dev; } >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+		clang libclang-rt-dev >/dev/null; } || echo "clang not installed: the fuzz test skips"; }
+
+# The long fuzz run whose figures are committed (benchmarks/results/fuzz.md).
+fuzz: $(STAMP) fuzz-tools
+	$(PY) -m fuzz.run --c-runs 10000000 --python-runs 1000000 --write
+
 demo: $(STAMP) $(JARS_STAMP)
 	$(PY) -m examples.demo $(DEMO_ARGS)
 
@@ -44,7 +55,7 @@ lint: $(STAMP)
 
 # The whole suite: every Kafka test on the embedded broker and on Apache Kafka, and the
 # Kubernetes tests on the in-process API server and on a real kube-apiserver.
-test: lint $(JARS_STAMP) kube-binaries
+test: lint $(JARS_STAMP) kube-binaries fuzz-tools
 	$(PY) -m pytest
 
 bench: $(STAMP) $(JARS_STAMP)

@@ -18,13 +18,8 @@ from hypothesis import strategies as st
 
 from consumer_sdk import record_columns
 from consumer_sdk.inflate import CODEC_NAMES
-from consumer_sdk.record_columns import (
-    REFUSED_HEADER,
-    CorruptRecords,
-    RecordColumns,
-    decode_records,
-)
-from consumer_sdk.sink import Record
+from consumer_sdk.record_columns import CorruptRecords, RecordColumns, decode_records
+from consumer_sdk.sink import REFUSED_HEADER, Record
 from tests.columns_helpers import column_rows
 
 Header = tuple[str, bytes | None]

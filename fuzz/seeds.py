@@ -1,0 +1,95 @@
+"""Seed inputs for both fuzzers, made from real record batches of every codec.
+
+Batches come from aiokafka's DefaultRecordBatchBuilder, what a producer sends: keys and
+values (some null, some long), headers, every codec, a transactional batch and a control
+batch. A section seed is the C harness's 32 bytes of parameters and a batch's (inflated)
+records section; a fetch seed is a few whole batches, as a Fetch response holds them.
+"""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+from aiokafka.record.default_records import DefaultRecordBatchBuilder
+
+from consumer_sdk.inflate import CODEC_NAMES, inflate
+from consumer_sdk.record_columns import BATCH_HEADER_SIZE, batch_headers
+
+Row = tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]]]
+ROWS: list[list[Row]] = [
+    [(b"k", b"v", [])],
+    [(None, b"x" * 300, [("h", b"1"), ("null", None)]), (b"key", None, [])] * 3,
+    [
+        (b"%d" % i, b"value-%d" % i * (1 + i % 5), [("i", b"%d" % i)] if i % 2 else [])
+        for i in range(40)
+    ],
+]
+
+
+def batch(
+    rows: list[Row],
+    base_offset: int,
+    codec: int = 0,
+    *,
+    transactional: bool = False,
+    producer_id: int = -1,
+    control: bool = False,
+) -> bytes:
+    """One v2 batch of ``rows`` at ``base_offset``."""
+    builder = DefaultRecordBatchBuilder(2, codec, int(transactional), producer_id, 0, 0, 1 << 24)
+    for delta, (key, value, headers) in enumerate(rows):
+        builder.append(delta, 1_700_000_000_000 + delta, key, value, headers)
+    data = bytearray(builder.build())
+    struct.pack_into(">q", data, 0, base_offset)
+    if control:
+        from aiokafka.record.util import calc_crc32c
+
+        (attributes,) = struct.unpack_from(">h", data, 21)
+        struct.pack_into(">h", data, 21, attributes | 0x20)
+        struct.pack_into(">I", data, 17, calc_crc32c(bytes(data[21:])))
+    return bytes(data)
+
+
+def fetch_seeds() -> list[bytes]:
+    """Message sets as fetches bring them: every codec, transactions, a control batch."""
+    seeds = []
+    for codec in CODEC_NAMES:
+        offset, data = 0, b""
+        for rows in ROWS:
+            data += batch(rows, offset, codec)
+            offset += len(rows)
+        seeds.append(data)
+    marker = batch([(struct.pack(">hh", 0, 0), b"", [])], 1, producer_id=7, control=True)
+    seeds.append(batch(ROWS[0], 0, transactional=True, producer_id=7) + marker)
+    return seeds
+
+
+def section_seeds() -> list[bytes]:
+    """The C harness's inputs: parameters, then an inflated records section."""
+    seeds = []
+    for data in fetch_seeds():
+        for header in batch_headers(data):
+            section = data[header.start + BATCH_HEADER_SIZE : header.end]
+            if header.codec:
+                section = inflate(header.codec, section, 1 << 24).tobytes()
+            parameters = struct.pack(
+                "<HqiqBqB",
+                header.record_count,
+                header.base_offset,
+                header.last_offset_delta,
+                header.base_timestamp,
+                header.uses_log_append_time,
+                header.max_timestamp,
+                0,
+            )
+            seeds.append(parameters + section)
+    return seeds
+
+
+def write(directory: Path, seeds: list[bytes]) -> Path:
+    """Write ``seeds`` as files into ``directory`` (made if missing)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for i, seed in enumerate(seeds):
+        (directory / f"seed-{i:03d}").write_bytes(seed)
+    return directory
