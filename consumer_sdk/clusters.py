@@ -183,10 +183,12 @@ def kafka_cluster(
     *,
     brokers: int | None = None,
     apache_settings: Mapping[str, str] | None = None,
+    apache_heap_mb: int = 512,
 ) -> Iterator[KafkaCluster]:
     """Yield a running cluster of ``kind`` (default :func:`default_cluster_kind`) and clean
     it up. ``brokers`` sizes the clusters started here (embedded 3, Apache Kafka 1 by
-    default); ``apache_settings`` are node properties for Apache Kafka. Raises
+    default); ``apache_settings`` are node properties for Apache Kafka, ``apache_heap_mb``
+    each node's heap. Raises
     :class:`consumer_sdk.apache_kafka.ApacheKafkaUnavailable` when Apache Kafka cannot start
     here (no Java, jars not fetchable)."""
     kind = kind if kind is not None else default_cluster_kind()
@@ -202,7 +204,9 @@ def kafka_cluster(
             bootstrap = container.get_bootstrap_server()
             yield KafkaCluster(bootstrap, kind, _REAL, _admin_topic_creator(bootstrap))
     elif kind is ClusterKind.APACHE:
-        with ApacheKafka(brokers=brokers or 1, settings=apache_settings) as apache:
+        with ApacheKafka(
+            brokers=brokers or 1, heap_mb=apache_heap_mb, settings=apache_settings
+        ) as apache:
             yield KafkaCluster(
                 apache.bootstrap_servers, kind, _REAL, apache.create_topic, handle=apache
             )

@@ -412,10 +412,11 @@ def _sections(
             alone = not sections
             try:
                 records = inflate(header.codec, batch[BATCH_HEADER_SIZE:], room - fixed)
-            except TooLarge as exc:
+            except TooLarge:
                 if not alone:
                     break  # the next fetch starts at this batch, with the whole room
-                refusals.append(_refusal(header, f"{CODEC_NAMES[header.codec]} batch {exc}"))
+                reason = f"inflates past max_record_batch_bytes ({limit} bytes)"
+                refusals.append(_refusal(header, f"{CODEC_NAMES[header.codec]} batch {reason}"))
                 next_offset = max(next_offset, header.next_offset)
                 continue
             except InflateError as exc:

@@ -14,11 +14,13 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from confluent_kafka import Producer
 
+from benchmarks.hostile_batches import built_batch, produce_raw
 from consumer_sdk.columnar_fetch import COLUMNAR, install
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.consumer import AutoscalingConsumer
+from consumer_sdk.inflate import ZSTD
 from consumer_sdk.record_columns import RecordColumns
-from consumer_sdk.sink import SINK_SCHEMA, CallbackSink, Record
+from consumer_sdk.sink import REFUSED_HEADER, SINK_SCHEMA, CallbackSink, Record
 from tests.columns_helpers import Row, column_rows
 
 
@@ -117,6 +119,7 @@ async def consume_columns(
     sink: Any,
     expected: Callable[[], bool],
     record_path: str = "columns",
+    **overrides: Any,
 ) -> AutoscalingConsumer:
     config = ConsumerConfig(
         bootstrap_servers=bootstrap,
@@ -127,6 +130,7 @@ async def consume_columns(
         wait_time_secs=0.2,
         batch_bytes=4096,  # several batches, cut inside fetched chunks
         record_path=record_path,
+        **overrides,
     )
     consumer = AutoscalingConsumer(config, sink)
     runner = asyncio.create_task(consumer.run_async())
@@ -229,6 +233,36 @@ def test_every_codec_from_either_producer_lands_on_either_record_path(
     sink = CallbackSink(lambda _topic, records: seen.extend(records))
     asyncio.run(consume_columns(kafka, topic, sink, lambda: len(seen) >= len(values), record_path))
     assert sorted(r.value or b"" for r in seen) == sorted(values)
+
+
+def test_a_batch_that_inflates_past_the_bound_is_a_dead_letter_row_and_reading_goes_on(
+    kafka: str, topic_factory: Callable[..., str]
+) -> None:
+    topic = topic_factory(1, prefix=f"bomb-{uuid.uuid4().hex[:6]}")
+    good = Producer({"bootstrap.servers": kafka})
+    for i in range(10):
+        good.produce(topic, value=b"before-%d" % i, partition=0)
+    assert good.flush(30) == 0
+    produce_raw(kafka, topic, built_batch(4, bytes(1 << 20), ZSTD))  # 4 MiB once inflated
+    for i in range(10):
+        good.produce(topic, value=b"after-%d" % i, partition=0)
+    assert good.flush(30) == 0
+    seen: list[Record] = []
+    sink = CallbackSink(lambda _topic, records: seen.extend(records))
+    asyncio.run(
+        consume_columns(kafka, topic, sink, lambda: len(seen) >= 21, max_record_batch_bytes=1 << 20)
+    )
+    [refused] = [r for r in seen if r.value is None]
+    assert refused.offset == 13  # the batch's last offset: the commit moves past it
+    reason = dict(refused.headers)[REFUSED_HEADER]
+    assert reason == (
+        b"zstd batch inflates past max_record_batch_bytes (1048576 bytes) "
+        b"(record batch, offsets 10-13)"
+    )
+    assert [r.value for r in seen if r.value is not None] == [
+        *(b"before-%d" % i for i in range(10)),
+        *(b"after-%d" % i for i in range(10)),
+    ]
 
 
 def rows(sink: TableSink) -> int:
