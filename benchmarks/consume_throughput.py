@@ -13,10 +13,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
+import json
+import os
+import random
 import re
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
@@ -28,28 +34,54 @@ from consumer_sdk.clusters import ClusterKind, kafka_cluster
 from consumer_sdk.columnar_fetch import COLUMNAR, install
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.consumer import AutoscalingConsumer
-from consumer_sdk.record_columns import native_available
+from consumer_sdk.record_columns import native_available, native_library_path
 from consumer_sdk.sink import CallbackSink, Record
 
 PARTITIONS = 32
 MIB = 1024 * 1024
 
 
+def text_values(value_size: int, count: int = 1024, seed: int = 7) -> list[bytes]:
+    """``count`` distinct values of ``value_size`` bytes of text-like data (a small alphabet,
+    words of varied length): lz4 and zstd shrink them about as much as logs or JSON, not a
+    thousandfold as they would one repeated byte."""
+    rng = random.Random(seed)
+    words = [
+        "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 9)))
+        for _ in range(400)
+    ]
+    values = []
+    for _ in range(count):
+        text = ""
+        while len(text) < value_size:
+            text += rng.choice(words) + rng.choice(' ,":{}0123456789')
+        values.append(text[:value_size].encode())
+    return values
+
+
 def fill(
-    bootstrap: str, topic: str, value_size: int, total_mib: int, partitions: int = PARTITIONS
+    bootstrap: str,
+    topic: str,
+    value_size: int,
+    total_mib: int,
+    partitions: int = PARTITIONS,
+    compression: str = "none",
 ) -> int:
-    """Produce ``total_mib`` MiB of values evenly over ``partitions``; return the count."""
+    """Produce ``total_mib`` MiB of values evenly over ``partitions`` (one repeated byte
+    uncompressed, as before; text-like values when compressed); return the count."""
     producer = Producer(
         {
             "bootstrap.servers": bootstrap,
             "linger.ms": 20,
             "batch.num.messages": 10000,
             "queue.buffering.max.kbytes": 512 * 1024,
+            "compression.type": compression,
         }
     )
-    value = b"x" * value_size
+    values = [b"x" * value_size] if compression == "none" else text_values(value_size)
     count = total_mib * MIB // value_size
     for i in range(count):
+        value = values[i % len(values)]
         while True:
             try:
                 producer.produce(topic, value=value, partition=i % partitions)
@@ -221,6 +253,60 @@ def sdk(**options: Any) -> Callable[[str, str, str, int], Run]:
     return run
 
 
+BASELINES = Path(__file__).parent.parent / ".cache" / "baselines"
+_BASELINE_RUN = """
+import json, sys
+from benchmarks.consume_throughput import run_sdk, steady_rate
+marks = []
+seconds = run_sdk(*sys.argv[1:4], int(sys.argv[4]), record_path="columns", marks=marks)
+print(json.dumps([seconds, steady_rate(marks)]))
+"""
+
+
+def baseline_checkout(revision: str) -> Path:
+    """A work tree of ``revision`` under .cache/baselines, its record decoder built there
+    (with the compiler flags the install uses)."""
+    root = Path(__file__).parent.parent
+    tree = BASELINES / revision
+    if not tree.exists():
+        BASELINES.mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            ["git", "worktree", "add", "--detach", str(tree), revision], cwd=root, check=True
+        )
+    library = tree / "consumer_sdk" / Path(native_library_path() or "_kafka_records.so").name
+    subprocess.run(
+        [
+            "cc",
+            "-O3",
+            "-shared",
+            "-fPIC",
+            "-o",
+            str(library),
+            str(tree / "consumer_sdk/native/kafka_records.c"),
+        ],
+        check=True,
+    )
+    return tree
+
+
+def baseline_sdk(tree: Path) -> Callable[[str, str, str, int], Run]:
+    """The columnar-path SDK of another commit (a child process in its work tree)."""
+
+    def run(bootstrap: str, topic: str, group: str, expected: int) -> Run:
+        done = subprocess.run(
+            [sys.executable, "-c", _BASELINE_RUN, bootstrap, topic, group, str(expected)],
+            cwd=tree,
+            env={**os.environ, "PYTHONPATH": str(tree)},
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        seconds, steady = json.loads(done.stdout.strip().splitlines()[-1])
+        return float(seconds), steady
+
+    return run
+
+
 CLIENTS: dict[str, Callable[[str, str, str, int], Run]] = {
     "confluent-kafka": raw(run_confluent),
     "aiokafka": raw(run_aiokafka),
@@ -243,8 +329,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="comma-separated fetch_max_bytes values (MiB): a columnar-path SDK row each, "
         "beside the default's",
     )
+    parser.add_argument(
+        "--compression",
+        default="none",
+        help="comma-separated producer codecs (none, gzip, snappy, lz4, zstd): topics each",
+    )
+    parser.add_argument(
+        "--clients", default="", help="semicolon-separated client names to run (default: all)"
+    )
+    parser.add_argument(
+        "--baseline",
+        default="",
+        help="a git revision whose columnar-path SDK runs as one more client, same rounds",
+    )
     args = parser.parse_args(argv)
     clients = dict(CLIENTS)
+    if args.clients:
+        clients = {name: clients[name] for name in args.clients.split(";")}
+    if args.baseline:
+        tree = baseline_checkout(args.baseline)
+        clients[f"sdk, columnar path at {args.baseline} (no-op sink)"] = baseline_sdk(tree)
     for mib in filter(None, args.sdk_fetch_max_mib.split(",")):
         name = f"sdk, columnar path, fetch_max_bytes {float(mib):g} MiB (no-op sink)"
         clients[name] = sdk(record_path="columns", fetch_max_bytes=int(float(mib) * MIB))
@@ -253,21 +357,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     kind = ClusterKind(args.cluster)
     with kafka_cluster(kind) as broker:
         broker_text = broker_line(broker)
-        for value_size in (200, 1024):
+        for compression, value_size in (
+            (codec, size) for codec in args.compression.split(",") for size in (200, 1024)
+        ):
             topic = broker.create_topic(PARTITIONS, prefix=f"throughput-{value_size}")
-            count = fill(broker.bootstrap_servers, topic, value_size, args.mib)
+            count = fill(
+                broker.bootstrap_servers, topic, value_size, args.mib, compression=compression
+            )
             timings: dict[str, list[Run]] = {name: [] for name in clients}
             for round_ in range(args.rounds):
                 for name, client in clients.items():  # alternating: noise hits all alike
-                    group = re.sub(r"[^a-zA-Z0-9._-]", "", f"{name}-{value_size}-{round_}")
+                    label = f"{name}-{compression}-{value_size}-{round_}"
+                    group = re.sub(r"[^a-zA-Z0-9._-]", "", label)
                     timings[name].append(client(broker.bootstrap_servers, topic, group, count))
-                    print(f"{value_size} B {name}: {timings[name][-1][0]:.2f} s", flush=True)
+                    took = timings[name][-1][0]
+                    print(f"{compression} {value_size} B {name}: {took:.2f} s", flush=True)
             for name, runs in timings.items():
                 seconds = [run[0] for run in runs]
                 steady = [run[1] for run in runs if run[1] is not None]
                 median = statistics.median(seconds)
                 rows.append(
                     {
+                        "compression": compression,
                         "value_bytes": value_size,
                         "client": name,
                         "records": count,
@@ -292,12 +403,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         "Columnar fetch: aiokafka's fetcher handing over Arrow columns decoded natively "
         f"(consumer_sdk.columnar_fetch; native decoder built: {native_available()}).",
         "",
-        "| value | client | records | MiB/s | records/s | steady records/s |",
-        "|---:|---|---:|---:|---:|---:|",
+        "Compressed topics (lz4, zstd) hold text-like values (a small alphabet, words of "
+        "varied length), the uncompressed ones one repeated byte as before; MiB/s counts "
+        "the values as produced.",
+        "",
+        "| codec | value | client | records | MiB/s | records/s | steady records/s |",
+        "|---|---:|---|---:|---:|---:|---:|",
     ]
     for row in rows:
         lines.append(
-            f"| {row['value_bytes']} B | {row['client']} | {row['records']} | "
+            f"| {row['compression']} | {row['value_bytes']} B | {row['client']} | "
+            f"{row['records']} | "
             f"{row['mb_per_s']:.1f} | {row['records_per_s']:,.0f} | "
             + (f"{row['steady_records_per_s']:,.0f} |" if row["steady_records_per_s"] else " |")
         )
