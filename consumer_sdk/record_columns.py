@@ -343,7 +343,7 @@ class _Section:
 
 
 def _refusal(header: BatchHeader, reason: str) -> Refusal:
-    last = max(header.base_offset, header.next_offset - 1)
+    last = min(max(header.base_offset, header.next_offset - 1), MAX_OFFSET)
     return Refusal(header.base_offset, last, header.max_timestamp, reason)
 
 
@@ -389,8 +389,10 @@ def _sections(
             problem = "CRC mismatch"
         if problem is not None:
             refusals.append(_refusal(header, problem))
-            # past it, even when its own range is nonsense (else it is fetched for ever)
-            next_offset = max(next_offset, header.next_offset, header.base_offset + 1)
+            # past it, even when its own range is nonsense (else it is fetched for ever), but
+            # never past what an offset can be
+            past = max(next_offset, header.next_offset, header.base_offset + 1)
+            next_offset = min(past, MAX_OFFSET)
             continue
         if read_committed and header.producer_id >= 0:
             while pending_aborts and pending_aborts[0][1] <= header.base_offset:

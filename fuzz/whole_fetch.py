@@ -14,7 +14,7 @@ import sys
 
 import atheris
 
-with atheris.instrument_imports():
+with atheris.instrument_imports(include=["consumer_sdk"]):
     from consumer_sdk.inflate import inflate  # noqa: F401 - instrumented with the decoder
     from consumer_sdk.record_columns import CorruptRecords, decode_records
 

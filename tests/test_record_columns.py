@@ -220,6 +220,16 @@ def test_a_batch_too_short_to_be_one_is_an_error_at_once(length: int) -> None:
         decode_records("t", 0, bytes(data) + bytes(200), 0)
 
 
+def test_a_batch_whose_last_offset_passes_int64_is_refused_within_int64() -> None:
+    # Found by the whole-fetch fuzzer: the refusal row's offset overflowed Arrow's int64.
+    data = bytearray(batch([(None, b"v", [])], (1 << 63) - 10))
+    struct.pack_into(">i", data, 23, 100)  # lastOffsetDelta: past 2^63 - 1
+    columns = decode_records("t", 0, with_crc(data), 0)
+    [(offset, text)] = refused(columns)
+    assert offset == columns.next_offset == (1 << 63) - 1
+    assert "last offset past 2^63 - 1" in text
+
+
 def test_a_fetch_offset_past_int64_is_an_error() -> None:
     with pytest.raises(CorruptRecords, match="fetch offset"):
         decode_records("t", 0, batch([(None, b"v", [])], 0), 1 << 63)
