@@ -24,11 +24,7 @@ from aiokafka.record.memory_records import MemoryRecords
 
 from consumer_sdk import metrics
 from consumer_sdk.inflate import DEFAULT_MAX_RECORD_BATCH_BYTES
-from consumer_sdk.record_columns import (
-    CorruptRecords,
-    RecordColumns,
-    decode_records,
-)
+from consumer_sdk.record_columns import CorruptRecords, RecordColumns, decode_records
 
 _READ_COMMITTED = 1
 log = logging.getLogger(__name__)
@@ -36,7 +32,7 @@ log = logging.getLogger(__name__)
 
 class ColumnarDecoding:
     """Passed as ``key_deserializer``: never called, only recognised by the fetcher, which
-    then decodes columns with these settings (:func:`columnar`)."""
+    then decodes columns with these settings (``COLUMNAR``: the defaults)."""
 
     def __init__(self, max_record_batch_bytes: int = DEFAULT_MAX_RECORD_BATCH_BYTES) -> None:
         self.max_record_batch_bytes = max_record_batch_bytes
@@ -49,12 +45,6 @@ class ColumnarDecoding:
 
 
 COLUMNAR = ColumnarDecoding()
-
-
-def columnar(max_record_batch_bytes: int) -> ColumnarDecoding:
-    """The ``key_deserializer`` of a columnar consumer whose producer batches may take at
-    most ``max_record_batch_bytes`` each once inflated."""
-    return ColumnarDecoding(max_record_batch_bytes)
 
 
 _original_partition_records: Any = fetcher.PartitionRecords

@@ -32,7 +32,7 @@ from assignor import TopicPartition
 from assignor.cooperative import COOPERATIVE
 from assignor.plugin import MemberState, PluginStats, build_assignor
 from consumer_sdk import metrics
-from consumer_sdk.columnar_fetch import columnar, install
+from consumer_sdk.columnar_fetch import ColumnarDecoding, install
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.cooperative import CooperativeCoordinator, make_cooperative
 from consumer_sdk.fetch_budget import limit_fetch_ahead, wake_fetcher
@@ -257,7 +257,7 @@ class AutoscalingConsumer:
             fetch_max_bytes=config.fetch_max_bytes or fetch_max_bytes(config.batch_bytes),
             partition_assignment_strategy=(assignor,),
             **(
-                {"key_deserializer": columnar(config.max_record_batch_bytes)}
+                {"key_deserializer": ColumnarDecoding(config.max_record_batch_bytes)}
                 if self._columnar
                 else {}
             ),

@@ -2,9 +2,7 @@
 
 aiokafka heartbeats from a task on the consumer's event loop. Work that holds the loop (or
 the GIL, from a sink's thread) delays them; a delay past the session timeout gets the member
-evicted by the coordinator, and its next commit is refused with UnknownMemberId. (The SDK's
-:mod:`consumer_sdk.heartbeat` keeps the member alive from a thread of its own meanwhile; the
-watch still says what held the loop, since rebalances and fetches wait for it too.)
+evicted by the coordinator, and its next commit is refused with UnknownMemberId.
 
 The watch sleeps a short period over and over and records how much later than asked it woke
 up. A thread beside it samples the loop thread's stack while the loop has not woken for a
