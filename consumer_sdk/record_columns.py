@@ -382,17 +382,18 @@ def _sections(
     room = limit
     for header in batch_headers(view):
         problem = _header_problem(header, limit)
-        if max(header.next_offset, header.base_offset + 1) <= fetch_offset:
+        # Past this batch, even when its own range is nonsense (else it is fetched for ever),
+        # but never past what an offset can be. Every outcome below moves there, but a batch
+        # left for the next fetch.
+        past = min(max(header.next_offset, header.base_offset + 1), MAX_OFFSET)
+        if past <= fetch_offset:
             continue  # wholly before what was asked for (a compressed batch re-sent)
+        before, next_offset = next_offset, max(next_offset, past)
         batch = view[header.start : header.end]
         if problem is None and check_crcs and crc32c(batch[_CRC_START:]) != header.crc:
             problem = "CRC mismatch"
         if problem is not None:
             refusals.append(_refusal(header, problem))
-            # past it, even when its own range is nonsense (else it is fetched for ever), but
-            # never past what an offset can be
-            past = max(next_offset, header.next_offset, header.base_offset + 1)
-            next_offset = min(past, MAX_OFFSET)
             continue
         if read_committed and header.producer_id >= 0:
             while pending_aborts and pending_aborts[0][1] <= header.base_offset:
@@ -400,35 +401,30 @@ def _sections(
             if header.is_control:
                 if _is_abort_marker(batch):
                     aborting.discard(header.producer_id)
-                next_offset = max(next_offset, header.next_offset)
                 continue
             if header.is_transactional and header.producer_id in aborting:
-                next_offset = max(next_offset, header.next_offset)
                 continue
         if header.is_control or header.record_count == 0:
-            next_offset = max(next_offset, header.next_offset)
             continue
         fixed = header.record_count * RECORD_FIXED_BYTES
         records: np.ndarray = np.frombuffer(batch[BATCH_HEADER_SIZE:], dtype=np.uint8)
         if header.codec:
-            alone = not sections
             try:
                 records = inflate(header.codec, batch[BATCH_HEADER_SIZE:], room - fixed)
             except TooLarge:
-                if not alone:
-                    break  # the next fetch starts at this batch, with the whole room
+                if sections:
+                    next_offset = before  # the next fetch starts here, with the whole room
+                    break
                 reason = f"inflates past max_record_batch_bytes ({limit} bytes)"
                 refusals.append(_refusal(header, f"{CODEC_NAMES[header.codec]} batch {reason}"))
-                next_offset = max(next_offset, header.next_offset)
                 continue
             except InflateError as exc:
                 refusals.append(_refusal(header, str(exc)))
-                next_offset = max(next_offset, header.next_offset)
                 continue
         elif sections and len(records) + fixed > room:
+            next_offset = before
             break
         room -= len(records) + fixed
-        next_offset = max(next_offset, header.next_offset)
         sections.append(_Section(header, records))
     return sections, refusals, next_offset
 
