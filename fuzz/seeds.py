@@ -12,10 +12,12 @@ import struct
 from pathlib import Path
 
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
+from aiokafka.record.util import calc_crc32c
 
 from consumer_sdk.inflate import CODEC_NAMES, inflate
 from consumer_sdk.record_columns import BATCH_HEADER_SIZE, batch_headers
 
+_CONTROL = 0x20  # the attribute bit of a transaction marker batch
 Row = tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]]]
 ROWS: list[list[Row]] = [
     [(b"k", b"v", [])],
@@ -30,23 +32,24 @@ ROWS: list[list[Row]] = [
 def batch(
     rows: list[Row],
     base_offset: int,
-    codec: int = 0,
     *,
-    transactional: bool = False,
+    codec: int = 0,
+    timestamp: int = 1_700_000_000_000,
     producer_id: int = -1,
-    control: bool = False,
+    transactional: bool = False,
+    flags: int = 0,
 ) -> bytes:
-    """One v2 batch of ``rows`` at ``base_offset``."""
-    builder = DefaultRecordBatchBuilder(2, codec, int(transactional), producer_id, 0, 0, 1 << 24)
+    """One v2 record batch of ``rows`` at ``base_offset``, record i at ``timestamp`` + 3i;
+    ``flags`` are extra attribute bits (the builder cannot set them; the CRC is recomputed).
+    The decoder's tests build their batches with it too."""
+    builder = DefaultRecordBatchBuilder(2, codec, int(transactional), producer_id, 0, 0, 1 << 30)
     for delta, (key, value, headers) in enumerate(rows):
-        builder.append(delta, 1_700_000_000_000 + delta, key, value, headers)
+        builder.append(delta, timestamp + 3 * delta, key, value, headers)
     data = bytearray(builder.build())
-    struct.pack_into(">q", data, 0, base_offset)
-    if control:
-        from aiokafka.record.util import calc_crc32c
-
+    data[0:8] = struct.pack(">q", base_offset)
+    if flags:
         (attributes,) = struct.unpack_from(">h", data, 21)
-        struct.pack_into(">h", data, 21, attributes | 0x20)
+        struct.pack_into(">h", data, 21, attributes | flags)
         struct.pack_into(">I", data, 17, calc_crc32c(bytes(data[21:])))
     return bytes(data)
 
@@ -57,10 +60,10 @@ def fetch_seeds() -> list[bytes]:
     for codec in CODEC_NAMES:
         offset, data = 0, b""
         for rows in ROWS:
-            data += batch(rows, offset, codec)
+            data += batch(rows, offset, codec=codec)
             offset += len(rows)
         seeds.append(data)
-    marker = batch([(struct.pack(">hh", 0, 0), b"", [])], 1, producer_id=7, control=True)
+    marker = batch([(struct.pack(">hh", 0, 0), b"", [])], 1, producer_id=7, flags=_CONTROL)
     seeds.append(batch(ROWS[0], 0, transactional=True, producer_id=7) + marker)
     return seeds
 

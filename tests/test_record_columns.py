@@ -20,6 +20,7 @@ from consumer_sdk import record_columns
 from consumer_sdk.inflate import CODEC_NAMES
 from consumer_sdk.record_columns import CorruptRecords, RecordColumns, decode_records
 from consumer_sdk.sink import REFUSED_HEADER, Record
+from fuzz.seeds import batch
 from tests.columns_helpers import column_rows
 
 Header = tuple[str, bytes | None]
@@ -28,30 +29,6 @@ Row = tuple[bytes | None, bytes | None, list[Header]]
 pytestmark = pytest.mark.skipif(
     not record_columns.native_available(), reason="the native decoder is not built"
 )
-
-
-def batch(
-    rows: list[Row],
-    base_offset: int,
-    *,
-    codec: int = 0,
-    timestamp: int = 1_700_000_000_000,
-    producer_id: int = -1,
-    transactional: bool = False,
-    flags: int = 0,
-) -> bytes:
-    """One v2 record batch of ``rows`` at ``base_offset``; ``flags`` are extra attribute
-    bits (the builder cannot set them; the CRC is recomputed)."""
-    builder = DefaultRecordBatchBuilder(2, codec, int(transactional), producer_id, 0, 0, 1 << 30)
-    for delta, (key, value, headers) in enumerate(rows):
-        builder.append(delta, timestamp + 3 * delta, key, value, headers)
-    data = bytearray(builder.build())
-    data[0:8] = struct.pack(">q", base_offset)
-    if flags:
-        (attributes,) = struct.unpack_from(">h", data, 21)
-        struct.pack_into(">h", data, 21, attributes | flags)
-        struct.pack_into(">I", data, 17, calc_crc32c(bytes(data[21:])))
-    return bytes(data)
 
 
 def expected(rows: list[Row], base_offset: int, timestamp: int = 1_700_000_000_000) -> list[Any]:
