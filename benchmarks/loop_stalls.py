@@ -30,6 +30,7 @@ from confluent_kafka import Producer
 from benchmarks.cpu_load import oversubscribed, spinners_for
 from benchmarks.machine import add_cluster_option, broker_line, machine_line
 from benchmarks.report import publish
+from benchmarks.sdk_member_process import read_rows, stats_path
 from consumer_sdk.clusters import ClusterKind, kafka_cluster
 
 ROOT = Path(__file__).parent.parent
@@ -60,15 +61,6 @@ def produce_steadily(bootstrap: str, topic: str, rate: int, seconds: float) -> s
     return acked
 
 
-def read_rows(path: Path) -> Counter[tuple[int, int]]:
-    """The (partition, offset) a member wrote, with how often."""
-    if not path.exists():
-        return Counter()
-    return Counter(
-        (int(p), int(o)) for p, o in (line.split() for line in path.read_text().splitlines())
-    )
-
-
 def run_once(
     bootstrap: str, topic: str, session_timeout_ms: int, rate: int, seconds: float, work: Path
 ) -> dict[str, Any]:
@@ -80,7 +72,7 @@ def run_once(
             [
                 sys.executable,
                 "-m",
-                "tests.sdk_member_process",
+                "benchmarks.sdk_member_process",
                 bootstrap,
                 f"g-{topic}",
                 topic,
@@ -117,8 +109,7 @@ def run_once(
     total = sum(rows, Counter())
     survivors = []
     for i in (0, 2):
-        stats_file = outs[i].with_name(outs[i].name + ".stats.json")
-        survivors.append({"member": i, **json.loads(stats_file.read_text())})
+        survivors.append({"member": i, **json.loads(stats_path(outs[i]).read_text())})
     return {
         "session_timeout_ms": session_timeout_ms,
         "produced": len(produced),

@@ -17,10 +17,10 @@ from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from benchmarks.cpu_load import oversubscribed
+from benchmarks.sdk_member_process import read_rows, stats_path
 from consumer_sdk.clusters import ClusterKind, KafkaCluster
 from tests.kafka_helpers import produce_tracked
 from tests.sdk_helpers import wait_until
-from tests.sdk_member_process import stats_path
 
 ROOT = Path(__file__).parent.parent
 
@@ -29,19 +29,18 @@ def start_member(
     kafka: str, group: str, topic: str, identity: str, out: Path
 ) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "-m", "tests.sdk_member_process", kafka, group, topic, identity, str(out)],
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.sdk_member_process",
+            kafka,
+            group,
+            topic,
+            identity,
+            str(out),
+        ],
         cwd=ROOT,
     )
-
-
-def read_rows(path: Path) -> Counter[tuple[int, int]]:
-    if not path.exists():
-        return Counter()
-    rows: Counter[tuple[int, int]] = Counter()
-    for line in path.read_text().splitlines():
-        partition, offset = line.split()
-        rows[(int(partition), int(offset))] += 1
-    return rows
 
 
 # Busy processes per core beside the test: none, or twice the cores (a fresh CI machine

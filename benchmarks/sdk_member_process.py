@@ -1,10 +1,12 @@
 """A consumer member as a real process, for kill -9 and SIGTERM tests.
 
-``python -m tests.sdk_member_process BOOTSTRAP GROUP TOPIC IDENTITY OUT_FILE``: every record
+``python -m benchmarks.sdk_member_process BOOTSTRAP GROUP TOPIC IDENTITY OUT_FILE
+[SESSION_TIMEOUT_MS]``: every record
 handed to the sink is appended to OUT_FILE as ``partition offset`` and fsynced before the
 write returns (so the file is the "table", and the commit comes after it). On a clean exit
 the member writes OUT_FILE.stats.json: how often it lost its membership, and its event
-loop's lateness (see :func:`member_stats`).
+loop's lateness (see :func:`member_stats`). The kill -9 test and benchmarks.loop_stalls read
+both with :func:`read_rows` and :func:`stats_path`.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -38,6 +41,17 @@ def member_stats(consumer: AutoscalingConsumer) -> dict[str, Any]:
         "wake_ups": len(watch.recent),
         "stall_sites": dict(watch.stall_sites),
     }
+
+
+def read_rows(path: Path) -> Counter[tuple[int, int]]:
+    """The (partition, offset) a member wrote to ``path``, with how often."""
+    if not path.exists():
+        return Counter()
+    rows: Counter[tuple[int, int]] = Counter()
+    for line in path.read_text().splitlines():
+        partition, offset = line.split()
+        rows[(int(partition), int(offset))] += 1
+    return rows
 
 
 def stats_path(out: Path) -> Path:
