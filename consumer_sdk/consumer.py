@@ -203,7 +203,7 @@ class AutoscalingConsumer:
                     if self.state.handover_pending:
                         # Our first join was answered by aiokafka's own coordinator, which
                         # knows nothing of hand-over rounds: join the one announced.
-                        coordinator.handover_rejoin.schedule(coordinator.handover_rejoin.clock())
+                        coordinator.request_rejoin()
                 return
             if failure is not None and not isinstance(failure, KafkaError):
                 await consumer.stop()

@@ -11,8 +11,13 @@ the join and nothing else:
   listener flushes and commits those alone), retained partitions keep their fetch
   positions, the listener hears only of the added ones, and when the leader withheld
   partitions (the assignment says so) every member rejoins for the next round, which hands
-  them over, without waiting for its heartbeat to hear of it (:mod:`assignor.cooperative`):
-  ``SYNC_GRACE_S`` after its own sync, not at once (:class:`HandoverRejoin`).
+  them over, at once, without waiting for its heartbeat to hear of it
+  (:mod:`assignor.cooperative`);
+* as the leader of a round that withholds partitions: its SyncGroup waits until
+  ``LEADER_SYNC_GRACE_S`` after the JoinGroup answer (:func:`leader_sync_wait`), so every
+  follower's SyncGroup is already waiting at the coordinator and all members get their
+  assignment in the same instant. The wait falls before anyone revokes (members keep reading
+  what they hold meanwhile), so it adds nothing to a moved partition's pause.
 
 A member shutting down rejoins once more, saying it is leaving (see
 :mod:`assignor.cooperative`): it reads on until the leader's plan takes its partitions away,
@@ -33,8 +38,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable
-from typing import Any, Protocol
+import time
+from collections.abc import Iterable
+from typing import Any
 
 from aiokafka import AIOKafkaConsumer
 from aiokafka.consumer.group_coordinator import GroupCoordinator
@@ -42,7 +48,7 @@ from aiokafka.coordinator.protocol import ConsumerProtocol
 from aiokafka.protocol.commit import OffsetCommitRequest
 from aiokafka.structs import TopicPartition as KafkaTopicPartition
 
-from assignor.cooperative import COOPERATIVE
+from assignor.cooperative import COOPERATIVE, decode_handover
 from assignor.plugin import MemberState
 from consumer_sdk import metrics
 
@@ -52,61 +58,22 @@ REJOIN_RETRY_MS = 10
 # next round, and the coordinator refuses those syncs: their members miss this round's
 # assignment (a leaving member keeps its partitions), and every miss costs the group another
 # round. Measured on Apache Kafka with six members on two cores: a scale-down 6 -> 2 took four
-# generations with only 2 of 6 syncs answered in the first two. Half a second covers a busy
-# member's sync; the hand-over's revocations take about that long anyway.
-SYNC_GRACE_S = 0.5
+# generations with only 2 of 6 syncs answered in the first two. The coordinator holds a
+# follower's SyncGroup until the leader's arrives, so the leader of a hand-over round waits
+# this long after the JoinGroup answer: every member's sync is then answered at once, and
+# the members can rejoin at once. Half a second covers a busy member's sync on two cores.
+LEADER_SYNC_GRACE_S = 0.5
 
 
-class Cancellable(Protocol):
-    """What ``loop.call_later`` returns."""
-
-    def cancel(self) -> None:
-        """Do not run the call."""
-
-
-class HandoverRejoin:
-    """The one rejoin a member owes a hand-over round, sent ``grace_s`` after its sync (see
-    ``SYNC_GRACE_S``); dropped when the member starts rejoining for another reason first
-    (a heartbeat heard of the round), which would otherwise cost an extra round."""
-
-    def __init__(
-        self,
-        rejoin: Callable[[], None],
-        call_later: Callable[[float, Callable[[], None]], Cancellable],
-        clock: Callable[[], float],
-        grace_s: float = SYNC_GRACE_S,
-    ) -> None:
-        self._rejoin = rejoin
-        self._call_later = call_later
-        self.clock = clock
-        self.grace_s = grace_s
-        self._pending: Cancellable | None = None
-
-    @property
-    def pending(self) -> bool:
-        """Whether a rejoin is scheduled and not yet sent."""
-        return self._pending is not None
-
-    def schedule(self, synced_at: float) -> None:
-        """Rejoin ``grace_s`` after ``synced_at`` (a ``clock`` reading); at once if that has
-        passed. A rejoin already scheduled stays as it is."""
-        if self._pending is not None:
-            return
-        delay = synced_at + self.grace_s - self.clock()
-        if delay <= 0:
-            self._rejoin()
-            return
-        self._pending = self._call_later(delay, self._fire)
-
-    def cancel(self) -> None:
-        """Drop the scheduled rejoin (the member is rejoining already)."""
-        if self._pending is not None:
-            self._pending.cancel()
-            self._pending = None
-
-    def _fire(self) -> None:
-        self._pending = None
-        self._rejoin()
+def leader_sync_wait(
+    handover: bool, elapsed_s: float, grace_s: float = LEADER_SYNC_GRACE_S
+) -> float:
+    """How long the leader still holds its SyncGroup back, ``elapsed_s`` after the JoinGroup
+    answer (the assignment took that long): the rest of ``grace_s`` in a round that withholds
+    partitions (a hand-over round follows at once), nothing otherwise."""
+    if not handover:
+        return 0.0
+    return max(0.0, grace_s - elapsed_s)
 
 
 class CooperativeCoordinator(GroupCoordinator):
@@ -115,7 +82,6 @@ class CooperativeCoordinator(GroupCoordinator):
     autoscaler_state: MemberState
     rejoining: bool
     eager_round: bool
-    handover_rejoin: HandoverRejoin
 
     def reset_generation(self) -> None:
         # Called when the coordinator refused our member id or generation (we were evicted,
@@ -125,7 +91,6 @@ class CooperativeCoordinator(GroupCoordinator):
         super().reset_generation()
 
     async def _on_join_prepare(self, previous_assignment: Any) -> None:
-        self.handover_rejoin.cancel()  # this join is the one it was for
         state = self.autoscaler_state
         generation_lost = self.generation == OffsetCommitRequest.DEFAULT_GENERATION_ID
         if previous_assignment is None or generation_lost or state.group_mode != COOPERATIVE:
@@ -155,11 +120,19 @@ class CooperativeCoordinator(GroupCoordinator):
         finally:
             self._retry_backoff_ms = saved
 
+    async def _perform_assignment(self, response: Any) -> dict[str, Any]:
+        joined_at = time.monotonic()
+        assignments: dict[str, Any] = await super()._perform_assignment(response)
+        handover = any(decode_handover(getattr(a, "user_data", None)) for a in assignments.values())
+        wait = leader_sync_wait(handover, time.monotonic() - joined_at)
+        if wait:
+            await asyncio.sleep(wait)
+        return assignments
+
     async def _on_join_complete(
         self, generation: int, member_id: str, protocol: str, member_assignment_bytes: bytes
     ) -> None:
         self.rejoining = False
-        synced_at = self.handover_rejoin.clock()
         # aiokafka stops heartbeating for a rejoin and starts again only after this step,
         # whose revocation callback flushes and commits the lost partitions: a sink write
         # of seconds. The member is in the new generation already; without heartbeats
@@ -170,7 +143,7 @@ class CooperativeCoordinator(GroupCoordinator):
                 generation, member_id, protocol, member_assignment_bytes
             )
             if self.autoscaler_state.leaving:
-                self._rejoin_until_emptied(synced_at)
+                self._rejoin_until_emptied()
             return
         assignor = self._lookup_assignor(protocol)
         assert assignor, f"invalid assignment protocol: {protocol}"
@@ -206,20 +179,21 @@ class CooperativeCoordinator(GroupCoordinator):
         )
         await self._notify("on_partitions_assigned", added)
         if self.autoscaler_state.leaving:
-            self._rejoin_until_emptied(synced_at)
+            self._rejoin_until_emptied()
         elif lost or self.autoscaler_state.handover_pending:
             # The next round hands what was withheld to its new owners: every member joins
-            # it soon rather than when its next heartbeat hears of it.
-            self.handover_rejoin.schedule(synced_at)
+            # it at once rather than when its next heartbeat hears of it. The leader's grace
+            # (LEADER_SYNC_GRACE_S) answered every member's sync before anyone got here.
+            self.request_rejoin()
 
-    def _rejoin_until_emptied(self, synced_at: float) -> None:
+    def _rejoin_until_emptied(self) -> None:
         """A leaving member still assigned something joined a round that had not heard it
         was leaving: it rejoins to say so. One whose partitions were all revoked (flushed
         and committed by the listener) does not rejoin: the consumer sees it own nothing
         and leaves the group, which lets the hand-over round complete without it."""
         assignment = self._subscription.subscription.assignment
         if assignment is not None and assignment.tps:
-            self.handover_rejoin.schedule(synced_at)
+            self.request_rejoin()
 
     async def _notify(self, callback: str, partitions: Iterable[KafkaTopicPartition]) -> None:
         listener = self._subscription.listener
@@ -241,10 +215,6 @@ def make_cooperative(consumer: AIOKafkaConsumer, state: MemberState) -> Cooperat
         raise TypeError("cooperative rebalancing needs a consumer with a group_id, started")
     coordinator.__class__ = CooperativeCoordinator
     coordinator.autoscaler_state = state
-    loop = asyncio.get_running_loop()
-    coordinator.handover_rejoin = HandoverRejoin(
-        coordinator.request_rejoin, loop.call_later, loop.time
-    )
     coordinator.rejoining = False
     coordinator.eager_round = False
     state.holding = True

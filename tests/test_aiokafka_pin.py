@@ -9,7 +9,7 @@ import aiokafka
 import pytest
 from aiokafka.client import AIOKafkaClient
 from aiokafka.consumer.fetcher import Fetcher, FetchResult
-from aiokafka.consumer.group_coordinator import GroupCoordinator
+from aiokafka.consumer.group_coordinator import CoordinatorGroupRebalance, GroupCoordinator
 from aiokafka.consumer.subscription_state import SubscriptionState, TopicPartitionState
 from aiokafka.errors import IncompatibleBrokerVersion
 from aiokafka.protocol.fetch import FetchRequest
@@ -46,6 +46,10 @@ def test_internals_of_cooperative_rebalancing_still_exist() -> None:
     assert "await self._on_join_complete(" in rejoin
     # ... and shortens the back-off after a failed join or sync, read from this attribute.
     assert "self._retry_backoff_ms" in rejoin
+    # The leader's assignment step, whose answer goes out as the SyncGroup right after it.
+    leader = inspect.getsource(CoordinatorGroupRebalance._on_join_leader)
+    assert "await self._coordinator._perform_assignment(response)" in leader
+    assert leader.index("_perform_assignment") < leader.index("_send_sync_group_request")
     assert list(inspect.signature(GroupCoordinator._on_join_complete).parameters) == [
         "self",
         "generation",

@@ -1,86 +1,65 @@
-"""The hand-over rejoin waits for the other members' syncs, and is dropped when the member
-rejoins for another reason first (consumer_sdk.cooperative.HandoverRejoin)."""
+"""The leader of a round that withholds partitions holds its SyncGroup back for the rest of
+the grace, so every follower's sync is answered with it; other rounds are answered at once
+(consumer_sdk.cooperative.leader_sync_wait and the coordinator's assignment step)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+import asyncio
+from typing import Any
 
-from consumer_sdk.cooperative import SYNC_GRACE_S, HandoverRejoin
+import pytest
+from aiokafka.consumer.group_coordinator import GroupCoordinator
+from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
 
-
-@dataclass
-class Timer:
-    at: float
-    call: Callable[[], None]
-    cancelled: bool = False
-
-    def cancel(self) -> None:
-        self.cancelled = True
-
-
-@dataclass
-class FakeLoop:
-    """A clock moved by hand and the calls scheduled on it."""
-
-    now: float = 100.0
-    timers: list[Timer] = field(default_factory=list)
-
-    def call_later(self, delay: float, call: Callable[[], None]) -> Timer:
-        timer = Timer(self.now + delay, call)
-        self.timers.append(timer)
-        return timer
-
-    def advance(self, seconds: float) -> None:
-        until = self.now + seconds
-        for timer in sorted(self.timers, key=lambda t: t.at):
-            if timer.at <= until and not timer.cancelled:
-                self.timers.remove(timer)
-                self.now = timer.at
-                timer.call()
-        self.now = until
+from assignor.cooperative import COOPERATIVE, encode_assignment_data
+from consumer_sdk.cooperative import (
+    LEADER_SYNC_GRACE_S,
+    CooperativeCoordinator,
+    leader_sync_wait,
+)
 
 
-def rejoin_counter() -> tuple[FakeLoop, HandoverRejoin, list[float]]:
-    loop = FakeLoop()
-    sent: list[float] = []
-    rejoin = HandoverRejoin(lambda: sent.append(loop.now), loop.call_later, lambda: loop.now)
-    return loop, rejoin, sent
+def test_a_round_without_hand_over_is_answered_at_once() -> None:
+    assert leader_sync_wait(False, 0.0) == 0.0
 
 
-def test_the_rejoin_goes_out_a_grace_after_the_sync_not_at_once() -> None:
-    loop, rejoin, sent = rejoin_counter()
-    rejoin.schedule(synced_at=loop.now)
-    assert sent == [] and rejoin.pending
-    loop.advance(SYNC_GRACE_S / 2)
-    assert sent == []
-    loop.advance(SYNC_GRACE_S / 2)
-    assert sent == [100.0 + SYNC_GRACE_S]
-    assert not rejoin.pending
+def test_a_hand_over_round_waits_the_rest_of_the_grace() -> None:
+    spent = LEADER_SYNC_GRACE_S / 4
+    assert leader_sync_wait(True, spent) == pytest.approx(LEADER_SYNC_GRACE_S - spent)
 
 
-def test_a_member_whose_callbacks_outlasted_the_grace_rejoins_at_once() -> None:
-    loop, rejoin, sent = rejoin_counter()
-    synced_at = loop.now
-    loop.advance(2 * SYNC_GRACE_S)  # a revocation flushed and committed meanwhile
-    rejoin.schedule(synced_at)
-    assert sent == [loop.now]
-    assert not rejoin.pending and loop.timers == []
+def test_an_assignment_slower_than_the_grace_adds_no_wait() -> None:
+    assert leader_sync_wait(True, 2 * LEADER_SYNC_GRACE_S) == 0.0
 
 
-def test_a_rejoin_started_otherwise_drops_the_scheduled_one() -> None:
-    loop, rejoin, sent = rejoin_counter()
-    rejoin.schedule(synced_at=loop.now)
-    rejoin.cancel()  # a heartbeat heard of the round: the member is joining it already
-    loop.advance(10 * SYNC_GRACE_S)
-    assert sent == []
-    assert not rejoin.pending
+def assignments(handover: bool) -> dict[str, ConsumerProtocolMemberAssignment]:
+    data = encode_assignment_data(COOPERATIVE, handover=handover, members=2)
+    return {
+        "a": ConsumerProtocolMemberAssignment(0, [("t", [0])], data),
+        "b": ConsumerProtocolMemberAssignment(0, [("t", [1])], data),
+    }
 
 
-def test_scheduling_twice_sends_one_rejoin() -> None:
-    loop, rejoin, sent = rejoin_counter()
-    rejoin.schedule(synced_at=loop.now)
-    loop.advance(SYNC_GRACE_S / 4)
-    rejoin.schedule(synced_at=loop.now)
-    loop.advance(10 * SYNC_GRACE_S)
-    assert sent == [100.0 + SYNC_GRACE_S]
+@pytest.mark.parametrize("handover", [True, False])
+def test_the_leader_waits_only_in_rounds_that_withhold(
+    monkeypatch: pytest.MonkeyPatch, handover: bool
+) -> None:
+    planned = assignments(handover)
+
+    async def plan(self: Any, response: Any) -> dict[str, ConsumerProtocolMemberAssignment]:
+        return planned
+
+    waits: list[float] = []
+
+    async def record_wait(seconds: float) -> None:
+        waits.append(seconds)
+
+    monkeypatch.setattr(GroupCoordinator, "_perform_assignment", plan)
+    monkeypatch.setattr(asyncio, "sleep", record_wait)
+    coordinator = object.__new__(CooperativeCoordinator)
+    answered = asyncio.run(coordinator._perform_assignment(object()))
+    assert answered is planned
+    if handover:
+        assert len(waits) == 1 and 0 < waits[0] <= LEADER_SYNC_GRACE_S
+    else:
+        assert waits == []
