@@ -9,7 +9,7 @@ DEMO_ARGS ?=
 export KAFKA_AUTOSCALER_CACHE ?= $(CURDIR)/.cache
 JARS_STAMP := $(KAFKA_AUTOSCALER_CACHE)/.jars-$(shell cat consumer_sdk/locks/*.lock consumer_sdk/java/kafkaautoscaler/*/*.java | cksum | cut -d' ' -f1)
 
-.PHONY: demo test lint bench clean jars kube-binaries fuzz-tools fuzz
+.PHONY: demo test lint bench bench-headline clean jars kube-binaries fuzz-tools fuzz
 
 # The install also compiles the native record-batch decoder (consumer_sdk/native/).
 $(STAMP): pyproject.toml consumer_sdk/native/kafka_records.c
@@ -60,6 +60,11 @@ test: lint $(JARS_STAMP) kube-binaries fuzz-tools
 
 bench: $(STAMP) $(JARS_STAMP)
 	$(PY) -m benchmarks.run_all
+
+# The README's headline figures (pause, consume throughput, Spark sink, memory) re-measured
+# on the code as it is, in at most 30 minutes: run before a stop that touches them.
+bench-headline: $(STAMP) $(JARS_STAMP)
+	$(PY) -m benchmarks.headline
 
 clean:
 	rm -rf $(VENV) .cache .mypy_cache .pytest_cache .ruff_cache .hypothesis consumer_sdk/*.so
