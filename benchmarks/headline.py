@@ -66,7 +66,16 @@ HEADLINES = (
     Headline(
         "memory",
         consumer_memory.main,
-        ("--cluster", "apache", "--mib", "64", "--paths", "columns"),
+        (
+            "--cluster",
+            "apache",
+            "--mib",
+            "64",
+            "--paths",
+            "columns",
+            "--allocators",
+            "mmap threshold pinned at start (the consumer program's default),default",
+        ),
         "consumer_memory_apache.md",
     ),
 )
