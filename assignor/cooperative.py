@@ -93,6 +93,27 @@ def withhold_moving(
     return CooperativePlan(assignment, withheld, group_mode(members))
 
 
+def gives_partitions(
+    assignment: Mapping[str, list[TopicPartition]], members: Mapping[str, MemberData | None]
+) -> bool:
+    """Whether ``assignment`` gives some member a partition it does not read yet (one handed
+    over, or one nobody owned)."""
+    for member, tps in assignment.items():
+        data = members.get(member)
+        owned = set(data.owned) if data is not None else set()
+        if any(tp not in owned for tp in tps):
+            return True
+    return False
+
+
+def holds_sync_back(plan: CooperativePlan, gives: bool) -> bool:
+    """Whether the leader should hold its SyncGroup back (consumer_sdk.cooperative's grace):
+    in a round that withholds partitions, so that every member's sync is answered before the
+    hand-over round starts; but not in one that also gives partitions, whose new owners would
+    wait that long with the partitions read by nobody."""
+    return bool(plan.withheld) and not gives
+
+
 GroupShape = tuple[dict[str, frozenset[str]], dict[str, frozenset[int]]]
 """Members (member id -> subscribed topics) and the partitions of their topics."""
 

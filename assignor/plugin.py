@@ -32,7 +32,9 @@ from assignor.cooperative import (
     decode_handover,
     decode_members,
     encode_assignment_data,
+    gives_partitions,
     group_shape,
+    holds_sync_back,
     staying,
     withhold_moving,
 )
@@ -128,6 +130,9 @@ def build_assignor(
     class AutoscalerAssignor(AbstractPartitionAssignor):
         name = PROTOCOL_NAME
         version = PROTOCOL_VERSION
+        # Set by the last assign() this member ran as leader: the round withholds
+        # partitions and gives none (assignor.cooperative.holds_sync_back).
+        hold_sync_back = False
 
         @classmethod
         def metadata(cls, topics: Iterable[str]) -> ConsumerProtocolMemberMetadata:
@@ -173,6 +178,9 @@ def build_assignor(
             planned = {m: carried.get(m, []) for m in decoded}
             handed = withhold_moving(planned, decoded)
             withheld = sum(map(len, handed.withheld.values()))
+            cls.hold_sync_back = holds_sync_back(
+                handed, gives_partitions(handed.assignment, decoded)
+            )
             counters.record(plan, undecodable, withheld)
             memory.pending = (
                 PendingHandover(group_shape(subscriptions, partitions), dict(carried))

@@ -13,7 +13,7 @@ the join and nothing else:
   partitions (the assignment says so) every member rejoins for the next round, which hands
   them over, at once, without waiting for its heartbeat to hear of it
   (:mod:`assignor.cooperative`);
-* as the leader of a round that withholds partitions: its SyncGroup waits until
+* as the leader of a round that withholds partitions and gives none: its SyncGroup waits until
   ``LEADER_SYNC_GRACE_S`` after the JoinGroup answer (:func:`leader_sync_wait`), so every
   follower's SyncGroup is already waiting at the coordinator and all members get their
   assignment in the same instant. The wait falls before anyone revokes (members keep reading
@@ -48,7 +48,7 @@ from aiokafka.coordinator.protocol import ConsumerProtocol
 from aiokafka.protocol.commit import OffsetCommitRequest
 from aiokafka.structs import TopicPartition as KafkaTopicPartition
 
-from assignor.cooperative import COOPERATIVE, decode_handover
+from assignor.cooperative import COOPERATIVE
 from assignor.plugin import MemberState
 from consumer_sdk import metrics
 
@@ -65,13 +65,12 @@ REJOIN_RETRY_MS = 10
 LEADER_SYNC_GRACE_S = 0.5
 
 
-def leader_sync_wait(
-    handover: bool, elapsed_s: float, grace_s: float = LEADER_SYNC_GRACE_S
-) -> float:
+def leader_sync_wait(hold: bool, elapsed_s: float, grace_s: float = LEADER_SYNC_GRACE_S) -> float:
     """How long the leader still holds its SyncGroup back, ``elapsed_s`` after the JoinGroup
-    answer (the assignment took that long): the rest of ``grace_s`` in a round that withholds
-    partitions (a hand-over round follows at once), nothing otherwise."""
-    if not handover:
+    answer (the assignment took that long): the rest of ``grace_s`` when the round holds it
+    back (it withholds partitions and gives none: :func:`assignor.cooperative.holds_sync_back`),
+    nothing otherwise."""
+    if not hold:
         return 0.0
     return max(0.0, grace_s - elapsed_s)
 
@@ -123,8 +122,9 @@ class CooperativeCoordinator(GroupCoordinator):
     async def _perform_assignment(self, response: Any) -> dict[str, Any]:
         joined_at = time.monotonic()
         assignments: dict[str, Any] = await super()._perform_assignment(response)
-        handover = any(decode_handover(getattr(a, "user_data", None)) for a in assignments.values())
-        wait = leader_sync_wait(handover, time.monotonic() - joined_at)
+        assignor = self._lookup_assignor(response.group_protocol)
+        hold = bool(getattr(assignor, "hold_sync_back", False))
+        wait = leader_sync_wait(hold, time.monotonic() - joined_at)
         if wait:
             await asyncio.sleep(wait)
         return assignments

@@ -15,7 +15,9 @@ from assignor.cooperative import (
     decode_handover,
     decode_members,
     encode_assignment_data,
+    gives_partitions,
     group_mode,
+    holds_sync_back,
     withhold_moving,
 )
 from assignor.group_plan import SpeedView
@@ -84,11 +86,13 @@ def test_a_leaving_member_is_planned_nothing_and_what_it_reads_waits_for_the_han
     assert received == {0, 1}
     assert stats.withheld == 2
     assert all(decode_handover(a.user_data) for a in result.values())
+    assert leader.hold_sync_back  # withholds, gives nothing: every sync answered first
     # Next round: it has left; the others share all four.
     after = {"a": _joined(member("a", 0, 1)), "c": _joined(member("c"))}
     final = leader.assign(_FourPartitions(), after)
     shares = [len(a.partitions()) for a in final.values()]
     assert sorted(shares) == [2, 2] and not decode_handover(final["a"].user_data)
+    assert not leader.hold_sync_back  # gives 2 and 3 to their new owners at once
 
 
 def test_the_hand_over_round_hands_over_what_the_round_before_planned() -> None:
@@ -159,6 +163,29 @@ def test_two_holders_of_one_partition_both_block_its_hand_over_except_to_themsel
     assert withhold_moving({"c": [tp(5)]}, members).withheld == {"c": [tp(5)]}
     # Planned to "a", but "b" still reads it too: it waits one round until "b" let go.
     assert withhold_moving({"a": [tp(5)]}, members).withheld == {"a": [tp(5)]}
+
+
+def test_a_round_gives_what_a_member_did_not_read_yet() -> None:
+    members = {"a": holder(0, 1), "b": holder()}
+    assert not gives_partitions({"a": [tp(0), tp(1)], "b": []}, members)
+    assert gives_partitions({"a": [tp(0)], "b": [tp(1)]}, members)
+    assert gives_partitions({"a": [tp(0), tp(1)], "c": [tp(2)]}, members)  # a new member
+
+
+def test_the_sync_is_held_back_only_in_rounds_that_withhold_and_give_nothing() -> None:
+    members = {"a": holder(0, 1), "b": holder()}
+    moving = withhold_moving({"a": [tp(0)], "b": [tp(1)]}, members)  # 1 moves a -> b
+    gives = gives_partitions(moving.assignment, members)
+    assert moving.withheld and not gives and holds_sync_back(moving, gives)
+    # The hand-over round (a revoked 1): gives 1 to b, withholds nothing.
+    after = {"a": holder(0), "b": holder()}
+    handing = withhold_moving({"a": [tp(0)], "b": [tp(1)]}, after)
+    assert not holds_sync_back(handing, gives_partitions(handing.assignment, after))
+    # A round that gives one partition and withholds another: its new owner would wait.
+    mixed = withhold_moving({"a": [tp(0), tp(2)], "b": [tp(1)]}, members)
+    assert mixed.withheld and not holds_sync_back(
+        mixed, gives_partitions(mixed.assignment, members)
+    )
 
 
 def test_group_mode_needs_every_member_cooperative() -> None:

@@ -1,17 +1,18 @@
-"""The leader of a round that withholds partitions holds its SyncGroup back for the rest of
-the grace, so every follower's sync is answered with it; other rounds are answered at once
-(consumer_sdk.cooperative.leader_sync_wait and the coordinator's assignment step)."""
+"""The leader of a round that withholds partitions (and gives none) holds its SyncGroup back
+for the rest of the grace, so every follower's sync is answered with it; other rounds are
+answered at once (consumer_sdk.cooperative.leader_sync_wait and the coordinator's assignment
+step)."""
 
 from __future__ import annotations
 
 import asyncio
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from aiokafka.consumer.group_coordinator import GroupCoordinator
 from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
 
-from assignor.cooperative import COOPERATIVE, encode_assignment_data
 from consumer_sdk.cooperative import (
     LEADER_SYNC_GRACE_S,
     CooperativeCoordinator,
@@ -32,19 +33,11 @@ def test_an_assignment_slower_than_the_grace_adds_no_wait() -> None:
     assert leader_sync_wait(True, 2 * LEADER_SYNC_GRACE_S) == 0.0
 
 
-def assignments(handover: bool) -> dict[str, ConsumerProtocolMemberAssignment]:
-    data = encode_assignment_data(COOPERATIVE, handover=handover, members=2)
-    return {
-        "a": ConsumerProtocolMemberAssignment(0, [("t", [0])], data),
-        "b": ConsumerProtocolMemberAssignment(0, [("t", [1])], data),
-    }
-
-
-@pytest.mark.parametrize("handover", [True, False])
-def test_the_leader_waits_only_in_rounds_that_withhold(
-    monkeypatch: pytest.MonkeyPatch, handover: bool
+@pytest.mark.parametrize("hold", [True, False])
+def test_the_leader_waits_only_when_its_assignor_holds_the_sync_back(
+    monkeypatch: pytest.MonkeyPatch, hold: bool
 ) -> None:
-    planned = assignments(handover)
+    planned = {"a": ConsumerProtocolMemberAssignment(0, [("t", [0])], b"{}")}
 
     async def plan(self: Any, response: Any) -> dict[str, ConsumerProtocolMemberAssignment]:
         return planned
@@ -54,12 +47,17 @@ def test_the_leader_waits_only_in_rounds_that_withhold(
     async def record_wait(seconds: float) -> None:
         waits.append(seconds)
 
+    class Assignor:
+        hold_sync_back = hold
+
     monkeypatch.setattr(GroupCoordinator, "_perform_assignment", plan)
     monkeypatch.setattr(asyncio, "sleep", record_wait)
     coordinator = object.__new__(CooperativeCoordinator)
-    answered = asyncio.run(coordinator._perform_assignment(object()))
+    monkeypatch.setattr(coordinator, "_lookup_assignor", lambda name: Assignor, raising=False)
+    response = SimpleNamespace(group_protocol="autoscaler")
+    answered = asyncio.run(coordinator._perform_assignment(response))
     assert answered is planned
-    if handover:
+    if hold:
         assert len(waits) == 1 and 0 < waits[0] <= LEADER_SYNC_GRACE_S
     else:
         assert waits == []
