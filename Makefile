@@ -15,7 +15,7 @@ JARS_STAMP := $(KAFKA_AUTOSCALER_CACHE)/.jars-$(shell cat consumer_sdk/locks/*.l
 $(STAMP): pyproject.toml consumer_sdk/native/kafka_records.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet --editable '.[dev]'
+	$(PY) -m pip install --quiet --editable '.[consumer,spark,sidecar,kubernetes,demo,test,dev]'
 	touch $(STAMP)
 
 # Fetches the locked jars from Maven Central and checks their sha256 (no Maven needed), then

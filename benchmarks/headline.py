@@ -2,7 +2,8 @@
 code as it is, one after another, on Apache Kafka: partition pause through scale events,
 consume throughput, the Spark sink against Spark alone and Structured Streaming, and one
 consumer's memory. Each writes its usual results file (its first lines name the machine,
-the broker and the code commit); ``results/headline.md`` lists them with how long each took.
+the broker and the code commit); ``results/headline.md`` lists them with the commit each
+measured and how long each took.
 
 Run it before a stop whose change touches what they measure. Settings are chosen so the
 whole set takes at most 30 minutes on a 2-core machine; ``--only`` runs a subset by name.
@@ -11,12 +12,14 @@ whole set takes at most 30 minutes on a 2-core machine; ``--only`` runs a subset
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from benchmarks import consume_throughput, consumer_memory, cooperative_rebalance, spark_sink
-from benchmarks.machine import machine_line
+from benchmarks.machine import code_at_start, machine_info, machine_line
 from benchmarks.report import RESULTS
 
 BUDGET_S = 30 * 60
@@ -82,8 +85,8 @@ HEADLINES = (
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the headline set (or ``--only`` some of it); non-zero if any failed or the set
-    ran over its budget."""
+    """Run the headline set (or ``--only`` some of it, whose rows replace theirs in
+    ``results/headline.md``); non-zero if any failed or the set ran over its budget."""
     names = [h.name for h in HEADLINES]
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--only", default=",".join(names), help="comma-separated subset")
@@ -91,36 +94,48 @@ def main(argv: Sequence[str] | None = None) -> int:
     chosen = [n for n in args.only.split(",") if n]
     if not chosen or any(n not in names for n in chosen):
         parser.error(f"--only: a comma-separated subset of {','.join(names)}")
-    rows: list[tuple[Headline, int, float]] = []
-    started = time.monotonic()
+    index = RESULTS / "headline.json"
+    rows: dict[str, dict[str, Any]] = {}
+    if index.exists() and set(chosen) != set(names):
+        rows = {r["name"]: r for r in json.loads(index.read_text())["rows"]}
+    failed = False
     for headline in HEADLINES:
         if headline.name not in chosen:
             continue
         print(f"== {headline.name}: python -m {headline.run.__module__}", flush=True)
         begun = time.monotonic()
         status = headline.run(list(headline.argv))
-        rows.append((headline, status, time.monotonic() - begun))
-    total = time.monotonic() - started
+        failed |= status != 0
+        rows[headline.name] = {
+            "name": headline.name,
+            "command": f"python -m {headline.run.__module__} {' '.join(headline.argv)}",
+            "results": headline.results,
+            "exit": status,
+            "minutes": round((time.monotonic() - begun) / 60, 2),
+            "code": code_at_start(),
+            "date_utc": machine_info()["date_utc"],
+        }
+    ordered = [rows[n] for n in names if n in rows]
+    total = sum(r["minutes"] for r in ordered)
     lines = [
         "# Headline benchmarks",
         "",
         machine_line(),
         "",
-        "| benchmark | command | results | exit | minutes |",
-        "|---|---|---|---:|---:|",
+        "| benchmark | command | results | code | run (UTC) | exit | minutes |",
+        "|---|---|---|---|---|---:|---:|",
     ]
-    for headline, status, seconds in rows:
-        command = f"python -m {headline.run.__module__} {' '.join(headline.argv)}"
-        lines.append(
-            f"| {headline.name} | `{command}` | [{headline.results}]({headline.results}) "
-            f"| {status} | {seconds / 60:.1f} |"
-        )
-    within = "within" if total <= BUDGET_S else "OVER"
-    lines += ["", f"Total: {total / 60:.1f} minutes ({within} the {BUDGET_S // 60}-minute budget)."]
-    if set(chosen) == set(names):
-        (RESULTS / "headline.md").write_text("\n".join(lines) + "\n")
+    lines += [
+        f"| {r['name']} | `{r['command']}` | [{r['results']}]({r['results']}) | {r['code']} "
+        f"| {r['date_utc']} | {r['exit']} | {r['minutes']:.1f} |"
+        for r in ordered
+    ]
+    within = "within" if total <= BUDGET_S / 60 else "OVER"
+    lines += ["", f"Total: {total:.1f} minutes ({within} the {BUDGET_S // 60}-minute budget)."]
+    index.write_text(json.dumps({"rows": ordered}, indent=1) + "\n")
+    (RESULTS / "headline.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
-    return int(any(status for _, status, _ in rows) or total > BUDGET_S)
+    return int(failed or total > BUDGET_S / 60)
 
 
 if __name__ == "__main__":

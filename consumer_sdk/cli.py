@@ -21,8 +21,12 @@ from consumer_sdk.allocator import pin_mmap_threshold
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.consumer import AutoscalingConsumer
 from consumer_sdk.sink import CallbackSink, Record, Sink
+from contract.extras import missing_extra_line, missing_modules
 from contract.lifeline import IDENTITY_LOCK_ENV, PARENT_ENV, die_with_parent, hold_identity_lock
 from contract.settings import ConfigError
+
+# What the Spark table sink imports from the 'spark' extra.
+SPARK_MODULES = ("pyspark", "deltalake", "pyiceberg", "pandas")
 
 
 def _null(_topic: str, _records: Sequence[Record]) -> None:
@@ -62,6 +66,8 @@ def parse_sink(spec: str, identity: str = "") -> Sink:
         return CallbackSink(_null)
     kind, sep, target = spec.partition(":")
     if kind == "spark":
+        if missing := missing_modules(SPARK_MODULES):
+            raise ConfigError(missing_extra_line("--sink spark", "spark", missing))
         from consumer_sdk.spark_config import SparkSinkConfig
         from consumer_sdk.spark_sink import SparkTableSink
 

@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from contract.extras import missing_extra_line, missing_modules
 from sidecar.app import Sidecar
 from sidecar.config import SidecarConfig, parse_args
 from sidecar.http import serve
@@ -96,6 +97,10 @@ async def run(config: SidecarConfig) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point."""
     config = parse_args(argv)
+    if config.scaler == "kubernetes" and (missing := missing_modules(("kubernetes",))):
+        line = missing_extra_line("--scaler kubernetes", "kubernetes", missing)
+        print(f"kafka-autoscaler-sidecar: error: {line}", file=sys.stderr)
+        return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     try:
         asyncio.run(run(config))

@@ -1,0 +1,1 @@
+"""The installed commands' entry points (:mod:`kafka_autoscaler.launch`)."""
