@@ -106,12 +106,12 @@ def gives_partitions(
     return False
 
 
-def holds_sync_back(plan: CooperativePlan, gives: bool) -> bool:
+def holds_sync_back(plan: CooperativePlan, members: Mapping[str, MemberData | None]) -> bool:
     """Whether the leader should hold its SyncGroup back (consumer_sdk.cooperative's grace):
     in a round that withholds partitions, so that every member's sync is answered before the
-    hand-over round starts; but not in one that also gives partitions, whose new owners would
-    wait that long with the partitions read by nobody."""
-    return bool(plan.withheld) and not gives
+    hand-over round starts; but not in one that also gives partitions (to ``members``, as
+    they joined), whose new owners would wait that long with the partitions read by nobody."""
+    return bool(plan.withheld) and not gives_partitions(plan.assignment, members)
 
 
 GroupShape = tuple[dict[str, frozenset[str]], dict[str, frozenset[int]]]

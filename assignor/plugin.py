@@ -32,7 +32,6 @@ from assignor.cooperative import (
     decode_handover,
     decode_members,
     encode_assignment_data,
-    gives_partitions,
     group_shape,
     holds_sync_back,
     staying,
@@ -178,9 +177,7 @@ def build_assignor(
             planned = {m: carried.get(m, []) for m in decoded}
             handed = withhold_moving(planned, decoded)
             withheld = sum(map(len, handed.withheld.values()))
-            cls.hold_sync_back = holds_sync_back(
-                handed, gives_partitions(handed.assignment, decoded)
-            )
+            cls.hold_sync_back = holds_sync_back(handed, decoded)
             counters.record(plan, undecodable, withheld)
             memory.pending = (
                 PendingHandover(group_shape(subscriptions, partitions), dict(carried))
