@@ -15,7 +15,14 @@ from typing import Any
 from assignor.cooperative import COOPERATIVE, PROTOCOLS
 from assignor.validation import is_integer
 from consumer_sdk.inflate import DEFAULT_MAX_RECORD_BATCH_BYTES
-from contract.settings import ConfigError, GroupSettings, bad_number, env_name
+from contract.settings import (
+    CAPACITY_AUTO,
+    ConfigError,
+    GroupSettings,
+    bad_number,
+    capacity_setting,
+    env_name,
+)
 
 MIB = 1024 * 1024
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -156,6 +163,12 @@ class ConsumerConfig(GroupSettings):
         for required in ("bootstrap_servers", "group", "topics", "capacity"):
             if required not in values:
                 raise ConfigError(f"{required} is required (argument or {env_name(required)})")
+        # "auto" is the sidecar's (it measures); a consumer packs by the initial value.
+        values["capacity"], _ = capacity_setting(
+            values["capacity"],
+            values.get("capacity_initial", 0.0),
+            values.get("capacity_unit", "records/s"),
+        )
         if isinstance(values["topics"], str):
             values["topics"] = _topics(values["topics"])
         values["topics"] = tuple(values["topics"])
@@ -181,6 +194,8 @@ def _topics(raw: str) -> tuple[str, ...]:
 
 def _parse(name: str, type_name: str, raw: str) -> Any:
     """Convert an environment string to the field's type, naming the variable on failure."""
+    if name == "capacity" and raw.strip().lower() == CAPACITY_AUTO:
+        return raw
     try:
         if type_name.startswith("int"):
             return int(raw)

@@ -21,6 +21,7 @@ import logging
 import signal
 import time
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +42,7 @@ from consumer_sdk.loop_watch import LoopStallWatch
 from consumer_sdk.pending import PendingRecords
 from consumer_sdk.pending_columns import PendingColumns
 from consumer_sdk.pipeline.commit import OffsetCommits
+from consumer_sdk.pipeline.drain import DrainMeter, backlog_behind
 from consumer_sdk.pipeline.fetch import AnyPending, BatchFiller
 from consumer_sdk.pipeline.resume import ResumeLookups
 from consumer_sdk.pipeline.retry import RetryPolicy
@@ -128,7 +130,10 @@ class AutoscalingConsumer:
             batch_bytes=config.batch_bytes,
             wait_time_secs=config.wait_time_secs,
         )
-        self._commits = OffsetCommits(config.group, lambda: self._consumer, self._owned)
+        self.drain = DrainMeter()
+        self._commits = OffsetCommits(
+            config.group, lambda: self._consumer, self._owned, self._capacity_report
+        )
         self._writer = BatchWriter(
             sink,
             self._commits,
@@ -289,6 +294,7 @@ class AutoscalingConsumer:
                 async with self._lock:
                     batch = self._pending.take(limit=self.config.batch_bytes)
                     if batch:
+                        batch.behind = self._behind(batch.next_offsets())
                         self._writer.submit(batch)
                         wake_fetcher(self._consumer)  # the next batch has room again
                     elif self._commits.uncommitted:
@@ -399,6 +405,8 @@ class AutoscalingConsumer:
             metrics.RECORDS.labels(group, tp.topic, str(tp.partition)).inc(count)
             metrics.BYTES.labels(group, tp.topic, str(tp.partition)).inc(size)
         now = time.monotonic()
+        if self.drain.written(now, total_records, total_bytes, flushed.saturated):
+            metrics.DRAIN_MEASURED.labels(group).set(self.drain.records_per_s)
         elapsed = max(1e-6, now - self._window_started)
         self._window_started = now
         metrics.THROUGHPUT.labels(group).set(total_bytes / elapsed)
@@ -412,6 +420,22 @@ class AutoscalingConsumer:
         if repacks > self._repacks_seen:
             metrics.ASSIGNOR_REPACKS.labels(group).inc(repacks - self._repacks_seen)
             self._repacks_seen = repacks
+
+    def _behind(self, next_offsets: Mapping[KafkaTopicPartition, int]) -> int:
+        """Records waiting in Kafka behind a batch being cut (its partitions' high
+        watermarks, as the last fetch responses gave them)."""
+        client = self._consumer
+        if client is None:
+            return 0
+        return backlog_behind({tp: client.highwater(tp) for tp in next_offsets}, next_offsets)
+
+    def _capacity_report(self) -> str:
+        """What every offset commit carries: this member's drain measurement."""
+        coordinator: Any = getattr(self._consumer, "_coordinator", None)
+        member = getattr(coordinator, "member_id", "")
+        if not isinstance(member, str) or not member:  # not joined yet
+            return ""
+        return self.drain.report(member, self._commits.attempts).encode()
 
     def _check_overload(self) -> None:
         """Ask the group for a re-plan when this member stays above its capacity (the

@@ -49,6 +49,12 @@ THROUGHPUT_RECORDS = Gauge(
     "Records per second of the last flushed batch window",
     ["group"],
 )
+DRAIN_MEASURED = Gauge(
+    "autoscaler_consumer_drain_measured_records_per_second",
+    "Records per second this consumer wrote while a backlog waited behind every batch (its "
+    "measured capacity, reported to the sidecar in its offset commits)",
+    ["group"],
+)
 ASSIGNOR_FALLBACKS = Counter(
     "autoscaler_assignor_fallbacks_total", "Leader assignments that fell back to sticky", ["group"]
 )

@@ -44,6 +44,9 @@ class Taken(Generic[Partition, Rows]):
 
     records: dict[Partition, Rows] = field(default_factory=dict)
     sizes: dict[Partition, int] = field(default_factory=dict)
+    # Records waiting in Kafka behind the batch when it was cut (set by the consumer; the
+    # drain meter counts a batch with at least its own size behind it as saturated).
+    behind: int = 0
 
     def __bool__(self) -> bool:
         return bool(self.records)

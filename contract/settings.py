@@ -11,6 +11,10 @@ from assignor.validation import TOPIC_NAME_RULE, is_finite_number, is_topic_name
 from contract.snapshot import UNITS, speeds_topic
 
 ENV_PREFIX = "AUTOSCALER_"
+# ``--capacity auto``: the sidecar sizes with what the consumers measure they drain, from
+# ``capacity_initial`` (or these conservative values per unit) until it has a measurement.
+CAPACITY_AUTO = "auto"
+INITIAL_CAPACITY = {"records/s": 1000.0, "bytes/s": 1_000_000.0}
 
 
 class ConfigError(ValueError):
@@ -37,6 +41,9 @@ class GroupSettings:
     # The consumers' batch wait; the sidecar reads it too: lag up to this many seconds of
     # arrivals is a batch being built, not a backlog (assignor.backlog).
     wait_time_secs: float = 5.0
+    # With capacity "auto": what one consumer is taken to drain until measured (0: the
+    # conservative INITIAL_CAPACITY of the unit).
+    capacity_initial: float = 0.0
 
     def label(self, name: str) -> str:
         """How field ``name`` is called in an error message."""
@@ -71,6 +78,8 @@ class GroupSettings:
             self._fail("topics", f"one or more topic names of {TOPIC_NAME_RULE}")
         if bad_number(self.capacity, minimum=0.0, exclusive=True):
             self._fail("capacity", "a finite number > 0 (records/s or bytes/s one consumer drains)")
+        if bad_number(self.capacity_initial, minimum=0.0):
+            self._fail("capacity_initial", "a finite number >= 0 (0: the default of the unit)")
         if self.capacity_unit not in UNITS:
             self._fail("capacity_unit", f"one of {', '.join(UNITS)}")
         if self.heuristic not in HEURISTIC_NAMES:
@@ -85,6 +94,17 @@ class GroupSettings:
                 f"a topic name of {TOPIC_NAME_RULE} (the default, "
                 "<group>.autoscaler.speeds, is invalid when the group id has other characters)",
             )
+
+
+def capacity_setting(raw: object, initial: object, unit: object) -> tuple[object, bool]:
+    """The capacity to start with and whether it is measured (``raw`` is "auto"): then the
+    initial one (``initial`` when > 0, else the unit's default). Anything else is returned
+    as given, for the field's own check."""
+    if not (isinstance(raw, str) and raw.strip().lower() == CAPACITY_AUTO):
+        return raw, False
+    if is_finite_number(initial) and initial > 0:
+        return float(initial), True
+    return INITIAL_CAPACITY.get(str(unit), INITIAL_CAPACITY["records/s"]), True
 
 
 def _is_host_port(address: str) -> bool:

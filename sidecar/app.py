@@ -21,6 +21,7 @@ from aiokafka.errors import KafkaError
 from assignor import TopicPartition
 from contract.stopping import finished_unless_stopped
 from sidecar import metrics
+from sidecar.capacity import CapacityEstimate
 from sidecar.config import SidecarConfig
 from sidecar.controller import Action, Controller, ControllerConfig, Decision, Observation
 from sidecar.keda import KedaController
@@ -30,6 +31,8 @@ from sidecar.publisher import SnapshotPublisher
 from sidecar.scalers.base import Scaler
 
 log = logging.getLogger(__name__)
+# A member that committed within this many seconds is reading (its reports' counter moved).
+READING_WITHIN_S = 15.0
 
 
 class Sidecar:
@@ -73,6 +76,8 @@ class Sidecar:
             if config.keda_lag_threshold > 0
             else Controller(controller_config, clock)
         )
+        self.capacity = CapacityEstimate(config.capacity, auto=config.capacity_auto)
+        self._warned: str | None = None
         self.last_tick: float | None = None
         self.last_reading: Reading | None = None
         self.last_decision: Decision | None = None
@@ -147,6 +152,7 @@ class Sidecar:
         # The backlog joins the speeds, so in their unit (bytes when capacity is bytes/s).
         unit_lags = self.monitor.lags(reading)
         self._export(speeds, lags)
+        self._measure_capacity(reading)
         if speeds:
             drain = self.controller.config.drain_rule
             snapshot = self.monitor.snapshot(reading, drain=drain, speeds=speeds, lags=unit_lags)
@@ -178,6 +184,9 @@ class Sidecar:
                 record_lags=lags,
                 group_stable=reading.group_stable,
                 group_members=reading.group_members,
+                capacity=self.capacity.in_use(self.monitor.per_record()),
+                committed_total=sum(reading.committed.values()) if reading.committed else None,
+                reading_members=self.capacity.reading_members(reading.at, READING_WITHIN_S),
             )
             if speeds
             else None
@@ -192,6 +201,33 @@ class Sidecar:
                 log.error("scaling to %d failed: %r; resynchronising", decision.desired, exc)
                 self.controller.synchronise(self.scaler.replicas())
         return decision
+
+    def _measure_capacity(self, reading: Reading) -> None:
+        """Take in the consumers' capacity reports; export, and warn (once per change) when
+        the measured capacity has differed from the declared one for several minutes."""
+        estimate = self.capacity
+        before = dict(estimate.rejected)
+        estimate.observe(reading.at, reading.commit_metadata.values(), reading.member_ids)
+        for reason, count in estimate.rejected.items():
+            if count > before.get(reason, 0):
+                metrics.CAPACITY_REPORTS_IGNORED.labels(reason).inc(count - before.get(reason, 0))
+                log.warning("capacity report ignored: %s", estimate.last_rejection)
+        per_record = self.monitor.per_record()
+        measured = estimate.in_unit(per_record)
+        metrics.CAPACITY_DECLARED.set(estimate.declared)
+        metrics.CAPACITY_MEASURED.set(measured if measured is not None else float("nan"))
+        metrics.CAPACITY_IN_USE.set(estimate.in_use(per_record))
+        age = estimate.age(reading.at)
+        metrics.CAPACITY_AGE.set(age if age is not None else float("nan"))
+        warning = estimate.warning(reading.at, per_record)
+        metrics.CAPACITY_MISMATCH.set(1 if warning else 0)
+        if warning is not None:
+            reading.problems.append(warning)
+            if self._warned is None:
+                log.warning("%s", warning)
+        self._warned = warning
+        limit = self.controller.drain_ceiling.limit()
+        metrics.DRAIN_CEILING.set(limit if limit is not None else 0)
 
     def _export(
         self, speeds: dict[TopicPartition, float], lags: dict[TopicPartition, float]
@@ -250,7 +286,15 @@ class Sidecar:
             "replicas": self.controller.replicas,
             "phase": self.controller.phase.value,
             "unit": self.monitor.unit,
-            "capacity": self.config.capacity,
+            "capacity": self.capacity.status(self.clock(), self.monitor.per_record()),
+            "drain_ceiling": {
+                "replicas": self.controller.drain_ceiling.limit(),
+                "reason": self.controller.drain_ceiling.reason,
+                "drains": {
+                    str(count): round(rate, 1)
+                    for count, (rate, _) in sorted(self.controller.drain_ceiling.drains.items())
+                },
+            },
             # The sizing plan (consumer -> its partitions), what the assignor packs alike.
             "plan": _by_consumer(self.controller.plan),
             "speeds": {

@@ -14,7 +14,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from contract.settings import ConfigError, GroupSettings, env_name
+from contract.settings import CAPACITY_AUTO, ConfigError, GroupSettings, capacity_setting, env_name
 
 SCALERS = ("local", "kubernetes", "none")
 WORKLOAD_KINDS = ("deployment", "statefulset")
@@ -44,6 +44,8 @@ class SidecarConfig(GroupSettings):
     lease_name: str = ""
     http_host: str = "127.0.0.1"
     http_port: int = 8080
+    # Set by ``--capacity auto`` (not a flag of its own): size with the measured capacity.
+    capacity_auto: bool = False
 
     def label(self, name: str) -> str:
         """Flags are how sidecar users meet a field."""
@@ -106,6 +108,8 @@ def _command_words(command: str) -> list[str]:
 
 def _converter(name: str, kind: str) -> Callable[[str], Any]:
     def convert(raw: str) -> Any:
+        if name == "capacity" and raw.strip().lower() == CAPACITY_AUTO:
+            return raw
         try:
             if kind.startswith("int"):
                 return int(raw)
@@ -124,13 +128,18 @@ def _converter(name: str, kind: str) -> Callable[[str], Any]:
 
 
 REQUIRED = ("bootstrap_servers", "group", "topics", "capacity")
+# Fields that are not flags (derived from others).
+DERIVED = ("capacity_auto",)
 
 # What each flag means and accepts; --help adds the default and the variable.
 FLAG_HELP = {
     "bootstrap_servers": "Kafka brokers, host:port[,host:port...]",
     "group": "the consumer group to size",
     "topics": "the group's topics, comma-separated",
-    "capacity": "what one consumer drains, in --capacity-unit (a number > 0)",
+    "capacity": "what one consumer drains, in --capacity-unit (a number > 0), or auto: "
+    "measured by the consumers while a backlog waits (see --capacity-initial)",
+    "capacity_initial": "with --capacity auto: what one consumer is taken to drain until "
+    "measured, >= 0 (0: 1000 records/s or 1000000 bytes/s)",
     "capacity_unit": "records/s, or bytes/s (measured from log sizes where the cluster "
     "has DescribeLogDirs)",
     "heuristic": "bin-packing heuristic, the same name the consumers use (repair, mbfp, ...)",
@@ -174,7 +183,8 @@ def parse_args(
         description="Measure partition write speeds, publish them for the consumers' "
         "assignor, and scale the consumer group to what the load needs.",
     )
-    for f in fields(SidecarConfig):
+    flags = [f for f in fields(SidecarConfig) if f.name not in DERIVED]
+    for f in flags:
         default = "required" if f.name in REQUIRED else f"default {f.default!r}"
         parser.add_argument(
             "--" + f.name.replace("_", "-"),
@@ -184,7 +194,7 @@ def parse_args(
         )
     defaults: dict[str, Any] = {}
     try:
-        for f in fields(SidecarConfig):
+        for f in flags:
             if env_name(f.name) in env:
                 defaults[f.name] = _converter(f.name, str(f.type))(env[env_name(f.name)])
     except argparse.ArgumentTypeError as exc:
@@ -196,6 +206,11 @@ def parse_args(
         parser.error(
             "missing " + ", ".join(f"--{m.replace('_', '-')} ({env_name(m)})" for m in missing)
         )
+    values["capacity"], values["capacity_auto"] = capacity_setting(
+        values["capacity"],
+        values.get("capacity_initial", 0.0),
+        values.get("capacity_unit", "records/s"),
+    )
     try:
         return SidecarConfig(**values)
     except ConfigError as exc:

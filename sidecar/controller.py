@@ -34,6 +34,12 @@ with the time it was measured, and the controller reads "now" from an injected c
   another cause, a member's re-plan request or a member leaving: joining a round under way
   stretches it, and the scale-up's own two rounds then count three generations (measured on
   Apache Kafka: a re-plan request 2 s before a scale-up);
+* measured, not assumed: an observation may carry the capacity the consumers measured
+  (sidecar.capacity; ``--capacity auto``), used instead of the configured one; a consumer
+  started but not reading yet counts as coming capacity (``group_holds`` falls back on the
+  members seen committing where the group cannot be described); and the drain ceiling
+  (sidecar.drain_ceiling) caps the count when more consumers did not drain more, going
+  back to the count that drained best at once;
 * no flaps: within ``scale_down_window_s`` after a scale-down, scale up again only when the
   arrival speeds alone need more consumers than the group has (the load really rose). A
   backlog alone, typically built by the scale-down's own rebalance, is drained by the
@@ -56,6 +62,7 @@ from assignor import DEFAULT_HEURISTIC, Assignment, TopicPartition, bins_used, g
 from assignor import rscore as plan_rscore
 from assignor.backlog import DrainRule
 from assignor.validation import is_finite_number, is_integer
+from sidecar.drain_ceiling import DrainCeiling
 
 # The longest a scale-up waits for the group to take in the one before (a consumer that never
 # joins, crashing at start, must not stop the group from growing).
@@ -141,12 +148,22 @@ class Observation:
     # how many members it has; None when unknown (then no decision waits for it).
     group_stable: bool | None = None
     group_members: int | None = None
+    # What one consumer drains, as measured (None: size with the configured capacity).
+    capacity: float | None = None
+    # The sum of the group's committed offsets (None: unknown), for the drain ceiling.
+    committed_total: int | None = None
+    # Members seen committing lately (their capacity reports), where the coordinator
+    # cannot describe the group; None when unknown.
+    reading_members: int | None = None
 
     def group_holds(self, replicas: int) -> bool | None:
         """Whether the group is stable with at least ``replicas`` members; None: unknown, or
         no member at all (nothing consumes: no rebalance to wait for, and with a scaler that
-        only recommends, nobody may ever join)."""
+        only recommends, nobody may ever join). Without a description, members seen
+        committing count: fewer than ``replicas`` means some have not started reading."""
         if self.group_stable is None or not self.group_members:
+            if self.reading_members:
+                return self.reading_members >= replicas
             return None
         return self.group_stable and self.group_members >= replicas
 
@@ -186,6 +203,7 @@ class Controller:
         self._scaled_up_at: float | None = None
         # Since when the group has been described as rebalancing (None: stable or unknown).
         self._rebalancing_since: float | None = None
+        self.drain_ceiling = DrainCeiling()
 
     def synchronise(self, actual_replicas: int) -> None:
         """Adopt the replica count the scaler reports (at start, after a failed scale)."""
@@ -236,18 +254,33 @@ class Controller:
         else:
             self._rebalancing_since = None
         plan, demand, backlog = self._plan(observation)
-        planned = plan_rscore(self.plan, plan, observation.speeds, self.config.capacity)
+        capacity = self._capacity(observation)
+        planned = plan_rscore(self.plan, plan, observation.speeds, capacity)
         self.plan = plan
+        self.drain_ceiling.observe(
+            now,
+            current,
+            observation.committed_total,
+            backlogged=backlog > 0,
+            ready=not self._joining(now, observation, current),
+        )
         ceiling = max(1, min(self.config.max_replicas, len(observation.speeds)))
+        limit = self.drain_ceiling.limit()
+        if limit is not None:
+            ceiling = max(self.config.min_replicas, min(ceiling, limit))
         target = min(ceiling, max(self.config.min_replicas, demand))
         self.phase = Phase.SCALE
-        why = f"{demand} consumer(s) needed for the speeds" + (
+        why = f"{demand} consumer(s) of {capacity:.0f} needed for the speeds" + (
             f" plus a backlog of {backlog:.0f} drained in {self.config.drain_seconds:.0f} s"
             if backlog
             else ""
         )
         if target != demand:
             why += f", clamped to {target}"
+        if limit is not None and limit < demand:
+            why += f" ({self.drain_ceiling.reason})"
+            if current > ceiling:
+                return self._scale_down(now, current, ceiling, demand, why, planned)
         if target > current and self._reverses_scale_down(now, observation, current):
             why += (
                 f"; held: scaled down {now - (self._scaled_down_at or now):.0f} s ago and "
@@ -294,20 +327,28 @@ class Controller:
             wait = f"{held}, but scaled up {since_up:.0f} s ago: no reversal within {window:.0f} s"
         if wait is not None:
             return Decision(now, Action.HOLD, current, current, demand, f"{why}; {wait}", planned)
-        desired = self._recent_peak()
+        return self._scale_down(
+            now,
+            current,
+            self._recent_peak(),
+            demand,
+            f"{why}; {held}, down to the peak of its last {window * RECENT_PEAK_SHARE:.0f} s",
+            planned,
+        )
+
+    def _scale_down(
+        self, now: float, current: int, desired: int, demand: int, why: str, planned: float
+    ) -> Decision:
         self._lower_since = None
         self._scaled_down_at = now
         self.replicas = desired
         return Decision(
-            now,
-            Action.SCALE_DOWN,
-            current,
-            desired,
-            demand,
-            f"{why}; {held}, down to the peak of its last "
-            f"{window * RECENT_PEAK_SHARE:.0f} s, {desired}",
-            planned,
+            now, Action.SCALE_DOWN, current, desired, demand, f"{why}; down to {desired}", planned
         )
+
+    def _capacity(self, observation: Observation) -> float:
+        """What one consumer drains: measured when the observation carries it."""
+        return observation.capacity if observation.capacity is not None else self.config.capacity
 
     def _recent_peak(self) -> int:
         """The highest target of the last quarter of the scale-down window."""
@@ -364,7 +405,7 @@ class Controller:
         if since is None or now - since >= self.config.scale_down_window_s:
             return False
         heuristic = get_heuristic(self.config.heuristic)
-        packed = heuristic.assign(observation.speeds, capacity=self.config.capacity)
+        packed = heuristic.assign(observation.speeds, capacity=self._capacity(observation))
         needed = bins_used(packed) if any(observation.speeds.values()) else 0
         return needed <= current
 
@@ -374,7 +415,7 @@ class Controller:
         backlog = rule.total_backlog(observation.speeds, observation.lags)
         heuristic = get_heuristic(self.config.heuristic)
         previous = {tp: c for tp, c in self.plan.items() if tp in effective}
-        plan = heuristic.assign(effective, capacity=self.config.capacity, previous=previous)
+        plan = heuristic.assign(effective, capacity=self._capacity(observation), previous=previous)
         # Nothing written and nothing owed: no consumer is needed (min_replicas decides).
         demand = bins_used(plan) if any(effective.values()) else 0
         return plan, demand, backlog

@@ -26,6 +26,41 @@ PLAN_RSCORE = Gauge("autoscaler_plan_rscore", "Rscore of the latest plan", regis
 LEADER = Gauge(
     "autoscaler_leader", "1 if this sidecar scales, 0 if it only watches", registry=REGISTRY
 )
+CAPACITY_DECLARED = Gauge(
+    "autoscaler_capacity_declared",
+    "What one consumer drains as configured (--capacity, or its initial value under auto)",
+    registry=REGISTRY,
+)
+CAPACITY_MEASURED = Gauge(
+    "autoscaler_capacity_measured",
+    "What one consumer drains as the consumers measured it (NaN until measured)",
+    registry=REGISTRY,
+)
+CAPACITY_IN_USE = Gauge(
+    "autoscaler_capacity_in_use", "The capacity the controller sizes with", registry=REGISTRY
+)
+CAPACITY_AGE = Gauge(
+    "autoscaler_capacity_measured_age_seconds",
+    "Seconds since the measured capacity last took in a report (NaN: never)",
+    registry=REGISTRY,
+)
+CAPACITY_MISMATCH = Gauge(
+    "autoscaler_capacity_mismatch",
+    "1 when the measured capacity has differed from the declared one by more than 25 % for "
+    "several minutes",
+    registry=REGISTRY,
+)
+CAPACITY_REPORTS_IGNORED = Counter(
+    "autoscaler_capacity_reports_ignored",
+    "Capacity reports ignored, by reason (malformed, absurd, not_member)",
+    ["reason"],
+    registry=REGISTRY,
+)
+DRAIN_CEILING = Gauge(
+    "autoscaler_drain_ceiling_replicas",
+    "The most consumers worth running: more did not drain more (0: no ceiling known)",
+    registry=REGISTRY,
+)
 DECISIONS = Counter(
     "autoscaler_decisions_total", "Controller decisions", ["action"], registry=REGISTRY
 )

@@ -39,9 +39,16 @@ class Reading:
     sizes: dict[TopicPartition, int] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
     # The group's state as its coordinator says ("Stable", "PreparingRebalance", ...) and its
-    # member count; None when the description was not available.
+    # members' ids; None when the description was not available.
     group_state: str | None = None
-    group_members: int | None = None
+    member_ids: frozenset[str] | None = None
+    # The metadata of each partition's committed offset (the consumers' capacity reports).
+    commit_metadata: dict[TopicPartition, str] = field(default_factory=dict)
+
+    @property
+    def group_members(self) -> int | None:
+        """How many members the group has; None when unknown."""
+        return None if self.member_ids is None else len(self.member_ids)
 
     @property
     def group_stable(self) -> bool | None:
@@ -56,17 +63,20 @@ class Reading:
         }
 
 
-def group_description(groups: Sequence[Any], group: str) -> tuple[str | None, int | None]:
-    """(state, member count) of ``group`` in a DescribeGroups response's ``groups`` (tuples
-    of error code, group id, state, protocol type, protocol, members, ...); (None, None)
-    when it is missing, answered with an error, or shaped otherwise."""
+def group_description(
+    groups: Sequence[Any], group: str
+) -> tuple[str | None, frozenset[str] | None]:
+    """(state, member ids) of ``group`` in a DescribeGroups response's ``groups`` (tuples of
+    error code, group id, state, protocol type, protocol, members, ...; a member's id first);
+    (None, None) when it is missing, answered with an error, or shaped otherwise."""
     for entry in groups:
         try:
             error, group_id, state, members = entry[0], entry[1], entry[2], entry[5]
+            ids = frozenset(str(member[0]) for member in members)
         except (TypeError, IndexError, KeyError):
             continue
         if group_id == group and error == 0 and isinstance(state, str):
-            return state, len(members)
+            return state, ids
     return None, None
 
 
@@ -163,9 +173,14 @@ class Monitor:
                     for tp, meta in committed.items()
                     if meta.offset >= 0
                 }
+                reading.commit_metadata = {
+                    TopicPartition(tp.topic, tp.partition): meta.metadata
+                    for tp, meta in committed.items()
+                    if meta.offset >= 0 and isinstance(meta.metadata, str) and meta.metadata
+                }
             except KafkaError as exc:
                 reading.problems.append(f"committed offsets unavailable: {exc!r}")
-        reading.group_state, reading.group_members = await self._describe_group()
+        reading.group_state, reading.member_ids = await self._describe_group()
         self.tracker.observe(reading.at, reading.end_offsets)
         self.tracker.forget(TopicPartition(tp.topic, tp.partition) for tp in partitions)
         if self.requested_unit == "bytes/s" and partitions and self.log_dirs_supported is not False:
@@ -176,8 +191,8 @@ class Monitor:
             log.warning("monitor: %s", problem)
         return reading
 
-    async def _describe_group(self) -> tuple[str | None, int | None]:
-        """The group's state and member count; (None, None) when the coordinator does not
+    async def _describe_group(self) -> tuple[str | None, frozenset[str] | None]:
+        """The group's state and member ids; (None, None) when the coordinator does not
         answer or the broker cannot describe groups (the controller then does not wait)."""
         assert self._admin is not None
         if self.groups_describable is False:
@@ -206,6 +221,15 @@ class Monitor:
         if self.requested_unit == "bytes/s" and self.log_dirs_supported is not False:
             return "bytes/s"
         return "records/s"
+
+    def per_record(self) -> float | None:
+        """What one record is in :attr:`unit`: 1 for records/s; for bytes/s, bytes of log a
+        record over the speed window (None until both speeds are known)."""
+        if self.unit != "bytes/s":
+            return 1.0
+        written = sum(self.size_tracker.speeds().values())
+        records = sum(self.tracker.speeds().values())
+        return written / records if written > 0 and records > 0 else None
 
     def speeds(self) -> dict[TopicPartition, float]:
         """Current speeds in :attr:`unit`: the window's, or during a step up the slopes

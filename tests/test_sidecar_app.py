@@ -16,6 +16,7 @@ from confluent_kafka import Producer
 from assignor.backlog import DrainRule
 from assignor.group_plan import SpeedView
 from consumer_sdk.clusters import Capability, KafkaCluster
+from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.snapshot_cache import SnapshotCache
 from sidecar.app import Sidecar
 from sidecar.config import SidecarConfig, parse_args
@@ -105,6 +106,29 @@ def test_bad_configuration_exits_2_naming_the_flag(
     assert message in capsys.readouterr().err
 
 
+def test_capacity_auto_starts_from_the_initial_value_and_measures() -> None:
+    auto = parse_args([*BASE[:-1], "auto", "--capacity-initial", "250"], {})
+    assert (auto.capacity, auto.capacity_auto) == (250.0, True)
+    by_env = parse_args(
+        BASE[:-2], {"AUTOSCALER_CAPACITY": "AUTO", "AUTOSCALER_CAPACITY_UNIT": "bytes/s"}
+    )
+    assert (by_env.capacity, by_env.capacity_auto) == (1_000_000.0, True)
+    declared = parse_args(BASE, {})
+    assert (declared.capacity, declared.capacity_auto) == (100.0, False)
+    # Its consumers read the same variables: "auto" there packs by the initial value.
+    consumer = ConsumerConfig.from_env({**auto.shared_environment(), "AUTOSCALER_CAPACITY": "auto"})
+    assert consumer.capacity == 250.0
+
+
+def test_a_bad_initial_capacity_exits_2_naming_its_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        parse_args([*BASE[:-1], "auto", "--capacity-initial", "-3"], {})
+    assert exited.value.code == 2
+    assert "--capacity-initial (AUTOSCALER_CAPACITY_INITIAL) must be a finite number >= 0" in (
+        capsys.readouterr().err
+    )
+
+
 class FakeClock:
     def __init__(self) -> None:
         self.now = 5000.0
@@ -161,6 +185,8 @@ def test_loop_scales_publishes_and_serves(
             base = f"http://127.0.0.1:{server.server_port}"
             status = json.loads(urllib.request.urlopen(base + "/status", timeout=10).read())
             assert status["replicas"] == 4 and status["leader"] is True
+            assert status["capacity"]["mode"] == "declared"
+            assert status["capacity"]["declared"] == 100.0 and status["capacity"]["in_use"] == 100.0
             assert status["speeds"] == pytest.approx({f"{topic}:{p}": 90.0 for p in range(4)})
             page = urllib.request.urlopen(base + "/metrics", timeout=10).read().decode()
             assert f'autoscaler_partition_speed{{partition="0",topic="{topic}"}} 90.0' in page
@@ -277,9 +303,9 @@ def test_every_flag_says_what_it_means_its_default_and_variable(
 ) -> None:
     from dataclasses import fields
 
-    from sidecar.config import FLAG_HELP
+    from sidecar.config import DERIVED, FLAG_HELP
 
-    assert set(FLAG_HELP) == {f.name for f in fields(SidecarConfig)}
+    assert set(FLAG_HELP) == {f.name for f in fields(SidecarConfig)} - set(DERIVED)
     with pytest.raises(SystemExit):
         parse_args(["--help"], {})
     page = " ".join(capsys.readouterr().out.split())

@@ -96,7 +96,7 @@ def test_one_surplus_consumer_waits_the_window_and_goes_to_the_peak_of_its_last_
         start=4,
         scale_down_window_s=120,
     )
-    assert "before scaling down" in reasons[0] and "last 30 s, 3" in reasons[4]
+    assert "before scaling down" in reasons[0] and "last 30 s; down to 3" in reasons[4]
 
 
 @pytest.mark.parametrize(
@@ -386,3 +386,61 @@ def test_no_scale_down_within_the_window_after_a_scale_up() -> None:
         scale_down_window_s=120,
     )
     assert "scaled up 60 s ago" in reasons[2]
+
+
+# -- measured, not assumed ---------------------------------------------------------------------
+def test_a_measured_capacity_in_the_observation_sizes_instead_of_the_declared_one() -> None:
+    clock = FakeClock()
+    controller = Controller(ControllerConfig(capacity=CAPACITY), clock)
+    controller.synchronise(6)
+    # 6 partitions at C each: 6 consumers declared; measured 2C each packs them into 3.
+    decision = controller.step(Observation(0.0, speeds(6), capacity=2 * CAPACITY))
+    assert decision.demand == 3 and f"of {2 * CAPACITY:.0f}" in decision.reason
+
+
+def test_a_scale_up_waits_for_members_reading_and_goes_on_once_they_all_are() -> None:
+    clock = FakeClock()
+    controller = Controller(ControllerConfig(capacity=CAPACITY), clock)
+    controller.synchronise(1)
+    assert controller.step(Observation(0.0, speeds(2), reading_members=1)).desired == 2
+    clock.now = 10.0
+    held = controller.step(Observation(10.0, speeds(4), reading_members=1))
+    assert held.action is Action.HOLD and "has not taken that in" in held.reason
+    clock.now = 12.0
+    went = controller.step(Observation(12.0, speeds(4), reading_members=2))
+    assert (went.action, went.desired) == (Action.SCALE_UP, 4)
+
+
+def backlogged(at: float, full: int, committed: int, members: int) -> Observation:
+    """``full`` partitions at C, every partition a backlog that barely adds to demand (the
+    backlog of the idle ones needs one consumer more)."""
+    lags = {tp: 1_000.0 for tp in speeds(PARTITIONS)}
+    return Observation(at, speeds(full), lags, committed_total=committed, reading_members=members)
+
+
+def test_when_more_consumers_drain_no_more_the_group_goes_back_to_the_best_count() -> None:
+    clock = FakeClock()
+    config = ControllerConfig(capacity=CAPACITY, drain_seconds=1e6, scale_up_settle_s=5)
+    controller = Controller(config, clock)
+    controller.synchronise(2)
+    committed = 0
+    for t in range(0, 40):  # 2 consumers, a backlog waiting: they drain 100/s
+        clock.now = float(t)
+        assert controller.step(backlogged(clock.now, 1, committed, members=2)).desired == 2
+        committed += 100
+    clock.now = 40.0
+    up = controller.step(backlogged(clock.now, 3, committed, members=2))
+    assert (up.action, up.desired) == (Action.SCALE_UP, 4)
+    final = up
+    for t in range(41, 120):  # 4 reading drain 90/s (a shared sink): measured, back to 2
+        clock.now = float(t)
+        committed += 90
+        final = controller.step(backlogged(clock.now, 3, committed, members=4))
+        if final.action is not Action.HOLD:
+            break
+    assert (final.action, final.desired) == (Action.SCALE_DOWN, 2), final
+    assert "limited downstream" in final.reason and controller.drain_ceiling.limit() == 2
+    clock.now += 1
+    again = controller.step(backlogged(clock.now, 3, committed, members=2))
+    assert (again.action, again.desired) == (Action.HOLD, 2)
+    assert "at most 2" in again.reason

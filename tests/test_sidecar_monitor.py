@@ -201,7 +201,10 @@ def test_group_description_reads_its_group_and_nothing_else() -> None:
         (0, "other", "Stable", "consumer", "autoscaler", members[:1]),
         (0, "mine", "PreparingRebalance", "consumer", "autoscaler", members),
     ]
-    assert group_description(groups, "mine") == ("PreparingRebalance", 2)
+    assert group_description(groups, "mine") == (
+        "PreparingRebalance",
+        frozenset({"member-1", "member-2"}),
+    )
     assert group_description([(16, "mine", "", "", "", [])], "mine") == (None, None)  # error
     assert group_description([("short",)], "mine") == (None, None)
     assert group_description([], "mine") == (None, None)

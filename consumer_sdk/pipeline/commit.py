@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from aiokafka.errors import KafkaError
+from aiokafka.structs import OffsetAndMetadata
 from aiokafka.structs import TopicPartition as KafkaTopicPartition
 
 from consumer_sdk import metrics
@@ -29,7 +30,9 @@ class CommitClient(Protocol):
 
     _coordinator: Any
 
-    async def commit(self, offsets: dict[KafkaTopicPartition, int]) -> None:
+    async def commit(
+        self, offsets: dict[KafkaTopicPartition, int] | dict[KafkaTopicPartition, OffsetAndMetadata]
+    ) -> None:
         """Commit ``offsets`` (the next offset to read, per partition) for the group."""
 
 
@@ -41,10 +44,14 @@ class OffsetCommits:
         group: str,
         client: Callable[[], CommitClient | None],
         owned: Callable[[], Iterable[KafkaTopicPartition]],
+        metadata: Callable[[], str] | None = None,
     ) -> None:
         self._group = group
         self._client = client
         self._owned = owned
+        # What every commit carries per partition (the capacity report, contract.capacity).
+        self._metadata = metadata
+        self.attempts = 0
         # Offsets written (or found in the sink) whose commit has not succeeded yet: retried
         # when the member is idle, so the committed offsets (the sidecar's lag) catch up.
         self.uncommitted: dict[KafkaTopicPartition, int] = {}
@@ -90,13 +97,22 @@ class OffsetCommits:
         try:
             # aiokafka retries a retriable failure (no coordinator, a request timed out)
             # until it succeeds; the batches behind this one must not wait that long.
-            await asyncio.wait_for(client.commit(wanted), COMMIT_TIMEOUT_S)
+            self.attempts += 1
+            await asyncio.wait_for(client.commit(self._with_metadata(wanted)), COMMIT_TIMEOUT_S)
         except (KafkaError, AssertionError, TimeoutError) as exc:
             # Typically a rebalance in progress: retried when idle; a next owner resumes
             # from the sink's stored offsets (or re-reads from the last commit).
             self.uncommitted = {**wanted, **self.uncommitted}
             metrics.COMMIT_FAILURES.labels(self._group).inc()
             log.warning("offset commit failed (%r); will retry", exc)
+
+    def _with_metadata(
+        self, offsets: dict[KafkaTopicPartition, int]
+    ) -> dict[KafkaTopicPartition, int] | dict[KafkaTopicPartition, OffsetAndMetadata]:
+        metadata = self._metadata() if self._metadata is not None else ""
+        if not metadata:
+            return offsets
+        return {tp: OffsetAndMetadata(offset, metadata) for tp, offset in offsets.items()}
 
     async def before_leaving(self, timeout_s: float) -> None:
         """Commit what is still owed before the member leaves, so the next owners do not

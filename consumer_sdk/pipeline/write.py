@@ -40,6 +40,13 @@ class WrittenBatch:
     records: Mapping[KafkaTopicPartition, int]
     sizes: Mapping[KafkaTopicPartition, int]
     next_offsets: Mapping[KafkaTopicPartition, int]
+    behind: int = 0
+
+    @property
+    def saturated(self) -> bool:
+        """At least as many records waited in Kafka behind the batch as it held when cut."""
+        total = sum(self.records.values())
+        return total > 0 and self.behind >= total
 
     @classmethod
     def of(cls, batch: AnyBatch) -> WrittenBatch:
@@ -48,6 +55,7 @@ class WrittenBatch:
             {tp: len(rows) for tp, rows in batch.records.items()},
             dict(batch.sizes),
             batch.next_offsets(),
+            batch.behind,
         )
 
 

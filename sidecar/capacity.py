@@ -1,0 +1,226 @@
+"""The capacity estimate: what one consumer drains, measured by the consumers themselves.
+
+Every consumer puts its drain measurement (contract.capacity) in the metadata of its offset
+commits; the monitor reads it back with the committed offsets. This module turns those
+reports into one robust, decaying estimate:
+
+* a report counts once its counters change while the sidecar watches (metadata left by a
+  consumer long gone is never fresh); a member whose commit counter moved recently is
+  *reading* (the start-up count uses that where the cluster cannot describe groups);
+* the estimate is the median over members with a fresh measurement (one slow or fast
+  member does not move it), followed by an exponential average with ``half_life_s``;
+* a report that cannot be decoded, that claims 1000x the others (or a thousandth), or that
+  comes from a member the coordinator does not list is ignored and counted by reason;
+* when reports stop, the last estimate stays, with its age;
+* with a declared capacity, a measured one more than ``tolerance`` away from it for
+  ``warn_after_s`` is a warning; with ``--capacity auto`` the measured one is used.
+
+Pure: the caller gives the time and the reports; no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from contract.capacity import CapacityReport, CapacityReportError, decode, is_report
+
+REJECT_REASONS = ("malformed", "absurd", "not_member")
+
+
+@dataclass
+class _Member:
+    report: CapacityReport
+    active_at: float | None = None  # when its commit counter last moved
+    measured_at: float | None = None  # when its measurement last changed
+
+
+class CapacityEstimate:
+    """See the module docstring. Rates are in records/s; :meth:`in_unit` converts."""
+
+    def __init__(
+        self,
+        declared: float,
+        *,
+        auto: bool = False,
+        half_life_s: float = 60.0,
+        fresh_s: float = 120.0,
+        tolerance: float = 0.25,
+        warn_after_s: float = 180.0,
+        absurd_factor: float = 1000.0,
+    ) -> None:
+        self.declared = declared
+        self.auto = auto
+        self.half_life_s = half_life_s
+        self.fresh_s = fresh_s
+        self.tolerance = tolerance
+        self.warn_after_s = warn_after_s
+        self.absurd_factor = absurd_factor
+        self.records_per_s: float | None = None
+        self.estimated_at: float | None = None
+        self.rejected: Counter[str] = Counter()
+        self.last_rejection: str | None = None
+        self._members: dict[str, _Member] = {}
+        self._rejected_keys: set[tuple[str, int, int]] = set()
+        self._differs_since: float | None = None
+
+    def observe(
+        self, now: float, metadata: Iterable[str], member_ids: frozenset[str] | None
+    ) -> None:
+        """Take in this round's commit metadata; ``member_ids``: the group's members as the
+        coordinator lists them (None when it cannot be asked: no membership check)."""
+        latest: dict[str, CapacityReport] = {}
+        for text in metadata:
+            if not is_report(text):
+                continue
+            try:
+                report = decode(text)
+            except CapacityReportError as exc:
+                self._reject("malformed", ("", hash(text), 0), str(exc))
+                continue
+            held = latest.get(report.member)
+            if held is None or report.commits > held.commits:
+                latest[report.member] = report
+        new_sample = False
+        for member, report in latest.items():
+            key = (member, report.commits, report.measurements)
+            if member_ids is not None and member not in member_ids:
+                self._reject("not_member", key, f"member {member} is not in the group")
+                continue
+            if self._observe_member(now, member, report, key):
+                new_sample = True
+        if new_sample:
+            self._update(now, member_ids)
+        self._track_difference(now)
+
+    def _observe_member(
+        self, now: float, member: str, report: CapacityReport, key: tuple[str, int, int]
+    ) -> bool:
+        """Record ``member``'s report; whether it is a new measurement to use."""
+        seen = self._members.get(member)
+        if seen is None:  # first sighting: a baseline, perhaps left by a member long gone
+            self._members[member] = _Member(report)
+            return False
+        if report.commits != seen.report.commits:
+            seen.active_at = now
+        changed = report.measurements != seen.report.measurements
+        seen.report = report
+        if not (changed and report.measured):
+            return False
+        reference = self._reference(now, member)
+        value = report.records_per_s
+        if value <= 0 or (
+            reference is not None
+            and not reference / self.absurd_factor <= value <= reference * self.absurd_factor
+        ):
+            against = "" if reference is None else f" against {reference:.0f}/s"
+            self._reject("absurd", key, f"member {member} reports {value:.0f}/s{against}")
+            return False
+        seen.measured_at = now
+        return True
+
+    def _reference(self, now: float, member: str) -> float | None:
+        """What a new measurement of ``member`` is checked against: the median of the
+        others' fresh ones, else the estimate."""
+        others = [
+            m.report.records_per_s
+            for name, m in self._members.items()
+            if name != member and self._fresh(now, m)
+        ]
+        return statistics.median(others) if others else self.records_per_s
+
+    def _fresh(self, now: float, member: _Member) -> bool:
+        return member.measured_at is not None and now - member.measured_at <= self.fresh_s
+
+    def _update(self, now: float, member_ids: frozenset[str] | None) -> None:
+        values = [
+            m.report.records_per_s
+            for name, m in self._members.items()
+            if self._fresh(now, m) and (member_ids is None or name in member_ids)
+        ]
+        if not values:
+            return
+        median = statistics.median(values)
+        if self.records_per_s is None or self.estimated_at is None:
+            self.records_per_s = median
+        else:
+            weight = 1.0 - math.pow(0.5, max(0.0, now - self.estimated_at) / self.half_life_s)
+            self.records_per_s += (median - self.records_per_s) * weight
+        self.estimated_at = now
+
+    def _reject(self, reason: str, key: tuple[str, int, int], why: str) -> None:
+        if key in self._rejected_keys:
+            return
+        if len(self._rejected_keys) >= 10_000:  # bounded: a member may go on sending them
+            self._rejected_keys.clear()
+        self._rejected_keys.add(key)
+        self.rejected[reason] += 1
+        self.last_rejection = why
+
+    def reading_members(self, now: float, within_s: float) -> int:
+        """Members whose commit counter moved in the last ``within_s`` seconds."""
+        return sum(
+            1
+            for m in self._members.values()
+            if m.active_at is not None and now - m.active_at <= within_s
+        )
+
+    def in_unit(self, per_record: float | None) -> float | None:
+        """The estimate in the sizing unit: records/s times ``per_record`` (1 for records/s,
+        bytes of log a record for bytes/s; None when not known: no estimate)."""
+        if not self.records_per_s or per_record is None or per_record <= 0:
+            return None
+        return self.records_per_s * per_record
+
+    def in_use(self, per_record: float | None) -> float:
+        """The capacity to size with: measured under ``--capacity auto`` once there is a
+        measurement, else the declared (or initial) one."""
+        measured = self.in_unit(per_record) if self.auto else None
+        return measured if measured is not None else self.declared
+
+    def _track_difference(self, now: float) -> None:
+        measured = self.records_per_s
+        if self.auto or measured is None:
+            self._differs_since = None
+            return
+        differs = abs(measured - self.declared) > self.tolerance * self.declared
+        if not differs:
+            self._differs_since = None
+        elif self._differs_since is None:
+            self._differs_since = now
+
+    def warning(self, now: float, per_record: float | None) -> str | None:
+        """A line when the measured capacity has differed from the declared one by more than
+        the tolerance for ``warn_after_s``; None otherwise."""
+        since = self._differs_since
+        measured = self.in_unit(per_record)
+        if since is None or measured is None or now - since < self.warn_after_s:
+            return None
+        return (
+            f"measured capacity {measured:.0f} differs from the declared {self.declared:.0f} "
+            f"by more than {self.tolerance:.0%} for {now - since:.0f} s: set --capacity to "
+            f"the measured value or to auto"
+        )
+
+    def age(self, now: float) -> float | None:
+        """Seconds since the estimate last took in a measurement (None: never)."""
+        return None if self.estimated_at is None else now - self.estimated_at
+
+    def status(self, now: float, per_record: float | None) -> dict[str, Any]:
+        """What /status shows of the capacity."""
+        age = self.age(now)
+        return {
+            "mode": "auto" if self.auto else "declared",
+            "declared" if not self.auto else "initial": self.declared,
+            "measured": self.in_unit(per_record),
+            "measured_age_s": None if age is None else round(age, 1),
+            "in_use": self.in_use(per_record),
+            "members_measured": sum(1 for m in self._members.values() if self._fresh(now, m)),
+            "reports_ignored": {reason: self.rejected[reason] for reason in REJECT_REASONS},
+            "last_ignored": self.last_rejection,
+            "warning": self.warning(now, per_record),
+        }

@@ -1,0 +1,166 @@
+"""Capacity measured by the consumers: the report they commit, the meter that fills it, the
+sidecar's estimate of it. Pure; times are given."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from consumer_sdk.pipeline.drain import DrainMeter, backlog_behind
+from contract.capacity import CapacityReport, CapacityReportError, decode, is_report
+from sidecar.capacity import CapacityEstimate
+
+
+def report(member: str, commits: int, measurements: int, rate: float) -> str:
+    return CapacityReport(member, commits, measurements, rate, rate * 100, 10.0).encode()
+
+
+# -- the report ------------------------------------------------------------------------------
+def test_a_report_round_trips_and_fits_far_below_the_commit_metadata_limit() -> None:
+    sent = CapacityReport("consumer-1-abc", 12, 3, 2310.5, 1_180_000.0, 21.4)
+    text = sent.encode()
+    assert is_report(text) and len(text) < 4096
+    assert decode(text) == sent and decode(text).measured
+
+
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        ('{"cap":1,"m":"a","c":1,"n":1,"r":-5,"b":0,"s":1}', "r must be a finite number >= 0"),
+        ('{"cap":1,"m":"a","c":1,"n":1,"r":NaN,"b":0,"s":1}', "r must be a finite number >= 0"),
+        ('{"cap":1,"m":"a","c":1,"n":1,"r":1,"b":Infinity,"s":1}', "b must be a finite"),
+        ('{"cap":1,"m":"","c":1,"n":1,"r":1,"b":0,"s":1}', "m must be a member id"),
+        ('{"cap":1,"m":"a","c":-1,"n":1,"r":1,"b":0,"s":1}', "c must be an integer"),
+        ('{"cap":1,"m":"a","c":1,"n":1.5,"r":1,"b":0,"s":1}', "n must be an integer"),
+        ('{"cap":2,"m":"a","c":1,"n":1,"r":1,"b":0,"s":1}', "cap must be 1"),
+        ('{"cap":1,"m":"a"', "not JSON"),
+        ('{"cap":1,"m":"' + "a" * 600 + '"}', "at most 512 characters"),
+    ],
+)
+def test_a_bad_report_is_refused_naming_its_field(text: str, field: str) -> None:
+    with pytest.raises(CapacityReportError, match="capacity report: ") as refused:
+        decode(text)
+    assert field in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_other_tools_metadata_is_not_taken_for_a_report() -> None:
+    assert not is_report("") and not is_report(None) and not is_report("flink-checkpoint-7")
+
+
+# -- the meter -------------------------------------------------------------------------------
+def test_backlog_behind_counts_what_waits_past_each_partition() -> None:
+    assert backlog_behind({"a": 100, "b": 50, "c": None}, {"a": 40, "b": 60, "c": 1}) == 60
+
+
+def test_the_meter_measures_consecutive_saturated_batches_only() -> None:
+    meter = DrainMeter(window_s=60, min_saturated_s=3)
+    # Keeping up: no measurement however long.
+    for t in range(10):
+        assert not meter.written(float(t), 100, 10_000, saturated=False)
+    # A run of saturated batches, one every 0.5 s of 1,000 records: the first anchors it.
+    measured = [meter.written(10 + 0.5 * i, 1_000, 100_000, saturated=True) for i in range(9)]
+    assert measured == [False] * 6 + [True] * 3  # 3 s of saturated intervals needed
+    assert meter.records_per_s == pytest.approx(1_000 / 0.5)
+    assert meter.bytes_per_s == pytest.approx(100_000 / 0.5)
+    assert meter.saturated_s == pytest.approx(4.0)
+
+
+def test_a_batch_that_keeps_up_breaks_the_run_so_idle_time_is_never_counted() -> None:
+    meter = DrainMeter(window_s=60, min_saturated_s=1)
+    meter.written(0.0, 1_000, 1, saturated=True)
+    meter.written(1.0, 1_000, 1, saturated=True)  # 1,000/s over 1 s
+    meter.written(2.0, 10, 1, saturated=False)
+    meter.written(30.0, 1_000, 1, saturated=True)  # a new run: 28 s of waiting not counted
+    meter.written(30.5, 1_000, 1, saturated=True)
+    assert meter.records_per_s == pytest.approx(2_000 / 1.5)
+    report_sent = meter.report("m-1", commits=9)
+    assert (report_sent.member, report_sent.commits, report_sent.measurements) == ("m-1", 9, 2)
+
+
+def test_the_report_says_nothing_was_measured_until_something_was() -> None:
+    assert not DrainMeter().report("m-1", 0).measured
+
+
+# -- the sidecar's estimate -------------------------------------------------------------------
+def rounds(estimate: CapacityEstimate, per_member: dict[str, list[float]], members=None) -> None:  # type: ignore[no-untyped-def]
+    """Each member reports its rates in turn, one per second, counters moving each time."""
+    length = max(len(v) for v in per_member.values())
+    for i in range(length):
+        texts = [
+            report(m, commits=i + 1, measurements=i + 1, rate=rates[min(i, len(rates) - 1)])
+            for m, rates in per_member.items()
+        ]
+        estimate.observe(float(i), texts, members)
+
+
+def test_the_estimate_is_the_median_of_members_so_one_outlier_does_not_move_it() -> None:
+    estimate = CapacityEstimate(1_000.0, auto=True)
+    rounds(estimate, {"a": [2_000.0] * 3, "b": [2_100.0] * 3, "c": [9_000.0] * 3})
+    assert estimate.records_per_s == pytest.approx(2_100.0)
+    assert estimate.in_use(1.0) == pytest.approx(2_100.0)
+    assert estimate.in_use(50.0) == pytest.approx(2_100.0 * 50)  # bytes of log per record
+
+
+def test_metadata_left_by_a_member_long_gone_is_never_fresh() -> None:
+    estimate = CapacityEstimate(1_000.0, auto=True)
+    for t in range(5):  # the same report every round: counters never move
+        estimate.observe(float(t), [report("gone", 7, 7, 5_000.0)], None)
+    assert estimate.records_per_s is None and estimate.in_use(1.0) == 1_000.0
+    assert estimate.reading_members(5.0, within_s=15) == 0
+
+
+def test_absurd_and_foreign_and_malformed_reports_are_ignored_and_counted() -> None:
+    estimate = CapacityEstimate(1_000.0, auto=True)
+    rounds(estimate, {"a": [2_000.0] * 3, "b": [2_000.0] * 3})
+    estimate.observe(3.0, [report("a", 9, 9, 2_000.0 * 5_000)], frozenset({"a", "b"}))
+    estimate.observe(4.0, [report("intruder", 9, 9, 2_000.0)], frozenset({"a", "b"}))
+    estimate.observe(5.0, ['{"cap":1,"m":"b","c":1,"n":1,"r":-1,"b":0,"s":1}'], None)
+    estimate.observe(6.0, ['{"cap":1,"m":"b","c":1,"n":1,"r":-1,"b":0,"s":1}'], None)  # again
+    assert dict(estimate.rejected) == {"absurd": 1, "not_member": 1, "malformed": 1}
+    assert estimate.records_per_s == pytest.approx(2_000.0)
+
+
+def test_when_reports_stop_the_last_estimate_stays_and_says_how_old_it_is() -> None:
+    estimate = CapacityEstimate(1_000.0, auto=True)
+    rounds(estimate, {"a": [3_000.0] * 3})
+    for t in range(3, 300):
+        estimate.observe(float(t), [], None)
+    assert estimate.records_per_s == pytest.approx(3_000.0)
+    assert estimate.age(300.0) == pytest.approx(298.0)
+    assert estimate.status(300.0, 1.0)["measured_age_s"] == pytest.approx(298.0)
+
+
+def test_the_estimate_decays_towards_new_measurements_by_its_half_life() -> None:
+    estimate = CapacityEstimate(1_000.0, auto=True, half_life_s=10.0)
+    estimate.observe(0.0, [report("a", 1, 1, 2_000.0)], None)
+    estimate.observe(1.0, [report("a", 2, 2, 2_000.0)], None)
+    estimate.observe(11.0, [report("a", 3, 3, 4_000.0)], None)  # one half-life later
+    assert estimate.records_per_s == pytest.approx(3_000.0)
+
+
+def test_a_declared_capacity_far_from_the_measured_one_warns_after_minutes() -> None:
+    estimate = CapacityEstimate(1_000.0, auto=False, warn_after_s=180.0)
+    rounds(estimate, {"a": [2_000.0] * 3})
+    assert estimate.in_use(1.0) == 1_000.0  # declared: measured only shown
+    estimate.observe(100.0, [], None)
+    assert estimate.warning(100.0, 1.0) is None
+    estimate.observe(200.0, [], None)
+    warning = estimate.warning(200.0, 1.0)
+    assert warning is not None and "2000 differs from the declared 1000" in warning
+    status = estimate.status(200.0, 1.0)
+    assert status["declared"] == 1_000.0 and status["measured"] == pytest.approx(2_000.0)
+
+
+def test_a_measured_capacity_within_the_tolerance_never_warns() -> None:
+    estimate = CapacityEstimate(1_000.0, auto=False, warn_after_s=10.0)
+    rounds(estimate, {"a": [1_200.0] * 30})
+    assert estimate.warning(29.0, 1.0) is None and not math.isnan(estimate.in_use(1.0))
+
+
+def test_members_seen_committing_lately_are_reading() -> None:
+    estimate = CapacityEstimate(1_000.0)
+    rounds(estimate, {"a": [0.0] * 3, "b": [0.0] * 3})
+    assert estimate.reading_members(2.0, within_s=15) == 2
+    assert estimate.records_per_s is None and estimate.rejected["absurd"] == 4  # 0/s, 2 rounds each
+    assert estimate.reading_members(30.0, within_s=15) == 0
