@@ -154,14 +154,18 @@ def plot(samples: list[dict[str, float]], path: Path) -> None:
     plt.close(fig)
 
 
-def capacity_settings(kind: ClusterKind) -> dict[str, str]:
-    """One consumer's capacity: records/s on the embedded broker, bytes/s on Apache Kafka."""
-    if kind is ClusterKind.APACHE:
-        return {
-            "AUTOSCALER_CAPACITY": str(CAPACITY * LOG_BYTES_PER_RECORD),
-            "AUTOSCALER_CAPACITY_UNIT": "bytes/s",
-        }
-    return {"AUTOSCALER_CAPACITY": str(CAPACITY), "AUTOSCALER_CAPACITY_UNIT": "records/s"}
+def capacity_settings(kind: ClusterKind, declared: bool) -> dict[str, str]:
+    """One consumer's capacity: records/s on the embedded broker, bytes/s on Apache Kafka;
+    measured by the consumers (auto, from CAPACITY) unless ``declared``."""
+    given = CAPACITY * LOG_BYTES_PER_RECORD if kind is ClusterKind.APACHE else CAPACITY
+    unit = "bytes/s" if kind is ClusterKind.APACHE else "records/s"
+    if declared:
+        return {"AUTOSCALER_CAPACITY": str(given), "AUTOSCALER_CAPACITY_UNIT": unit}
+    return {
+        "AUTOSCALER_CAPACITY": "auto",
+        "AUTOSCALER_CAPACITY_INITIAL": str(given),
+        "AUTOSCALER_CAPACITY_UNIT": unit,
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -177,6 +181,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=ClusterKind.EMBEDDED.value,
         help="embedded: librdkafka's mock cluster (default); apache: Apache Kafka from its "
         "jars (Java 17), capacity in bytes/s measured by the sidecar",
+    )
+    parser.add_argument(
+        "--declared-capacity",
+        action="store_true",
+        help=f"size with the declared capacity ({CAPACITY:g} records/s a consumer) instead "
+        "of the one the consumers measure (--capacity auto, from that value)",
     )
     parser.add_argument(
         "--no-live",
@@ -238,7 +248,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "AUTOSCALER_BOOTSTRAP_SERVERS": kafka.bootstrap_servers,
             "AUTOSCALER_GROUP": "demo",
             "AUTOSCALER_TOPICS": ",".join(TOPICS),
-            **capacity_settings(kind),
+            **capacity_settings(kind, args.declared_capacity),
             "AUTOSCALER_SNAPSHOT_TOPIC": "demo.autoscaler.speeds",
             "AUTOSCALER_INTERVAL": "1",
             "AUTOSCALER_WINDOW": "8",

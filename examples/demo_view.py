@@ -52,7 +52,7 @@ def consumer_lines(status: Mapping[str, Any], topics: Sequence[str]) -> list[str
     """One line per consumer of the plan: load against capacity, bar, partitions held."""
     plan: Mapping[str, Sequence[str]] = status.get("plan") or {}
     speeds: Mapping[str, float] = status.get("speeds") or {}
-    capacity = float(status.get("capacity") or 0) or 1.0
+    capacity = float((status.get("capacity") or {}).get("in_use") or 0) or 1.0
     lines = []
     for consumer in sorted(plan, key=lambda c: (len(c), c))[:MAX_CONSUMER_LINES]:
         held = plan[consumer]
@@ -66,6 +66,18 @@ def consumer_lines(status: Mapping[str, Any], topics: Sequence[str]) -> list[str
     return lines
 
 
+def capacity_text(status: Mapping[str, Any]) -> str:
+    """The capacity sized with, declared (or initial) and measured side by side."""
+    capacity: Mapping[str, Any] = status.get("capacity") or {}
+    measured = capacity.get("measured")
+    given = capacity.get("declared", capacity.get("initial"))
+    shown = f"{capacity.get('mode', 'declared')} {given:.0f}" if given is not None else "-"
+    if measured is not None:
+        shown += f", measured {measured:.0f}"
+    ceiling = (status.get("drain_ceiling") or {}).get("replicas")
+    return f"capacity {shown}" + (f", at most {ceiling} (drain)" if ceiling else "")
+
+
 def screen(
     status: Mapping[str, Any],
     elapsed: float,
@@ -77,7 +89,7 @@ def screen(
     """The whole live screen, at most 24 lines of at most 80 characters."""
     unit = status.get("unit", "records/s")
     lines = header(status, elapsed, duration, rate)
-    lines.append(f"plan ({unit}, capacity {status.get('capacity', '-')}; o=orders c=clicks):")
+    lines.append(f"plan ({unit}, {capacity_text(status)}; o=orders c=clicks):"[:WIDTH])
     lines += consumer_lines(status, topics)
     rscore = (status.get("last_decision") or {}).get("planned_rscore", 0.0)
     moves = ", ".join(last_moves) if last_moves else "nothing"

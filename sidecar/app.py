@@ -21,7 +21,7 @@ from aiokafka.errors import KafkaError
 from assignor import TopicPartition
 from contract.stopping import finished_unless_stopped
 from sidecar import metrics
-from sidecar.capacity import CapacityEstimate
+from sidecar.capacity import READING_WITHIN_S, CapacityEstimate
 from sidecar.config import SidecarConfig
 from sidecar.controller import Action, Controller, ControllerConfig, Decision, Observation
 from sidecar.keda import KedaController
@@ -31,8 +31,6 @@ from sidecar.publisher import SnapshotPublisher
 from sidecar.scalers.base import Scaler
 
 log = logging.getLogger(__name__)
-# A member that committed within this many seconds is reading (its reports' counter moved).
-READING_WITHIN_S = 15.0
 
 
 class Sidecar:

@@ -30,6 +30,8 @@ from typing import Any
 from contract.capacity import CapacityReport, CapacityReportError, decode, is_report
 
 REJECT_REASONS = ("malformed", "absurd", "not_member")
+# A member that committed within this many seconds is reading (its reports' counter moved).
+READING_WITHIN_S = 15.0
 
 
 @dataclass
@@ -220,6 +222,7 @@ class CapacityEstimate:
             "measured_age_s": None if age is None else round(age, 1),
             "in_use": self.in_use(per_record),
             "members_measured": sum(1 for m in self._members.values() if self._fresh(now, m)),
+            "members_reading": self.reading_members(now, READING_WITHIN_S),
             "reports_ignored": {reason: self.rejected[reason] for reason in REJECT_REASONS},
             "last_ignored": self.last_rejection,
             "warning": self.warning(now, per_record),

@@ -61,7 +61,8 @@ def test_the_live_screen_fits_80_by_24_and_says_who_holds_what() -> None:
     plan = {f"c{i}": partitions[2 * i : 2 * i + 2] for i in range(12)}
     status = {
         "replicas": 12,
-        "capacity": 1000.0,
+        "capacity": {"mode": "auto", "initial": 500.0, "measured": 1000.0, "in_use": 1000.0},
+        "drain_ceiling": {"replicas": 12},
         "unit": "records/s",
         "plan": plan,
         "speeds": dict.fromkeys(partitions, 450.0),
@@ -81,4 +82,5 @@ def test_the_live_screen_fits_80_by_24_and_says_who_holds_what() -> None:
         line.strip().startswith("c0") and "90%" in line and "o0 o1" in line for line in lines
     )
     assert lines[-1] == "last re-plan (Rscore 0.45) moved: demo-orders:1: c1->c0"
+    assert any("capacity auto 500, measured 1000, at most 12 (drain)" in line for line in lines)
     assert clock(42.0, 60.0) == "t =   42 / 60 s"

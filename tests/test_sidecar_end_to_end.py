@@ -117,6 +117,8 @@ def test_sidecar_scales_real_consumers_and_nothing_is_lost(
         # 1,000 records/s at 400 per consumer: at least 3 consumers.
         assert wait_until(lambda: (status(port).get("replicas") or 0) >= 3, timeout_s=90)
         assert wait_until(lambda: len(rows(out)) >= 3, timeout_s=60)
+        # Their offset commits carry their capacity reports, and the sidecar reads them.
+        assert wait_until(lambda: status(port)["capacity"]["members_reading"] >= 2, timeout_s=30)
         stop_producing.set()
         loader.join(60)
         assert wait_until(lambda: produced <= set().union(*rows(out).values()), timeout_s=60)
