@@ -5,7 +5,8 @@ The Kafka plugin (``assignor.plugin``) decodes the members' metadata, calls
 
 * heuristic: the one most members are configured with (ties: alphabetical first), so a
   group mid-way through a configuration rollout still agrees; unknown names are ignored;
-* capacity: the smallest capacity any member declares (never overload the weakest);
+* capacity: the one measured, when the snapshot carries it; else the smallest capacity any
+  member declares (never overload the weakest);
 * previous owner of a partition: the member claiming it with the highest generation;
 * removal order: members whose identity ends in an ordinal (``sink-3``, a StatefulSet
   pod) are removed highest ordinal first, so they are emptied first; others after them;
@@ -49,6 +50,9 @@ class SpeedView:
     speeds: Mapping[TopicPartition, float]
     lags: Mapping[TopicPartition, float] = field(default_factory=dict)
     drain: DrainRule | None = None
+    # What one consumer drains as measured (the sidecar's --capacity auto); None: the
+    # members' declared capacities.
+    capacity: float | None = None
 
 
 @dataclass
@@ -116,6 +120,8 @@ def plan_group(
     }
     capacities = [d.capacity for d in members.values() if d is not None and d.capacity]
     capacity = min(capacities) if capacities else None
+    if view is not None and view.capacity:
+        capacity = view.capacity
     chosen = choose_heuristic(members)
     reason: str | None = None
     if view is None:

@@ -515,6 +515,7 @@ def report(
     lines += [
         keda_verdict(ours, r, oracle, work) for r in rows[1:] if r["policy"].startswith("KEDA")
     ]
+    lines += [capacity_verdict(ours, r) for r in rows[1:] if r["policy"].startswith("C ")]
     most = ours.get("most_generations_per_scale", 0)
     lines.append(
         f"- ours: {ours['generations_per_event']:.1f} generations per scale event counting "
@@ -537,7 +538,24 @@ def report(
     return "\n".join(lines)
 
 
-POLICY_KINDS = ("ours", "eager", "keda", "fixed")
+def capacity_verdict(right: dict[str, Any], row: dict[str, Any]) -> str:
+    """A mis-declared capacity's run against the run with C declared right: with
+    ``--capacity auto`` both within 1.2x is the target."""
+    seconds = row["consumer_seconds"] / max(1.0, right["consumer_seconds"])
+    latency = row["latency_p99_s"] / max(1e-9, right["latency_p99_s"])
+    target = ""
+    if "auto" in row["policy"]:
+        met = seconds <= 1.2 and latency <= 1.2
+        target = f" (target <= 1.2x both: {'holds' if met else 'MISSED'})"
+    return (
+        f"- {row['policy']}: consumer-s {seconds:.2f}x, e2e p99 latency {latency:.2f}x of C "
+        f"declared right{target}"
+    )
+
+
+# C declared at these multiples of what the consumers drain, with and without --capacity auto.
+MISDECLARED = (0.5, 2.0)
+POLICY_KINDS = ("ours", "eager", "keda", "fixed", "capacity")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -585,6 +603,21 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for threshold in args.keda.split(",")
                 if threshold
             ]
+        if "capacity" in chosen:
+            for factor in MISDECLARED:
+                declared = str(CAPACITY * factor)
+                policies += [
+                    Policy(
+                        f"C declared {factor:g}x",
+                        {"AUTOSCALER_CAPACITY": declared},
+                        SCALE_DOWN_WINDOW_S,
+                    ),
+                    Policy(
+                        f"C declared {factor:g}x, --capacity auto",
+                        {"AUTOSCALER_CAPACITY": "auto", "AUTOSCALER_CAPACITY_INITIAL": declared},
+                        SCALE_DOWN_WINDOW_S,
+                    ),
+                ]
         for policy in policies:
             runs.append(run_policy(kafka, kind, policy, args.duration, args.seed))
         if "fixed" in chosen:

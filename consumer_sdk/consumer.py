@@ -444,18 +444,19 @@ class AutoscalingConsumer:
         if view is None or self.overload is None or not self.assigned:
             return
         load = sum(view.speeds.get(tp, 0.0) for tp in self.assigned)
+        capacity = view.capacity or self.config.capacity  # measured, when the sidecar says
         coordinator: Any = getattr(self._consumer, "_coordinator", None)
         now = time.monotonic()
-        if not self.overload.observe(now, load) or coordinator is None:
+        if not self.overload.observe(now, load, capacity) or coordinator is None:
             return
         members = self.state.group_size
-        if not replan_can_help(view.speeds, self.config.capacity, members, self.config.heuristic):
+        if not replan_can_help(view.speeds, capacity, members, self.config.heuristic):
             metrics.REPLANS_SKIPPED.labels(self.config.group).inc()
             log.info(
                 "load %.0f above capacity %.0f, but the speeds need more than the group's %s "
                 "member(s): no re-plan (the sidecar scales up)",
                 load,
-                self.config.capacity,
+                capacity,
                 members,
             )
             return
@@ -467,7 +468,7 @@ class AutoscalingConsumer:
             "load %.0f above capacity %.0f for %.0f s (its records %.1f s later): asking the "
             "group to re-plan",
             load,
-            self.config.capacity,
+            capacity,
             over_s,
             owed_s,
         )

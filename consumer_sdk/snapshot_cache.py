@@ -118,7 +118,7 @@ class SnapshotCache:
                 self.max_age_s,
             )
             return None
-        return SpeedView(snapshot.speeds, snapshot.lags, snapshot.drain)
+        return SpeedView(snapshot.speeds, snapshot.lags, snapshot.drain, snapshot.capacity)
 
     async def start(self, catch_up_timeout_s: float = 5.0) -> None:
         """Start reading; wait (bounded) until the topic's current end has been read."""

@@ -54,6 +54,7 @@ class OverloadWatch:
         if capacity <= 0 or min(sustain_s, cooldown_s, margin, min_over_s) < 0:
             raise ValueError("capacity must be > 0; sustain_s, cooldown_s, margin, min_over_s >= 0")
         self.capacity = capacity
+        self.margin = margin
         self.limit = capacity * (1 + margin)
         self.sustain_s = sustain_s
         self.cooldown_s = cooldown_s
@@ -67,11 +68,14 @@ class OverloadWatch:
         # (seconds over the limit, seconds of delay owed) when it last asked.
         self.asked_after: tuple[float, float] = (0.0, 0.0)
 
-    def observe(self, now: float, load: float) -> bool:
+    def observe(self, now: float, load: float, capacity: float | None = None) -> bool:
         """Record the load at ``now``; True when a re-plan is due now. Counting starts over
         either way; the cooldown starts only when the member asks (:meth:`asked`): a re-plan
         found not to help (the sidecar adds members instead) must not silence the member
-        for the next ``cooldown_s``."""
+        for the next ``cooldown_s``. ``capacity``: the one measured now, when known."""
+        if capacity is not None and capacity > 0 and capacity != self.capacity:
+            self.capacity = capacity
+            self.limit = capacity * (1 + self.margin)
         last, self._last = self._last, (now, load)
         if load <= self.limit:
             self._over_since = None

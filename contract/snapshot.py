@@ -8,10 +8,13 @@ record limit::
      "unit": "records/s",
      "topics": {"orders": {"partition": [0, 1], "speed": [812.5, 3.25], "lag": [120, 0],
                            "end_offset": [98211, 1200]}},
-     "drain": {"seconds": 30, "allowance_seconds": 5}}
+     "drain": {"seconds": 30, "allowance_seconds": 5}, "capacity": 2310.5}
 
 ``drain`` (optional) is the rule the sidecar sized the group by (assignor.backlog); the
 assignor packs by the same rule so the consumers added for a backlog get partitions.
+``capacity`` (optional) is what one consumer drains as the consumers measured it, when the
+sidecar sizes with that (``--capacity auto``): the assignor packs by it and a member judges
+its own overload by it, instead of the value it was configured with.
 
 Pure: encoding, decoding with field-by-field validation, freshness. No I/O.
 """
@@ -55,6 +58,7 @@ class Snapshot:
     unit: str
     partitions: Mapping[TopicPartition, PartitionStat] = field(default_factory=dict)
     drain: DrainRule | None = None
+    capacity: float | None = None
     version: int = SNAPSHOT_VERSION
 
     @property
@@ -99,6 +103,8 @@ class Snapshot:
                 "seconds": self.drain.drain_seconds,
                 "allowance_seconds": self.drain.allowance_seconds,
             }
+        if self.capacity is not None:
+            body["capacity"] = round(self.capacity, 3)
         return json.dumps(body, separators=(",", ":")).encode()
 
 
@@ -193,4 +199,13 @@ def decode(data: bytes | str) -> Snapshot:
         unit=unit,
         partitions=partitions,
         drain=_decode_drain(raw.get("drain")),
+        capacity=_decode_capacity(raw.get("capacity")),
     )
+
+
+def _decode_capacity(raw: object) -> float | None:
+    if raw is None:
+        return None
+    if not (is_finite_number(raw) and raw > 0):
+        raise SnapshotError(f"capacity must be a finite number > 0, got {raw!r}")
+    return float(raw)

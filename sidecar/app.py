@@ -153,7 +153,14 @@ class Sidecar:
         self._measure_capacity(reading)
         if speeds:
             drain = self.controller.config.drain_rule
-            snapshot = self.monitor.snapshot(reading, drain=drain, speeds=speeds, lags=unit_lags)
+            measured = self.capacity.in_unit(self.monitor.per_record())
+            snapshot = self.monitor.snapshot(
+                reading,
+                drain=drain,
+                speeds=speeds,
+                lags=unit_lags,
+                capacity=measured if self.capacity.auto else None,
+            )
             await self.publisher.publish(snapshot)
             metrics.SNAPSHOTS.inc()
         self.last_tick = self.clock()

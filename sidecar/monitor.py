@@ -300,10 +300,12 @@ class Monitor:
         drain: DrainRule | None = None,
         speeds: Mapping[TopicPartition, float] | None = None,
         lags: Mapping[TopicPartition, float] | None = None,
+        capacity: float | None = None,
     ) -> Snapshot:
         """The speed snapshot for the SDK's assignor (partitions with a speed only), with
-        the rule the controller drains backlog by; ``speeds`` and ``lags`` as :meth:`speeds`
-        and :meth:`lags` returned them this round (computed again when not given)."""
+        the rule the controller drains backlog by and, when it sizes with a measured one, the
+        capacity; ``speeds`` and ``lags`` as :meth:`speeds` and :meth:`lags` returned them
+        this round (computed again when not given)."""
         self.sequence += 1
         if lags is None:
             lags = self.lags(reading)
@@ -318,4 +320,5 @@ class Monitor:
             self.unit,
             stats,
             drain,
+            capacity,
         )

@@ -92,6 +92,16 @@ def test_plan_follows_the_heuristic_with_fresh_speeds() -> None:
     assert {t: m for m, tps in plan.assignment.items() for t in tps} == expected
 
 
+def test_a_measured_capacity_in_the_snapshot_packs_instead_of_the_declared_ones() -> None:
+    speeds = {tp(p): s for p, s in enumerate([6.0, 5.0, 4.0, 3.0, 2.0])}
+    members = {"m-a": member("sink-0"), "m-b": member("sink-1"), "m-c": member("sink-2")}
+    view = SpeedView(speeds, capacity=20.0)  # members declare 10; measured twice that
+    plan = plan_group(members, {m: {T} for m in members}, {T: set(range(5))}, view)
+    assert plan.capacity == 20.0
+    loads = sorted(sum(speeds[t] for t in tps) for tps in plan.assignment.values())
+    assert loads == [0.0, 0.0, 20.0]  # all of it in one consumer of 20
+
+
 REPACK_SPEEDS = {tp(p): s for p, s in enumerate([3.0, 7.0, 6.0, 3.0, 4.0, 3.0, 4.0])}
 REPACK_OWNERS = {"m0": (tp(4), tp(5), tp(6)), "m1": (tp(1),), "m2": (tp(0), tp(2), tp(3))}
 

@@ -52,6 +52,13 @@ def test_a_re_plan_not_asked_for_does_not_start_the_cooldown() -> None:
     assert seconds_until_asked(watch, 150.0, start=6) == 5
 
 
+def test_a_measured_capacity_moves_the_limit() -> None:
+    watch = OverloadWatch(capacity=100, sustain_s=30, margin=0.05, min_over_s=5)
+    assert not watch.observe(0, 150, capacity=200)  # over the declared 100, under 200
+    assert watch.capacity == 200 and watch.limit == pytest.approx(210)
+    assert not watch.observe(10, 150, capacity=200)  # still under: never due
+
+
 def test_dropping_below_resets_the_count() -> None:
     watch = OverloadWatch(capacity=100, sustain_s=30, margin=0.05, min_over_s=5)
     assert not watch.observe(0, 200)

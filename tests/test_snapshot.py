@@ -51,6 +51,14 @@ def test_round_trip_with_the_drain_rule() -> None:
     assert decode(snapshot.encode()).drain == rule
 
 
+def test_round_trip_with_a_measured_capacity_and_a_bad_one_named() -> None:
+    snapshot = Snapshot("g", 4, 1000.0, "records/s", {TP: PartitionStat(1.0, 2.0, 3)}, None, 2310.5)
+    assert decode(snapshot.encode()).capacity == 2310.5
+    for bad in (0, -1, "fast", float("inf")):
+        with pytest.raises(SnapshotError, match="capacity must be a finite number > 0"):
+            decode(json.dumps({**sample(), "capacity": bad}))
+
+
 def test_freshness() -> None:
     snapshot = decode(json.dumps(sample()))
     assert snapshot.is_fresh(now=1010.0, max_age_s=30)
