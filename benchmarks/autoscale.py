@@ -516,6 +516,7 @@ def report(
         keda_verdict(ours, r, oracle, work) for r in rows[1:] if r["policy"].startswith("KEDA")
     ]
     lines += [capacity_verdict(ours, r) for r in rows[1:] if r["policy"].startswith("C ")]
+    lines.append(start_up_line(rows))
     most = ours.get("most_generations_per_scale", 0)
     lines.append(
         f"- ours: {ours['generations_per_event']:.1f} generations per scale event counting "
@@ -549,7 +550,21 @@ def capacity_verdict(right: dict[str, Any], row: dict[str, Any]) -> str:
         target = f" (target <= 1.2x both: {'holds' if met else 'MISSED'})"
     return (
         f"- {row['policy']}: consumer-s {seconds:.2f}x, e2e p99 latency {latency:.2f}x of C "
-        f"declared right{target}"
+        f"declared right{target}; peak {row['peak']} consumers (declared right: "
+        f"{right['peak']})"
+    )
+
+
+def start_up_line(rows: Sequence[dict[str, Any]]) -> str:
+    """From a scale-up decision to its first new consumer given partitions, every run's
+    scale-ups together: p50/p99 and how many."""
+    waits = np.array([w for r in rows for w in r.get("scale_up_to_work_s", [])], dtype=float)
+    if not waits.size:
+        return "- start-up: no scale-up of a running group to time"
+    return (
+        f"- start-up, scale-up decision to the first new consumer given partitions (every "
+        f"run): p50 {np.percentile(waits, 50):.1f} s, p99 {np.percentile(waits, 99):.1f} s "
+        f"over {waits.size} scale-ups"
     )
 
 

@@ -42,6 +42,7 @@ from consumer_sdk.spark_config import SparkSinkConfig
 from consumer_sdk.spark_connect import SparkConnectServer
 from consumer_sdk.spark_sink import SparkTableSink
 from consumer_sdk.spark_tables import table_root
+from examples.demo_verdict import judge
 from examples.demo_view import moved, plain_line, screen
 from examples.load import LoadGenerator, RateWalk
 
@@ -372,6 +373,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"read them: spark.read.format('delta').load('{warehouse}/kafka.db/demo_orders'), or "
         f"without Spark: deltalake.DeltaTable('{warehouse}/kafka.db/demo_orders')"
     )
+    console.print("\n".join(["the control loop:", *judge(samples, args.duration).lines()]))
     return 0 if not missing and not duplicates and load.failed == 0 else 1
 
 

@@ -212,7 +212,15 @@ class Sidecar:
         the measured capacity has differed from the declared one for several minutes."""
         estimate = self.capacity
         before = dict(estimate.rejected)
-        estimate.observe(reading.at, reading.commit_metadata.values(), reading.member_ids)
+        ceiling = self.controller.drain_ceiling
+        count = self.controller.replicas or 0
+        drain = ceiling.drains.get(count)
+        estimate.observe(
+            reading.at,
+            reading.commit_metadata.values(),
+            reading.member_ids,
+            (count, drain[0], drain[1]) if drain is not None else None,
+        )
         for reason, count in estimate.rejected.items():
             if count > before.get(reason, 0):
                 metrics.CAPACITY_REPORTS_IGNORED.labels(reason).inc(count - before.get(reason, 0))

@@ -12,6 +12,9 @@ reports into one robust, decaying estimate:
 * a report that cannot be decoded, that claims 1000x the others (or a thousandth), or that
   comes from a member the coordinator does not list is ignored and counted by reason;
 * when reports stop, the last estimate stays, with its age;
+* consumers that batch whatever they fetched never saturate one batch (each takes the whole
+  backlog); for them the group's drain while a backlog waited, over its consumer count,
+  stands in when it is newer than the reports (sidecar.drain_ceiling measures it);
 * with a declared capacity, a measured one more than ``tolerance`` away from it for
   ``warn_after_s`` is a warning; with ``--capacity auto`` the measured one is used.
 
@@ -62,8 +65,17 @@ class CapacityEstimate:
         self.tolerance = tolerance
         self.warn_after_s = warn_after_s
         self.absurd_factor = absurd_factor
+        # The consumers' reports: median then exponential average, and when it last moved.
+        self.reported: float | None = None
+        self.reported_at: float | None = None
+        # The group's drain over its consumer count while a backlog waited (the drain
+        # ceiling's measurement), and when it was measured.
+        self.group_share: float | None = None
+        self.group_share_at: float | None = None
+        # What is used: the reports while fresh, else the group's share when fresher.
         self.records_per_s: float | None = None
         self.estimated_at: float | None = None
+        self.source: str | None = None
         self.rejected: Counter[str] = Counter()
         self.last_rejection: str | None = None
         self._members: dict[str, _Member] = {}
@@ -71,10 +83,20 @@ class CapacityEstimate:
         self._differs_since: float | None = None
 
     def observe(
-        self, now: float, metadata: Iterable[str], member_ids: frozenset[str] | None
+        self,
+        now: float,
+        metadata: Iterable[str],
+        member_ids: frozenset[str] | None,
+        group_drain: tuple[int, float, float] | None = None,
     ) -> None:
         """Take in this round's commit metadata; ``member_ids``: the group's members as the
-        coordinator lists them (None when it cannot be asked: no membership check)."""
+        coordinator lists them (None when it cannot be asked: no membership check);
+        ``group_drain``: (consumers, records/s, when measured) of the group's drain while a
+        backlog waited, if known."""
+        if group_drain is not None:
+            count, rate, at = group_drain
+            if count > 0 and rate > 0 and (self.group_share_at is None or at > self.group_share_at):
+                self.group_share, self.group_share_at = rate / count, at
         latest: dict[str, CapacityReport] = {}
         for text in metadata:
             if not is_report(text):
@@ -97,7 +119,30 @@ class CapacityEstimate:
                 new_sample = True
         if new_sample:
             self._update(now, member_ids)
+        self._choose(now)
         self._track_difference(now)
+
+    def _choose(self, now: float) -> None:
+        """The consumers' reports while fresh (they measure each member saturated); else the
+        group's drain per consumer if measured since (batching consumers that keep up with
+        every fetch never saturate one batch, but a group behind its backlog drains at its
+        pace); else whichever there is."""
+        reported_fresh = self.reported_at is not None and now - self.reported_at <= self.fresh_s
+        group_newer = self.group_share_at is not None and (
+            self.reported_at is None or self.group_share_at > self.reported_at
+        )
+        if self.reported is not None and (reported_fresh or not group_newer):
+            self.records_per_s, self.estimated_at, self.source = (
+                self.reported,
+                self.reported_at,
+                "consumers",
+            )
+        elif self.group_share is not None:
+            self.records_per_s, self.estimated_at, self.source = (
+                self.group_share,
+                self.group_share_at,
+                "group drain",
+            )
 
     def _observe_member(
         self, now: float, member: str, report: CapacityReport, key: tuple[str, int, int]
@@ -133,7 +178,7 @@ class CapacityEstimate:
             for name, m in self._members.items()
             if name != member and self._fresh(now, m)
         ]
-        return statistics.median(others) if others else self.records_per_s
+        return statistics.median(others) if others else self.reported
 
     def _fresh(self, now: float, member: _Member) -> bool:
         return member.measured_at is not None and now - member.measured_at <= self.fresh_s
@@ -147,12 +192,12 @@ class CapacityEstimate:
         if not values:
             return
         median = statistics.median(values)
-        if self.records_per_s is None or self.estimated_at is None:
-            self.records_per_s = median
+        if self.reported is None or self.reported_at is None:
+            self.reported = median
         else:
-            weight = 1.0 - math.pow(0.5, max(0.0, now - self.estimated_at) / self.half_life_s)
-            self.records_per_s += (median - self.records_per_s) * weight
-        self.estimated_at = now
+            weight = 1.0 - math.pow(0.5, max(0.0, now - self.reported_at) / self.half_life_s)
+            self.reported += (median - self.reported) * weight
+        self.reported_at = now
 
     def _reject(self, reason: str, key: tuple[str, int, int], why: str) -> None:
         if key in self._rejected_keys:
@@ -220,6 +265,7 @@ class CapacityEstimate:
             "declared" if not self.auto else "initial": self.declared,
             "measured": self.in_unit(per_record),
             "measured_age_s": None if age is None else round(age, 1),
+            "measured_by": self.source,
             "in_use": self.in_use(per_record),
             "members_measured": sum(1 for m in self._members.values() if self._fresh(now, m)),
             "members_reading": self.reading_members(now, READING_WITHIN_S),

@@ -164,3 +164,19 @@ def test_members_seen_committing_lately_are_reading() -> None:
     assert estimate.reading_members(2.0, within_s=15) == 2
     assert estimate.records_per_s is None and estimate.rejected["absurd"] == 4  # 0/s, 2 rounds each
     assert estimate.reading_members(30.0, within_s=15) == 0
+
+
+def test_the_groups_drain_per_consumer_stands_in_when_no_consumer_saturates() -> None:
+    estimate = CapacityEstimate(1_000.0, auto=True)
+    estimate.observe(10.0, [], None, group_drain=(5, 3_555.0, 9.0))
+    assert estimate.in_use(1.0) == pytest.approx(711.0)
+    assert estimate.status(10.0, 1.0)["measured_by"] == "group drain"
+
+
+def test_fresh_consumer_reports_win_over_the_groups_drain() -> None:
+    estimate = CapacityEstimate(1_000.0, auto=True, fresh_s=60.0)
+    rounds(estimate, {"a": [2_000.0] * 3})  # measured at t = 1, 2
+    estimate.observe(30.0, [], None, group_drain=(4, 4_000.0, 30.0))
+    assert estimate.records_per_s == pytest.approx(2_000.0) and estimate.source == "consumers"
+    estimate.observe(100.0, [], None, group_drain=(4, 4_000.0, 99.0))  # reports stale now
+    assert estimate.records_per_s == pytest.approx(1_000.0) and estimate.source == "group drain"

@@ -1,0 +1,43 @@
+"""The demo's verdict on its control loop, from synthetic samples."""
+
+from __future__ import annotations
+
+import pytest
+
+from examples.demo_verdict import drains_by_count, judge
+
+
+def samples(phases: list[tuple[int, int, float, float]]) -> list[dict[str, float]]:
+    """(seconds, consumers, production rate, drain rate) phases -> per-second samples."""
+    out: list[dict[str, float]] = []
+    t, lag = 0.0, 10_000.0
+    for seconds, running, rate, drain in phases:
+        for _ in range(seconds):
+            out.append({"t": t, "running": float(running), "rate": rate, "lag": lag})
+            lag = max(0.0, lag + rate - drain)
+            t += 1.0
+    return out
+
+
+def test_drains_are_measured_per_count_while_a_backlog_waits() -> None:
+    run = samples([(20, 2, 3_000.0, 1_500.0), (20, 4, 3_000.0, 3_500.0)])
+    drains = drains_by_count(run)
+    assert drains[2] == pytest.approx(1_500.0, rel=0.01)
+    assert drains[4] == pytest.approx(3_500.0, rel=0.01)
+
+
+def test_the_verdict_marks_a_peak_above_the_need_and_a_lag_not_drained() -> None:
+    # 30 s low, 30 s high (3,000/s), 30 s low; 3 consumers drain 3,600/s, 6 no more.
+    run = samples(
+        [
+            (30, 2, 1_000.0, 1_000.0),
+            (10, 3, 3_000.0, 3_600.0),
+            (20, 6, 3_000.0, 3_600.0),
+            (30, 6, 1_000.0, 3_600.0),
+        ]
+    )
+    verdict = judge(run, 90.0)
+    assert verdict.needed == 3 and verdict.best == 3 and verdict.peak == 6
+    lines = verdict.lines()
+    assert "peak consumers 6 (target <= 4: MISSED)" in lines[2]
+    assert "target <= half: holds" in lines[3]  # the lag fell from 10,000 in the high phase
