@@ -1,4 +1,5 @@
-"""Build and run both fuzzers; report executions, crashes and the slowest input.
+"""Build and run the fuzzers (the record path's two, the control plane's); report
+executions, crashes and the slowest input.
 
 ``python -m fuzz.run --seconds 20`` (the short run the suite makes) or ``python -m fuzz.run
 --c-runs 10000000 --python-runs 1000000 --write`` (the long run whose figures are committed
@@ -140,12 +141,33 @@ def fuzz_python(seconds: float | None = None, runs: int | None = None) -> FuzzRu
     return _run("whole-fetch decoder (atheris)", command, "fetch", seeds.fetch_seeds())
 
 
+def fuzz_control_plane(seconds: float | None = None, runs: int | None = None) -> FuzzRun:
+    """The capacity report and speed snapshot decoders (and the estimate) under atheris."""
+    try:
+        import atheris  # noqa: F401
+    except ImportError as exc:
+        raise FuzzUnavailable("atheris is not installed (the dev extra has it)") from exc
+    command = [
+        sys.executable,
+        "-m",
+        "fuzz.control_plane",
+        *_libfuzzer_flags(seconds, runs, "control"),
+        "-max_len=4096",
+    ]
+    return _run(
+        "capacity report and snapshot decoders (atheris)",
+        command,
+        "control",
+        seeds.control_plane_seeds(),
+    )
+
+
 def report(runs: Sequence[FuzzRun]) -> str:
     """The markdown table of ``runs``."""
     from benchmarks.machine import machine_line
 
     lines = [
-        "# Fuzzing the record path",
+        "# Fuzzing what is read from the network: the record path and the control plane",
         "",
         machine_line(),
         "Seeds: real batches of every codec (fuzz/seeds.py); `python -m fuzz.run` (see its doc).",
@@ -168,6 +190,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, help="each fuzzer's time")
     parser.add_argument("--c-runs", type=int, help="executions of the C harness")
     parser.add_argument("--python-runs", type=int, help="executions of the whole-fetch harness")
+    parser.add_argument("--control-runs", type=int, help="executions of the control-plane harness")
     parser.add_argument("--write", action="store_true", help="commit-ready results file")
     args = parser.parse_args(argv)
     if args.seconds is None and args.c_runs is None and args.python_runs is None:
@@ -176,6 +199,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         runs = [
             fuzz_c(args.seconds, args.c_runs),
             fuzz_python(args.seconds, args.python_runs),
+            fuzz_control_plane(args.seconds, args.control_runs),
         ]
     except FuzzUnavailable as exc:
         print(f"fuzzing: {exc}", file=sys.stderr)

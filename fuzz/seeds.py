@@ -90,6 +90,30 @@ def section_seeds() -> list[bytes]:
     return seeds
 
 
+def control_plane_seeds() -> list[bytes]:
+    """The control-plane harness's inputs: a selector byte, then a capacity report (even)
+    or a speed snapshot (odd), as the sidecar and the consumers write them."""
+    from assignor import TopicPartition
+    from assignor.backlog import DrainRule
+    from contract.capacity import CapacityReport
+    from contract.snapshot import PartitionStat, Snapshot
+
+    reports = [
+        CapacityReport("consumer-1-4f2a", 1, 1, 2310.5, 1_180_000.0, 21.4),
+        CapacityReport("m", 0, 0, 0.0, 0.0, 0.0),
+    ]
+    snapshot = Snapshot(
+        "g",
+        4,
+        1000.0,
+        "records/s",
+        {TopicPartition("t", p): PartitionStat(12.5 * p, 7.0, 900) for p in range(3)},
+        DrainRule(30.0, 5.0),
+        2310.5,
+    )
+    return [b"\x00" + r.encode().encode() for r in reports] + [b"\x01" + snapshot.encode()]
+
+
 def write(directory: Path, seeds: list[bytes]) -> Path:
     """Write ``seeds`` as files into ``directory`` (made if missing)."""
     directory.mkdir(parents=True, exist_ok=True)

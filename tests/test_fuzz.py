@@ -12,7 +12,11 @@ from fuzz import run
 
 def test_a_short_fuzz_run_of_the_record_path_finds_nothing() -> None:
     try:
-        runs = [run.fuzz_c(seconds=20), run.fuzz_python(seconds=20)]
+        runs = [
+            run.fuzz_c(seconds=20),
+            run.fuzz_python(seconds=20),
+            run.fuzz_control_plane(seconds=15),
+        ]
     except run.FuzzUnavailable as exc:
         if os.environ.get("CI"):  # CI's machine installs clang (make fuzz-tools)
             pytest.fail(f"the fuzzers cannot run here: {exc}")

@@ -1,0 +1,55 @@
+"""atheris harness for what the sidecar and the consumers read from each other through Kafka:
+the capacity report in offset-commit metadata (contract.capacity) and the speed snapshot
+(contract.snapshot), hostile or broken.
+
+The first input byte picks the decoder, the rest is the record. Each decoder must return a
+value or raise its own error (CapacityReportError, SnapshotError), nothing else; the sidecar's
+capacity estimate must take any metadata in without raising and never end with a capacity
+that is not a finite number > 0. Run by fuzz/run.py: ``python -m fuzz.control_plane
+[libFuzzer flags] CORPUS...``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import sys
+
+import atheris
+
+with atheris.instrument_imports(include=["contract", "sidecar.capacity"]):
+    from contract.capacity import CapacityReportError
+    from contract.capacity import decode as decode_report
+    from contract.snapshot import SnapshotError
+    from contract.snapshot import decode as decode_snapshot
+    from sidecar.capacity import CapacityEstimate
+
+
+def test_one_input(data: bytes) -> None:
+    """One record: decoded or refused with the decoder's own error."""
+    if not data:
+        return
+    body = data[1:]
+    if data[0] % 2:
+        with contextlib.suppress(SnapshotError):
+            decode_snapshot(body)
+        return
+    text = body.decode("utf-8", errors="replace")
+    with contextlib.suppress(CapacityReportError):
+        decode_report(text)
+    estimate = CapacityEstimate(1000.0, auto=True)
+    for at in range(3):  # the same metadata seen again, then with a counter moved
+        estimate.observe(float(at), [text, text.replace('"c":1', f'"c":{at + 2}')], None)
+    used = estimate.in_use(1.0)
+    if not (math.isfinite(used) and used > 0):
+        raise AssertionError(f"capacity {used!r} from {text!r}")
+
+
+def main() -> None:
+    """Fuzz until libFuzzer's flags say stop."""
+    atheris.Setup(sys.argv, test_one_input)
+    atheris.Fuzz()
+
+
+if __name__ == "__main__":
+    main()
