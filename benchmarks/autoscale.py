@@ -48,7 +48,9 @@ from benchmarks.report import RESULTS, publish
 from consumer_sdk.apache_kafka import free_port
 from consumer_sdk.clusters import ClusterKind, KafkaCluster, kafka_cluster
 from consumer_sdk.config import ConsumerConfig
+from consumer_sdk.spark_connect import SparkConnectServer
 from examples.demo import fetch_status
+from examples.demo_verdict import AS_GOOD, drains_by_count
 from examples.load import LoadGenerator, RateWalk
 from sidecar.simulation import oracle_consumer_seconds, work_consumer_seconds
 
@@ -212,7 +214,9 @@ def run_policy(
                 sidecar.wait(90)
             except subprocess.TimeoutExpired:
                 sidecar.kill()
-    _read_ledgers(result, out, load.acked, duration_s)
+    warehouse = policy.env.get("AUTOSCALER_SPARK_WAREHOUSE")
+    rows = _table_rows(Path(warehouse), topics) if warehouse else _ledger_rows(out)
+    _count_rows(result, rows, load.acked, duration_s)
     log_text = log_path.read_text()
     result.generations = generations_before(log_text, stopped_at)
     result.replans = log_text.count(REPLAN)
@@ -291,17 +295,50 @@ def generations_before(log_text: str, until: datetime) -> int:
     return highest
 
 
-def _read_ledgers(
-    result: Run, out: Path, acked: set[tuple[str, int, int]], duration_s: float
-) -> None:
-    seen: Counter[tuple[str, int, int]] = Counter()
-    latencies: list[int] = []
-    stepped: list[int] = []
+def _ledger_rows(out: Path) -> list[tuple[str, int, int, int, int]]:
+    """(topic, partition, offset, timestamp ms, written ms) of every ledger line."""
     rows: list[tuple[str, int, int, int, int]] = []
     for ledger in out.glob("*.ledger"):
         for line in ledger.read_text().splitlines():
             name, p, o, t, w = line.split()
             rows.append((name, int(p), int(o), int(t), int(w)))
+    return rows
+
+
+def _table_rows(warehouse: Path, topics: Sequence[str]) -> list[tuple[str, int, int, int, int]]:
+    """The same from the Delta tables the Spark sink wrote (written: the batch's ingest
+    time), read with delta-rs: another engine than the one that wrote them."""
+    from deltalake import DeltaTable
+
+    from consumer_sdk.spark_config import SparkSinkConfig
+    from consumer_sdk.spark_tables import table_root
+
+    config = SparkSinkConfig(warehouse=str(warehouse), table_format="delta")
+    rows: list[tuple[str, int, int, int, int]] = []
+    for topic in topics:
+        root = table_root(config, config.table_for(topic))
+        if not root.exists():
+            continue
+        table = DeltaTable(str(root)).to_pyarrow_table(
+            columns=["topic", "partition", "offset", "timestamp", "ingest_time"]
+        )
+        columns = [table.column(name).to_pylist() for name in table.column_names]
+        for name, p, o, ts, ingested in zip(*columns, strict=True):
+            rows.append(
+                (name, int(p), int(o), int(ts.timestamp() * 1000), int(ingested.timestamp() * 1000))
+            )
+    return rows
+
+
+def _count_rows(
+    result: Run,
+    rows: Sequence[tuple[str, int, int, int, int]],
+    acked: set[tuple[str, int, int]],
+    duration_s: float,
+) -> None:
+    seen: Counter[tuple[str, int, int]] = Counter()
+    latencies: list[int] = []
+    stepped: list[int] = []
     first_ts = min((r[3] for r in rows), default=0)
     for topic, partition, offset, ts, written in rows:
         key = (topic, partition, offset)
@@ -388,6 +425,7 @@ def summarise(result: Run, duration_s: float) -> dict[str, Any]:
         "redelivered": result.redelivered,
         "missing": result.missing,
         "peak": result.peak,
+        **drain_figures(result.samples, result.policy.window_s),
     }
 
 
@@ -516,6 +554,7 @@ def report(
         keda_verdict(ours, r, oracle, work) for r in rows[1:] if r["policy"].startswith("KEDA")
     ]
     lines += [capacity_verdict(ours, r) for r in rows[1:] if r["policy"].startswith("C ")]
+    lines += [shared_verdict(r) for r in rows if r["policy"].startswith(SHARED)]
     lines.append(start_up_line(rows))
     most = ours.get("most_generations_per_scale", 0)
     lines.append(
@@ -537,6 +576,46 @@ def report(
         for c in ours.get("causes", [])
     ]
     return "\n".join(lines)
+
+
+def drain_figures(samples: Sequence[dict[str, float]], window_s: float) -> dict[str, Any]:
+    """The group's drain by consumer count while a backlog waited (examples.demo_verdict),
+    the best count, and the longest time the group spent at a count that drained less than
+    a smaller one did (the shared-sink target: at most one scale-down window)."""
+    as_running = [
+        {"t": s["t"], "running": s["replicas"], "rate": s["rate"], "lag": s["lag"]} for s in samples
+    ]
+    drains = drains_by_count(as_running)
+    best = None
+    if drains:
+        top = max(drains.values())
+        best = min(n for n, d in drains.items() if d >= top * AS_GOOD)
+    worse = {n for n, d in drains.items() if any(m < n and dm > d for m, dm in drains.items())}
+    longest = stretch = 0.0
+    for a, b in itertools.pairwise(samples):
+        stretch = stretch + (b["t"] - a["t"]) if int(a["replicas"]) in worse else 0.0
+        longest = max(longest, stretch)
+    return {
+        "drains": {str(n): round(d, 1) for n, d in sorted(drains.items())},
+        "best_count": best,
+        "slower_than_before_s": longest,
+        "slower_bound_s": window_s,
+    }
+
+
+def shared_verdict(row: dict[str, Any]) -> str:
+    """The shared-sink row against its targets."""
+    best = row.get("best_count")
+    peak_ok = best is None or row["peak"] <= best + 1
+    slower_ok = row["slower_than_before_s"] <= row["slower_bound_s"]
+    drains = ", ".join(f"{n}: {d:,.0f}/s" for n, d in row["drains"].items()) or "none measured"
+    return (
+        f"- {row['policy']}: drain by consumer count with a backlog waiting: {drains}; peak "
+        f"{row['peak']} consumers (target <= best {best} + 1: "
+        f"{'holds' if peak_ok else 'MISSED'}); longest at a count that drained less than a "
+        f"smaller one: {row['slower_than_before_s']:.0f} s (target <= one scale-down window, "
+        f"{row['slower_bound_s']:.0f} s: {'holds' if slower_ok else 'MISSED'})"
+    )
 
 
 def capacity_verdict(right: dict[str, Any], row: dict[str, Any]) -> str:
@@ -570,7 +649,27 @@ def start_up_line(rows: Sequence[dict[str, Any]]) -> str:
 
 # C declared at these multiples of what the consumers drain, with and without --capacity auto.
 MISDECLARED = (0.5, 2.0)
-POLICY_KINDS = ("ours", "eager", "keda", "fixed", "capacity")
+POLICY_KINDS = ("ours", "eager", "keda", "fixed", "capacity", "shared")
+SHARED = "shared Spark Connect sink"
+
+
+def shared_sink_policy(server_url: str, warehouse: Path) -> Policy:
+    """Every consumer writes Delta tables through one Spark Connect server on this machine
+    (the demo's set-up): the group's drain stops rising with its size; capacity measured."""
+    return Policy(
+        f"{SHARED}, --capacity auto",
+        {
+            "AUTOSCALER_SINK": "spark",
+            "AUTOSCALER_SPARK_REMOTE": server_url,
+            "AUTOSCALER_SPARK_WAREHOUSE": str(warehouse),
+            "AUTOSCALER_SPARK_TABLE_FORMAT": "delta",
+            "AUTOSCALER_WRITES_IN_FLIGHT": "1",
+            "AUTOSCALER_BATCH_BYTES": str(16 << 20),
+            "AUTOSCALER_CAPACITY": "auto",
+            "AUTOSCALER_CAPACITY_INITIAL": str(CAPACITY),
+        },
+        SCALE_DOWN_WINDOW_S,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -635,6 +734,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 ]
         for policy in policies:
             runs.append(run_policy(kafka, kind, policy, args.duration, args.seed))
+        if "shared" in chosen:
+            warehouse = Path(tempfile.mkdtemp(prefix="autoscale-shared-")) / "warehouse"
+            warehouse.mkdir()
+            with SparkConnectServer(warehouse) as spark:
+                shared = shared_sink_policy(spark.url, warehouse)
+                runs.append(run_policy(kafka, kind, shared, args.duration, args.seed))
         if "fixed" in chosen:
             peak = max(1, runs[0].peak if runs else 1)
             fixed = Policy(
@@ -673,6 +778,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             "re-plan request logged before it).",
         ]
     )
+    if "capacity" in chosen:
+        header += (
+            "\n\nC rows: the sidecar and its consumers are told C at "
+            + " or ".join(f"{f:g}x" for f in MISDECLARED)
+            + f" the downstream's {CAPACITY:g} records/s; with --capacity auto, from that "
+            "value until the consumers' measurement arrives."
+        )
+    if "shared" in chosen:
+        header += (
+            f"\n\n{SHARED}: instead of the paced ledger, every consumer writes Delta tables "
+            "through one Spark Connect server (local[2]) on this machine, 16 MiB batches, one "
+            "write in flight, --capacity auto from 1000 records/s; rows read back with "
+            "delta-rs, latency = the batch's ingest time - record timestamp."
+        )
     subset = "" if set(chosen) == set(POLICY_KINDS) else "_" + "_".join(chosen)
     name = f"autoscale_{kind.value}{subset}"
     publish(

@@ -160,3 +160,35 @@ def test_flaps_are_timed_by_the_sidecars_decisions() -> None:
     assert events[1][0] - events[0][0] == pytest.approx(120.242)
     assert flaps(events, window_s=120) == 0  # held the whole window
     assert flaps(events, window_s=121) == 1
+
+
+def test_drain_figures_find_the_best_count_and_the_time_spent_slower() -> None:
+    from benchmarks.autoscale import drain_figures, shared_verdict
+
+    samples = []
+    t, lag = 0.0, 20_000.0
+    # 3 consumers drain 3,000/s; then 6 drain 2,000/s for 200 s (under 5,000/s of load).
+    for replicas, drain, seconds in ((3, 3_000.0, 40), (6, 2_000.0, 200)):
+        for _ in range(seconds):
+            samples.append({"t": t, "replicas": float(replicas), "rate": 4_000.0, "lag": lag})
+            lag += 4_000.0 - drain
+            t += 1.0
+    figures = drain_figures(samples, window_s=120.0)
+    assert figures["best_count"] == 3
+    assert figures["drains"]["3"] == pytest.approx(3_000.0)
+    assert figures["slower_than_before_s"] == pytest.approx(199.0)
+    row = {"policy": "shared", "peak": 6, **figures}
+    line = shared_verdict(row)
+    assert "target <= best 3 + 1: MISSED" in line and "120 s: MISSED" in line
+
+
+def test_a_capacity_row_is_judged_against_the_row_declared_right() -> None:
+    from benchmarks.autoscale import capacity_verdict
+
+    right = {"consumer_seconds": 1_000.0, "latency_p99_s": 10.0, "peak": 5}
+    auto = {"policy": "C declared 2x, --capacity auto", "peak": 5}
+    assert "holds" in capacity_verdict(
+        right, {**auto, "consumer_seconds": 1_150.0, "latency_p99_s": 11.0}
+    )
+    missed = capacity_verdict(right, {**auto, "consumer_seconds": 1_000.0, "latency_p99_s": 30.0})
+    assert "e2e p99 latency 3.00x" in missed and "MISSED" in missed
