@@ -13,8 +13,8 @@ reports into one robust, decaying estimate:
   comes from a member the coordinator does not list is ignored and counted by reason;
 * when reports stop, the last estimate stays, with its age;
 * consumers that batch whatever they fetched never saturate one batch (each takes the whole
-  backlog); for them the group's drain while a backlog waited, over its consumer count,
-  stands in when it is newer than the reports (sidecar.drain_ceiling measures it);
+  backlog); for them the group's drain while it was saturated, over its consumer count,
+  stands in until a consumer measures (sidecar.drain_ceiling measures it);
 * with a declared capacity, a measured one more than ``tolerance`` away from it for
   ``warn_after_s`` is a warning; with ``--capacity auto`` the measured one is used.
 
@@ -113,7 +113,13 @@ class CapacityEstimate:
         for member, report in latest.items():
             key = (member, report.commits, report.measurements)
             if member_ids is not None and member not in member_ids:
-                self._reject("not_member", key, f"member {member} is not in the group")
+                # Metadata a member left behind stays until the partition's next commit;
+                # only a report still moving from outside the group is a foreign one.
+                seen = self._members.setdefault(member, _Member(report))
+                moved = report.commits != seen.report.commits
+                seen.report = report
+                if moved:
+                    self._reject("not_member", key, f"member {member} is not in the group")
                 continue
             if self._observe_member(now, member, report, key):
                 new_sample = True
@@ -123,15 +129,12 @@ class CapacityEstimate:
         self._track_difference(now)
 
     def _choose(self, now: float) -> None:
-        """The consumers' reports while fresh (they measure each member saturated); else the
-        group's drain per consumer if measured since (batching consumers that keep up with
-        every fetch never saturate one batch, but a group behind its backlog drains at its
-        pace); else whichever there is."""
-        reported_fresh = self.reported_at is not None and now - self.reported_at <= self.fresh_s
-        group_newer = self.group_share_at is not None and (
-            self.reported_at is None or self.group_share_at > self.reported_at
-        )
-        if self.reported is not None and (reported_fresh or not group_newer):
+        """The consumers' reports once there is one (they measure each member saturated);
+        until then the group's drain per consumer while it was saturated (batching consumers
+        that keep up with every fetch never saturate one batch, but a group far behind
+        drains at its pace). Never the group's share once a consumer has measured: a group
+        drain divides by members that may not all have been busy."""
+        if self.reported is not None:
             self.records_per_s, self.estimated_at, self.source = (
                 self.reported,
                 self.reported_at,

@@ -67,6 +67,10 @@ from sidecar.drain_ceiling import DrainCeiling
 # The longest a scale-up waits for the group to take in the one before (a consumer that never
 # joins, crashing at start, must not stop the group from growing).
 GROUP_SETTLE_LIMIT_S = 60.0
+# The group counts as saturated (its drain is what it can do, for the drain ceiling) while
+# its lag is at least this many seconds of arrivals beyond the batch allowance, and records.
+SATURATED_LAG_S = 10.0
+SATURATED_LAG_MIN = 1_000.0
 # A scale-down goes to the highest demand of the last quarter of the scale-down window, not
 # of the whole window: its first seconds are usually the backlog of the load that just
 # dropped being drained, and sizing for them kept consumers a whole extra window.
@@ -261,7 +265,7 @@ class Controller:
             now,
             current,
             observation.committed_total,
-            backlogged=backlog > 0,
+            backlogged=self._saturated(observation),
             ready=not self._joining(now, observation, current),
         )
         ceiling = max(1, min(self.config.max_replicas, len(observation.speeds)))
@@ -345,6 +349,17 @@ class Controller:
         return Decision(
             now, Action.SCALE_DOWN, current, desired, demand, f"{why}; down to {desired}", planned
         )
+
+    def _saturated(self, observation: Observation) -> bool:
+        """Whether the group is behind by more than it could be while keeping up: a lag of
+        at least ``SATURATED_LAG_S`` seconds of arrivals beyond the batch allowance (and
+        ``SATURATED_LAG_MIN`` records). A group with spare capacity pays a small backlog off
+        in seconds; its drain then is its load, not what it can do."""
+        lag = sum(observation.lags.values())
+        speed = sum(observation.speeds.values())
+        allowance = self.config.lag_allowance_s + SATURATED_LAG_S
+        records = sum(observation.lags_in_records().values())
+        return records >= SATURATED_LAG_MIN and lag >= speed * allowance
 
     def _capacity(self, observation: Observation) -> float:
         """What one consumer drains: measured when the observation carries it."""

@@ -114,7 +114,10 @@ def test_absurd_and_foreign_and_malformed_reports_are_ignored_and_counted() -> N
     estimate = CapacityEstimate(1_000.0, auto=True)
     rounds(estimate, {"a": [2_000.0] * 3, "b": [2_000.0] * 3})
     estimate.observe(3.0, [report("a", 9, 9, 2_000.0 * 5_000)], frozenset({"a", "b"}))
-    estimate.observe(4.0, [report("intruder", 9, 9, 2_000.0)], frozenset({"a", "b"}))
+    for commits in (9, 10):  # seen first, then moving: a foreign member committing
+        estimate.observe(4.0, [report("intruder", commits, 9, 2_000.0)], frozenset({"a", "b"}))
+    for _ in range(3):  # what a member that left wrote stays until the next commit: not foreign
+        estimate.observe(4.5, [report("left", 3, 3, 2_000.0)], frozenset({"a", "b"}))
     estimate.observe(5.0, ['{"cap":1,"m":"b","c":1,"n":1,"r":-1,"b":0,"s":1}'], None)
     estimate.observe(6.0, ['{"cap":1,"m":"b","c":1,"n":1,"r":-1,"b":0,"s":1}'], None)  # again
     assert dict(estimate.rejected) == {"absurd": 1, "not_member": 1, "malformed": 1}
@@ -173,10 +176,10 @@ def test_the_groups_drain_per_consumer_stands_in_when_no_consumer_saturates() ->
     assert estimate.status(10.0, 1.0)["measured_by"] == "group drain"
 
 
-def test_fresh_consumer_reports_win_over_the_groups_drain() -> None:
+def test_once_a_consumer_has_measured_the_groups_drain_no_longer_stands_in() -> None:
     estimate = CapacityEstimate(1_000.0, auto=True, fresh_s=60.0)
-    rounds(estimate, {"a": [2_000.0] * 3})  # measured at t = 1, 2
-    estimate.observe(30.0, [], None, group_drain=(4, 4_000.0, 30.0))
+    estimate.observe(0.0, [], None, group_drain=(4, 4_000.0, 0.0))
+    assert estimate.source == "group drain"
+    rounds(estimate, {"a": [2_000.0] * 3})
+    estimate.observe(100.0, [], None, group_drain=(4, 8_000.0, 99.0))  # reports old by now
     assert estimate.records_per_s == pytest.approx(2_000.0) and estimate.source == "consumers"
-    estimate.observe(100.0, [], None, group_drain=(4, 4_000.0, 99.0))  # reports stale now
-    assert estimate.records_per_s == pytest.approx(1_000.0) and estimate.source == "group drain"

@@ -444,3 +444,25 @@ def test_when_more_consumers_drain_no_more_the_group_goes_back_to_the_best_count
     again = controller.step(backlogged(clock.now, 3, committed, members=2))
     assert (again.action, again.desired) == (Action.HOLD, 2)
     assert "at most 2" in again.reason
+
+
+def test_a_group_keeping_up_with_a_small_backlog_sets_no_drain_ceiling() -> None:
+    clock = FakeClock()
+    config = ControllerConfig(capacity=CAPACITY, drain_seconds=1e6, scale_up_settle_s=5)
+    controller = Controller(config, clock)
+    controller.synchronise(2)
+    committed = 0
+    for t in range(0, 200):  # a lag of 240 records: paid off in seconds, drain = the load
+        clock.now = float(t)
+        lags = {tp: 20.0 for tp in speeds(PARTITIONS)}
+        count = 2 if t < 100 else 4
+        observation = Observation(
+            clock.now,
+            speeds(1 if t < 100 else 3),
+            lags,
+            committed_total=committed,
+            reading_members=count,
+        )
+        controller.step(observation)
+        committed += 100
+    assert controller.drain_ceiling.drains == {} and controller.drain_ceiling.limit() is None
