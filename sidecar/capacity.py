@@ -81,6 +81,7 @@ class CapacityEstimate:
         self._members: dict[str, _Member] = {}
         self._rejected_keys: set[tuple[str, int, int]] = set()
         self._differs_since: float | None = None
+        self._ever_members: set[str] = set()
 
     def observe(
         self,
@@ -109,16 +110,21 @@ class CapacityEstimate:
             held = latest.get(report.member)
             if held is None or report.commits > held.commits:
                 latest[report.member] = report
+        if member_ids is not None:
+            if len(self._ever_members) > 10_000:  # bounded: members come and go for ever
+                self._ever_members = set(self._members)
+            self._ever_members |= member_ids
         new_sample = False
         for member, report in latest.items():
             key = (member, report.commits, report.measurements)
             if member_ids is not None and member not in member_ids:
-                # Metadata a member left behind stays until the partition's next commit;
-                # only a report still moving from outside the group is a foreign one.
+                # Metadata a member left behind stays until the partition's next commit, and
+                # its last commits land as it leaves; a report still moving from a member
+                # never seen in the group is a foreign one.
                 seen = self._members.setdefault(member, _Member(report))
                 moved = report.commits != seen.report.commits
                 seen.report = report
-                if moved:
+                if moved and member not in self._ever_members:
                     self._reject("not_member", key, f"member {member} is not in the group")
                 continue
             if self._observe_member(now, member, report, key):

@@ -118,6 +118,9 @@ def test_absurd_and_foreign_and_malformed_reports_are_ignored_and_counted() -> N
         estimate.observe(4.0, [report("intruder", commits, 9, 2_000.0)], frozenset({"a", "b"}))
     for _ in range(3):  # what a member that left wrote stays until the next commit: not foreign
         estimate.observe(4.5, [report("left", 3, 3, 2_000.0)], frozenset({"a", "b"}))
+    estimate.observe(4.6, [], frozenset({"a", "b", "going"}))
+    for commits in (1, 2):  # its last commits land as it leaves: not foreign either
+        estimate.observe(4.7, [report("going", commits, 1, 2_000.0)], frozenset({"a", "b"}))
     estimate.observe(5.0, ['{"cap":1,"m":"b","c":1,"n":1,"r":-1,"b":0,"s":1}'], None)
     estimate.observe(6.0, ['{"cap":1,"m":"b","c":1,"n":1,"r":-1,"b":0,"s":1}'], None)  # again
     assert dict(estimate.rejected) == {"absurd": 1, "not_member": 1, "malformed": 1}
