@@ -266,7 +266,7 @@ class Controller:
             current,
             observation.committed_total,
             backlogged=self._saturated(observation),
-            ready=not self._joining(now, observation, current),
+            ready=self._all_reading(now, observation, current),
         )
         ceiling = max(1, min(self.config.max_replicas, len(observation.speeds)))
         limit = self.drain_ceiling.limit()
@@ -348,6 +348,16 @@ class Controller:
         self.replicas = desired
         return Decision(
             now, Action.SCALE_DOWN, current, desired, demand, f"{why}; down to {desired}", planned
+        )
+
+    def _all_reading(self, now: float, observation: Observation, current: int) -> bool:
+        """Whether the group has taken ``current`` in and every member is at work (seen
+        committing, where that is known): a count whose added members got no partitions
+        (packed by a capacity too high) did not drain more, but says nothing of a limit
+        downstream."""
+        reading = observation.reading_members
+        return not self._joining(now, observation, current) and (
+            reading is None or reading >= current
         )
 
     def _saturated(self, observation: Observation) -> bool:

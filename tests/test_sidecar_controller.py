@@ -466,3 +466,20 @@ def test_a_group_keeping_up_with_a_small_backlog_sets_no_drain_ceiling() -> None
         controller.step(observation)
         committed += 100
     assert controller.drain_ceiling.drains == {} and controller.drain_ceiling.limit() is None
+
+
+def test_added_members_left_without_work_set_no_drain_ceiling() -> None:
+    clock = FakeClock()
+    config = ControllerConfig(capacity=CAPACITY, drain_seconds=1e6, scale_up_settle_s=5)
+    controller = Controller(config, clock)
+    controller.synchronise(2)
+    committed = 0
+    for t in range(0, 40):
+        clock.now = float(t)
+        controller.step(backlogged(clock.now, 1, committed, members=2))
+        committed += 100
+    for t in range(40, 200):  # 4 asked, 2 committing (the others got no partitions)
+        clock.now = float(t)
+        controller.step(backlogged(clock.now, 3, committed, members=2))
+        committed += 100
+    assert 4 not in controller.drain_ceiling.drains and controller.drain_ceiling.limit() is None

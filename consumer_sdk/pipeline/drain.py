@@ -49,7 +49,7 @@ class _Interval:
 class DrainMeter:
     """See the module docstring."""
 
-    def __init__(self, window_s: float = 60.0, min_saturated_s: float = 3.0) -> None:
+    def __init__(self, window_s: float = 60.0, min_saturated_s: float = 1.0) -> None:
         if not window_s > 0 or not 0 < min_saturated_s <= window_s:
             raise ValueError(
                 f"window_s must be > 0 and min_saturated_s in (0, window_s], got "
