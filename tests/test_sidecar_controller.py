@@ -12,6 +12,7 @@ from sidecar.controller import (
     Action,
     Controller,
     ControllerConfig,
+    Decision,
     Observation,
 )
 from sidecar.keda import KedaController, KedaRule
@@ -411,75 +412,73 @@ def test_a_scale_up_waits_for_members_reading_and_goes_on_once_they_all_are() ->
     assert (went.action, went.desired) == (Action.SCALE_UP, 4)
 
 
-def backlogged(at: float, full: int, committed: int, members: int) -> Observation:
-    """``full`` partitions at C, every partition a backlog that barely adds to demand (the
-    backlog of the idle ones needs one consumer more)."""
-    lags = {tp: 1_000.0 for tp in speeds(PARTITIONS)}
-    return Observation(at, speeds(full), lags, committed_total=committed, reading_members=members)
-
-
-def test_when_more_consumers_drain_no_more_the_group_goes_back_to_the_best_count() -> None:
+def ceiling_controller() -> tuple[FakeClock, Controller]:
+    """A controller at 2 consumers whose backlog barely adds to demand."""
     clock = FakeClock()
     config = ControllerConfig(capacity=CAPACITY, drain_seconds=1e6, scale_up_settle_s=5)
     controller = Controller(config, clock)
     controller.synchronise(2)
-    committed = 0
-    for t in range(0, 40):  # 2 consumers, a backlog waiting: they drain 100/s
+    return clock, controller
+
+
+def run_phase(
+    clock: FakeClock,
+    controller: Controller,
+    seconds: range,
+    full: int,
+    members: int,
+    drained: int,
+    committed: int,
+    lag: float = 1_000.0,
+) -> tuple[int, Decision]:
+    """One observation a second, ``drained`` records committed each; stops at the first
+    decision that is not a hold. Returns the committed total and the last decision."""
+    decision = None
+    for t in seconds:
         clock.now = float(t)
-        assert controller.step(backlogged(clock.now, 1, committed, members=2)).desired == 2
-        committed += 100
-    clock.now = 40.0
-    up = controller.step(backlogged(clock.now, 3, committed, members=2))
-    assert (up.action, up.desired) == (Action.SCALE_UP, 4)
-    final = up
-    for t in range(41, 120):  # 4 reading drain 90/s (a shared sink): measured, back to 2
-        clock.now = float(t)
-        committed += 90
-        final = controller.step(backlogged(clock.now, 3, committed, members=4))
-        if final.action is not Action.HOLD:
+        lags = dict.fromkeys(speeds(PARTITIONS), lag)
+        observation = Observation(
+            clock.now, speeds(full), lags, committed_total=committed, reading_members=members
+        )
+        decision = controller.step(observation)
+        committed += drained
+        if decision.action is not Action.HOLD:
             break
+    assert decision is not None
+    return committed, decision
+
+
+def test_when_more_consumers_drain_no_more_the_group_goes_back_to_the_best_count() -> None:
+    clock, controller = ceiling_controller()
+    # 2 consumers with a backlog waiting drain 100/s; then the speeds ask for 4.
+    committed, held = run_phase(clock, controller, range(0, 40), 1, 2, 100, 0)
+    assert (held.action, held.desired) == (Action.HOLD, 2)
+    committed, up = run_phase(clock, controller, range(40, 41), 3, 2, 90, committed)
+    assert (up.action, up.desired) == (Action.SCALE_UP, 4)
+    # 4 reading drain 90/s (a shared sink): measured, back to 2.
+    committed, final = run_phase(clock, controller, range(41, 120), 3, 4, 90, committed)
     assert (final.action, final.desired) == (Action.SCALE_DOWN, 2), final
     assert "limited downstream" in final.reason and controller.drain_ceiling.limit() == 2
-    clock.now += 1
-    again = controller.step(backlogged(clock.now, 3, committed, members=2))
+    _, again = run_phase(clock, controller, range(121, 122), 3, 2, 90, committed)
     assert (again.action, again.desired) == (Action.HOLD, 2)
     assert "at most 2" in again.reason
 
 
 def test_a_group_keeping_up_with_a_small_backlog_sets_no_drain_ceiling() -> None:
-    clock = FakeClock()
-    config = ControllerConfig(capacity=CAPACITY, drain_seconds=1e6, scale_up_settle_s=5)
-    controller = Controller(config, clock)
-    controller.synchronise(2)
-    committed = 0
-    for t in range(0, 200):  # a lag of 240 records: paid off in seconds, drain = the load
-        clock.now = float(t)
-        lags = {tp: 20.0 for tp in speeds(PARTITIONS)}
-        count = 2 if t < 100 else 4
-        observation = Observation(
-            clock.now,
-            speeds(1 if t < 100 else 3),
-            lags,
-            committed_total=committed,
-            reading_members=count,
-        )
-        controller.step(observation)
-        committed += 100
+    clock, controller = ceiling_controller()
+    # A lag of 240 records is paid off in seconds: the drain is the load, not a limit.
+    committed, _ = run_phase(clock, controller, range(0, 100), 1, 2, 100, 0, lag=20.0)
+    committed, up = run_phase(clock, controller, range(100, 101), 3, 2, 100, committed, 20.0)
+    assert up.desired == 4
+    run_phase(clock, controller, range(101, 200), 3, 4, 100, committed, lag=20.0)
     assert controller.drain_ceiling.drains == {} and controller.drain_ceiling.limit() is None
 
 
 def test_added_members_left_without_work_set_no_drain_ceiling() -> None:
-    clock = FakeClock()
-    config = ControllerConfig(capacity=CAPACITY, drain_seconds=1e6, scale_up_settle_s=5)
-    controller = Controller(config, clock)
-    controller.synchronise(2)
-    committed = 0
-    for t in range(0, 40):
-        clock.now = float(t)
-        controller.step(backlogged(clock.now, 1, committed, members=2))
-        committed += 100
-    for t in range(40, 200):  # 4 asked, 2 committing (the others got no partitions)
-        clock.now = float(t)
-        controller.step(backlogged(clock.now, 3, committed, members=2))
-        committed += 100
+    clock, controller = ceiling_controller()
+    committed, _ = run_phase(clock, controller, range(0, 40), 1, 2, 100, 0)
+    committed, up = run_phase(clock, controller, range(40, 41), 3, 2, 100, committed)
+    assert up.desired == 4
+    # 4 asked, 2 committing (the others got no partitions), draining what 2 did.
+    run_phase(clock, controller, range(41, 200), 3, 2, 100, committed)
     assert 4 not in controller.drain_ceiling.drains and controller.drain_ceiling.limit() is None
