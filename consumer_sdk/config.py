@@ -16,12 +16,12 @@ from assignor.cooperative import COOPERATIVE, PROTOCOLS
 from assignor.validation import is_integer
 from consumer_sdk.inflate import DEFAULT_MAX_RECORD_BATCH_BYTES
 from contract.settings import (
-    CAPACITY_AUTO,
     ConfigError,
     GroupSettings,
     bad_number,
     capacity_setting,
     env_name,
+    is_capacity_auto,
 )
 
 MIB = 1024 * 1024
@@ -194,7 +194,7 @@ def _topics(raw: str) -> tuple[str, ...]:
 
 def _parse(name: str, type_name: str, raw: str) -> Any:
     """Convert an environment string to the field's type, naming the variable on failure."""
-    if name == "capacity" and raw.strip().lower() == CAPACITY_AUTO:
+    if name == "capacity" and is_capacity_auto(raw):
         return raw
     try:
         if type_name.startswith("int"):

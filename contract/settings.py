@@ -96,11 +96,16 @@ class GroupSettings:
             )
 
 
+def is_capacity_auto(raw: object) -> bool:
+    """Whether a raw capacity setting asks for the measured one ("auto", any case)."""
+    return isinstance(raw, str) and raw.strip().lower() == CAPACITY_AUTO
+
+
 def capacity_setting(raw: object, initial: object, unit: object) -> tuple[object, bool]:
     """The capacity to start with and whether it is measured (``raw`` is "auto"): then the
     initial one (``initial`` when > 0, else the unit's default). Anything else is returned
     as given, for the field's own check."""
-    if not (isinstance(raw, str) and raw.strip().lower() == CAPACITY_AUTO):
+    if not is_capacity_auto(raw):
         return raw, False
     if is_finite_number(initial) and initial > 0:
         return float(initial), True

@@ -150,10 +150,10 @@ class Sidecar:
         # The backlog joins the speeds, so in their unit (bytes when capacity is bytes/s).
         unit_lags = self.monitor.lags(reading)
         self._export(speeds, lags)
-        self._measure_capacity(reading)
+        per_record = self.monitor.per_record()
+        measured = self._measure_capacity(reading, per_record)
         if speeds:
             drain = self.controller.config.drain_rule
-            measured = self.capacity.in_unit(self.monitor.per_record())
             snapshot = self.monitor.snapshot(
                 reading,
                 drain=drain,
@@ -189,7 +189,7 @@ class Sidecar:
                 record_lags=lags,
                 group_stable=reading.group_stable,
                 group_members=reading.group_members,
-                capacity=self.capacity.in_use(self.monitor.per_record()),
+                capacity=self.capacity.in_use(per_record),
                 committed_total=sum(reading.committed.values()) if reading.committed else None,
                 reading_members=self.capacity.reading_members(reading.at, READING_WITHIN_S),
             )
@@ -207,25 +207,25 @@ class Sidecar:
                 self.controller.synchronise(self.scaler.replicas())
         return decision
 
-    def _measure_capacity(self, reading: Reading) -> None:
+    def _measure_capacity(self, reading: Reading, per_record: float | None) -> float | None:
         """Take in the consumers' capacity reports; export, and warn (once per change) when
-        the measured capacity has differed from the declared one for several minutes."""
+        the measured capacity has differed from the declared one for several minutes.
+        Returns the measured capacity in the speeds' unit (None: not measured)."""
         estimate = self.capacity
         before = dict(estimate.rejected)
         ceiling = self.controller.drain_ceiling
-        count = self.controller.replicas or 0
-        drain = ceiling.drains.get(count)
+        replicas = self.controller.replicas or 0
+        drain = ceiling.drains.get(replicas)
         estimate.observe(
             reading.at,
             reading.commit_metadata.values(),
             reading.member_ids,
-            (count, drain[0], drain[1]) if drain is not None else None,
+            (replicas, drain[0], drain[1]) if drain is not None else None,
         )
-        for reason, count in estimate.rejected.items():
-            if count > before.get(reason, 0):
-                metrics.CAPACITY_REPORTS_IGNORED.labels(reason).inc(count - before.get(reason, 0))
+        for reason, ignored in estimate.rejected.items():
+            if ignored > before.get(reason, 0):
+                metrics.CAPACITY_REPORTS_IGNORED.labels(reason).inc(ignored - before.get(reason, 0))
                 log.warning("capacity report ignored: %s", estimate.last_rejection)
-        per_record = self.monitor.per_record()
         measured = estimate.in_unit(per_record)
         metrics.CAPACITY_DECLARED.set(estimate.declared)
         metrics.CAPACITY_MEASURED.set(measured if measured is not None else float("nan"))
@@ -239,8 +239,9 @@ class Sidecar:
             if self._warned is None:
                 log.warning("%s", warning)
         self._warned = warning
-        limit = self.controller.drain_ceiling.limit()
+        limit = ceiling.limit()
         metrics.DRAIN_CEILING.set(limit if limit is not None else 0)
+        return measured
 
     def _export(
         self, speeds: dict[TopicPartition, float], lags: dict[TopicPartition, float]

@@ -14,7 +14,13 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from contract.settings import CAPACITY_AUTO, ConfigError, GroupSettings, capacity_setting, env_name
+from contract.settings import (
+    ConfigError,
+    GroupSettings,
+    capacity_setting,
+    env_name,
+    is_capacity_auto,
+)
 
 SCALERS = ("local", "kubernetes", "none")
 WORKLOAD_KINDS = ("deployment", "statefulset")
@@ -108,7 +114,7 @@ def _command_words(command: str) -> list[str]:
 
 def _converter(name: str, kind: str) -> Callable[[str], Any]:
     def convert(raw: str) -> Any:
-        if name == "capacity" and raw.strip().lower() == CAPACITY_AUTO:
+        if name == "capacity" and is_capacity_auto(raw):
             return raw
         try:
             if kind.startswith("int"):
