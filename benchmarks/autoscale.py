@@ -50,7 +50,7 @@ from consumer_sdk.clusters import ClusterKind, KafkaCluster, kafka_cluster
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.spark_connect import SparkConnectServer
 from examples.demo import fetch_status
-from examples.demo_verdict import AS_GOOD, drains_by_count
+from examples.demo_verdict import best_count, drains_by_count
 from examples.load import LoadGenerator, RateWalk
 from sidecar.simulation import oracle_consumer_seconds, work_consumer_seconds
 
@@ -586,10 +586,6 @@ def drain_figures(samples: Sequence[dict[str, float]], window_s: float) -> dict[
         {"t": s["t"], "running": s["replicas"], "rate": s["rate"], "lag": s["lag"]} for s in samples
     ]
     drains = drains_by_count(as_running)
-    best = None
-    if drains:
-        top = max(drains.values())
-        best = min(n for n, d in drains.items() if d >= top * AS_GOOD)
     worse = {n for n, d in drains.items() if any(m < n and dm > d for m, dm in drains.items())}
     longest = stretch = 0.0
     for a, b in itertools.pairwise(samples):
@@ -597,7 +593,7 @@ def drain_figures(samples: Sequence[dict[str, float]], window_s: float) -> dict[
         longest = max(longest, stretch)
     return {
         "drains": {str(n): round(d, 1) for n, d in sorted(drains.items())},
-        "best_count": best,
+        "best_count": best_count(drains),
         "slower_than_before_s": longest,
         "slower_bound_s": window_s,
     }

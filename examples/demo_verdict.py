@@ -75,21 +75,25 @@ def drains_by_count(samples: Sequence[Mapping[str, float]]) -> dict[int, float]:
     return {n: drained[n] / t for n, t in seconds.items() if t >= MIN_SECONDS}
 
 
+def best_count(drains: Mapping[int, float]) -> int | None:
+    """The fewest consumers whose drain is within ``AS_GOOD`` of the best (None: none)."""
+    if not drains:
+        return None
+    top = max(drains.values())
+    return min(n for n, d in drains.items() if d >= top * AS_GOOD)
+
+
 def judge(samples: Sequence[Mapping[str, float]], duration_s: float) -> DemoVerdict:
     """The verdict on one run of ``duration_s`` seconds of load (high phase: its middle
     third)."""
     high = [s for s in samples if duration_s / 3 <= s["t"] < 2 * duration_s / 3]
     drains = drains_by_count(samples)
-    best = None
-    if drains:
-        top = max(drains.values())
-        best = min(n for n, d in drains.items() if d >= top * AS_GOOD)
     high_rate = statistics.fmean(s["rate"] for s in high) if high else 0.0
     enough = [n for n, d in drains.items() if d >= high_rate]
     return DemoVerdict(
         peak=int(max((s["running"] for s in samples), default=0)),
         drains=drains,
-        best=best,
+        best=best_count(drains),
         needed=min(enough) if enough else None,
         high_rate=high_rate,
         high_peak_lag=max((s["lag"] for s in high), default=0.0),
