@@ -7,22 +7,24 @@ STAMP := $(VENV)/.installed
 DEMO_ARGS ?=
 # Jars (Apache Kafka; later Spark's Delta/Iceberg) are cached in the checkout, git-ignored.
 export KAFKA_AUTOSCALER_CACHE ?= $(CURDIR)/.cache
-JARS_STAMP := $(KAFKA_AUTOSCALER_CACHE)/.jars-$(shell cat consumer_sdk/locks/*.lock consumer_sdk/java/kafkaautoscaler/*/*.java | cksum | cut -d' ' -f1)
+# The locked jars: Spark's lake formats (the SDK) and Apache Kafka (the local clusters).
+LOCKS := consumer_sdk/lake/locks/spark-lake.lock local_kafka/locks/apache-kafka.lock
+JARS_STAMP := $(KAFKA_AUTOSCALER_CACHE)/.jars-$(shell cat $(LOCKS) consumer_sdk/lake/java/kafkaautoscaler/*/*.java | cksum | cut -d' ' -f1)
 
 .PHONY: demo test lint bench bench-headline clean jars kube-binaries fuzz-tools fuzz
 
-# The install also compiles the native record-batch decoder (consumer_sdk/native/).
-$(STAMP): pyproject.toml consumer_sdk/native/kafka_records.c
+# The install also compiles the native record-batch decoder (consumer_sdk/records/native/).
+$(STAMP): pyproject.toml consumer_sdk/records/native/kafka_records.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet --editable '.[consumer,spark,sidecar,kubernetes,demo,test,dev]'
 	touch $(STAMP)
 
 # Fetches the locked jars from Maven Central and checks their sha256 (no Maven needed), then
-# builds our commit checks against them (consumer_sdk/commit_checks.py; needs javac).
+# builds our commit checks against them (consumer_sdk/lake/commit_checks.py; needs javac).
 $(JARS_STAMP): $(STAMP)
-	$(PY) -m consumer_sdk.jar_lock fetch
-	$(PY) -m consumer_sdk.commit_checks
+	$(PY) -m consumer_sdk.lake.jar_lock fetch $(LOCKS)
+	$(PY) -m consumer_sdk.lake.commit_checks
 	touch $(JARS_STAMP)
 
 jars: $(JARS_STAMP)
@@ -67,4 +69,4 @@ bench-headline: $(STAMP) $(JARS_STAMP)
 	$(PY) -m benchmarks.headline
 
 clean:
-	rm -rf $(VENV) .cache .mypy_cache .pytest_cache .ruff_cache .hypothesis consumer_sdk/*.so
+	rm -rf $(VENV) .cache .mypy_cache .pytest_cache .ruff_cache .hypothesis consumer_sdk/records/*.so

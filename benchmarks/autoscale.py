@@ -45,13 +45,13 @@ from assignor import TopicPartition
 from benchmarks.autoscale_member import RATE_ENV
 from benchmarks.machine import add_cluster_option, broker_line, machine_line
 from benchmarks.report import RESULTS, publish
-from consumer_sdk.apache_kafka import free_port
-from consumer_sdk.clusters import ClusterKind, KafkaCluster, kafka_cluster
 from consumer_sdk.config import ConsumerConfig
-from consumer_sdk.spark_connect import SparkConnectServer
+from consumer_sdk.lake.spark_connect import SparkConnectServer
 from examples.demo import fetch_status
 from examples.demo_verdict import best_count, drains_by_count
 from examples.load import LoadGenerator, RateWalk
+from local_kafka.apache_kafka import free_port
+from local_kafka.clusters import ClusterKind, KafkaCluster, kafka_cluster
 from sidecar.simulation import oracle_consumer_seconds, work_consumer_seconds
 
 ROOT = Path(__file__).parent.parent
@@ -310,8 +310,8 @@ def _table_rows(warehouse: Path, topics: Sequence[str]) -> list[tuple[str, int, 
     time), read with delta-rs: another engine than the one that wrote them."""
     from deltalake import DeltaTable
 
-    from consumer_sdk.spark_config import SparkSinkConfig
-    from consumer_sdk.spark_tables import table_root
+    from consumer_sdk.lake.spark_config import SparkSinkConfig
+    from consumer_sdk.lake.spark_tables import table_root
 
     config = SparkSinkConfig(warehouse=str(warehouse), table_format="delta")
     rows: list[tuple[str, int, int, int, int]] = []

@@ -30,12 +30,12 @@ from confluent_kafka import Consumer, Producer
 
 from benchmarks.machine import add_cluster_option, broker_line, machine_line
 from benchmarks.report import publish
-from consumer_sdk.clusters import ClusterKind, kafka_cluster
-from consumer_sdk.columnar_fetch import COLUMNAR, install
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.consumer import AutoscalingConsumer
-from consumer_sdk.record_columns import native_available, native_library_path
+from consumer_sdk.records.columnar_fetch import COLUMNAR, install
+from consumer_sdk.records.record_columns import native_available, native_library_path
 from consumer_sdk.sink import CallbackSink, Record
+from local_kafka.clusters import ClusterKind, kafka_cluster
 
 PARTITIONS = 32
 MIB = 1024 * 1024
@@ -136,7 +136,8 @@ def run_aiokafka(
     bootstrap: str, topic: str, group: str, expected: int, columnar: bool = False
 ) -> float:
     """Seconds from assignment to the last record with aiokafka's getmany; with
-    ``columnar``, fetched as Arrow columns (consumer_sdk.columnar_fetch), no record objects."""
+    ``columnar``, fetched as Arrow columns (consumer_sdk.records.columnar_fetch), no record
+    objects."""
 
     async def go() -> float:
         stamp = _Stamp()
@@ -282,7 +283,7 @@ def baseline_checkout(revision: str) -> Path:
             "-fPIC",
             "-o",
             str(library),
-            str(tree / "consumer_sdk/native/kafka_records.c"),
+            str(tree / "consumer_sdk/records/native/kafka_records.c"),
         ],
         check=True,
     )
@@ -401,7 +402,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "nor the last batch, which waits out the 0.25 s when the topic does not end at a "
         "batch boundary. "
         "Columnar fetch: aiokafka's fetcher handing over Arrow columns decoded natively "
-        f"(consumer_sdk.columnar_fetch; native decoder built: {native_available()}).",
+        f"(consumer_sdk.records.columnar_fetch; native decoder built: {native_available()}).",
         "",
         "Compressed topics (lz4, zstd) hold text-like values (a small alphabet, words of "
         "varied length), the uncompressed ones one repeated byte as before; MiB/s counts "

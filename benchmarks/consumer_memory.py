@@ -35,12 +35,12 @@ from assignor import TopicPartition
 from benchmarks.consume_throughput import fill
 from benchmarks.machine import add_cluster_option, broker_line, machine_line
 from benchmarks.report import publish
-from consumer_sdk import fetch_sizes
 from consumer_sdk.allocator import pin_mmap_threshold
-from consumer_sdk.clusters import ClusterKind, kafka_cluster
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.consumer import AutoscalingConsumer
-from consumer_sdk.fetch_sizes import fetch_max_bytes
+from consumer_sdk.records import fetch_sizes
+from consumer_sdk.records.fetch_sizes import fetch_max_bytes
+from local_kafka.clusters import ClusterKind, kafka_cluster
 
 PARTITIONS = 32
 PIN_ENV = "AUTOSCALER_BENCH_PIN_MMAP_THRESHOLD"

@@ -35,10 +35,10 @@ from confluent_kafka import Consumer, Producer
 
 from benchmarks.machine import add_cluster_option, broker_line, machine_line
 from benchmarks.report import RESULTS, publish
-from consumer_sdk.clusters import ClusterKind, KafkaCluster, kafka_cluster
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.consumer import AutoscalingConsumer, OwnershipEvent
 from consumer_sdk.sink import CallbackSink, Record
+from local_kafka.clusters import ClusterKind, KafkaCluster, kafka_cluster
 
 PARTITIONS = 100
 MEMBERS = 10

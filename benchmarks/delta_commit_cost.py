@@ -13,7 +13,7 @@ Settings: the checkpoint interval, and who writes the files: Spark, every batch 
 Arrow batches (``all``: two Spark tasks, two files: what the sink did for every batch
 before) or only those from ``SPLIT_FROM_BYTES`` on (``sized``: the sink's rule for Spark's
 writer); or pyarrow, one file per batch committed by the session's Delta (``arrow``: the
-sink's default in a local session, :mod:`consumer_sdk.delta_files`). Python CPU: this
+sink's default in a local session, :mod:`consumer_sdk.lake.delta.files`). Python CPU: this
 process's own seconds per commit (pyarrow's encoding runs here).
 
 ``python -m benchmarks.delta_commit_cost``.
@@ -37,12 +37,12 @@ from typing import Any
 from benchmarks.machine import machine_line
 from benchmarks.report import publish
 from benchmarks.spark_sink import arrow_batches
-from consumer_sdk import spark_sink
-from consumer_sdk.arrow_batch import with_ingest_date
-from consumer_sdk.delta_files import DeltaFileCommitter, write_data_file
-from consumer_sdk.spark_config import SparkSinkConfig
-from consumer_sdk.spark_sink import SparkTableSink
-from consumer_sdk.spark_tables import table_root
+from consumer_sdk.lake import spark_sink
+from consumer_sdk.lake.arrow_batch import with_ingest_date
+from consumer_sdk.lake.delta.files import DeltaFileCommitter, write_data_file
+from consumer_sdk.lake.spark_config import SparkSinkConfig
+from consumer_sdk.lake.spark_sink import SparkTableSink
+from consumer_sdk.lake.spark_tables import table_root
 
 INTERVAL_SETTING = "spark.databricks.delta.properties.defaults.checkpointInterval"
 VALUE_SIZE = 200

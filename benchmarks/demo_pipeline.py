@@ -30,7 +30,7 @@ from typing import Any
 from benchmarks.machine import machine_line
 from benchmarks.report import publish
 
-# "2026-11-25 20:59:08,007 [sink-1] consumer_sdk.lake_writer demo-orders: appended 232
+# "2026-11-25 20:59:08,007 [sink-1] consumer_sdk.lake.lake_writer demo-orders: appended 232
 # row(s) and 0 dead letter(s) in 0.97 s (...)"
 _COMMIT = re.compile(
     r"^(?P<at>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) \[(?P<member>[^\]]+)\] "

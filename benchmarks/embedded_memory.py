@@ -15,7 +15,7 @@ from confluent_kafka import Producer
 
 from benchmarks.machine import machine_line
 from benchmarks.report import publish
-from consumer_sdk.embedded_process import EmbeddedKafkaProcess
+from local_kafka.embedded_process import EmbeddedKafkaProcess
 
 MIB = 1024 * 1024
 

@@ -41,8 +41,8 @@ from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-def
 
 from benchmarks.machine import broker_line, machine_line
 from benchmarks.report import publish
-from consumer_sdk.clusters import ClusterKind, KafkaCluster, kafka_cluster
-from consumer_sdk.inflate import ZSTD
+from consumer_sdk.records.inflate import ZSTD
+from local_kafka.clusters import ClusterKind, KafkaCluster, kafka_cluster
 
 ROOT = Path(__file__).parent.parent
 MIB = 1 << 20

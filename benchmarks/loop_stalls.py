@@ -31,7 +31,7 @@ from benchmarks.cpu_load import oversubscribed, spinners_for
 from benchmarks.machine import add_cluster_option, broker_line, machine_line
 from benchmarks.report import publish
 from benchmarks.sdk_member_process import read_rows, stats_path
-from consumer_sdk.clusters import ClusterKind, kafka_cluster
+from local_kafka.clusters import ClusterKind, kafka_cluster
 
 ROOT = Path(__file__).parent.parent
 MEMBERS = 3

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from consumer_sdk.clusters import ClusterKind, KafkaCluster
+from local_kafka.clusters import ClusterKind, KafkaCluster
 
 
 def machine_info() -> dict[str, str]:
@@ -77,7 +77,7 @@ def machine_line() -> str:
 def broker_line(kafka: KafkaCluster) -> str:
     """One markdown line naming the broker a benchmark measured on."""
     if kafka.kind is ClusterKind.APACHE:
-        from consumer_sdk.apache_kafka import kafka_version
+        from local_kafka.apache_kafka import kafka_version
 
         nodes = kafka.broker_count
         return f"Broker: Apache Kafka {kafka_version()} (KRaft, {nodes} node(s) on this machine)."

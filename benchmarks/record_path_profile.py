@@ -4,7 +4,7 @@ Fills one topic of 32 partitions with 200 B values, then reads it all with the S
 (AutoscalingConsumer, CallbackSink that only counts) and with aiokafka's columnar fetch,
 each under cProfile, and reports the functions with the most own time, grouped by stage:
 fetch and decode (aiokafka), per-record objects (aiokafka's ConsumerRecord, our Record),
-batching and bookkeeping (consumer_sdk.pending, consumer), the sink, the event loop.
+batching and bookkeeping (consumer_sdk.records.pending, consumer), the sink, the event loop.
 ``python -m benchmarks.record_path_profile --cluster apache`` writes
 ``results/record_path_profile_<cluster>.{md,json}``.
 """
@@ -20,9 +20,9 @@ from typing import Any
 from benchmarks.consume_throughput import PARTITIONS, fill, run_aiokafka, run_sdk
 from benchmarks.machine import add_cluster_option, broker_line, machine_line
 from benchmarks.report import publish
-from consumer_sdk.clusters import ClusterKind, kafka_cluster
-from consumer_sdk.columnar_fetch import install
-from consumer_sdk.record_columns import native_available
+from consumer_sdk.records.columnar_fetch import install
+from consumer_sdk.records.record_columns import native_available
+from local_kafka.clusters import ClusterKind, kafka_cluster
 
 # Stage of a function, by the first pattern its "file:function" contains.
 STAGES: list[tuple[str, str]] = [

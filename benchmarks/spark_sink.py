@@ -51,16 +51,16 @@ import pyarrow as pa
 from benchmarks.consume_throughput import fill, run_aiokafka, steady_rate
 from benchmarks.machine import add_cluster_option, broker_line, machine_line
 from benchmarks.report import publish
-from consumer_sdk import fetch_sizes
-from consumer_sdk.arrow_batch import ValueCodec, to_arrow, with_ingest_date
-from consumer_sdk.clusters import ClusterKind, kafka_cluster
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.consumer import AutoscalingConsumer
+from consumer_sdk.lake.arrow_batch import ValueCodec, to_arrow, with_ingest_date
+from consumer_sdk.lake.spark_config import SparkSinkConfig
+from consumer_sdk.lake.spark_connect import SparkConnectServer
+from consumer_sdk.lake.spark_sink import SparkTableSink
+from consumer_sdk.lake.spark_tables import descriptor_path, table_identifier, table_root
+from consumer_sdk.records import fetch_sizes
 from consumer_sdk.sink import Record
-from consumer_sdk.spark_config import SparkSinkConfig
-from consumer_sdk.spark_connect import SparkConnectServer
-from consumer_sdk.spark_sink import SparkTableSink
-from consumer_sdk.spark_tables import descriptor_path, table_identifier, table_root
+from local_kafka.clusters import ClusterKind, kafka_cluster
 
 PARTITIONS = 64
 MIB = 1024 * 1024

@@ -68,8 +68,8 @@ def parse_sink(spec: str, identity: str = "") -> Sink:
     if kind == "spark":
         if missing := missing_modules(SPARK_MODULES):
             raise ConfigError(missing_extra_line("--sink spark", "spark", missing))
-        from consumer_sdk.spark_config import SparkSinkConfig
-        from consumer_sdk.spark_sink import SparkTableSink
+        from consumer_sdk.lake.spark_config import SparkSinkConfig
+        from consumer_sdk.lake.spark_sink import SparkTableSink
 
         if sep and target:
             return SparkTableSink(SparkSinkConfig.from_env(warehouse=target))

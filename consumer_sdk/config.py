@@ -14,7 +14,7 @@ from typing import Any
 
 from assignor.cooperative import COOPERATIVE, PROTOCOLS
 from assignor.validation import is_integer
-from consumer_sdk.inflate import DEFAULT_MAX_RECORD_BATCH_BYTES
+from consumer_sdk.records.inflate import DEFAULT_MAX_RECORD_BATCH_BYTES
 from contract.settings import (
     ConfigError,
     GroupSettings,
@@ -80,8 +80,8 @@ class ConsumerConfig(GroupSettings):
     # thousandfold; one past this is refused into the dead-letter table, and reading goes on.
     max_record_batch_bytes: int = DEFAULT_MAX_RECORD_BATCH_BYTES
     # Bytes one fetch response may hold (Kafka's fetch.max.bytes). Unset: derived from
-    # batch_bytes (consumer_sdk.fetch_sizes). A response is held about three times over while
-    # it is decoded, so it weighs on the consumer's memory more than its size says.
+    # batch_bytes (consumer_sdk.records.fetch_sizes). A response is held about three times over
+    # while it is decoded, so it weighs on the consumer's memory more than its size says.
     fetch_max_bytes: int | None = None
     # What a member does with partitions the group takes from it: "release" gives them up at
     # once when the sink fences lost partitions (FencingSink): records not yet in a write are

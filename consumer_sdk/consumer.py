@@ -33,20 +33,24 @@ from assignor import TopicPartition
 from assignor.cooperative import COOPERATIVE
 from assignor.plugin import MemberState, PluginStats, build_assignor
 from consumer_sdk import metrics
-from consumer_sdk.columnar_fetch import ColumnarDecoding, install
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.cooperative import CooperativeCoordinator, make_cooperative
-from consumer_sdk.fetch_budget import limit_fetch_ahead, wake_fetcher
-from consumer_sdk.fetch_sizes import PARTITION_FETCH_BYTES, fetch_ahead_room, fetch_max_bytes
 from consumer_sdk.loop_watch import LoopStallWatch
-from consumer_sdk.pending import PendingRecords
-from consumer_sdk.pending_columns import PendingColumns
 from consumer_sdk.pipeline.commit import OffsetCommits
 from consumer_sdk.pipeline.drain import DrainMeter, backlog_behind
 from consumer_sdk.pipeline.fetch import AnyPending, BatchFiller
 from consumer_sdk.pipeline.resume import ResumeLookups
 from consumer_sdk.pipeline.retry import RetryPolicy
 from consumer_sdk.pipeline.write import BatchWriter, WriteAbandoned, WrittenBatch
+from consumer_sdk.records.columnar_fetch import ColumnarDecoding, install
+from consumer_sdk.records.fetch_budget import limit_fetch_ahead, wake_fetcher
+from consumer_sdk.records.fetch_sizes import (
+    PARTITION_FETCH_BYTES,
+    fetch_ahead_room,
+    fetch_max_bytes,
+)
+from consumer_sdk.records.pending import PendingRecords
+from consumer_sdk.records.pending_columns import PendingColumns
 from consumer_sdk.sink import FencingSink, ManagedSink, PreparingSink, Sink
 from consumer_sdk.snapshot_cache import SnapshotCache
 from consumer_sdk.warmup import warm_record_path

@@ -16,8 +16,8 @@ import pyarrow as pa
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from aiokafka.structs import TopicPartition as KafkaTopicPartition
 
-from consumer_sdk.pending_columns import PendingColumns
-from consumer_sdk.record_columns import decode_records
+from consumer_sdk.records.pending_columns import PendingColumns
+from consumer_sdk.records.record_columns import decode_records
 from consumer_sdk.sink import Record, RecordsView, records_table
 
 _TOPIC = "warm-up"

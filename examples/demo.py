@@ -35,16 +35,16 @@ from rich.table import Table
 from rich.text import Text
 
 from assignor import TopicPartition
-from consumer_sdk.apache_kafka import free_port
-from consumer_sdk.clusters import ClusterKind, kafka_cluster
+from consumer_sdk.lake.spark_config import SparkSinkConfig
+from consumer_sdk.lake.spark_connect import SparkConnectServer
+from consumer_sdk.lake.spark_sink import SparkTableSink
+from consumer_sdk.lake.spark_tables import table_root
 from consumer_sdk.sink import Record, records_table
-from consumer_sdk.spark_config import SparkSinkConfig
-from consumer_sdk.spark_connect import SparkConnectServer
-from consumer_sdk.spark_sink import SparkTableSink
-from consumer_sdk.spark_tables import table_root
 from examples.demo_verdict import judge
 from examples.demo_view import moved, plain_line, screen
 from examples.load import LoadGenerator, RateWalk
+from local_kafka.apache_kafka import free_port
+from local_kafka.clusters import ClusterKind, kafka_cluster
 
 ROOT = Path(__file__).parent.parent
 TOPICS = ("demo-orders", "demo-clicks")

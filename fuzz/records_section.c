@@ -1,5 +1,5 @@
 /*
- * libFuzzer harness for consumer_sdk/native/kafka_records.c, built with AddressSanitizer and
+ * libFuzzer harness for consumer_sdk/records/native/kafka_records.c, built with AddressSanitizer and
  * UndefinedBehaviorSanitizer by fuzz/run.py. The first 32 bytes of an input are a batch's
  * parameters (record count, base offset, last offset delta, base timestamp, whether the
  * broker's time is used, min offset), the rest its records section, as the Python side hands

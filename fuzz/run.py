@@ -25,7 +25,10 @@ from fuzz import seeds
 
 ROOT = Path(__file__).parent.parent
 CACHE = Path(os.environ.get("KAFKA_AUTOSCALER_CACHE", ROOT / ".cache")) / "fuzz"
-HARNESS_SOURCES = [ROOT / "fuzz/records_section.c", ROOT / "consumer_sdk/native/kafka_records.c"]
+HARNESS_SOURCES = [
+    ROOT / "fuzz/records_section.c",
+    ROOT / "consumer_sdk/records/native/kafka_records.c",
+]
 SANITIZERS = "-fsanitize=fuzzer,address,undefined"
 
 

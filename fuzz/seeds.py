@@ -14,8 +14,8 @@ from pathlib import Path
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from aiokafka.record.util import calc_crc32c
 
-from consumer_sdk.inflate import CODEC_NAMES, inflate
-from consumer_sdk.record_columns import BATCH_HEADER_SIZE, batch_headers
+from consumer_sdk.records.inflate import CODEC_NAMES, inflate
+from consumer_sdk.records.record_columns import BATCH_HEADER_SIZE, batch_headers
 
 _CONTROL = 0x20  # the attribute bit of a transaction marker batch
 Row = tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]]]

@@ -1,4 +1,4 @@
-"""atheris harness for the whole-fetch decoder (consumer_sdk.record_columns.decode_records):
+"""atheris harness for the whole-fetch decoder (consumer_sdk.records.record_columns.decode_records):
 the bytes a Fetch response holds for one partition, hostile or broken, every codec.
 
 Each input's first 2 bytes pick the fetch offset (0-65535), the rest is the message set. The
@@ -15,8 +15,8 @@ import sys
 import atheris
 
 with atheris.instrument_imports(include=["consumer_sdk"]):
-    from consumer_sdk.inflate import inflate  # noqa: F401 - instrumented with the decoder
-    from consumer_sdk.record_columns import CorruptRecords, decode_records
+    from consumer_sdk.records.inflate import inflate  # noqa: F401 - instrumented with the decoder
+    from consumer_sdk.records.record_columns import CorruptRecords, decode_records
 
 # A small bound, so that inputs under 1 MiB reach it: what a batch may take once inflated.
 LIMIT = 4 << 20

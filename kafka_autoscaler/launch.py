@@ -43,12 +43,12 @@ COMMANDS = {
         ),
         Command(
             "kafka-autoscaler-compact",
-            "consumer_sdk.compact:main",
+            "consumer_sdk.lake.compact:main",
             "spark",
             ("pyspark", "pyarrow", "numpy", "deltalake"),
         ),
         Command(
-            "kafka-autoscaler-broker", "consumer_sdk.broker_cli:main", "demo", ("confluent_kafka",)
+            "kafka-autoscaler-broker", "local_kafka.broker_cli:main", "demo", ("confluent_kafka",)
         ),
     )
 }

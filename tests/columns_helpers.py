@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from consumer_sdk.record_columns import RecordColumns
+from consumer_sdk.records.record_columns import RecordColumns
 
 Row = tuple[int, int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]
 

@@ -1,7 +1,7 @@
 """Shared fixtures: the Kafka clusters every Kafka test runs against, and a topic factory.
 
 Every test that takes ``kafka`` (a bootstrap string), ``kafka_cluster_handle`` or
-``topic_factory`` runs once per kind of :func:`consumer_sdk.clusters.suite_cluster_kinds`:
+``topic_factory`` runs once per kind of :func:`local_kafka.clusters.suite_cluster_kinds`:
 the embedded broker (librdkafka's mock cluster in a child process) and Apache Kafka started
 from its jars, or only the user's cluster when ``KAFKA_BOOTSTRAP_SERVERS`` is set. Test ids
 end in the kind (``[embedded]``, ``[apache]``). Where Java or the jars are missing the Apache
@@ -17,8 +17,8 @@ from typing import NoReturn
 
 import pytest
 
-from consumer_sdk.apache_kafka import ApacheKafkaUnavailable
-from consumer_sdk.clusters import (
+from local_kafka.apache_kafka import ApacheKafkaUnavailable
+from local_kafka.clusters import (
     Capability,
     ClusterKind,
     KafkaCluster,
@@ -38,7 +38,7 @@ def skip_unless_runnable(kind: ClusterKind) -> None:
     required) when Apache Kafka cannot start here."""
     if kind is not ClusterKind.APACHE:
         return
-    from consumer_sdk.apache_kafka import java_executable, kafka_classpath
+    from local_kafka.apache_kafka import java_executable, kafka_classpath
 
     try:
         java_executable()

@@ -24,8 +24,8 @@ from pathlib import Path
 
 from kubernetes.client import ApiClient, Configuration
 
-from consumer_sdk.apache_kafka import free_port
-from consumer_sdk.clusters import required_legs
+from local_kafka.apache_kafka import free_port
+from local_kafka.clusters import required_legs
 
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager")
 ADMIN_TOKEN = "kafka-autoscaler-test-admin"  # a throwaway cluster's token

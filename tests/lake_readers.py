@@ -15,11 +15,15 @@ from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import NoSuchTableError
 from sqlalchemy.exc import OperationalError
 
-from consumer_sdk.commit_offsets import SUMMARY_KEY, stored_offsets
-from consumer_sdk.lake_session import ICEBERG_CATALOG_FILE, ICEBERG_DATA_DIR, iceberg_catalog_uri
-from consumer_sdk.spark_config import SparkSinkConfig
-from consumer_sdk.spark_tables import table_root
-from consumer_sdk.table_store import OffsetLedger
+from consumer_sdk.lake.commit_offsets import SUMMARY_KEY, stored_offsets
+from consumer_sdk.lake.lake_session import (
+    ICEBERG_CATALOG_FILE,
+    ICEBERG_DATA_DIR,
+    iceberg_catalog_uri,
+)
+from consumer_sdk.lake.spark_config import SparkSinkConfig
+from consumer_sdk.lake.spark_tables import table_root
+from consumer_sdk.lake.table_store import OffsetLedger
 
 KEY_COLUMNS = ["partition", "offset"]
 

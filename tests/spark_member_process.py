@@ -18,8 +18,8 @@ from collections.abc import Sequence
 
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.consumer import AutoscalingConsumer
-from consumer_sdk.spark_config import SparkSinkConfig
-from consumer_sdk.spark_sink import SparkTableSink, StagedBatch
+from consumer_sdk.lake.spark_config import SparkSinkConfig
+from consumer_sdk.lake.spark_sink import SparkTableSink, StagedBatch
 
 
 class DyingSink(SparkTableSink):

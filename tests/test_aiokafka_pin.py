@@ -82,9 +82,9 @@ def test_internals_of_cooperative_rebalancing_still_exist() -> None:
 
 
 def test_internals_of_the_fetch_budget_still_exist() -> None:
-    # consumer_sdk.fetch_budget: the fetch loop asks _get_actions_per_node for the requests it
-    # starts (one per node, marked in _in_flight) and re-asks when records are consumed; held
-    # results live in _records; a request's max bytes is read when it is built.
+    # consumer_sdk.records.fetch_budget: the fetch loop asks _get_actions_per_node for the
+    # requests it starts (one per node, marked in _in_flight) and re-asks when records are
+    # consumed; held results live in _records; a request's max bytes is read when it is built.
     routine = inspect.getsource(Fetcher._fetch_requests_routine)
     assert "self._get_actions_per_node(assignment)" in routine
     assert "self._in_flight.add(node_id)" in routine

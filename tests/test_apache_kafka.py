@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from consumer_sdk.apache_kafka import ApacheKafka, _Node, kafka_version, node_properties
-from consumer_sdk.broker_cli import MAX_PARTITIONS
-from consumer_sdk.clusters import ClusterKind, KafkaCluster
+from local_kafka.apache_kafka import ApacheKafka, _Node, kafka_version, node_properties
+from local_kafka.broker_cli import MAX_PARTITIONS
+from local_kafka.clusters import ClusterKind, KafkaCluster
 from tests.conftest import skip_unless_runnable
 from tests.kafka_helpers import consume_keys, produce_numbered
 
@@ -66,7 +66,7 @@ def test_session_cluster_node_down_and_up(kafka_cluster_handle: KafkaCluster) ->
 
 def _broker_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "consumer_sdk.broker_cli", *args],
+        [sys.executable, "-m", "local_kafka.broker_cli", *args],
         capture_output=True,
         text=True,
         timeout=60,
@@ -104,7 +104,7 @@ def test_broker_cli_prints_bootstrap_writes_the_file_and_answers_control(
     bootstrap_file = tmp_path / "bootstrap.txt"
     process = subprocess.Popen(
         [
-            *(sys.executable, "-m", "consumer_sdk.broker_cli", "--kind", kind),
+            *(sys.executable, "-m", "local_kafka.broker_cli", "--kind", kind),
             *("--brokers", "1", "--topic", "cli:2", "--control"),
             *("--bootstrap-file", str(bootstrap_file)),
         ],

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pyarrow as pa
 import pytest
 
-from consumer_sdk.arrow_batch import (
+from consumer_sdk.lake.arrow_batch import (
     DEAD_LETTER_SCHEMA,
     SchemaError,
     ValueCodec,
@@ -144,7 +144,7 @@ def test_values_arrow_cannot_hold_are_dead_letters_and_the_batch_goes_on(
 def test_a_row_arrow_refuses_is_narrowed_to_its_record(monkeypatch: pytest.MonkeyPatch) -> None:
     """Whatever slips past the checks and fails the batch's Arrow build goes to the dead
     letters alone (here: a STRING check that lets a surrogate through)."""
-    import consumer_sdk.arrow_batch as arrow_batch
+    import consumer_sdk.lake.arrow_batch as arrow_batch
 
     lenient = dict(arrow_batch._JSON_TYPES)
     lenient["STRING"] = (lenient["STRING"][0], lambda v: isinstance(v, str))

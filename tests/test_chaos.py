@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from consumer_sdk.clusters import ClusterKind, suite_cluster_kinds
-from consumer_sdk.spark_config import SparkSinkConfig
-from consumer_sdk.spark_connect import SparkConnectServer
-from consumer_sdk.spark_sink import SparkTableSink
-from consumer_sdk.spark_tables import table_identifier, table_root
+from consumer_sdk.lake.spark_config import SparkSinkConfig
+from consumer_sdk.lake.spark_connect import SparkConnectServer
+from consumer_sdk.lake.spark_sink import SparkTableSink
+from consumer_sdk.lake.spark_tables import table_identifier, table_root
+from local_kafka.clusters import ClusterKind, suite_cluster_kinds
 from tests.conftest import cluster_or_skip
 from tests.kafka_helpers import produce_tracked
 from tests.lake_readers import key_counts, table_offsets

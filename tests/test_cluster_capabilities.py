@@ -8,7 +8,7 @@ from collections.abc import Callable
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from consumer_sdk.clusters import BOOTSTRAP_ENV, Capability, ClusterKind, KafkaCluster
+from local_kafka.clusters import BOOTSTRAP_ENV, Capability, ClusterKind, KafkaCluster
 from tests.kafka_helpers import consume_keys, produce_numbered
 
 
@@ -40,7 +40,7 @@ def test_embedded_cluster_reports_what_it_lacks(
 
 
 def test_external_bootstrap_wins(monkeypatch: pytest.MonkeyPatch) -> None:
-    from consumer_sdk.clusters import kafka_cluster
+    from local_kafka.clusters import kafka_cluster
 
     monkeypatch.setenv(BOOTSTRAP_ENV, "broker-a:9092,broker-b:9092")
     with kafka_cluster() as cluster:

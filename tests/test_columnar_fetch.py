@@ -1,5 +1,5 @@
-"""aiokafka fetching Arrow columns (consumer_sdk.columnar_fetch) on both Kafka legs: the same
-records as aiokafka's own ConsumerRecords, positions that follow, seek, and other consumers
+"""aiokafka fetching Arrow columns (consumer_sdk.records.columnar_fetch) on both Kafka legs:
+the same records as aiokafka's own ConsumerRecords, positions that follow, seek, and other consumers
 in the process untouched."""
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from confluent_kafka import Producer
 
 from benchmarks.hostile_batches import built_batch, produce_raw
-from consumer_sdk.columnar_fetch import COLUMNAR, install
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.consumer import AutoscalingConsumer
-from consumer_sdk.inflate import ZSTD
-from consumer_sdk.record_columns import RecordColumns
+from consumer_sdk.records.columnar_fetch import COLUMNAR, install
+from consumer_sdk.records.inflate import ZSTD
+from consumer_sdk.records.record_columns import RecordColumns
 from consumer_sdk.sink import REFUSED_HEADER, SINK_SCHEMA, CallbackSink, Record
 from tests.columns_helpers import Row, column_rows
 

@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from consumer_sdk.commit_checks import (
+from consumer_sdk.lake.commit_checks import (
     ICEBERG_CATALOG_IMPL,
     LOG_STORE_CLASS,
     commit_checks_jar_path,
     ensure_commit_checks_jar,
     java_sources,
 )
-from consumer_sdk.jvm_appends import COMMAND_CLASS, REFUSED_CLASSES
-from consumer_sdk.lake_session import lake_jars
+from consumer_sdk.lake.jar_lock import lake_jars
+from consumer_sdk.lake.jvm_appends import COMMAND_CLASS, REFUSED_CLASSES
 from contract.settings import ConfigError
 
 

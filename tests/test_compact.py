@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from consumer_sdk.compact import main, run_periodically
+from consumer_sdk.lake.compact import main, run_periodically
 from contract.settings import ConfigError
 
 

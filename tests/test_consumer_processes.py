@@ -18,7 +18,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from benchmarks.cpu_load import oversubscribed
 from benchmarks.sdk_member_process import read_rows, stats_path
-from consumer_sdk.clusters import ClusterKind, KafkaCluster
+from local_kafka.clusters import ClusterKind, KafkaCluster
 from tests.kafka_helpers import produce_tracked
 from tests.sdk_helpers import wait_until
 
@@ -128,7 +128,7 @@ def test_sigterm_flushes_commits_and_exits(
 
 
 def test_a_consumer_that_cannot_reach_kafka_stops_at_once_on_sigterm(tmp_path: Path) -> None:
-    from consumer_sdk.apache_kafka import free_port
+    from local_kafka.apache_kafka import free_port
 
     env = {
         **os.environ,

@@ -14,7 +14,6 @@ from prometheus_client import REGISTRY
 from assignor import TopicPartition
 from assignor.group_plan import GroupPlan
 from assignor.plugin import MemberState, PluginStats, build_assignor
-from consumer_sdk.clusters import ClusterKind, KafkaCluster
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.consumer import RetryPolicy
 from consumer_sdk.sink import (
@@ -25,6 +24,7 @@ from consumer_sdk.sink import (
     RecordsView,
 )
 from contract.snapshot import PartitionStat, Snapshot
+from local_kafka.clusters import ClusterKind, KafkaCluster
 from tests.kafka_helpers import produce_numbered, produce_tracked
 from tests.sdk_helpers import (
     SeenRecords,

@@ -15,9 +15,9 @@ from contextlib import contextmanager
 
 from assignor.cooperative import COOPERATIVE, EAGER
 from assignor.types import TopicPartition
-from consumer_sdk.clusters import ClusterKind, KafkaCluster
 from consumer_sdk.consumer import OwnershipEvent
 from consumer_sdk.sink import CallbackSink
+from local_kafka.clusters import ClusterKind, KafkaCluster
 from tests.kafka_helpers import produce_tracked
 from tests.sdk_helpers import SeenRecords, ThreadedMember, group_stable, member_config, wait_until
 

@@ -17,15 +17,20 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 
-from consumer_sdk.arrow_batch import DATE_COLUMN
-from consumer_sdk.commit_offsets import stored_offsets
-from consumer_sdk.delta_files import SESSION_CODEC_KEY, DataFile, DeltaFileCommitter, file_stats
-from consumer_sdk.delta_history import commit_metadata
-from consumer_sdk.jvm_appends import DELTA_REFUSED, FilesRefused, refused_class
+from consumer_sdk.lake.arrow_batch import DATE_COLUMN
+from consumer_sdk.lake.commit_offsets import stored_offsets
+from consumer_sdk.lake.delta.files import (
+    SESSION_CODEC_KEY,
+    DataFile,
+    DeltaFileCommitter,
+    file_stats,
+)
+from consumer_sdk.lake.delta.history import commit_metadata
+from consumer_sdk.lake.jvm_appends import DELTA_REFUSED, FilesRefused, refused_class
+from consumer_sdk.lake.spark_config import SparkSinkConfig
+from consumer_sdk.lake.spark_sink import SparkTableSink
+from consumer_sdk.lake.spark_tables import table_root
 from consumer_sdk.sink import Record, records_table
-from consumer_sdk.spark_config import SparkSinkConfig
-from consumer_sdk.spark_sink import SparkTableSink
-from consumer_sdk.spark_tables import table_root
 from tests.lake_readers import key_counts
 
 
@@ -210,7 +215,7 @@ def test_a_commit_refused_after_the_table_changed_is_asked_again_and_logged(
     with pytest.raises(FilesRefused) as refused:
         committer.commit(session, root, date(2026, 11, 26), [unread], "{}")
     assert refused_class(refused.value.__cause__) == DELTA_REFUSED
-    with caplog.at_level(logging.WARNING, logger="consumer_sdk.jvm_appends"):
+    with caplog.at_level(logging.WARNING, logger="consumer_sdk.lake.jvm_appends"):
         assert "small_offsets" in (committer.refusal(session, root) or "")
         assert "small_offsets" in (committer.refusal(session, root) or "")
     assert [r.getMessage().count("small_offsets") for r in caplog.records] == [1]

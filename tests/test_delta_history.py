@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from consumer_sdk.delta_history import (
+from consumer_sdk.lake.delta.history import (
     LOG_DIR,
     STAGED_COMMITS_DIR,
     commit_metadata,

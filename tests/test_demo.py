@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from consumer_sdk.clusters import ClusterKind, suite_cluster_kinds
+from local_kafka.clusters import ClusterKind, suite_cluster_kinds
 from tests.conftest import skip_unless_runnable
 
 ROOT = Path(__file__).parent.parent

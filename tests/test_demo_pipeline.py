@@ -9,10 +9,10 @@ import pytest
 from benchmarks.demo_pipeline import TableCommit, phase_summary, table_commits
 
 LOG = [
-    "2026-11-25 20:59:08,007 [sink-1] consumer_sdk.lake_writer demo-orders: appended 232 "
+    "2026-11-25 20:59:08,007 [sink-1] consumer_sdk.lake.lake_writer demo-orders: appended 232 "
     "row(s) and 0 dead letter(s) in 0.97 s (0.00 s waiting for the partitions' locks)",
     "2026-11-25 20:59:08,822 sidecar.app scale_up 3 -> 4: 4 consumer(s) needed",
-    "2026-11-25 20:59:09,430 [sink-0] consumer_sdk.lake_writer demo-clicks: appended 1268 "
+    "2026-11-25 20:59:09,430 [sink-0] consumer_sdk.lake.lake_writer demo-clicks: appended 1268 "
     "row(s) and 2 dead letter(s) in 1.00 s (0.00 s waiting for the partitions' locks)",
 ]
 

@@ -15,9 +15,9 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 
-from consumer_sdk.broker_cli import execute_control_line
-from consumer_sdk.embedded import EmbeddedKafka, EmbeddedKafkaError
-from consumer_sdk.embedded_process import EmbeddedKafkaProcess
+from local_kafka.broker_cli import execute_control_line
+from local_kafka.embedded import EmbeddedKafka, EmbeddedKafkaError
+from local_kafka.embedded_process import EmbeddedKafkaProcess
 from tests.kafka_helpers import consume_keys, produce_numbered
 
 
@@ -230,7 +230,7 @@ def test_control_protocol_replies() -> None:
 
 def test_cli_rejects_a_bad_topic_spec() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "consumer_sdk.broker_cli", "--topic", "nopartitions"],
+        [sys.executable, "-m", "local_kafka.broker_cli", "--topic", "nopartitions"],
         capture_output=True,
         text=True,
         timeout=30,

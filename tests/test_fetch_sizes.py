@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from consumer_sdk.fetch_sizes import (
+from consumer_sdk.records.fetch_sizes import (
     FETCH_AHEAD_BATCHES,
     MIN_FETCH_BYTES,
     PARTITION_FETCH_BYTES,
@@ -86,5 +86,5 @@ def test_small_batches_go_on_reading_when_a_producer_batch_is_larger_than_the_ro
 
 
 def test_the_whole_fetch_ahead_can_be_kept_for_comparison(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("consumer_sdk.fetch_sizes.FETCH_WITHIN_BATCH", False)
+    monkeypatch.setattr("consumer_sdk.records.fetch_sizes.FETCH_WITHIN_BATCH", False)
     assert fetch_ahead_room(16 * MIB, 16 * MIB) == fetch_ahead_bytes(16 * MIB)

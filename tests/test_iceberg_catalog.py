@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pyiceberg.catalog.sql import SqlCatalog
 
-from consumer_sdk.iceberg_catalog import prepare_catalog_file
+from consumer_sdk.lake.iceberg.catalog import prepare_catalog_file
 
 
 def test_processes_preparing_one_catalog_at_once_leave_the_v1_schema(tmp_path: Path) -> None:

@@ -16,20 +16,20 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from consumer_sdk.arrow_batch import DATE_COLUMN
-from consumer_sdk.commit_offsets import SUMMARY_KEY, stored_offsets
-from consumer_sdk.iceberg_files import (
+from consumer_sdk.lake.arrow_batch import DATE_COLUMN
+from consumer_sdk.lake.commit_offsets import SUMMARY_KEY, stored_offsets
+from consumer_sdk.lake.iceberg.files import (
     FIELD_ID,
     IcebergFileCommitter,
     SchemaMismatch,
     local_directory,
     with_field_ids,
 )
-from consumer_sdk.jvm_appends import ICEBERG_REFUSED, FilesRefused, refused_class
+from consumer_sdk.lake.jvm_appends import ICEBERG_REFUSED, FilesRefused, refused_class
+from consumer_sdk.lake.spark_config import SparkSinkConfig
+from consumer_sdk.lake.spark_sink import SparkTableSink
+from consumer_sdk.lake.spark_tables import table_identifier
 from consumer_sdk.sink import Record, records_table
-from consumer_sdk.spark_config import SparkSinkConfig
-from consumer_sdk.spark_sink import SparkTableSink
-from consumer_sdk.spark_tables import table_identifier
 from tests.lake_readers import _iceberg_table, key_counts, table_offsets
 
 ICEBERG_SCHEMA = {

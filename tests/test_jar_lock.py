@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from consumer_sdk import jar_lock
-from consumer_sdk.jar_lock import (
-    LOCK_DIR,
+from consumer_sdk.lake import jar_lock
+from consumer_sdk.lake.jar_lock import (
     REPOSITORY_ENV,
     JarLock,
     JarLockError,
@@ -20,6 +19,7 @@ from consumer_sdk.jar_lock import (
     read_lock,
     render_lock,
 )
+from local_kafka.apache_kafka import KAFKA_LOCK
 
 
 def _repository_with(tmp_path: Path, jar: LockedJar, content: bytes) -> Path:
@@ -31,7 +31,7 @@ def _repository_with(tmp_path: Path, jar: LockedJar, content: bytes) -> Path:
 
 
 def test_committed_kafka_lock_parses_and_names_its_roots() -> None:
-    lock = read_lock(LOCK_DIR / "apache-kafka.lock")
+    lock = read_lock(KAFKA_LOCK)
     assert any(root.startswith("org.apache.kafka:kafka_2.13:4.") for root in lock.roots)
     coordinates = [jar.coordinate for jar in lock.jars]
     assert len(coordinates) == len(set(coordinates))

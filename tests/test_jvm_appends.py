@@ -1,4 +1,4 @@
-"""The file appends' shared bookkeeping (consumer_sdk.jvm_appends) without a JVM: how a
+"""The file appends' shared bookkeeping (consumer_sdk.lake.jvm_appends) without a JVM: how a
 refusal is recognised from either kind of session, and what a session without the Java side
 makes of every table. The route itself runs in test_delta_files, test_iceberg_files and
 test_spark_sink (through a Connect server with and without the plugin)."""
@@ -9,7 +9,7 @@ import logging
 
 import pytest
 
-from consumer_sdk.jvm_appends import (
+from consumer_sdk.lake.jvm_appends import (
     DELTA_REFUSED,
     UNSEEN_FILE_REFUSED,
     FilesRefused,
@@ -90,7 +90,7 @@ def test_a_session_without_the_java_side_refuses_every_table_and_says_so_once(
     def ask() -> str | None:
         raise NoFileAppends("the Spark Connect server does not load the plugin")
 
-    with caplog.at_level(logging.WARNING, logger="consumer_sdk.jvm_appends"):
+    with caplog.at_level(logging.WARNING, logger="consumer_sdk.lake.jvm_appends"):
         for _ in range(3):
             assert refusals.of("t", ask) == "the Spark Connect server does not load the plugin"
     assert [r.getMessage() for r in caplog.records] == [

@@ -15,14 +15,14 @@ from typing import Any
 
 import pytest
 
-from consumer_sdk.commit_offsets import (
+from consumer_sdk.lake.commit_offsets import (
     CommitOffsets,
     decode_commit,
     encode_offsets,
     stored_offsets,
 )
-from consumer_sdk.jar_lock import JarLockError, parse_lock, render_lock
-from consumer_sdk.partition_fence import (
+from consumer_sdk.lake.jar_lock import JarLockError, parse_lock, render_lock
+from consumer_sdk.lake.partition_fence import (
     PartitionFence,
     StoredOffsets,
     WriteTarget,

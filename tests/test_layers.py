@@ -1,37 +1,160 @@
-"""The layers' rule: the sidecar and the consumer SDK import the contract and the assignor,
-never each other; the contract imports only the assignor (and third-party clients)."""
+"""The layers' rules, read from the sources' imports:
+
+- the sidecar and the consumer SDK import the contract and the assignor, never each other;
+  the contract imports only the assignor (and third-party clients); the assignor nothing of ours;
+- inside the SDK, the lake sinks never import the consumer, its pipeline or the record path
+  (a sink is handed batches), and the record path never imports the consumer or the sinks;
+- the local Kafka clusters (tests, demo, benchmarks) are never imported by the product;
+- no module imports itself through others, and no folder holds more than 20 modules."""
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).parent.parent
-FORBIDDEN = {
-    "sidecar": {"consumer_sdk"},
-    "consumer_sdk": {"sidecar"},
-    "contract": {"consumer_sdk", "sidecar"},
-    "assignor": {"consumer_sdk", "sidecar", "contract"},
+PRODUCT = ("assignor", "contract", "consumer_sdk", "sidecar", "kafka_autoscaler", "local_kafka")
+THE_CONSUMER = {"consumer_sdk.consumer", "consumer_sdk.cli", "consumer_sdk.cooperative"}
+FORBIDDEN: dict[str, set[str]] = {
+    "assignor": {"contract", "consumer_sdk", "sidecar", "local_kafka", "kafka_autoscaler"},
+    "contract": {"consumer_sdk", "sidecar", "local_kafka", "kafka_autoscaler"},
+    "sidecar": {"consumer_sdk", "local_kafka", "kafka_autoscaler"},
+    "consumer_sdk": {"sidecar", "local_kafka", "kafka_autoscaler"},
+    "consumer_sdk.pipeline": THE_CONSUMER | {"consumer_sdk.lake"},
+    "consumer_sdk.records": THE_CONSUMER | {"consumer_sdk.pipeline", "consumer_sdk.lake"},
+    "consumer_sdk.lake": THE_CONSUMER | {"consumer_sdk.pipeline", "consumer_sdk.records"},
+    # The launcher imports each command by name once its extra is checked, never up front.
+    "kafka_autoscaler": {"consumer_sdk", "sidecar", "local_kafka"},
+    "local_kafka": {"sidecar", "kafka_autoscaler"} | THE_CONSUMER | {"consumer_sdk.pipeline"},
 }
+MAX_MODULES_PER_FOLDER = 20
 
 
-def imported_packages(path: Path) -> set[str]:
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def product_modules() -> dict[str, Path]:
+    return {
+        module_name(path): path for package in PRODUCT for path in (ROOT / package).rglob("*.py")
+    }
+
+
+def imported_modules(path: Path, known: set[str]) -> set[str]:
+    """Every module of ours ``path`` imports, at the top or inside a function; ``from a
+    import b`` names ``a.b`` where that is a module."""
     names: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
-            names |= {alias.name.split(".")[0] for alias in node.names}
+            names |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            names.add(node.module.split(".")[0])
+            for alias in node.names:
+                child = f"{node.module}.{alias.name}"
+                names.add(child if child in known else node.module)
     return names
+
+
+def within(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def rules_for(module: str) -> set[str]:
+    return set().union(*(banned for owner, banned in FORBIDDEN.items() if within(module, owner)))
+
+
+def test_every_package_has_rules() -> None:
+    packages = {
+        path.parent.name
+        for path in ROOT.glob("*/__init__.py")
+        if path.parent.name not in {"tests", "benchmarks", "examples", "fuzz", "scripts"}
+    }
+    assert packages == set(PRODUCT)
+    assert {owner.split(".")[0] for owner in FORBIDDEN} == set(PRODUCT)
 
 
 @pytest.mark.parametrize("package", sorted(FORBIDDEN))
 def test_package_imports_only_what_is_below_it(package: str) -> None:
+    modules = product_modules()
     offenders = {
-        str(path.relative_to(ROOT)): sorted(imported_packages(path) & FORBIDDEN[package])
-        for path in sorted((ROOT / package).rglob("*.py"))
-        if imported_packages(path) & FORBIDDEN[package]
+        name: sorted(
+            imported
+            for imported in imported_modules(path, set(modules))
+            for banned in rules_for(name)
+            if within(imported, banned) and not within(name, banned)
+        )
+        for name, path in sorted(modules.items())
+        if within(name, package)
     }
-    assert offenders == {}
+    assert {name: found for name, found in offenders.items() if found} == {}
+    assert offenders, f"no module in {package}"
+
+
+def cycles(graph: dict[str, set[str]]) -> Iterator[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, edges = work[-1]
+            for target in edges:
+                if target not in index:
+                    index[target] = low[target] = len(index)
+                    stack.append(target)
+                    on_stack.add(target)
+                    work.append((target, iter(sorted(graph[target]))))
+                    break
+                if target in on_stack:
+                    low[node] = min(low[node], index[target])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        yield sorted(component)
+
+
+def test_no_import_circle() -> None:
+    modules = product_modules()
+    known = set(modules)
+    graph = {
+        name: {m for m in imported_modules(path, known) if m in known and m != name}
+        for name, path in modules.items()
+    }
+    assert graph["consumer_sdk.lake.lake_session"], "the graph lost its edges"
+    assert list(cycles(graph)) == []
+
+
+def test_cycles_are_found() -> None:
+    assert list(cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}})) == [["a", "b", "c"]]
+
+
+def test_no_folder_holds_more_than_twenty_modules() -> None:
+    folders = {path.parent for package in PRODUCT for path in (ROOT / package).rglob("*.py")}
+    counts = {
+        str(folder.relative_to(ROOT)): sum(
+            1 for path in folder.glob("*.py") if path.name != "__init__.py"
+        )
+        for folder in folders
+    }
+    assert "consumer_sdk" in counts
+    assert {folder: n for folder, n in counts.items() if n > MAX_MODULES_PER_FOLDER} == {}

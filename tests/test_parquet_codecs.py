@@ -1,11 +1,11 @@
-"""Which compression pyarrow writes lake files with (consumer_sdk.parquet_codecs): the
+"""Which compression pyarrow writes lake files with (consumer_sdk.lake.parquet_codecs): the
 setting's codec at the level Spark's writer would use, or why Spark must write instead."""
 
 from __future__ import annotations
 
 import pytest
 
-from consumer_sdk.parquet_codecs import Unwritable, parquet_compression
+from consumer_sdk.lake.parquet_codecs import Unwritable, parquet_compression
 
 
 @pytest.mark.parametrize(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from consumer_sdk.pending import Batch, PendingRecords
+from consumer_sdk.records.pending import Batch, PendingRecords
 from consumer_sdk.sink import HEADER_FIXED_BYTES, RECORD_FIXED_BYTES, Record
 
 

@@ -13,9 +13,9 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from consumer_sdk.pending import PendingRecords
-from consumer_sdk.pending_columns import PendingColumns
-from consumer_sdk.record_columns import RecordColumns
+from consumer_sdk.records.pending import PendingRecords
+from consumer_sdk.records.pending_columns import PendingColumns
+from consumer_sdk.records.record_columns import RecordColumns
 from consumer_sdk.sink import HEADERS, RECORD_SCHEMA, Record
 
 

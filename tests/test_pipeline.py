@@ -15,12 +15,12 @@ from aiokafka.structs import TopicPartition as KTP
 from prometheus_client import REGISTRY
 
 from assignor import TopicPartition
-from consumer_sdk.pending import Batch, PendingRecords
 from consumer_sdk.pipeline.commit import OffsetCommits
 from consumer_sdk.pipeline.fetch import BatchFiller
 from consumer_sdk.pipeline.resume import ResumeLookups
 from consumer_sdk.pipeline.retry import RetryPolicy
 from consumer_sdk.pipeline.write import BatchWriter, WriteAbandoned, WrittenBatch
+from consumer_sdk.records.pending import Batch, PendingRecords
 from consumer_sdk.sink import PartitionsFenced, Record
 
 P0, P1 = KTP("t", 0), KTP("t", 1)

@@ -16,9 +16,9 @@ from aiokafka.record.util import calc_crc32c
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from consumer_sdk import record_columns
-from consumer_sdk.inflate import CODEC_NAMES
-from consumer_sdk.record_columns import CorruptRecords, RecordColumns, decode_records
+from consumer_sdk.records import record_columns
+from consumer_sdk.records.inflate import CODEC_NAMES
+from consumer_sdk.records.record_columns import CorruptRecords, RecordColumns, decode_records
 from consumer_sdk.sink import REFUSED_HEADER, Record
 from fuzz.seeds import batch
 from tests.columns_helpers import column_rows

@@ -15,9 +15,9 @@ from confluent_kafka import Producer
 
 from assignor.backlog import DrainRule
 from assignor.group_plan import SpeedView
-from consumer_sdk.clusters import Capability, KafkaCluster
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.snapshot_cache import SnapshotCache
+from local_kafka.clusters import Capability, KafkaCluster
 from sidecar.app import Sidecar
 from sidecar.config import SidecarConfig, parse_args
 from sidecar.controller import Action

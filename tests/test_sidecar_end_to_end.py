@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
-from consumer_sdk.apache_kafka import free_port
+from local_kafka.apache_kafka import free_port
 from tests.sdk_helpers import wait_until
 
 ROOT = Path(__file__).parent.parent

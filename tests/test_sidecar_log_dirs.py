@@ -77,7 +77,7 @@ def test_bytes_per_second_on_a_real_cluster(kafka: str, topic_factory: Callable[
 def test_unsupported_cluster_falls_back_to_records(
     kafka_cluster_handle: object, topic_factory: Callable[..., str], tmp_path: Path
 ) -> None:
-    from consumer_sdk.clusters import Capability, KafkaCluster
+    from local_kafka.clusters import Capability, KafkaCluster
 
     assert isinstance(kafka_cluster_handle, KafkaCluster)
     if kafka_cluster_handle.supports(Capability.DESCRIBE_LOG_DIRS):

@@ -10,8 +10,8 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from assignor import TopicPartition
-from consumer_sdk.clusters import Capability, KafkaCluster
 from consumer_sdk.snapshot_cache import SnapshotCache
+from local_kafka.clusters import Capability, KafkaCluster
 from sidecar.monitor import Monitor, group_description, lags_in_bytes
 from sidecar.publisher import SnapshotPublisher
 
@@ -114,7 +114,7 @@ def test_published_snapshot_reaches_the_sdk_cache(
 
 
 def test_broker_down_is_reported_and_survived() -> None:
-    from consumer_sdk.embedded import EmbeddedKafka
+    from local_kafka.embedded import EmbeddedKafka
 
     clock = FakeClock()
     with EmbeddedKafka(brokers=3) as broker:

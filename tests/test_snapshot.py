@@ -10,9 +10,9 @@ import pytest
 
 from assignor import TopicPartition
 from assignor.backlog import DrainRule
-from consumer_sdk.apache_kafka import free_port
 from consumer_sdk.snapshot_cache import MAX_CLOCK_SKEW_S, SnapshotCache
 from contract.snapshot import PartitionStat, Snapshot, SnapshotError, decode, speeds_topic
+from local_kafka.apache_kafka import free_port
 
 TP = TopicPartition("orders", 3)
 

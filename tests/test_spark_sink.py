@@ -30,20 +30,25 @@ from confluent_kafka.admin import AdminClient
 from deltalake import DeltaTable
 
 from assignor import TopicPartition
-from consumer_sdk.clusters import ClusterKind, KafkaCluster
-from consumer_sdk.commit_checks import LOG_STORE_CLASS, LOG_STORE_KEY
-from consumer_sdk.commit_offsets import SUMMARY_KEY, encode_offsets, stored_offsets
-from consumer_sdk.compact import compact, data_files
-from consumer_sdk.delta_files import DataFile, DeltaFileCommitter
-from consumer_sdk.delta_history import LOG_DIR, commit_metadata
-from consumer_sdk.jvm_appends import UNSEEN_FILE_REFUSED, FilesRefused, refused_class
-from consumer_sdk.partition_fence import FENCE_DIR, PartitionFence, WriteTarget
+from consumer_sdk.lake.commit_checks import LOG_STORE_CLASS, LOG_STORE_KEY
+from consumer_sdk.lake.commit_offsets import SUMMARY_KEY, encode_offsets, stored_offsets
+from consumer_sdk.lake.compact import compact, data_files
+from consumer_sdk.lake.delta.files import DataFile, DeltaFileCommitter
+from consumer_sdk.lake.delta.history import LOG_DIR, commit_metadata
+from consumer_sdk.lake.jvm_appends import UNSEEN_FILE_REFUSED, FilesRefused, refused_class
+from consumer_sdk.lake.partition_fence import FENCE_DIR, PartitionFence, WriteTarget
+from consumer_sdk.lake.spark_config import SparkSinkConfig
+from consumer_sdk.lake.spark_connect import SparkConnectServer
+from consumer_sdk.lake.spark_sink import SparkTableSink
+from consumer_sdk.lake.spark_tables import (
+    create_table,
+    register_tables,
+    table_identifier,
+    table_root,
+)
 from consumer_sdk.sink import Record, records_table
-from consumer_sdk.spark_config import SparkSinkConfig
-from consumer_sdk.spark_connect import SparkConnectServer
-from consumer_sdk.spark_sink import SparkTableSink
-from consumer_sdk.spark_tables import create_table, register_tables, table_identifier, table_root
 from contract.settings import ConfigError
+from local_kafka.clusters import ClusterKind, KafkaCluster
 from tests.kafka_helpers import produce_tracked
 from tests.lake_readers import PollingReader, key_counts, table_offsets
 from tests.sdk_helpers import ThreadedMember, member_config, wait_until
@@ -727,7 +732,7 @@ def test_a_connect_server_without_the_plugin_has_spark_write_the_files(
     """As a user's own Connect server: the missing plugin is said once, and Spark writes."""
     if sink_config.table_format != "delta":
         pytest.skip("the route is shared by both lake formats; one server start is enough")
-    with caplog.at_level(logging.WARNING, logger="consumer_sdk.jvm_appends"):
+    with caplog.at_level(logging.WARNING, logger="consumer_sdk.lake.jvm_appends"):
         _, files = write_through_connect(sink_config, file_appends=False)
     assert files and not any(PYARROW_FILE.search(path) for path in files), files
     said = [r.getMessage() for r in caplog.records if "does not load" in r.getMessage()]
@@ -736,8 +741,8 @@ def test_a_connect_server_without_the_plugin_has_spark_write_the_files(
 
 CONNECTED_CHILD = """
 import sys
-from consumer_sdk.spark_config import SparkSinkConfig
-from consumer_sdk.spark_tables import spark_session
+from consumer_sdk.lake.spark_config import SparkSinkConfig
+from consumer_sdk.lake.spark_tables import spark_session
 session = spark_session(SparkSinkConfig(warehouse=sys.argv[1], spark_remote=sys.argv[2]))
 session.sql("SELECT 1").collect()
 print("ready", flush=True)

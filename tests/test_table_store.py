@@ -11,10 +11,10 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from consumer_sdk import table_store
-from consumer_sdk.arrow_batch import ValueCodec, to_arrow
+from consumer_sdk.lake import table_store
+from consumer_sdk.lake.arrow_batch import ValueCodec, to_arrow
+from consumer_sdk.lake.table_store import OffsetLedger, StagedFile, staged_parquet
 from consumer_sdk.sink import Record
-from consumer_sdk.table_store import OffsetLedger, StagedFile, staged_parquet
 
 DATE_DIR = "date=2026-11-22"
 

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from consumer_sdk.record_columns import decode_records
+from consumer_sdk.records.record_columns import decode_records
 from consumer_sdk.warmup import sample_batch, warm_record_path
 
 

@@ -21,8 +21,8 @@ from aiokafka.errors import KafkaError
 from aiokafka.structs import TopicPartition as KafkaTopicPartition
 
 from consumer_sdk import metrics
-from consumer_sdk.pending import PendingRecords
-from consumer_sdk.pending_columns import PendingColumns
+from consumer_sdk.records.pending import PendingRecords
+from consumer_sdk.records.pending_columns import PendingColumns
 
 log = logging.getLogger(__name__)
 POLL_SLICE_MS = 200

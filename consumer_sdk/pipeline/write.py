@@ -21,10 +21,10 @@ import pyarrow as pa
 from aiokafka.structs import TopicPartition as KafkaTopicPartition
 
 from consumer_sdk import metrics
-from consumer_sdk.pending import Batch
-from consumer_sdk.pending_columns import ColumnBatch
 from consumer_sdk.pipeline.commit import OffsetCommits
 from consumer_sdk.pipeline.retry import RetryPolicy
+from consumer_sdk.records.pending import Batch
+from consumer_sdk.records.pending_columns import ColumnBatch
 from consumer_sdk.sink import PartitionsFenced, Record, Sink, StagingSink, records_table
 
 log = logging.getLogger(__name__)

@@ -1,0 +1,172 @@
+"""Compacting lake tables: many small batches make many small files; readers pay per file.
+
+``kafka-autoscaler-compact [--table T ...]`` with the sink's settings (``AUTOSCALER_SPARK_*``,
+or ``--warehouse``/``--table-format``/``--database``) rewrites each table's small files into
+few large ones through the format's own operation (Delta ``OPTIMIZE``, Iceberg
+``rewrite_data_files``), in a commit of its own: readers keep seeing every row once, and the
+sink's appends go on meanwhile (neither format makes a compaction conflict with appends).
+Parquet tables with the offset ledger are not compacted (their file names carry the ledger's
+publish numbers). With ``--every SECONDS`` it compacts every table, then again each period,
+until SIGTERM or SIGINT (a failed round is reported and the next one runs on time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import signal
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from consumer_sdk.lake.spark_config import SparkSinkConfig
+from consumer_sdk.lake.spark_tables import (
+    LAKE_DESCRIPTORS,
+    create_table,
+    descriptor_path,
+    spark_session,
+    table_identifier,
+    table_root,
+)
+from contract.settings import ConfigError
+
+
+@dataclass(frozen=True)
+class Compaction:
+    """Data files of one table before and after."""
+
+    table: str
+    files_before: int
+    files_after: int
+
+
+def lake_tables(config: SparkSinkConfig) -> list[str]:
+    """The tables of ``config``'s format the sink created in its warehouse."""
+    base = config.warehouse_path / f"{config.database}.db" / LAKE_DESCRIPTORS
+    return sorted(
+        path.stem
+        for path in base.glob("*.json")
+        if json.loads(path.read_text())["format"] == config.table_format
+    )
+
+
+def data_files(session: Any, config: SparkSinkConfig, table: str) -> int:
+    """How many data files the table's current version reads."""
+    if config.table_format == "delta":
+        root = table_root(config, table).as_posix()
+        return int(session.sql(f"DESCRIBE DETAIL delta.`{root}`").collect()[0]["numFiles"])
+    identifier = table_identifier(config, table)
+    return int(session.sql(f"SELECT count(*) AS n FROM {identifier}.files").collect()[0]["n"])
+
+
+def compact(session: Any, config: SparkSinkConfig, table: str) -> Compaction:
+    """Rewrite ``table``'s small files into large ones, in one commit of its format."""
+    if config.table_format == "parquet":
+        raise ConfigError("table_format parquet: tables with the offset ledger are not compacted")
+    root = table_root(config, table)
+    if not descriptor_path(root, config.table_format).exists():
+        raise ConfigError(f"table {config.database}.{table} was not written by the sink")
+    create_table(session, config.database, table, root, config.table_format, config.iceberg_catalog)
+    before = data_files(session, config, table)
+    if config.table_format == "delta":
+        session.sql(f"OPTIMIZE delta.`{root.as_posix()}`").collect()
+    else:
+        session.sql(
+            f"CALL `{config.iceberg_catalog}`.system.rewrite_data_files("
+            f"table => '{config.database}.{table}')"
+        ).collect()
+    return Compaction(table, before, data_files(session, config, table))
+
+
+def run_periodically(round_: Callable[[], None], every_s: float, stop: threading.Event) -> int:
+    """Run ``round_`` now, then every ``every_s`` seconds until ``stop`` is set; a round
+    that fails is reported in one line and the next runs on time. Returns the rounds run."""
+    rounds = 0
+    while not stop.is_set():
+        rounds += 1
+        try:
+            round_()
+        except ConfigError:
+            raise  # the settings are wrong: no later round can do better
+        except Exception as exc:  # Spark, the file system: the next round may succeed
+            first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+            print(
+                f"kafka-autoscaler-compact: compaction failed ({first_line}); "
+                f"next in {every_s:g} s",
+                file=sys.stderr,
+            )
+        stop.wait(every_s)
+    return rounds
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Compact the named tables (default: every table of the format); one line per table."""
+    parser = argparse.ArgumentParser(
+        prog="kafka-autoscaler-compact",
+        description="Rewrite a lake table's small files into large ones (Delta OPTIMIZE, "
+        "Iceberg rewrite_data_files). Settings as the sink's: AUTOSCALER_SPARK_* variables, "
+        "or the flags below.",
+    )
+    parser.add_argument("--warehouse", help="AUTOSCALER_SPARK_WAREHOUSE")
+    parser.add_argument("--database", help="AUTOSCALER_SPARK_DATABASE (default kafka)")
+    parser.add_argument("--table-format", help="AUTOSCALER_SPARK_TABLE_FORMAT (default delta)")
+    parser.add_argument("--table", action="append", default=[], help="a table (repeatable)")
+    parser.add_argument(
+        "--every",
+        type=float,
+        help="compact again every this many seconds until SIGTERM (default: once)",
+    )
+    args = parser.parse_args(argv)
+    if args.every is not None and not (math.isfinite(args.every) and args.every > 0):
+        print(
+            f"kafka-autoscaler-compact: --every must be a number of seconds > 0, got "
+            f"{args.every!r}",
+            file=sys.stderr,
+        )
+        return 2
+    overrides = {
+        name: value
+        for name, value in (
+            ("warehouse", args.warehouse),
+            ("database", args.database),
+            ("table_format", args.table_format),
+        )
+        if value is not None
+    }
+    try:
+        config = SparkSinkConfig.from_env(**overrides)
+        if not Path(config.warehouse_path).is_dir():
+            raise ConfigError(
+                f"warehouse (AUTOSCALER_SPARK_WAREHOUSE) must be an existing directory, got "
+                f"{config.warehouse!r}"
+            )
+        session = spark_session(config)
+
+        def compact_all() -> None:
+            for table in args.table or lake_tables(config):  # new topics' tables too
+                done = compact(session, config, table)
+                print(
+                    f"{config.database}.{done.table}: {done.files_before} -> "
+                    f"{done.files_after} files",
+                    flush=True,
+                )
+
+        if args.every is None:
+            compact_all()
+            return 0
+        stop = threading.Event()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda *_: stop.set())
+        run_periodically(compact_all, args.every, stop)
+    except ConfigError as exc:
+        print(f"kafka-autoscaler-compact: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,2 @@
+"""Delta Lake: data files appended as one commit (:mod:`.files`) and the offsets read back
+from a table's history (:mod:`.history`)."""

@@ -1,0 +1,276 @@
+"""Spark sessions and table definitions for the sink, and for readers in other processes.
+
+One session per process: a local one (``local[N]``) or Spark Connect (``sc://host:port``).
+Tables are registered by location: each table has a descriptor (its columns and format;
+``<table>/_table.json`` for parquet, ``<database>.db/_tables/<table>.json`` for Delta and
+Iceberg, whose table directories must hold nothing of ours), so any process can register
+every table of a warehouse in its own catalog with :func:`register_tables` and read them
+with ``spark.table(...)``. No process depends on a shared metastore (the embedded Derby one
+admits a single process at a time); a deployment with a Hive metastore service can still use
+it through ``spark_conf``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import fcntl
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from consumer_sdk.lake.arrow_batch import DATE_COLUMN
+from consumer_sdk.lake.lake_session import lake_conf
+from consumer_sdk.lake.spark_config import SparkSinkConfig
+from contract.settings import ConfigError
+
+DESCRIPTOR = "_table.json"
+LAKE_DESCRIPTORS = "_tables"
+# Settings the sink needs whatever the user passes: files are found by listing (partitions
+# appear as writers rename them in), timestamps are written the way pyarrow reads them back.
+SESSION_CONF = {
+    "spark.sql.hive.manageFilesourcePartitions": "false",
+    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+    "spark.sql.execution.arrow.localRelationThreshold": "0",
+    "spark.sql.sources.partitionColumnTypeInference.enabled": "true",
+}
+# Properties of the Delta tables a session creates (a runtime setting, so remote sessions
+# take it too); the user's spark_conf overrides them. Delta writes a checkpoint of the whole
+# table state every delta.checkpointInterval commits, in a Spark job, inside the commit that
+# reaches it; its default, 10, suits a table written a few times an hour. A consumer commits
+# once per batch and table: measured through the sink on two cores (2,000-row appends,
+# benchmarks/results/delta_commit_cost.md), a checkpoint commit took about 1.8 s against
+# 0.25 s for the others, and at 100 an append took 36 % less of the JVM's CPU (0.72 s ->
+# 0.46 s). Readers replay at most 99 JSON commits after the last checkpoint. Tables created
+# before keep the interval they have.
+TABLE_DEFAULTS = {
+    "spark.databricks.delta.properties.defaults.checkpointInterval": "100",
+}
+# Defaults for the sessions and the Spark Connect server this project starts; the user's
+# spark_conf overrides them.
+DEFAULT_CONF = {
+    **TABLE_DEFAULTS,
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "4",
+    # Delta rebuilds a table's state (at each checkpoint, and for a snapshot it cannot
+    # update from the last) in a job of this many tasks; its default, 50, is sized for a
+    # cluster. On two cores those jobs took three times the writes' time in the 60-second
+    # demo (21 jobs of 50 tasks against 122 writes).
+    "spark.databricks.delta.snapshotPartitions": "2",
+}
+_FORMAT_JARS = {
+    "delta": "Delta Lake (io.delta:delta-spark_4.1_2.13 and spark.sql.extensions="
+    "io.delta.sql.DeltaSparkSessionExtension)",
+    "iceberg": "Apache Iceberg (org.apache.iceberg:iceberg-spark-runtime-4.1_2.13 and an "
+    "Iceberg catalog in spark.sql.catalog.*)",
+}
+
+
+def spark_session(config: SparkSinkConfig) -> Any:
+    """Start (or reuse) this process's session as ``config`` says."""
+    from pyspark.sql import SparkSession
+
+    if config.spark_remote:
+        # The Connect class itself: a process may also hold a local session (the generic
+        # builder refuses a remote one then).
+        from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+        # create(), not getOrCreate(): the latter returns the process's default session
+        # whatever its URL, so a second sink (or a reader) would talk to the wrong server.
+        remote = ConnectSession.builder.remote(config.spark_remote).create()
+        # Each Connect client asks its server at interpreter exit to drop its ML cache; with
+        # the server gone that call retries for about ten minutes, so a consumer stopped
+        # after its server went away would not exit. The sink caches no models.
+        cleanup = getattr(remote.client, "_cleanup_ml_cache", None)
+        if cleanup is not None:
+            atexit.unregister(cleanup)
+        for key, value in {**TABLE_DEFAULTS, **SESSION_CONF, **config.spark_conf}.items():
+            if key != "spark.sql.hive.manageFilesourcePartitions":  # static: server's choice
+                remote.conf.set(key, value)
+        return remote
+    builder = SparkSession.builder.master(config.master).appName("kafka-autoscaler-sink")
+    settings = {
+        **DEFAULT_CONF,
+        "spark.sql.warehouse.dir": str(config.warehouse_path),
+        **config.spark_conf,
+        **SESSION_CONF,
+    }
+    if config.table_format != "parquet":
+        settings |= lake_conf(config.warehouse_path, config.iceberg_catalog, config.spark_conf)
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    if config.table_format != "parquet":
+        _use_catalog_settings(session, settings, f"spark.sql.catalog.{config.iceberg_catalog}")
+    return session
+
+
+def _use_catalog_settings(session: Any, settings: dict[str, str], prefix: str) -> None:
+    """A process has one local session: a later sink gets the one the first created. Catalog
+    settings are runtime ones, so a catalog the first session lacks is added now; one that
+    points elsewhere is refused rather than written to."""
+    wanted = {k: v for k, v in settings.items() if k == prefix or k.startswith(prefix + ".")}
+    for key, value in wanted.items():
+        current = session.conf.get(key, None)
+        if current is None:
+            session.conf.set(key, value)
+        elif current != value:
+            raise ConfigError(
+                f"iceberg_catalog ({prefix.removeprefix('spark.sql.catalog.')}): this "
+                f"process's Spark session already has {key}={current}, not {value}; give "
+                "each warehouse its own catalog name"
+            )
+
+
+def _sql_type(data_type: pa.DataType) -> str:
+    if pa.types.is_string(data_type):
+        return "STRING"
+    if pa.types.is_binary(data_type):
+        return "BINARY"
+    if pa.types.is_boolean(data_type):
+        return "BOOLEAN"
+    if pa.types.is_timestamp(data_type):
+        return "TIMESTAMP"
+    if pa.types.is_date(data_type):
+        return "DATE"
+    named = {pa.int32(): "INT", pa.int64(): "BIGINT", pa.float32(): "FLOAT", pa.float64(): "DOUBLE"}
+    if data_type in named:
+        return named[data_type]
+    if pa.types.is_list(data_type):
+        return f"ARRAY<{_sql_type(data_type.value_type)}>"
+    if pa.types.is_struct(data_type):
+        inner = ", ".join(
+            f"`{data_type.field(i).name}`: {_sql_type(data_type.field(i).type)}"
+            for i in range(data_type.num_fields)
+        )
+        return f"STRUCT<{inner}>"
+    raise TypeError(f"no Spark SQL type for Arrow {data_type}")
+
+
+def column_ddl(schema: pa.Schema) -> str:
+    """``\\`topic\\` STRING, ...`` for a data-file schema, plus the date partition column."""
+    columns = [f"`{f.name}` {_sql_type(f.type)}" for f in schema]
+    return ", ".join([*columns, f"`{DATE_COLUMN}` DATE"])
+
+
+def table_root(config: SparkSinkConfig, table: str) -> Path:
+    """Directory of ``table`` in the warehouse (Delta and parquet data, every format's
+    descriptor and partition fences)."""
+    return config.warehouse_path / f"{config.database}.db" / table
+
+
+def table_identifier(config: SparkSinkConfig, table: str) -> str:
+    """The SQL name of ``table``, quoted: database.table (Iceberg: catalog.database.table)."""
+    name = f"`{config.database}`.`{table}`"
+    return f"`{config.iceberg_catalog}`.{name}" if config.table_format == "iceberg" else name
+
+
+def descriptor_path(root: Path, table_format: str) -> Path:
+    """Where the descriptor of the table at ``root`` is."""
+    if table_format == "parquet":
+        return root / DESCRIPTOR
+    return root.parent / LAKE_DESCRIPTORS / f"{root.name}.json"
+
+
+def describe_table(root: Path, schema: pa.Schema, table_format: str) -> None:
+    """Write the table's descriptor once (atomically; every writer writes the same text)."""
+    descriptor = descriptor_path(root, table_format)
+    descriptor.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps({"columns": column_ddl(schema), "format": table_format}, indent=1)
+    if descriptor.exists() and descriptor.read_text() == text:
+        return
+    if descriptor.exists():
+        raise ConfigError(
+            f"table {root} exists with other columns ({descriptor}); pick another table "
+            "name (tables / table_template) or the value format it was created with"
+        )
+    staged = descriptor.with_name(f".{descriptor.name}.{os.getpid()}")
+    staged.write_text(text)
+    os.replace(staged, descriptor)
+
+
+def create_table(
+    session: Any,
+    database: str,
+    table: str,
+    root: Path,
+    table_format: str,
+    iceberg_catalog: str = "lake",
+) -> None:
+    """Register the table directory ``root`` as ``database.table`` in this session (Iceberg:
+    create it in its catalog unless it exists)."""
+    described = json.loads(descriptor_path(root, table_format).read_text())
+    if table_format == "iceberg":
+        namespace = f"`{iceberg_catalog}`.`{database}`"
+        statements = [
+            f"CREATE NAMESPACE IF NOT EXISTS {namespace}",
+            f"CREATE TABLE IF NOT EXISTS {namespace}.`{table}` ({described['columns']}) "
+            f"USING iceberg PARTITIONED BY (`{DATE_COLUMN}`) "
+            "TBLPROPERTIES ('format-version'='2')",
+        ]
+    else:
+        statements = [
+            f"CREATE DATABASE IF NOT EXISTS `{database}` LOCATION '{root.parent.as_posix()}'",
+            f"CREATE TABLE IF NOT EXISTS `{database}`.`{table}` ({described['columns']}) "
+            f"USING {table_format} PARTITIONED BY (`{DATE_COLUMN}`) "
+            f"LOCATION '{root.as_posix()}'",
+        ]
+    try:
+        with _creation_lock(descriptor_path(root, table_format)):
+            for statement in statements:
+                session.sql(statement)
+    except Exception as exc:
+        if table_format in _FORMAT_JARS:
+            raise ConfigError(
+                f"table_format {table_format} needs {_FORMAT_JARS[table_format]} on the "
+                f"Spark classpath; this Spark could not create {database}.{table}: "
+                f"{str(exc).splitlines()[0]}"
+            ) from exc
+        raise
+    if table_format == "iceberg":
+        return
+    if session.conf.get("spark.sql.hive.manageFilesourcePartitions", "true") == "true":
+        # A session tracking partitions in its catalog sees new date directories only
+        # after this (ours lists files instead).
+        session.sql(f"ALTER TABLE `{database}`.`{table}` RECOVER PARTITIONS")
+    session.sql(f"REFRESH TABLE `{database}`.`{table}`")
+
+
+@contextlib.contextmanager
+def _creation_lock(descriptor: Path) -> Iterator[None]:
+    """Writer processes create a table one at a time (across processes on the warehouse's
+    filesystem), so each finds it created or creates it alone: Delta's first commit, seen
+    half-written by a second creator, is "a non-empty location that is not a Delta table",
+    and the Iceberg catalog refuses a second insert of the same table."""
+    with descriptor.with_suffix(".lock").open("a") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def register_tables(
+    session: Any, warehouse: str | Path, database: str = "kafka", iceberg_catalog: str = "lake"
+) -> list[str]:
+    """Register every table the sink wrote under ``warehouse`` in ``session``'s catalog, so
+    ``session.table("kafka.orders")`` works in any process (Iceberg tables are in their
+    catalog already: ``lake.kafka.orders``). Returns the table names."""
+    base = Path(str(warehouse).removeprefix("file://")) / f"{database}.db"
+    names: list[str] = []
+    descriptors = [*base.glob(f"*/{DESCRIPTOR}"), *base.glob(f"{LAKE_DESCRIPTORS}/*.json")]
+    for descriptor in sorted(descriptors):
+        table_format = json.loads(descriptor.read_text())["format"]
+        root = descriptor.parent if table_format == "parquet" else base / descriptor.stem
+        if table_format == "iceberg":
+            names.append(f"{iceberg_catalog}.{database}.{root.name}")
+            continue
+        create_table(session, database, root.name, root, table_format)
+        names.append(f"{database}.{root.name}")
+    return names
