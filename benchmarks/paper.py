@@ -168,8 +168,7 @@ def _draw_panel(ax: Any, rows: Sequence[Row], delta: int) -> None:
 
 
 def plot(rows: Sequence[Row], directory: Path) -> None:
-    """Pareto plots: ``paper_pareto.png`` with every delta > 0, and one
-    ``paper_pareto_delta<D>.png`` per delta."""
+    """The Pareto plot ``paper_pareto.png``: one panel per delta > 0."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -188,12 +187,6 @@ def plot(rows: Sequence[Row], directory: Path) -> None:
     fig.tight_layout()
     fig.savefig(directory / "paper_pareto.png", dpi=100)
     plt.close(fig)
-    for delta in deltas:
-        fig, ax = plt.subplots(figsize=(6, 4.8))
-        _draw_panel(ax, rows, delta)
-        fig.tight_layout()
-        fig.savefig(directory / f"paper_pareto_delta{delta}.png", dpi=100)
-        plt.close(fig)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
