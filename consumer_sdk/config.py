@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import Any
 
 from assignor.cooperative import COOPERATIVE, PROTOCOLS
@@ -22,6 +22,7 @@ from contract.settings import (
     capacity_setting,
     env_name,
     is_capacity_auto,
+    setting,
 )
 
 MIB = 1024 * 1024
@@ -42,53 +43,101 @@ REVOKE_MODES = ("release", "flush")
 class ConsumerConfig(GroupSettings):
     """Everything an :class:`~consumer_sdk.consumer.AutoscalingConsumer` needs."""
 
-    # A batch's size as it sits in memory (consumer_sdk.sink.Record.size: keys, values,
-    # headers and each record's fixed-width cells), not only its keys and values.
-    batch_bytes: int = 16 * MIB
-    # Batches a staging sink (SparkTableSink) holds at once: one stages while the one before
-    # it is still being written. Memory: up to this many batches plus the one filling.
-    writes_in_flight: int = 2
-    snapshot_max_age_secs: float = 30.0
-    member_identity: str = field(default_factory=default_identity)
-    session_timeout_ms: int = 10_000
-    # Members hear of a rebalance (a member joining, leaving, asking for a re-plan) at their
-    # next heartbeat: 1 s rather than the Kafka clients' 3 s brings consumers a scale-up
-    # adds into work up to 2 s sooner, for one small request a second per member.
-    heartbeat_interval_ms: int = 1_000
-    # Longest time between two polls before the client leaves its group. The SDK polls all
-    # the time, also with no partitions; only a write blocking the loop this long counts.
-    max_poll_interval_ms: int = 300_000
-    auto_offset_reset: str = "earliest"
-    leader_delay_secs: float = 0.0
-    security_protocol: str = "PLAINTEXT"
-    sasl_mechanism: str | None = None
-    sasl_plain_username: str | None = None
-    sasl_plain_password: str | None = None
-    ssl_cafile: str | None = None
-    metrics_port: int | None = None
-    replan_after_secs: float = 30.0
-    rebalance_protocol: str = COOPERATIVE
-    # On stop, a cooperative member first hands its partitions to the others while it still
-    # reads them (one more rebalance round), for at most this long; 0 leaves at once.
-    leave_handover_secs: float = 10.0
-    # How fetched records reach the write stage: "columns" (Arrow columns decoded natively per
-    # fetch) or "records" (a Record per record, as aiokafka builds them). Sinks get the same
-    # Arrow table either way.
-    record_path: str = "columns"
-    # What one producer batch may take in memory once inflated and decoded (columns path).
+    batch_bytes: int = setting(
+        "a batch's size as it sits in memory (keys, values, headers and each record's "
+        "fixed-width cells), [1024, 1073741824]: a batch is written when this full or "
+        "wait_time_secs old",
+        16 * MIB,
+    )
+    # Memory: up to this many batches plus the one filling.
+    writes_in_flight: int = setting(
+        "batches a staging sink (SparkTableSink) holds at once, [1, 8]: one stages while the "
+        "one before it is still being written",
+        2,
+    )
+    snapshot_max_age_secs: float = setting(
+        "a speed snapshot older than this many seconds is ignored (and counted), [1, 86400]",
+        30.0,
+    )
+    member_identity: str = setting(
+        "this member's stable name, non-empty: name-<ordinal>, higher ordinals are emptied "
+        "first; default: POD_NAME, HOSTNAME or the host name",
+        default_factory=default_identity,
+    )
+    session_timeout_ms: int = setting("Kafka's session.timeout.ms, [1000, 300000]", 10_000)
+    # 1 s rather than the Kafka clients' 3 s brings consumers a scale-up adds into work up
+    # to 2 s sooner, for one small request a second per member.
+    heartbeat_interval_ms: int = setting(
+        "Kafka's heartbeat.interval.ms, [50, session_timeout_ms): members hear of a "
+        "rebalance at their next heartbeat",
+        1_000,
+    )
+    # The SDK polls all the time, also with no partitions; only a write blocking the loop
+    # this long counts.
+    max_poll_interval_ms: int = setting("Kafka's max.poll.interval.ms, an integer >= 1000", 300_000)
+    auto_offset_reset: str = setting(
+        "where a partition with no committed offset starts: earliest or latest", "earliest"
+    )
+    leader_delay_secs: float = setting(
+        "seconds the group leader waits before assigning, [0, 5]: non-zero only for the "
+        "embedded broker",
+        0.0,
+    )
+    security_protocol: str = setting("PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL", "PLAINTEXT")
+    sasl_mechanism: str | None = setting(
+        "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, GSSAPI or OAUTHBEARER; required with SASL_*",
+        None,
+    )
+    sasl_plain_username: str | None = setting("the SASL user name", None)
+    sasl_plain_password: str | None = setting("the SASL password", None)
+    ssl_cafile: str | None = setting(
+        "a CA certificate file (PEM) to check the brokers' certificates with", None
+    )
+    metrics_port: int | None = setting(
+        "port of this consumer's /metrics endpoint, [1, 65535]; unset: none", None
+    )
+    replan_after_secs: float = setting(
+        "a member over its capacity asks the group to re-plan once its records are 5 % of "
+        "this late, after at least 5 s over and at the latest after this long; again at most "
+        "this often, [0, 3600]; 0: never",
+        30.0,
+    )
+    rebalance_protocol: str = setting(
+        "cooperative (only moving partitions stop) or eager", COOPERATIVE
+    )
+    leave_handover_secs: float = setting(
+        "on stop, a cooperative member first hands its partitions to the others while it "
+        "still reads them, for at most this many seconds, [0, 300]; 0: leave at once",
+        10.0,
+    )
+    record_path: str = setting(
+        "columns (Arrow columns decoded natively per fetch) or records (a Record per record, "
+        "as aiokafka builds them); sinks get the same Arrow table either way",
+        "columns",
+    )
     # Kafka limits a batch by its compressed size, so a small batch can inflate a
-    # thousandfold; one past this is refused into the dead-letter table, and reading goes on.
-    max_record_batch_bytes: int = DEFAULT_MAX_RECORD_BATCH_BYTES
-    # Bytes one fetch response may hold (Kafka's fetch.max.bytes). Unset: derived from
-    # batch_bytes (consumer_sdk.records.fetch_sizes). A response is held about three times over
-    # while it is decoded, so it weighs on the consumer's memory more than its size says.
-    fetch_max_bytes: int | None = None
-    # What a member does with partitions the group takes from it: "release" gives them up at
-    # once when the sink fences lost partitions (FencingSink): records not yet in a write are
-    # read again by the next owner, writes in flight finish meanwhile and the sink keeps them
-    # exactly once; "flush" writes and commits them before rejoining (always, for a sink
-    # that does not fence). A flush holds the whole group's rebalance round for a table write.
-    revoke_mode: str = "release"
+    # thousandfold.
+    max_record_batch_bytes: int = setting(
+        "what one producer batch may take in memory once inflated and decoded, "
+        "[1048576, 1073741824] (columns path): one past it goes to the dead-letter table and "
+        "reading goes on",
+        DEFAULT_MAX_RECORD_BATCH_BYTES,
+    )
+    # A response is held about three times over while it is decoded
+    # (consumer_sdk.records.fetch_sizes).
+    fetch_max_bytes: int | None = setting(
+        "bytes one fetch response may hold (Kafka's fetch.max.bytes), [65536, 1073741824]; "
+        "unset: derived from batch_bytes",
+        None,
+    )
+    # A flush holds the whole group's rebalance round for a table write.
+    revoke_mode: str = setting(
+        "what a member does with partitions the group takes from it: release (give them up "
+        "at once when the sink fences lost partitions; records not yet in a write are read "
+        "again by the next owner) or flush (write and commit them before rejoining; always "
+        "so for a sink that does not fence)",
+        "release",
+    )
 
     def __post_init__(self) -> None:
         self._check_group()

@@ -3,8 +3,8 @@ variables and checks), below both: neither imports the other for them."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from typing import NoReturn
+from dataclasses import MISSING, Field, dataclass, field, fields
+from typing import Any, NoReturn
 
 from assignor import DEFAULT_HEURISTIC, HEURISTIC_NAMES
 from assignor.validation import TOPIC_NAME_RULE, is_finite_number, is_topic_name
@@ -21,6 +21,19 @@ class ConfigError(ValueError):
     """A configuration value out of range, naming the field and its environment variable."""
 
 
+def setting(help: str, default: Any = MISSING, default_factory: Any = MISSING) -> Any:
+    """A settings field with what it means and accepts (``help``): the one text the flags'
+    ``--help``, the error messages' context and the configuration reference are made from."""
+    if default_factory is not MISSING:
+        return field(default_factory=default_factory, metadata={"help": help})
+    return field(default=default, metadata={"help": help})
+
+
+def setting_help(f: Field[Any]) -> str:
+    """What a settings field means and accepts (:func:`setting`)."""
+    return str(f.metadata.get("help", ""))
+
+
 def env_name(field_name: str) -> str:
     """``batch_bytes`` -> ``AUTOSCALER_BATCH_BYTES``."""
     return ENV_PREFIX + field_name.upper()
@@ -31,19 +44,38 @@ class GroupSettings:
     """What the consumers and the sidecar share: the same fields, the same ``AUTOSCALER_*``
     variables, the same checks. Subclasses say how a field is named in messages."""
 
-    bootstrap_servers: str
-    group: str
-    topics: tuple[str, ...]
-    capacity: float
-    capacity_unit: str = "records/s"
-    heuristic: str = DEFAULT_HEURISTIC
-    snapshot_topic: str = ""
-    # The consumers' batch wait; the sidecar reads it too: lag up to this many seconds of
-    # arrivals is a batch being built, not a backlog (assignor.backlog).
-    wait_time_secs: float = 5.0
-    # With capacity "auto": what one consumer is taken to drain until measured (0: the
-    # conservative INITIAL_CAPACITY of the unit).
-    capacity_initial: float = 0.0
+    bootstrap_servers: str = setting("Kafka brokers, host:port[,host:port...]")
+    group: str = setting("the consumer group")
+    topics: tuple[str, ...] = setting("the group's topics, comma-separated")
+    capacity: float = setting(
+        "what one consumer drains, in capacity_unit (a number > 0), or auto: "
+        "measured by the consumers while a backlog waits (see capacity_initial)"
+    )
+    capacity_unit: str = setting(
+        "records/s, or bytes/s (measured from log sizes where the cluster has DescribeLogDirs)",
+        "records/s",
+    )
+    heuristic: str = setting(
+        "the bin-packing heuristic, the same on every consumer and the sidecar "
+        "(repair, mbfp, ...; see the heuristics page)",
+        DEFAULT_HEURISTIC,
+    )
+    snapshot_topic: str = setting(
+        "the topic the sidecar publishes speed snapshots to (empty: <group>.autoscaler.speeds)",
+        "",
+    )
+    # The sidecar reads it too: lag up to this many seconds of arrivals is a batch being
+    # built, not a backlog (assignor.backlog).
+    wait_time_secs: float = setting(
+        "the consumers' batch wait in seconds, [0.01, 3600]: a batch is written when full or "
+        "this old",
+        5.0,
+    )
+    capacity_initial: float = setting(
+        "with capacity auto: what one consumer is taken to drain until measured, >= 0 "
+        "(0: 1000 records/s or 1000000 bytes/s)",
+        0.0,
+    )
 
     def label(self, name: str) -> str:
         """How field ``name`` is called in an error message."""

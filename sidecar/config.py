@@ -20,6 +20,8 @@ from contract.settings import (
     capacity_setting,
     env_name,
     is_capacity_auto,
+    setting,
+    setting_help,
 )
 
 SCALERS = ("local", "kubernetes", "none")
@@ -30,28 +32,92 @@ WORKLOAD_KINDS = ("deployment", "statefulset")
 class SidecarConfig(GroupSettings):
     """Everything the sidecar needs (the shared fields come from GroupSettings)."""
 
-    interval: float = 1.0
-    window: float = 30.0
-    min_window: float = 3.0
-    min_replicas: int = 1
-    max_replicas: int = 100
-    scale_down_window: float = 120.0
-    scale_up_settle: float = 5.0
-    drain_seconds: float = 30.0
-    max_data_age: float = 10.0
-    keda_lag_threshold: float = 0.0
-    scaler: str = "local"
-    consumer_command: str = f"{shlex.quote(sys.executable)} -m consumer_sdk.cli"
-    identity_prefix: str = "consumer"
-    namespace: str = "default"
-    workload_kind: str = "deployment"
-    workload_name: str = ""
-    lock_file: str = ""
-    lease_name: str = ""
-    http_host: str = "127.0.0.1"
-    http_port: int = 8080
+    interval: float = setting(
+        "seconds between measurements, > 0",
+        1.0,
+    )
+    window: float = setting(
+        "seconds of offsets a speed is the slope of, > 0",
+        30.0,
+    )
+    min_window: float = setting(
+        "seconds of data before a speed is reported, (0, --window]",
+        3.0,
+    )
+    min_replicas: int = setting(
+        "fewest consumers, >= 0 (0: none when there is no traffic and no backlog)",
+        1,
+    )
+    max_replicas: int = setting(
+        "most consumers, >= max(1, --min-replicas); never more than partitions",
+        100,
+    )
+    scale_down_window: float = setting(
+        "seconds one surplus consumer is held before scaling down, >= 0 (k surplus consumers:"
+        " about 1/k of it, at least a quarter); also the no-flap window",
+        120.0,
+    )
+    scale_up_settle: float = setting(
+        "seconds after a scale-up before another one, >= 0: the step is still showing in the "
+        "speeds and the new members are joining; the next decision sizes the rest",
+        5.0,
+    )
+    drain_seconds: float = setting(
+        "a backlog is paid off within this many seconds, > 0",
+        30.0,
+    )
+    max_data_age: float = setting(
+        "never act on measurements older than this many seconds, > 0",
+        10.0,
+    )
+    keda_lag_threshold: float = setting(
+        "> 0: size the group like KEDA's Kafka scaler instead (ceil(total lag / this), 10 % "
+        "tolerance, 300 s scale-down stabilisation), for comparisons; 0: ours",
+        0.0,
+    )
+    scaler: str = setting(
+        "local (consumer processes here), kubernetes (a Deployment or StatefulSet), or none "
+        "(measure and publish only)",
+        "local",
+    )
+    consumer_command: str = setting(
+        "with --scaler local: the consumer to start, quoted as in a shell",
+        f"{shlex.quote(sys.executable)} -m consumer_sdk.cli",
+    )
+    identity_prefix: str = setting(
+        "with --scaler local: member identities are PREFIX-ORDINAL",
+        "consumer",
+    )
+    namespace: str = setting(
+        "with --scaler kubernetes: the workload's namespace",
+        "default",
+    )
+    workload_kind: str = setting(
+        "with --scaler kubernetes: deployment or statefulset",
+        "deployment",
+    )
+    workload_name: str = setting(
+        "with --scaler kubernetes: the workload to scale (required there)",
+        "",
+    )
+    lock_file: str = setting(
+        "leader lock of local sidecars (empty: /tmp/kafka-autoscaler-<group>.lock)",
+        "",
+    )
+    lease_name: str = setting(
+        "Kubernetes Lease of the leader (empty: kafka-autoscaler-<group>)",
+        "",
+    )
+    http_host: str = setting(
+        "address /metrics, /healthz and /status listen on",
+        "127.0.0.1",
+    )
+    http_port: int = setting(
+        "their port, [0, 65535]; 0: no HTTP endpoint",
+        8080,
+    )
     # Set by ``--capacity auto`` (not a flag of its own): size with the measured capacity.
-    capacity_auto: bool = False
+    capacity_auto: bool = setting("derived from --capacity auto", False)
 
     def label(self, name: str) -> str:
         """Flags are how sidecar users meet a field."""
@@ -137,47 +203,6 @@ REQUIRED = ("bootstrap_servers", "group", "topics", "capacity")
 # Fields that are not flags (derived from others).
 DERIVED = ("capacity_auto",)
 
-# What each flag means and accepts; --help adds the default and the variable.
-FLAG_HELP = {
-    "bootstrap_servers": "Kafka brokers, host:port[,host:port...]",
-    "group": "the consumer group to size",
-    "topics": "the group's topics, comma-separated",
-    "capacity": "what one consumer drains, in --capacity-unit (a number > 0), or auto: "
-    "measured by the consumers while a backlog waits (see --capacity-initial)",
-    "capacity_initial": "with --capacity auto: what one consumer is taken to drain until "
-    "measured, >= 0 (0: 1000 records/s or 1000000 bytes/s)",
-    "capacity_unit": "records/s, or bytes/s (measured from log sizes where the cluster "
-    "has DescribeLogDirs)",
-    "heuristic": "bin-packing heuristic, the same name the consumers use (repair, mbfp, ...)",
-    "snapshot_topic": "topic the speed snapshots go to (empty: <group>.autoscaler.speeds)",
-    "wait_time_secs": "the consumers' batch wait in seconds, (0, 3600]: lag up to this many "
-    "seconds of arrivals is a batch being built, not a backlog",
-    "interval": "seconds between measurements, > 0",
-    "window": "seconds of offsets a speed is the slope of, > 0",
-    "min_window": "seconds of data before a speed is reported, (0, --window]",
-    "min_replicas": "fewest consumers, >= 0 (0: none when there is no traffic and no backlog)",
-    "max_replicas": "most consumers, >= max(1, --min-replicas); never more than partitions",
-    "scale_down_window": "seconds one surplus consumer is held before scaling down, >= 0 "
-    "(k surplus consumers: about 1/k of it, at least a quarter); also the no-flap window",
-    "scale_up_settle": "seconds after a scale-up before another one, >= 0: the step is still "
-    "showing in the speeds and the new members are joining; the next decision sizes the rest",
-    "drain_seconds": "a backlog is paid off within this many seconds, > 0",
-    "max_data_age": "never act on measurements older than this many seconds, > 0",
-    "keda_lag_threshold": "> 0: size the group like KEDA's Kafka scaler instead (ceil(total "
-    "lag / this), 10 %% tolerance, 300 s scale-down stabilisation), for comparisons; 0: ours",
-    "scaler": "local (consumer processes here), kubernetes (a Deployment or StatefulSet), or "
-    "none (measure and publish only)",
-    "consumer_command": "with --scaler local: the consumer to start, quoted as in a shell",
-    "identity_prefix": "with --scaler local: member identities are PREFIX-ORDINAL",
-    "namespace": "with --scaler kubernetes: the workload's namespace",
-    "workload_kind": "with --scaler kubernetes: deployment or statefulset",
-    "workload_name": "with --scaler kubernetes: the workload to scale (required there)",
-    "lock_file": "leader lock of local sidecars (empty: /tmp/kafka-autoscaler-<group>.lock)",
-    "lease_name": "Kubernetes Lease of the leader (empty: kafka-autoscaler-<group>)",
-    "http_host": "address /metrics, /healthz and /status listen on",
-    "http_port": "their port, [0, 65535]; 0: no HTTP endpoint",
-}
-
 
 def parse_args(
     argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None
@@ -196,7 +221,7 @@ def parse_args(
             "--" + f.name.replace("_", "-"),
             dest=f.name,
             type=_converter(f.name, str(f.type)),
-            help=f"{FLAG_HELP[f.name]} ({default}; env {env_name(f.name)})",
+            help=f"{setting_help(f)} ({default}; env {env_name(f.name)})".replace("%", "%%"),
         )
     defaults: dict[str, Any] = {}
     try:

@@ -27,7 +27,7 @@ FORBIDDEN: dict[str, set[str]] = {
     "consumer_sdk.records": THE_CONSUMER | {"consumer_sdk.pipeline", "consumer_sdk.lake"},
     "consumer_sdk.lake": THE_CONSUMER | {"consumer_sdk.pipeline", "consumer_sdk.records"},
     # The launcher imports each command by name once its extra is checked, never up front.
-    "kafka_autoscaler": {"consumer_sdk", "sidecar", "local_kafka"},
+    "kafka_autoscaler.launch": {"consumer_sdk", "sidecar", "local_kafka"},
     "local_kafka": {"sidecar", "kafka_autoscaler"} | THE_CONSUMER | {"consumer_sdk.pipeline"},
 }
 MAX_MODULES_PER_FOLDER = 20

@@ -5,12 +5,12 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, NoReturn
 
 from consumer_sdk.lake.arrow_batch import VALUE_FORMATS, JsonField, SchemaError, parse_json_schema
-from contract.settings import ConfigError
+from contract.settings import ConfigError, setting
 
 SPARK_ENV_PREFIX = "AUTOSCALER_SPARK_"
 TABLE_FORMATS = ("parquet", "delta", "iceberg")
@@ -55,20 +55,60 @@ class SparkSinkConfig:
     by Spark whatever this says. (The parquet format's files are always pyarrow's.)
     """
 
-    warehouse: str
-    database: str = "kafka"
-    table_template: str = "{topic}"
-    tables: Mapping[str, str] = field(default_factory=dict)  # topic -> table, wins over template
-    value_format: str = "raw"
-    json_schema: str = ""
-    table_format: str = "delta"
-    file_writer: str = "auto"
-    iceberg_catalog: str = "lake"
-    dead_letter_table: str = "dead_letters"
-    master: str = "local[2]"
-    spark_remote: str = ""
-    spark_conf: Mapping[str, str] = field(default_factory=dict)
-    staging_max_age_secs: float = 86_400.0
+    warehouse: str = setting(
+        "a directory every writer and reader shares (local disk, NFS; a path or file://)"
+    )
+    database: str = setting("the database tables are created in, [a-z_][a-z0-9_]*", "kafka")
+    table_template: str = setting(
+        "a topic's table name, containing {topic} (lower-cased, other characters become _)",
+        "{topic}",
+    )
+    tables: Mapping[str, str] = setting(
+        "topic=table[,topic=table...]: tables named per topic, winning over table_template",
+        default_factory=dict,
+    )
+    value_format: str = setting(
+        "raw (value as bytes), text (UTF-8) or json (columns from json_schema; a value that "
+        "does not parse goes to the dead-letter table)",
+        "raw",
+    )
+    json_schema: str = setting(
+        "with value_format json: the columns as Spark DDL, 'name TYPE, ...' (for example id "
+        "BIGINT, name STRING)",
+        "",
+    )
+    table_format: str = setting("delta, iceberg or parquet (with an offset ledger)", "delta")
+    file_writer: str = setting(
+        "who writes a Delta or Iceberg batch's data files: arrow (auto: the same; pyarrow "
+        "writes them and the session commits them) or spark",
+        "auto",
+    )
+    iceberg_catalog: str = setting(
+        "the Spark catalog Iceberg tables live in, an identifier other than spark_catalog "
+        "(default: a JDBC catalog on SQLite in the warehouse)",
+        "lake",
+    )
+    dead_letter_table: str = setting(
+        "the table malformed records and refused batches go to, with topic, partition, "
+        "offset and the reason",
+        "dead_letters",
+    )
+    master: str = setting(
+        "the local session's master: local, local[N], local[*] or a cluster URL", "local[2]"
+    )
+    spark_remote: str = setting(
+        "sc://host:port: write through a Spark Connect server instead of a local session "
+        "(it must see the same warehouse path); empty: a local session",
+        "",
+    )
+    spark_conf: Mapping[str, str] = setting(
+        "key=value[,key=value...]: Spark settings for the session (spark.jars and "
+        "spark.sql.extensions are appended to ours)",
+        default_factory=dict,
+    )
+    staging_max_age_secs: float = setting(
+        "staged files of writers dead this long are removed, [60, 2592000] seconds", 86_400.0
+    )
 
     def __post_init__(self) -> None:
         if not isinstance(self.warehouse, str) or not self.warehouse:
