@@ -11,7 +11,7 @@ export KAFKA_AUTOSCALER_CACHE ?= $(CURDIR)/.cache
 LOCKS := consumer_sdk/lake/locks/spark-lake.lock local_kafka/locks/apache-kafka.lock
 JARS_STAMP := $(KAFKA_AUTOSCALER_CACHE)/.jars-$(shell cat $(LOCKS) consumer_sdk/lake/java/kafkaautoscaler/*/*.java | cksum | cut -d' ' -f1)
 
-.PHONY: demo test lint bench bench-headline clean jars kube-binaries fuzz-tools fuzz
+.PHONY: demo test lint docs bench bench-headline clean jars kube-binaries fuzz-tools fuzz
 
 # The install also compiles the native record-batch decoder (consumer_sdk/records/native/).
 $(STAMP): pyproject.toml consumer_sdk/records/native/kafka_records.c
@@ -55,9 +55,13 @@ lint: $(STAMP)
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
 
+# The docs site (docs/, MkDocs) into .cache/site; --strict: a broken link or anchor fails.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --quiet
+
 # The whole suite: every Kafka test on the embedded broker and on Apache Kafka, and the
 # Kubernetes tests on the in-process API server and on a real kube-apiserver.
-test: lint $(JARS_STAMP) kube-binaries fuzz-tools
+test: lint docs $(JARS_STAMP) kube-binaries fuzz-tools
 	$(PY) -m pytest
 
 bench: $(STAMP) $(JARS_STAMP)
