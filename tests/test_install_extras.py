@@ -1,13 +1,18 @@
-"""The install carries only what each part needs: the wheel installed with only the
-``sidecar`` extra into a fresh virtual environment runs the sidecar, has no Spark and no test
-stack, and a command whose extra is missing says which one in one line (exit 2)."""
+"""What users install: the sdist and the wheel ``python -m build`` makes pass ``twine check``
+and carry what runs outside a checkout (the compiled record decoder, the Java sources the
+Spark sink builds, the jar locks); the install carries only what each part needs: the wheel
+installed with only the ``sidecar`` extra into a fresh virtual environment runs the sidecar,
+has no Spark and no test stack, and a command whose extra is missing says which one in one
+line (exit 2)."""
 
 from __future__ import annotations
 
 import shutil
 import subprocess
 import sys
+import tarfile
 import venv
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -44,10 +49,11 @@ def test_a_command_with_its_extra_runs(capsys: pytest.CaptureFixture[str]) -> No
 
 
 @pytest.fixture(scope="module")
-def sidecar_only(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh virtual environment holding the wheel with only its ``sidecar`` extra."""
-    work = tmp_path_factory.mktemp("install")
-    source = work / "source"  # a copy, so the build leaves nothing in the checkout
+def distributions(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The sdist and the wheel built from it by ``python -m build`` (from a copy of the
+    tree, so the build leaves nothing in the checkout)."""
+    work = tmp_path_factory.mktemp("build")
+    source = work / "source"
     files = subprocess.run(
         ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
         cwd=ROOT,
@@ -56,19 +62,60 @@ def sidecar_only(tmp_path_factory: pytest.TempPathFactory) -> Path:
         text=True,
     ).stdout.split()
     for name in files:
-        if (ROOT / name).is_file():
+        if (ROOT / name).is_file() and not (ROOT / name).is_symlink():
             (source / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / name, source / name)
-    wheels = work / "wheels"
+    dist = work / "dist"
     subprocess.run(
-        [
-            *(sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps"),
-            *("--wheel-dir", str(wheels), str(source)),
-        ],
+        [sys.executable, "-m", "build", "--outdir", str(dist), str(source)],
         check=True,
+        capture_output=True,
     )
-    (wheel,) = wheels.glob("kafka_autoscaler-*.whl")
-    env = work / "venv"
+    (sdist,) = dist.glob("kafka_autoscaler-*.tar.gz")
+    (wheel,) = dist.glob("kafka_autoscaler-*.whl")
+    return sdist, wheel
+
+
+def test_twine_accepts_both(distributions: tuple[Path, Path]) -> None:
+    checked = subprocess.run(
+        [sys.executable, "-m", "twine", "check", "--strict", *map(str, distributions)],
+        capture_output=True,
+        text=True,
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert checked.stdout.count("PASSED") == 2
+
+
+def test_the_wheel_carries_what_runs_outside_a_checkout(
+    distributions: tuple[Path, Path],
+) -> None:
+    _, wheel = distributions
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+    assert any(n.startswith("consumer_sdk/records/_kafka_records") for n in names)
+    assert "consumer_sdk/lake/locks/spark-lake.lock" in names
+    assert "local_kafka/locks/apache-kafka.lock" in names
+    java = [n for n in names if n.startswith("consumer_sdk/lake/java/") and n.endswith(".java")]
+    sources = sorted((ROOT / "consumer_sdk/lake/java").rglob("*.java"))
+    assert len(java) == len(sources) > 0
+    assert not [n for n in names if n.startswith(("tests/", "benchmarks/", "docs/"))]
+
+
+def test_the_sdist_builds_the_decoder_from_its_source(distributions: tuple[Path, Path]) -> None:
+    sdist, _ = distributions
+    with tarfile.open(sdist) as archive:
+        names = {n.split("/", 1)[1] for n in archive.getnames() if "/" in n}
+    assert "consumer_sdk/records/native/kafka_records.c" in names
+    assert {"pyproject.toml", "README.md"} <= names
+
+
+@pytest.fixture(scope="module")
+def sidecar_only(
+    tmp_path_factory: pytest.TempPathFactory, distributions: tuple[Path, Path]
+) -> Path:
+    """A fresh virtual environment holding the wheel with only its ``sidecar`` extra."""
+    _, wheel = distributions
+    env = tmp_path_factory.mktemp("install") / "venv"
     venv.create(env, with_pip=True)
     subprocess.run(
         [str(env / "bin/python"), "-m", "pip", "install", "--quiet", f"{wheel}[sidecar]"],
