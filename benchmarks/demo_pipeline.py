@@ -34,7 +34,7 @@ from benchmarks.report import publish
 # row(s) and 0 dead letter(s) in 0.97 s (...)"
 _COMMIT = re.compile(
     r"^(?P<at>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) \[(?P<member>[^\]]+)\] "
-    r"consumer_sdk\.lake_writer (?P<topic>\S+): appended (?P<rows>\d+) row\(s\) and "
+    r"consumer_sdk\.lake\.lake_writer (?P<topic>\S+): appended (?P<rows>\d+) row\(s\) and "
     r"(?P<dead>\d+) dead letter\(s\) in (?P<seconds>[\d.]+) s"
 )
 PHASES = ("before the step", "step up", "after the step")
