@@ -7,11 +7,13 @@ STAMP := $(VENV)/.installed
 DEMO_ARGS ?=
 # Jars (Apache Kafka; later Spark's Delta/Iceberg) are cached in the checkout, git-ignored.
 export KAFKA_AUTOSCALER_CACHE ?= $(CURDIR)/.cache
+# podman and buildah read the project's settings, never the machine's (containers/).
+export CONTAINERS_CONF ?= $(CURDIR)/containers/containers.conf
 # The locked jars: Spark's lake formats (the SDK) and Apache Kafka (the local clusters).
 LOCKS := consumer_sdk/lake/locks/spark-lake.lock local_kafka/locks/apache-kafka.lock
 JARS_STAMP := $(KAFKA_AUTOSCALER_CACHE)/.jars-$(shell cat $(LOCKS) consumer_sdk/lake/java/kafkaautoscaler/*/*.java | cksum | cut -d' ' -f1)
 
-.PHONY: demo test lint docs bench bench-headline clean jars kube-binaries fuzz-tools fuzz
+.PHONY: demo test lint docs images test-images container-tools bench bench-headline clean jars kube-binaries fuzz-tools fuzz
 
 # The install also compiles the native record-batch decoder (consumer_sdk/records/native/).
 $(STAMP): pyproject.toml consumer_sdk/records/native/kafka_records.c
@@ -43,6 +45,23 @@ fuzz-tools:
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 		clang libclang-rt-dev >/dev/null; } || echo "clang not installed: the fuzz test skips"; }
 
+# podman, buildah and mmdebstrap from Debian's packages where missing and we are root (CI is).
+container-tools:
+	@{ command -v podman && command -v buildah && command -v mmdebstrap; } >/dev/null 2>&1 || \
+		{ [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && { apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq podman buildah runc mmdebstrap \
+		uidmap fuse-overlayfs slirp4netns >/dev/null; } || echo "podman/buildah not installed"; }
+
+# The sidecar and consumer images (containers/Containerfile) with buildah, from a Debian base
+# made here; no Docker daemon, no registry (scripts/build_images.sh says how).
+images: $(STAMP) $(JARS_STAMP) container-tools
+	scripts/build_images.sh
+
+# For make test: the images where podman and buildah are, else their tests say why they skip.
+test-images: $(STAMP) $(JARS_STAMP) container-tools
+	@if command -v buildah >/dev/null && command -v podman >/dev/null; then \
+		scripts/build_images.sh; else echo "no podman/buildah: the image tests will be skipped"; fi
+
 # The long fuzz run whose figures are committed (benchmarks/results/fuzz.md).
 fuzz: $(STAMP) fuzz-tools
 	$(PY) -m fuzz.run --c-runs 10000000 --python-runs 1000000 --write
@@ -61,7 +80,7 @@ docs: $(STAMP)
 
 # The whole suite: every Kafka test on the embedded broker and on Apache Kafka, and the
 # Kubernetes tests on the in-process API server and on a real kube-apiserver.
-test: lint docs $(JARS_STAMP) kube-binaries fuzz-tools
+test: lint docs $(JARS_STAMP) kube-binaries fuzz-tools test-images
 	$(PY) -m pytest
 
 bench: $(STAMP) $(JARS_STAMP)

@@ -29,7 +29,7 @@ BOOTSTRAP_ENV = "KAFKA_BOOTSTRAP_SERVERS"
 SUITE_KINDS_ENV = "KAFKA_AUTOSCALER_TEST_CLUSTERS"
 REQUIRED_KINDS_ENV = "KAFKA_AUTOSCALER_REQUIRE_CLUSTERS"
 # Legs the same variable may require that are not Kafka clusters.
-NON_KAFKA_LEGS = frozenset({"kube-apiserver"})
+NON_KAFKA_LEGS = frozenset({"kube-apiserver", "images"})
 
 
 class ClusterKind(StrEnum):

@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# Builds the OCI images kafka-autoscaler-sidecar and kafka-autoscaler-consumer
+# (containers/Containerfile) with buildah, no Docker daemon and no registry:
+#   1. the build context in $KAFKA_AUTOSCALER_CACHE/images/context: the project's wheel, a
+#      wheelhouse per image built from pyproject.toml's extras (rebuilt only when they
+#      change), the locked lake jars and the commit checks built from them (`make jars`);
+#   2. a Debian bookworm base made with mmdebstrap, imported once into the image store
+#      (BASE=python:3.11-slim, or any image with python3 and venv, skips it);
+#   3. both targets, layers cached, so a change of the project's code alone rebuilds only
+#      the wheel's layers.
+# `scripts/build_images.sh context` does step 1 alone (what a Docker user builds from),
+# `scripts/build_images.sh base` step 2 alone.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+PY=${PY:-$ROOT/.venv/bin/python}
+CACHE=${KAFKA_AUTOSCALER_CACHE:-$ROOT/.cache}
+IMAGES=$CACHE/images
+CONTEXT=$IMAGES/context
+BASE_IMAGE=localhost/kafka-autoscaler-base:bookworm
+export CONTAINERS_CONF=${CONTAINERS_CONF:-$ROOT/containers/containers.conf}
+
+requirements() {  # the dependencies of the base install and the given extras, one a line
+    "$PY" - "$@" <<'PYTHON'
+import sys
+import tomllib
+
+project = tomllib.load(open("pyproject.toml", "rb"))["project"]
+wanted = list(project["dependencies"])
+for extra in sys.argv[1:]:
+    wanted += project["optional-dependencies"][extra]
+print("\n".join(dict.fromkeys(wanted)))
+PYTHON
+}
+
+pip_wheel() {  # pip's own wheel as DIR/pip.whl: the images run pip from it and keep none
+    "$PY" -m pip download --quiet --no-deps --dest "$1/pip" pip
+    mv "$1"/pip/pip-*.whl "$1/pip.whl" && rm -rf "$1/pip"
+}
+
+wheelhouse() {  # wheelhouse NAME EXTRA...: wheels for the extras' dependencies, once
+    local name=$1 dir=$CONTEXT/wheels-$1
+    shift
+    local wanted
+    wanted=$(requirements "$@")
+    if [ -f "$dir/requirements.txt" ] && [ "$(cat "$dir/requirements.txt")" = "$wanted" ]; then
+        return
+    fi
+    rm -rf "$dir" && mkdir -p "$dir"
+    printf '%s\n' "$wanted" >"$dir/requirements.txt.new"
+    "$PY" -m pip wheel --quiet --wheel-dir "$dir" -r "$dir/requirements.txt.new"
+    pip_wheel "$dir"
+    mv "$dir/requirements.txt.new" "$dir/requirements.txt"
+    echo "images: wheelhouse $name: $(ls "$dir" | wc -l) files, $(du -sh "$dir" | cut -f1)"
+}
+
+context() {
+    mkdir -p "$CONTEXT"
+    rm -rf "$CONTEXT/dist"
+    "$PY" -m pip wheel --quiet --no-deps --wheel-dir "$CONTEXT/dist" . 2>&1 \
+        | grep -v -e BuildBackendWarning -e 'config = read_configuration' >&2 || true
+    rm -rf build  # setuptools' build folder in the checkout
+    pip_wheel "$CONTEXT/dist"
+    wheelhouse sidecar sidecar kubernetes
+    wheelhouse consumer consumer spark
+    # The lake jars as the lock lists them, with the stamps that record their checked digests,
+    # and the commit checks' jar built from the sources in the wheel.
+    rm -rf "$CONTEXT/jars" && mkdir -p "$CONTEXT/jars/built"
+    "$PY" - "$CACHE/jars" "$CONTEXT/jars" <<'PYTHON'
+import shutil
+import sys
+from pathlib import Path
+
+from consumer_sdk.lake.commit_checks import commit_checks_jar_path, java_sources
+from consumer_sdk.lake.jar_lock import LAKE_LOCK, ensure_jars, read_lock
+
+source, target = Path(sys.argv[1]), Path(sys.argv[2])
+for jar in ensure_jars(read_lock(LAKE_LOCK), source):
+    copy = target / jar.relative_to(source)
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(jar, copy)
+built = commit_checks_jar_path(java_sources())
+shutil.copy2(built, target / "built" / built.name)
+PYTHON
+    # What the images' non-root user reads (the cache's own files may be private to root).
+    chmod -R a+rX "$CONTEXT"
+}
+
+base() {
+    if podman image exists "$BASE_IMAGE"; then
+        return
+    fi
+    local tarball=$IMAGES/base-bookworm.tar
+    mkdir -p "$IMAGES"
+    if [ ! -f "$tarball" ]; then
+        # merged /usr by the hook, not by Debian's usrmerge package (which would bring perl).
+        mmdebstrap --quiet --variant=minbase --include=python3,python3-venv,ca-certificates \
+            --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/locale/*' \
+            bookworm "$tarball.new"
+        mv "$tarball.new" "$tarball"
+    fi
+    podman import --quiet "$tarball" "$BASE_IMAGE" >/dev/null
+}
+
+case "${1:-}" in
+    context)
+        context
+        echo "images: build context ready in $CONTEXT"
+        exit 0
+        ;;
+    base)
+        base
+        exit 0
+        ;;
+esac
+context
+if [ -z "${BASE:-}" ]; then
+    base
+    BASE=$BASE_IMAGE
+fi
+VERSION=$("$PY" -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["project"]["version"])')
+for target in sidecar consumer; do
+    buildah build --quiet --layers --network host --format docker \
+        --file containers/Containerfile --build-arg "BASE=$BASE" --target "$target" \
+        --tag "kafka-autoscaler-$target:latest" --tag "kafka-autoscaler-$target:$VERSION" \
+        "$CONTEXT" >/dev/null
+    echo "images: kafka-autoscaler-$target $(podman image inspect --format '{{.Size}}' "kafka-autoscaler-$target:latest" | awk '{printf "%.0f MB", $1 / 1e6}')"
+done
