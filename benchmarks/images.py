@@ -119,20 +119,26 @@ def main(argv: Sequence[str] | None = None) -> int:
             "KAFKA_AUTOSCALER_CACHE": str(cache),
             "PY": str(ROOT / ".venv" / "bin" / "python"),
         }
-        base_s = timed([SCRIPT, "base"], ROOT, env)
-        fresh_s = timed([SCRIPT], ROOT, env)
-        sizes = {
-            image: int(podman(env, "image", "inspect", "--format", "{{.Size}}", f"{image}:latest"))
-            for image in IMAGES
-        }
-        changed = tree_copy(work / "tree")
-        with (changed / "consumer_sdk" / "sink.py").open("a") as module:
-            module.write("\n# a change of the project's code alone\n")
-        code_only_s = timed([str(changed / SCRIPT)], changed, env)
-        with kafka_cluster(ClusterKind.APACHE) as kafka:
-            broker = broker_line(kafka)
-            ready = [ready_seconds(env, kafka.bootstrap_servers) for _ in range(args.ready_runs)]
-        podman(env, "system", "reset", "--force")
+        try:
+            base_s = timed([SCRIPT, "base"], ROOT, env)
+            fresh_s = timed([SCRIPT], ROOT, env)
+            sizes = {
+                image: int(
+                    podman(env, "image", "inspect", "--format", "{{.Size}}", f"{image}:latest")
+                )
+                for image in IMAGES
+            }
+            changed = tree_copy(work / "tree")
+            with (changed / "consumer_sdk" / "sink.py").open("a") as module:
+                module.write("\n# a change of the project's code alone\n")
+            code_only_s = timed([str(changed / SCRIPT)], changed, env)
+            with kafka_cluster(ClusterKind.APACHE) as kafka:
+                broker = broker_line(kafka)
+                ready = [
+                    ready_seconds(env, kafka.bootstrap_servers) for _ in range(args.ready_runs)
+                ]
+        finally:  # the temporary store's overlay mounts, before its folder goes
+            subprocess.run(["podman", "system", "reset", "--force"], env=env, check=False)
     data: dict[str, Any] = {
         "base_s": base_s,
         "fresh_s": fresh_s,

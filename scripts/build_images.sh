@@ -93,11 +93,15 @@ base() {
     local tarball=$IMAGES/base-bookworm.tar
     mkdir -p "$IMAGES"
     if [ ! -f "$tarball" ]; then
-        # merged /usr by the hook, not by Debian's usrmerge package (which would bring perl).
-        mmdebstrap --quiet --variant=minbase --include=python3,python3-venv,ca-certificates \
-            --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/locale/*' \
-            bookworm "$tarball.new"
-        mv "$tarball.new" "$tarball"
+        # merged /usr by the hook, not by Debian's usrmerge package (which would bring perl);
+        # mmdebstrap picks the output's format by its name, so the partial file ends in .tar.
+        mmdebstrap --variant=minbase --include=python3,python3-venv,ca-certificates \
+            --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr \
+            --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/locale/*' \
+            bookworm "$IMAGES/base-bookworm.partial.tar" >"$IMAGES/mmdebstrap.log" 2>&1 \
+            || { tail -20 "$IMAGES/mmdebstrap.log" >&2; exit 1; }
+        mv "$IMAGES/base-bookworm.partial.tar" "$tarball"
+        echo "images: Debian bookworm base made ($(du -h "$tarball" | cut -f1))"
     fi
     podman import --quiet "$tarball" "$BASE_IMAGE" >/dev/null
 }
