@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.machine import broker_line, machine_line
+from benchmarks.machine import broker_line, copy_checkout, machine_line
 from benchmarks.report import publish
 from consumer_sdk.lake.jar_lock import cache_dir
 from local_kafka.clusters import ClusterKind, kafka_cluster
@@ -48,23 +48,6 @@ def timed(command: list[str], cwd: Path, env: dict[str, str]) -> float:
     start = time.monotonic()
     subprocess.run(command, cwd=cwd, env=env, check=True)
     return time.monotonic() - start
-
-
-def tree_copy(target: Path) -> Path:
-    """The checkout's files (tracked and new, not ignored) copied to ``target``."""
-    names = subprocess.run(
-        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
-        cwd=ROOT,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.split()
-    for name in names:
-        source = ROOT / name
-        if source.is_file() and not source.is_symlink():
-            (target / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, target / name)
-    return target
 
 
 def podman(env: dict[str, str], *args: str) -> str:
@@ -128,7 +111,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
                 for image in IMAGES
             }
-            changed = tree_copy(work / "tree")
+            changed = copy_checkout(work / "tree")
             with (changed / "consumer_sdk" / "sink.py").open("a") as module:
                 module.write("\n# a change of the project's code alone\n")
             code_only_s = timed([str(changed / SCRIPT)], changed, env)

@@ -7,6 +7,7 @@ import datetime
 import functools
 import os
 import platform
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -63,6 +64,25 @@ def _git(*args: str) -> str:
         ["git", *args], cwd=root, capture_output=True, text=True, check=True, timeout=10
     )
     return done.stdout.strip()
+
+
+def copy_checkout(target: Path) -> Path:
+    """The checkout's files as they are (tracked, and new ones git does not ignore; no
+    symlinks) copied into ``target``: a tree to build from without touching the checkout."""
+    root = Path(__file__).resolve().parent.parent
+    names = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+        cwd=root,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    for name in names:
+        source = root / name
+        if source.is_file() and not source.is_symlink():
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target / name)
+    return target
 
 
 def machine_line() -> str:

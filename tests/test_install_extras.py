@@ -7,7 +7,6 @@ line (exit 2)."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 import tarfile
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.machine import copy_checkout
 from contract.extras import missing_extra_line, missing_modules
 from kafka_autoscaler import launch
 
@@ -53,18 +53,7 @@ def distributions(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]
     """The sdist and the wheel built from it by ``python -m build`` (from a copy of the
     tree, so the build leaves nothing in the checkout)."""
     work = tmp_path_factory.mktemp("build")
-    source = work / "source"
-    files = subprocess.run(
-        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
-        cwd=ROOT,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.split()
-    for name in files:
-        if (ROOT / name).is_file() and not (ROOT / name).is_symlink():
-            (source / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, source / name)
+    source = copy_checkout(work / "source")
     dist = work / "dist"
     subprocess.run(
         [sys.executable, "-m", "build", "--outdir", str(dist), str(source)],
