@@ -3,7 +3,7 @@
 The trace: 2 topics x 12 partitions whose rates follow the paper's random walk (20-120
 records/s each at the start), times 3 in the middle third, back in the last third. Per
 policy, a fresh group on fresh topics; the sidecar (``python -m sidecar.cli``, local scaler)
-starts and stops real consumer processes (``benchmarks/autoscale_member.py``: the SDK's
+starts and stops real consumer processes (``benchmarks/support/autoscale_member.py``: the SDK's
 consumer writing a ledger through a downstream that drains C records/s, C being the capacity
 every policy is told). Policies, in this order: ours (default heuristic, cooperative), ours
 with eager rebalancing, KEDA-style at a few lagThreshold values (``--keda-lag-threshold``:
@@ -42,9 +42,9 @@ from typing import Any
 import numpy as np
 
 from assignor import TopicPartition
-from benchmarks.autoscale_member import RATE_ENV
-from benchmarks.machine import add_cluster_option, broker_line, machine_line
-from benchmarks.report import RESULTS, publish
+from benchmarks.support.autoscale_member import RATE_ENV
+from benchmarks.support.machine import add_cluster_option, broker_line, machine_line
+from benchmarks.support.report import RESULTS, publish
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.lake.spark_connect import SparkConnectServer
 from examples.demo import fetch_status
@@ -133,7 +133,7 @@ def sidecar_env(
     kafka: KafkaCluster, kind: ClusterKind, group: str, topics: Sequence[str], out: Path
 ) -> dict[str, str]:
     """The settings every policy shares."""
-    member = f"{shlex.quote(sys.executable)} -m benchmarks.autoscale_member"
+    member = f"{shlex.quote(sys.executable)} -m benchmarks.support.autoscale_member"
     return {
         **os.environ,
         "PYTHONPATH": str(ROOT),

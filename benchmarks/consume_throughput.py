@@ -28,8 +28,8 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
 from confluent_kafka import Consumer, Producer
 
-from benchmarks.machine import add_cluster_option, broker_line, machine_line
-from benchmarks.report import publish
+from benchmarks.support.machine import add_cluster_option, broker_line, machine_line
+from benchmarks.support.report import publish
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.consumer import AutoscalingConsumer
 from consumer_sdk.records.columnar_fetch import COLUMNAR, install

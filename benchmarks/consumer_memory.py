@@ -33,8 +33,8 @@ import pyarrow as pa
 
 from assignor import TopicPartition
 from benchmarks.consume_throughput import fill
-from benchmarks.machine import add_cluster_option, broker_line, machine_line
-from benchmarks.report import publish
+from benchmarks.support.machine import add_cluster_option, broker_line, machine_line
+from benchmarks.support.report import publish
 from consumer_sdk.allocator import pin_mmap_threshold
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.consumer import AutoscalingConsumer

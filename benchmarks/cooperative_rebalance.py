@@ -33,8 +33,8 @@ from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 from aiokafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
 from confluent_kafka import Consumer, Producer
 
-from benchmarks.machine import add_cluster_option, broker_line, machine_line
-from benchmarks.report import RESULTS, publish
+from benchmarks.support.machine import add_cluster_option, broker_line, machine_line
+from benchmarks.support.report import RESULTS, publish
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.consumer import AutoscalingConsumer, OwnershipEvent
 from consumer_sdk.sink import CallbackSink, Record

@@ -34,9 +34,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchmarks.machine import machine_line
-from benchmarks.report import publish
 from benchmarks.spark_sink import arrow_batches
+from benchmarks.support.machine import machine_line
+from benchmarks.support.report import publish
 from consumer_sdk.lake import spark_sink
 from consumer_sdk.lake.arrow_batch import with_ingest_date
 from consumer_sdk.lake.delta.files import DeltaFileCommitter, write_data_file

@@ -27,8 +27,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from benchmarks.machine import machine_line
-from benchmarks.report import publish
+from benchmarks.support.machine import machine_line
+from benchmarks.support.report import publish
 
 # "2026-11-25 20:59:08,007 [sink-1] consumer_sdk.lake.lake_writer demo-orders: appended 232
 # row(s) and 0 dead letter(s) in 0.97 s (...)"

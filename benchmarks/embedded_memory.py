@@ -13,8 +13,8 @@ from pathlib import Path
 
 from confluent_kafka import Producer
 
-from benchmarks.machine import machine_line
-from benchmarks.report import publish
+from benchmarks.support.machine import machine_line
+from benchmarks.support.report import publish
 from local_kafka.embedded_process import EmbeddedKafkaProcess
 
 MIB = 1024 * 1024

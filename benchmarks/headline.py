@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchmarks import consume_throughput, consumer_memory, cooperative_rebalance, spark_sink
-from benchmarks.machine import code_at_start, machine_info, machine_line
-from benchmarks.report import RESULTS
+from benchmarks.support.machine import code_at_start, machine_info, machine_line
+from benchmarks.support.report import RESULTS
 
 BUDGET_S = 30 * 60
 

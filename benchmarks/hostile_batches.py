@@ -39,8 +39,8 @@ from aiokafka.structs import TopicPartition
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from benchmarks.machine import broker_line, machine_line
-from benchmarks.report import publish
+from benchmarks.support.machine import broker_line, machine_line
+from benchmarks.support.report import publish
 from consumer_sdk.records.inflate import ZSTD
 from local_kafka.clusters import ClusterKind, KafkaCluster, kafka_cluster
 

@@ -34,8 +34,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.machine import broker_line, copy_checkout, machine_line
-from benchmarks.report import publish
+from benchmarks.support.machine import broker_line, copy_checkout, machine_line
+from benchmarks.support.report import publish
 from consumer_sdk.lake.jar_lock import cache_dir
 from local_kafka.clusters import ClusterKind, kafka_cluster
 

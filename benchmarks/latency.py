@@ -25,8 +25,8 @@ from assignor import (
     get_heuristic,
     rscore,
 )
-from benchmarks.machine import machine_line
-from benchmarks.report import publish
+from benchmarks.support.machine import machine_line
+from benchmarks.support.report import publish
 
 CAPACITY = 100.0
 

@@ -27,10 +27,10 @@ from typing import Any
 
 from confluent_kafka import Producer
 
-from benchmarks.cpu_load import oversubscribed, spinners_for
-from benchmarks.machine import add_cluster_option, broker_line, machine_line
-from benchmarks.report import publish
-from benchmarks.sdk_member_process import read_rows, stats_path
+from benchmarks.support.cpu_load import oversubscribed, spinners_for
+from benchmarks.support.machine import add_cluster_option, broker_line, machine_line
+from benchmarks.support.report import publish
+from benchmarks.support.sdk_member_process import read_rows, stats_path
 from local_kafka.clusters import ClusterKind, kafka_cluster
 
 ROOT = Path(__file__).parent.parent
@@ -72,7 +72,7 @@ def run_once(
             [
                 sys.executable,
                 "-m",
-                "benchmarks.sdk_member_process",
+                "benchmarks.support.sdk_member_process",
                 bootstrap,
                 f"g-{topic}",
                 topic,

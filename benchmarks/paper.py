@@ -26,9 +26,9 @@ from assignor import (
     rscore,
 )
 from assignor.types import Assignment
-from benchmarks.machine import machine_line
-from benchmarks.report import RESULTS, publish
-from benchmarks.streams import Measurement, paper_stream
+from benchmarks.support.machine import machine_line
+from benchmarks.support.report import RESULTS, publish
+from benchmarks.support.streams import Measurement, paper_stream
 
 CAPACITY = 100.0
 DELTAS = (0, 5, 10, 15, 20, 25)

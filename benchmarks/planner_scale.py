@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from assignor import TopicPartition, get_heuristic
-from benchmarks.machine import machine_line
-from benchmarks.report import publish
+from benchmarks.support.machine import machine_line
+from benchmarks.support.report import publish
 
 CAPACITY = 100.0
 SIZES = (1_000, 10_000, 100_000)

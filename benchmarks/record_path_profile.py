@@ -18,8 +18,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from benchmarks.consume_throughput import PARTITIONS, fill, run_aiokafka, run_sdk
-from benchmarks.machine import add_cluster_option, broker_line, machine_line
-from benchmarks.report import publish
+from benchmarks.support.machine import add_cluster_option, broker_line, machine_line
+from benchmarks.support.report import publish
 from consumer_sdk.records.columnar_fetch import install
 from consumer_sdk.records.record_columns import native_available
 from local_kafka.clusters import ClusterKind, kafka_cluster

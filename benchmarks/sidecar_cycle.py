@@ -13,8 +13,8 @@ import time
 from collections.abc import Sequence
 
 from assignor import DEFAULT_HEURISTIC, TopicPartition
-from benchmarks.machine import machine_line
-from benchmarks.report import publish
+from benchmarks.support.machine import machine_line
+from benchmarks.support.report import publish
 from contract.snapshot import PartitionStat, Snapshot, decode
 from sidecar.controller import Controller, ControllerConfig, Observation
 from sidecar.speed import SpeedTracker

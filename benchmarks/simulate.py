@@ -17,8 +17,8 @@ from dataclasses import asdict
 from typing import Any
 
 from assignor import DEFAULT_HEURISTIC
-from benchmarks.machine import machine_line
-from benchmarks.report import RESULTS, publish
+from benchmarks.support.machine import machine_line
+from benchmarks.support.report import RESULTS, publish
 from sidecar.controller import ControllerConfig
 from sidecar.simulation import (
     KedaPolicy,

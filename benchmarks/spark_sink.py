@@ -49,8 +49,8 @@ from typing import Any
 import pyarrow as pa
 
 from benchmarks.consume_throughput import fill, run_aiokafka, steady_rate
-from benchmarks.machine import add_cluster_option, broker_line, machine_line
-from benchmarks.report import publish
+from benchmarks.support.machine import add_cluster_option, broker_line, machine_line
+from benchmarks.support.report import publish
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.consumer import AutoscalingConsumer
 from consumer_sdk.lake.arrow_batch import ValueCodec, to_arrow, with_ingest_date

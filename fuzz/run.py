@@ -167,7 +167,7 @@ def fuzz_control_plane(seconds: float | None = None, runs: int | None = None) ->
 
 def report(runs: Sequence[FuzzRun]) -> str:
     """The markdown table of ``runs``."""
-    from benchmarks.machine import machine_line
+    from benchmarks.support.machine import machine_line
 
     lines = [
         "# Fuzzing what is read from the network: the record path and the control plane",
@@ -209,7 +209,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     table = report(runs)
     if args.write:
-        from benchmarks.report import publish
+        from benchmarks.support.report import publish
 
         publish("fuzz", table, {"runs": [asdict(run) for run in runs]})
     else:

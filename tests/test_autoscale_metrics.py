@@ -21,7 +21,7 @@ from benchmarks.autoscale import (
     scale_up_to_work,
     work_seconds,
 )
-from benchmarks.autoscale_member import RATE_ENV, ledger_sink
+from benchmarks.support.autoscale_member import RATE_ENV, ledger_sink
 from consumer_sdk.sink import Record, records_table
 
 

@@ -16,8 +16,8 @@ import pytest
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from benchmarks.cpu_load import oversubscribed
-from benchmarks.sdk_member_process import read_rows, stats_path
+from benchmarks.support.cpu_load import oversubscribed
+from benchmarks.support.sdk_member_process import read_rows, stats_path
 from local_kafka.clusters import ClusterKind, KafkaCluster
 from tests.kafka_helpers import produce_tracked
 from tests.sdk_helpers import wait_until
@@ -32,7 +32,7 @@ def start_member(
         [
             sys.executable,
             "-m",
-            "benchmarks.sdk_member_process",
+            "benchmarks.support.sdk_member_process",
             kafka,
             group,
             topic,

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.machine import copy_checkout
+from benchmarks.support.machine import copy_checkout
 from contract.extras import missing_extra_line, missing_modules
 from kafka_autoscaler import launch
 

@@ -59,7 +59,7 @@ def code_at_start() -> str:
 
 
 def _git(*args: str) -> str:
-    root = Path(__file__).parent.parent
+    root = Path(__file__).resolve().parent.parent.parent
     done = subprocess.run(
         ["git", *args], cwd=root, capture_output=True, text=True, check=True, timeout=10
     )
@@ -69,7 +69,7 @@ def _git(*args: str) -> str:
 def copy_checkout(target: Path) -> Path:
     """The checkout's files as they are (tracked, and new ones git does not ignore; no
     symlinks) copied into ``target``: a tree to build from without touching the checkout."""
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parent.parent.parent
     names = subprocess.run(
         ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
         cwd=root,

@@ -1,6 +1,6 @@
 """A consumer member as a real process, for kill -9 and SIGTERM tests.
 
-``python -m benchmarks.sdk_member_process BOOTSTRAP GROUP TOPIC IDENTITY OUT_FILE
+``python -m benchmarks.support.sdk_member_process BOOTSTRAP GROUP TOPIC IDENTITY OUT_FILE
 [SESSION_TIMEOUT_MS]``: every record
 handed to the sink is appended to OUT_FILE as ``partition offset`` and fsynced before the
 write returns (so the file is the "table", and the commit comes after it). On a clean exit

@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from benchmarks.machine import machine_info
+from benchmarks.support.machine import machine_info
 
-RESULTS = Path(__file__).parent / "results"
+RESULTS = Path(__file__).resolve().parent.parent / "results"
 
 
 def publish(name: str, table: str, data: dict[str, Any], *, write: bool = True) -> None:
