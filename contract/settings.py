@@ -23,7 +23,7 @@ class ConfigError(ValueError):
 
 def setting(help: str, default: Any = MISSING, default_factory: Any = MISSING) -> Any:
     """A settings field with what it means and accepts (``help``): the one text the flags'
-    ``--help``, the error messages' context and the configuration reference are made from."""
+    ``--help`` and the configuration reference are made from."""
     if default_factory is not MISSING:
         return field(default_factory=default_factory, metadata={"help": help})
     return field(default=default, metadata={"help": help})

@@ -23,7 +23,7 @@ from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.lake.spark_config import SparkSinkConfig, spark_env_name
 from contract.settings import GroupSettings, env_name, setting_help
 from sidecar import metrics as sidecar_metrics
-from sidecar.config import DERIVED, SidecarConfig
+from sidecar.config import DERIVED, SidecarConfig, flag_name
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 _PYTHON = shlex.quote(sys.executable)
@@ -65,16 +65,13 @@ def _cell(text: str) -> str:
 
 
 def _rows(items: Iterable[Field[Any]], variable: Callable[[str], str], flag: bool) -> list[str]:
-    head = "| setting | variable | flag | default | meaning and accepted values |"
-    rule = "|---|---|---|---|---|"
-    if not flag:
-        head = "| setting | variable | default | meaning and accepted values |"
-        rule = "|---|---|---|---|"
-    lines = [head, rule]
+    heads = ["setting", "variable", *(["flag"] if flag else []), "default"]
+    heads.append("meaning and accepted values")
+    lines = ["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
     for f in items:
         cells = [f"`{f.name}`", f"`{variable(f.name)}`"]
         if flag:
-            cells.append(f"`--{f.name.replace('_', '-')}`")
+            cells.append(f"`{flag_name(f.name)}`")
         cells += [_default(f), _cell(setting_help(f))]
         lines.append("| " + " | ".join(cells) + " |")
     return lines

@@ -25,6 +25,18 @@ from contract.settings import (
 )
 
 SCALERS = ("local", "kubernetes", "none")
+
+
+def flag_name(name: str) -> str:
+    """``max_replicas`` -> ``--max-replicas``."""
+    return "--" + name.replace("_", "-")
+
+
+def flag_label(name: str) -> str:
+    """How a sidecar user meets a field: its flag and its variable."""
+    return f"{flag_name(name)} ({env_name(name)})"
+
+
 WORKLOAD_KINDS = ("deployment", "statefulset")
 
 
@@ -121,7 +133,7 @@ class SidecarConfig(GroupSettings):
 
     def label(self, name: str) -> str:
         """Flags are how sidecar users meet a field."""
-        return f"--{name.replace('_', '-')} ({env_name(name)})"
+        return flag_label(name)
 
     def __post_init__(self) -> None:
         self._check_group()
@@ -189,7 +201,7 @@ def _converter(name: str, kind: str) -> Callable[[str], Any]:
                 return float(raw)
         except ValueError:
             raise argparse.ArgumentTypeError(
-                f"--{name.replace('_', '-')} ({env_name(name)}) must be "
+                f"{flag_label(name)} must be "
                 f"{'an integer' if kind.startswith('int') else 'a number'}, got {raw!r}"
             ) from None
         if kind.startswith("tuple"):
@@ -218,7 +230,7 @@ def parse_args(
     for f in flags:
         default = "required" if f.name in REQUIRED else f"default {f.default!r}"
         parser.add_argument(
-            "--" + f.name.replace("_", "-"),
+            flag_name(f.name),
             dest=f.name,
             type=_converter(f.name, str(f.type)),
             help=f"{setting_help(f)} ({default}; env {env_name(f.name)})".replace("%", "%%"),
@@ -234,9 +246,7 @@ def parse_args(
     values = {k: v for k, v in vars(parser.parse_args(argv)).items() if v is not None}
     missing = [name for name in REQUIRED if name not in values]
     if missing:
-        parser.error(
-            "missing " + ", ".join(f"--{m.replace('_', '-')} ({env_name(m)})" for m in missing)
-        )
+        parser.error("missing " + ", ".join(flag_label(m) for m in missing))
     values["capacity"], values["capacity_auto"] = capacity_setting(
         values["capacity"],
         values.get("capacity_initial", 0.0),
