@@ -14,7 +14,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 PY=${PY:-$ROOT/.venv/bin/python}
-CACHE=${KAFKA_AUTOSCALER_CACHE:-$ROOT/.cache}
+export KAFKA_AUTOSCALER_CACHE=${KAFKA_AUTOSCALER_CACHE:-$ROOT/.cache}
+CACHE=$KAFKA_AUTOSCALER_CACHE
 IMAGES=$CACHE/images
 CONTEXT=$IMAGES/context
 BASE_IMAGE=localhost/kafka-autoscaler-base:bookworm
@@ -33,9 +34,10 @@ print("\n".join(dict.fromkeys(wanted)))
 PYTHON
 }
 
-pip_wheel() {  # pip's own wheel as DIR/pip.whl: the images run pip from it and keep none
-    "$PY" -m pip download --quiet --no-deps --dest "$1/pip" pip
-    mv "$1"/pip/pip-*.whl "$1/pip.whl" && rm -rf "$1/pip"
+pip_wheel() {  # pip's own wheel, once: the images run pip from it and keep none
+    [ -f "$CONTEXT/pip.whl" ] && return
+    "$PY" -m pip download --quiet --no-deps --dest "$CONTEXT/pip" pip
+    mv "$CONTEXT"/pip/pip-*.whl "$CONTEXT/pip.whl" && rm -rf "$CONTEXT/pip"
 }
 
 wheelhouse() {  # wheelhouse NAME EXTRA...: wheels for the extras' dependencies, once
@@ -49,7 +51,6 @@ wheelhouse() {  # wheelhouse NAME EXTRA...: wheels for the extras' dependencies,
     rm -rf "$dir" && mkdir -p "$dir"
     printf '%s\n' "$wanted" >"$dir/requirements.txt.new"
     "$PY" -m pip wheel --quiet --wheel-dir "$dir" -r "$dir/requirements.txt.new"
-    pip_wheel "$dir"
     mv "$dir/requirements.txt.new" "$dir/requirements.txt"
     echo "images: wheelhouse $name: $(ls "$dir" | wc -l) files, $(du -sh "$dir" | cut -f1)"
 }
@@ -60,27 +61,26 @@ context() {
     "$PY" -m pip wheel --quiet --no-deps --wheel-dir "$CONTEXT/dist" . 2>&1 \
         | grep -v -e BuildBackendWarning -e 'config = read_configuration' >&2 || true
     rm -rf build  # setuptools' build folder in the checkout
-    pip_wheel "$CONTEXT/dist"
+    pip_wheel
     wheelhouse sidecar sidecar kubernetes
     wheelhouse consumer consumer spark
-    # The lake jars as the lock lists them, with the stamps that record their checked digests,
-    # and the commit checks' jar built from the sources in the wheel.
-    rm -rf "$CONTEXT/jars" && mkdir -p "$CONTEXT/jars/built"
-    "$PY" - "$CACHE/jars" "$CONTEXT/jars" <<'PYTHON'
+    # The lake jars as the lock lists them (checked, from the jar cache) and the commit
+    # checks' jar built against them from the sources in the wheel, in the cache's layout.
+    rm -rf "$CONTEXT/jars"
+    "$PY" - "$CONTEXT/jars" <<'PYTHON'
 import shutil
 import sys
 from pathlib import Path
 
-from consumer_sdk.lake.commit_checks import commit_checks_jar_path, java_sources
-from consumer_sdk.lake.jar_lock import LAKE_LOCK, ensure_jars, read_lock
+from consumer_sdk.lake.commit_checks import ensure_commit_checks_jar
+from consumer_sdk.lake.jar_lock import cache_dir, lake_jars
 
-source, target = Path(sys.argv[1]), Path(sys.argv[2])
-for jar in ensure_jars(read_lock(LAKE_LOCK), source):
-    copy = target / jar.relative_to(source)
+target = Path(sys.argv[1])
+jars = lake_jars()
+for jar in [*jars, ensure_commit_checks_jar(jars)]:
+    copy = target / jar.relative_to(cache_dir())
     copy.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy2(jar, copy)
-built = commit_checks_jar_path(java_sources())
-shutil.copy2(built, target / "built" / built.name)
 PYTHON
     # What the images' non-root user reads (the cache's own files may be private to root).
     chmod -R a+rX "$CONTEXT"
