@@ -33,7 +33,7 @@ from benchmarks.support.report import publish
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.consumer import AutoscalingConsumer
 from consumer_sdk.records.columnar_fetch import COLUMNAR, install
-from consumer_sdk.records.record_columns import native_available, native_library_path
+from consumer_sdk.records.native_decoder import native_available, native_library_path
 from consumer_sdk.sink import CallbackSink, Record
 from local_kafka.clusters import ClusterKind, kafka_cluster
 

@@ -21,7 +21,7 @@ from benchmarks.consume_throughput import PARTITIONS, fill, run_aiokafka, run_sd
 from benchmarks.support.machine import add_cluster_option, broker_line, machine_line
 from benchmarks.support.report import publish
 from consumer_sdk.records.columnar_fetch import install
-from consumer_sdk.records.record_columns import native_available
+from consumer_sdk.records.native_decoder import native_available
 from local_kafka.clusters import ClusterKind, kafka_cluster
 
 # Stage of a function, by the first pattern its "file:function" contains.

@@ -118,9 +118,10 @@ class ConsumerConfig(GroupSettings):
     # Kafka limits a batch by its compressed size, so a small batch can inflate a
     # thousandfold.
     max_record_batch_bytes: int = setting(
-        "what one producer batch may take in memory once inflated and decoded, "
-        "[1048576, 1073741824] (columns path): one past it goes to the dead-letter table and "
-        "reading goes on",
+        "what one producer batch may take once inflated and decoded, [1048576, 1073741824]: "
+        "one past it goes to the dead-letter table and reading goes on (both record paths; "
+        "the columns path reads a batch past a piece of min(4 MiB, batch_bytes) a piece at "
+        "a time, so memory does not grow with it)",
         DEFAULT_MAX_RECORD_BATCH_BYTES,
     )
     # A response is held about three times over while it is decoded

@@ -42,7 +42,7 @@ from consumer_sdk.pipeline.fetch import AnyPending, BatchFiller
 from consumer_sdk.pipeline.resume import ResumeLookups
 from consumer_sdk.pipeline.retry import RetryPolicy
 from consumer_sdk.pipeline.write import BatchWriter, WriteAbandoned, WrittenBatch
-from consumer_sdk.records.columnar_fetch import ColumnarDecoding, install
+from consumer_sdk.records.columnar_fetch import BoundedRecords, ColumnarDecoding, install
 from consumer_sdk.records.fetch_budget import limit_fetch_ahead, wake_fetcher
 from consumer_sdk.records.fetch_sizes import (
     PARTITION_FETCH_BYTES,
@@ -51,6 +51,7 @@ from consumer_sdk.records.fetch_sizes import (
 )
 from consumer_sdk.records.pending import PendingRecords
 from consumer_sdk.records.pending_columns import PendingColumns
+from consumer_sdk.records.record_columns import DEFAULT_PIECE_BYTES
 from consumer_sdk.sink import FencingSink, ManagedSink, PreparingSink, Sink
 from consumer_sdk.snapshot_cache import SnapshotCache
 from consumer_sdk.warmup import warm_record_path
@@ -265,10 +266,12 @@ class AutoscalingConsumer:
             max_partition_fetch_bytes=PARTITION_FETCH_BYTES,
             fetch_max_bytes=config.fetch_max_bytes or fetch_max_bytes(config.batch_bytes),
             partition_assignment_strategy=(assignor,),
-            **(
-                {"key_deserializer": ColumnarDecoding(config.max_record_batch_bytes)}
+            key_deserializer=(
+                ColumnarDecoding(
+                    config.max_record_batch_bytes, min(DEFAULT_PIECE_BYTES, config.batch_bytes)
+                )
                 if self._columnar
-                else {}
+                else BoundedRecords(config.max_record_batch_bytes)
             ),
             **config.client_options(),
         )

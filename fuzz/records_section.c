@@ -7,7 +7,8 @@
  *  - what kar_measure counts never exceeds the input (so allocation follows the input),
  *  - kar_decode, given exactly the measured room, decodes exactly the measured records,
  *  - every decoded offset lies in [base, base + last_delta] and at or past min_offset,
- *  - the fast and the portable CRC-32C agree.
+ *  - the fast and the portable CRC-32C agree,
+ *  - what kar_frame takes lies in the window, and framing just that prefix takes it again.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -40,6 +41,7 @@ int64_t kar_measure(const uint8_t *, int64_t, int64_t, int64_t, int64_t, int64_t
                     int64_t, kar_sizes *);
 int64_t kar_decode(const uint8_t *, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
                    int64_t, int64_t, kar_columns *);
+int64_t kar_frame(const uint8_t *, int64_t, int64_t, int64_t, int64_t, int64_t *, int64_t *);
 uint32_t kar_crc32c(const uint8_t *, int64_t);
 uint32_t kar_crc32c_portable(const uint8_t *, int64_t);
 
@@ -68,6 +70,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int64_t min_offset = base_offset > INT64_MAX - skip ? base_offset : base_offset + skip;
     const uint8_t *section = data + PARAMETERS;
     int64_t length = (int64_t)size - PARAMETERS;
+
+    int64_t budget = (int64_t)(data[31] >> 3) * 64, taken, max_delta;
+    int64_t framed = kar_frame(section, length, count, 34, budget, &taken, &max_delta);
+    if (framed >= 0) {
+        int64_t again_taken, again_delta;
+        if (framed > count || taken < 0 || taken > length || (framed == 0) != (taken == 0))
+            abort();
+        if (kar_frame(section, taken, count, 34, budget, &again_taken, &again_delta) != framed ||
+            again_taken != taken || again_delta != max_delta)
+            abort();
+    }
 
     kar_sizes sizes = {0};
     if (kar_measure(section, length, count, base_offset, last_delta, base_timestamp,

@@ -14,8 +14,8 @@ from pathlib import Path
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from aiokafka.record.util import calc_crc32c
 
+from consumer_sdk.records.batch_header import BATCH_HEADER_SIZE, batch_headers
 from consumer_sdk.records.inflate import CODEC_NAMES, inflate
-from consumer_sdk.records.record_columns import BATCH_HEADER_SIZE, batch_headers
 
 _CONTROL = 0x20  # the attribute bit of a transaction marker batch
 Row = tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]]]
@@ -63,6 +63,9 @@ def fetch_seeds() -> list[bytes]:
             data += batch(rows, offset, codec=codec)
             offset += len(rows)
         seeds.append(data)
+    # One batch past the whole-fetch harness's piece once inflated: read a piece at a time.
+    large: list[Row] = [(b"%d" % i, b"large-%d;" % i * 30, [("i", b"%d" % i)]) for i in range(400)]
+    seeds.extend(batch(large, 0, codec=codec) for codec in CODEC_NAMES if codec)
     marker = batch([(struct.pack(">hh", 0, 0), b"", [])], 1, producer_id=7, flags=_CONTROL)
     seeds.append(batch(ROWS[0], 0, transactional=True, producer_id=7) + marker)
     return seeds

@@ -235,8 +235,9 @@ def test_every_codec_from_either_producer_lands_on_either_record_path(
     assert sorted(r.value or b"" for r in seen) == sorted(values)
 
 
+@pytest.mark.parametrize("record_path", ["columns", "records"])
 def test_a_batch_that_inflates_past_the_bound_is_a_dead_letter_row_and_reading_goes_on(
-    kafka: str, topic_factory: Callable[..., str]
+    kafka: str, topic_factory: Callable[..., str], record_path: str
 ) -> None:
     topic = topic_factory(1, prefix=f"bomb-{uuid.uuid4().hex[:6]}")
     good = Producer({"bootstrap.servers": kafka})
@@ -250,7 +251,9 @@ def test_a_batch_that_inflates_past_the_bound_is_a_dead_letter_row_and_reading_g
     seen: list[Record] = []
     sink = CallbackSink(lambda _topic, records: seen.extend(records))
     asyncio.run(
-        consume_columns(kafka, topic, sink, lambda: len(seen) >= 21, max_record_batch_bytes=1 << 20)
+        consume_columns(
+            kafka, topic, sink, lambda: len(seen) >= 21, record_path, max_record_batch_bytes=1 << 20
+        )
     )
     [refused] = [r for r in seen if r.value is None]
     assert refused.offset == 13  # the batch's last offset: the commit moves past it
@@ -263,6 +266,30 @@ def test_a_batch_that_inflates_past_the_bound_is_a_dead_letter_row_and_reading_g
         *(b"before-%d" % i for i in range(10)),
         *(b"after-%d" % i for i in range(10)),
     ]
+
+
+@pytest.mark.parametrize("record_path", ["columns", "records"])
+def test_a_batch_inflating_to_many_consumer_batches_lands_whole_on_either_record_path(
+    kafka: str, topic_factory: Callable[..., str], record_path: str
+) -> None:
+    # 600 KiB once inflated, read in 4 KiB batches: the columnar path decodes it a piece at
+    # a time as the batches are cut, never all at once.
+    topic = topic_factory(1, prefix=f"large-{uuid.uuid4().hex[:6]}")
+    produce_raw(kafka, topic, built_batch(600, b"x" * 1024, ZSTD))
+    seen: list[Record] = []
+    sink = CallbackSink(lambda _topic, records: seen.extend(records))
+    asyncio.run(
+        consume_columns(
+            kafka,
+            topic,
+            sink,
+            lambda: len(seen) >= 600,
+            record_path,
+            max_record_batch_bytes=1 << 20,
+        )
+    )
+    assert [r.offset for r in seen] == list(range(600))
+    assert all(r.value == b"x" * 1024 for r in seen)
 
 
 def rows(sink: TableSink) -> int:

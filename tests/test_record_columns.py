@@ -7,7 +7,10 @@ return exactly them.
 
 from __future__ import annotations
 
+import itertools
 import struct
+import zlib
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -16,9 +19,10 @@ from aiokafka.record.util import calc_crc32c
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from consumer_sdk.records import record_columns
+from consumer_sdk.records import native_decoder, record_columns
+from consumer_sdk.records.batch_header import CorruptRecords
 from consumer_sdk.records.inflate import CODEC_NAMES
-from consumer_sdk.records.record_columns import CorruptRecords, RecordColumns, decode_records
+from consumer_sdk.records.record_columns import RecordColumns, decode_pieces, decode_records
 from consumer_sdk.sink import REFUSED_HEADER, Record
 from fuzz.seeds import batch
 from tests.columns_helpers import column_rows
@@ -27,7 +31,7 @@ Header = tuple[str, bytes | None]
 Row = tuple[bytes | None, bytes | None, list[Header]]
 
 pytestmark = pytest.mark.skipif(
-    not record_columns.native_available(), reason="the native decoder is not built"
+    not native_decoder.native_available(), reason="the native decoder is not built"
 )
 
 
@@ -41,9 +45,16 @@ def expected(rows: list[Row], base_offset: int, timestamp: int = 1_700_000_000_0
 def both_decoders(data: bytes, fetch_offset: int, **options: Any) -> list[RecordColumns]:
     """The native result and the fallback's, which must agree."""
     native = decode_records("t", 3, data, fetch_offset, **options)
-    sections, refusals, _ = record_columns._sections(data, fetch_offset, True, (), False)
+    outcomes = record_columns._batches(data, fetch_offset, True, (), False, 1 << 26, 1 << 22)
+    sections = [outcome for _, outcome in outcomes if outcome is not None]
+    assert all(isinstance(section, native_decoder.Section) for section in sections)
+    refusals: list[str] = []
+    fallback = record_columns._decode_with_aiokafka(
+        sections,  # type: ignore[arg-type]
+        fetch_offset,
+        lambda _, reason: refusals.append(reason),
+    )
     assert refusals == []
-    fallback = record_columns._decode_with_aiokafka(sections, fetch_offset, [])
     assert fallback.equals(native.batch)
     # Sizes come from the offsets buffers: both decoders must give a null slot no bytes.
     assert list(record_columns.record_sizes(fallback)) == list(
@@ -236,15 +247,84 @@ def test_many_empty_records_are_refused_before_inflating() -> None:
     assert "2000 records take more than max_record_batch_bytes" in text
 
 
-def test_batches_past_the_fetchs_room_wait_for_the_next_fetch() -> None:
-    # Each inflates to about 40 KiB: two do not fit in 64 KiB, so the second is left for the
-    # next fetch (its offsets are fetched again) rather than refused.
+def test_batches_past_a_piece_start_the_next_piece() -> None:
+    # Each inflates to about 40 KiB: two do not fit in a piece of 64 KiB, so the second starts
+    # the next piece, decoded only when it is asked for.
     rows: list[Row] = [(None, bytes(1000), [])] * 40
     data = batch(rows, 0, codec=3) + batch(rows, 40, codec=3)
-    first = decode_records("t", 0, data, 0, max_record_batch_bytes=64 << 10)
+    pieces = decode_pieces("t", 0, data, 0, piece_bytes=64 << 10)
+    first = next(pieces)
     assert (first.count, first.next_offset, refused(first)) == (40, 40, [])
-    second = decode_records("t", 0, data, first.next_offset, max_record_batch_bytes=64 << 10)
+    second = next(pieces)
     assert (second.count, second.next_offset, refused(second)) == (40, 80, [])
+    assert list(pieces) == []
+
+
+def large_rows(count: int) -> list[Row]:
+    return [(b"%d" % i, b"value-%d;" % i * (20 + i % 40), [("i", b"%d" % i)]) for i in range(count)]
+
+
+@pytest.mark.parametrize("codec", [1, 2, 3, 4], ids=lambda codec: CODEC_NAMES[codec])
+@pytest.mark.parametrize("fetch_offset", [0, 1234])
+def test_a_batch_past_a_piece_is_decoded_a_piece_at_a_time(codec: int, fetch_offset: int) -> None:
+    rows = large_rows(3000)  # about 1.2 MiB once inflated, one batch
+    data = batch(rows, 0, codec=codec) + batch([(None, b"after", [])], 3000, codec=codec)
+    pieces = list(decode_pieces("t", 0, data, fetch_offset, piece_bytes=64 << 10))
+    assert len(pieces) > 15
+    assert all(piece.bytes <= 64 << 10 for piece in pieces)
+    offsets = [piece.next_offset for piece in pieces]
+    assert offsets == sorted(offsets) and offsets[-1] == 3001
+    got = [row for piece in pieces for row in column_rows(piece)]
+    assert got == (expected(rows, 0) + expected([(None, b"after", [])], 3000))[fetch_offset:]
+    # Each piece's position is where the next fetch would start: no record twice, none lost.
+    for piece, following in itertools.pairwise(pieces):
+        if following.count:
+            assert column_rows(following)[0][0] >= piece.next_offset
+
+
+def recompressed(data: bytes, codec: int, section: bytes) -> bytes:
+    """``data``'s batch (uncompressed) with ``section`` as its records, compressed."""
+    import cramjam
+
+    compress: dict[int, Callable[[bytes], Any]] = {
+        1: zlib.compress,
+        3: cramjam.lz4.compress,
+        4: cramjam.zstd.compress,
+    }
+    body = bytes(compress[codec](section))
+    header = bytearray(data[:61])
+    struct.pack_into(">i", header, 8, 49 + len(body))
+    (attributes,) = struct.unpack_from(">h", header, 21)
+    struct.pack_into(">h", header, 21, attributes | codec)
+    return with_crc(header + body)
+
+
+@pytest.mark.parametrize("codec", [1, 3, 4], ids=lambda codec: CODEC_NAMES[codec])
+def test_a_large_batch_with_a_bad_record_near_its_end_is_refused_whole(codec: int) -> None:
+    rows = large_rows(3000)
+    rows[2990] = (None, b"v", [("zz", b"1")])
+    plain = batch(rows, 0)
+    section = plain[61:].replace(b"\x04zz", b"\x04\xff\xfe")  # a header key, not UTF-8
+    data = recompressed(plain, codec, section) + batch([(None, b"after", [])], 3000)
+    pieces = list(decode_pieces("t", 0, data, 0, piece_bytes=64 << 10))
+    got = [row for piece in pieces for row in column_rows(piece)]
+    assert [offset for offset, *_ in got] == [2999, 3000]  # nothing of it was handed over
+    [(offset, text)] = [r for piece in pieces for r in refused(piece)]
+    assert (offset, text) == (2999, "a header key is not UTF-8 (record batch, offsets 0-2999)")
+
+
+def test_a_large_batch_that_passes_the_bound_past_its_first_pieces_is_refused_whole() -> None:
+    bomb = batch([(None, bytes(4096), [])] * 64, 0, codec=4)  # 256 KiB of zeros, zstd
+    after = batch([(None, b"after", [])], 64)
+    pieces = list(
+        decode_pieces(
+            "t", 0, bomb + after, 0, max_record_batch_bytes=128 << 10, piece_bytes=16 << 10
+        )
+    )
+    got = [row for piece in pieces for row in column_rows(piece)]
+    assert [offset for offset, *_ in got] == [63, 64]
+    [(_, text)] = [r for piece in pieces for r in refused(piece)]
+    assert text.startswith("zstd batch inflates past max_record_batch_bytes (131072 bytes)")
 
 
 def test_without_the_native_library_the_fallback_gives_the_same_columns(
@@ -265,5 +345,5 @@ def test_crc32c_matches_the_reference_on_every_native_path(data: bytes, start: i
     # Unaligned starts and every tail length (0..7 bytes past the last whole word).
     view = memoryview(data)[min(start, len(data)) :]
     reference = calc_crc32c(bytes(view))
-    assert record_columns.crc32c(view) == reference
-    assert record_columns.crc32c(view, portable=True) == reference
+    assert native_decoder.crc32c(view) == reference
+    assert native_decoder.crc32c(view, portable=True) == reference

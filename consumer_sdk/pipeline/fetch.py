@@ -33,6 +33,10 @@ LEAVING_POLL_SLICE_MS = 20
 # many, with a yield after each, the loop starts the previous batch's write (and answers
 # heartbeats) while a batch fills, instead of after it.
 POLL_MAX_RECORDS = 500
+# On the columnar path one "record" is a piece of a partition's fetch (up to a few MiB),
+# decoded as it is taken: one per poll, so that a batch inflating to many pieces is decoded
+# only as fast as the pending buffer empties, never all at once.
+POLL_MAX_PIECES = 1
 # Past the wait, while the sink has no free write slot: polls this short, so the batch goes
 # to the sink soon after a slot frees.
 BUSY_POLL_SLICE_MS = 50
@@ -61,6 +65,9 @@ class BatchFiller:
         self._group = group
         self._batch_bytes = batch_bytes
         self._wait_time_s = wait_time_secs
+        self._max_records = (
+            POLL_MAX_PIECES if isinstance(pending, PendingColumns) else POLL_MAX_RECORDS
+        )
         # Partitions being revoked: what is fetched of them meanwhile is not taken.
         self.revoking: set[KafkaTopicPartition] = set()
 
@@ -86,7 +93,7 @@ class BatchFiller:
                 return
             try:
                 fetched = await consumer.getmany(
-                    timeout_ms=min(slice_ms, remaining_ms), max_records=POLL_MAX_RECORDS
+                    timeout_ms=min(slice_ms, remaining_ms), max_records=self._max_records
                 )
             except KafkaError as exc:
                 # aiokafka hands group errors (e.g. a failed SyncGroup) to the caller once and

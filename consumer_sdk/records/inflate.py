@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -24,6 +25,8 @@ CODEC_NAMES = {0: "none", GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4", ZSTD: "zst
 _XERIAL_MAGIC = b"\x82SNAPPY\x00"
 _XERIAL_HEADER = 16  # magic, version and compatible version
 _BLOCK_LENGTH = struct.Struct(">i")
+# Snappy's densest code (a 64-byte copy in 2-3 bytes) bounds what a block can inflate to.
+SNAPPY_MAX_RATIO = 32
 # The first buffer lz4 and zstd inflate into: this many times the compressed size, at least
 # FIRST_GUESS_BYTES (text and JSON inflate 2-10x; past the guess a batch is inflated twice).
 FIRST_GUESS_RATIO = 16
@@ -95,9 +98,14 @@ def _inflate_into(codec: int, compressed: bytes, size: int, limit: int) -> np.nd
 
 
 def _snappy(data: bytes | memoryview, limit: int) -> np.ndarray:
+    return _snappy_blocks(_compressed_blocks(data), limit)
+
+
+def _compressed_blocks(data: bytes | memoryview) -> list[memoryview]:
+    """A snappy section's blocks: one raw block, or the xerial framing's blocks."""
     view = memoryview(data)
     if bytes(view[:8]) != _XERIAL_MAGIC:
-        return _snappy_blocks([view], limit)
+        return [view]
     blocks: list[memoryview] = []
     position = _XERIAL_HEADER
     while position < len(view):
@@ -109,16 +117,41 @@ def _snappy(data: bytes | memoryview, limit: int) -> np.ndarray:
             raise InflateError(f"snappy: block of {size} bytes past the data")
         blocks.append(view[position : position + size])
         position += size
-    return _snappy_blocks(blocks, limit)
+    return blocks
 
 
-def _snappy_blocks(blocks: list[memoryview], limit: int) -> np.ndarray:
+def _inflated_lengths(blocks: list[memoryview]) -> list[int]:
+    """What each block says it inflates to, checked against what snappy can reach."""
     import cramjam
 
     try:
         sizes = [int(cramjam.snappy.decompress_raw_len(bytes(block))) for block in blocks]
     except cramjam.DecompressionError as exc:
         raise InflateError(f"snappy: {exc}") from None
+    for block, size in zip(blocks, sizes, strict=True):
+        if size > SNAPPY_MAX_RATIO * len(block) + 64:
+            raise InflateError(f"snappy: a block of {len(block)} bytes claims {size} inflated")
+    return sizes
+
+
+def snappy_blocks(data: bytes | memoryview) -> Iterator[bytes]:
+    """A snappy section's blocks, each inflated whole, one at a time."""
+    import cramjam
+
+    blocks = _compressed_blocks(data)
+    for block, size in zip(blocks, _inflated_lengths(blocks), strict=True):
+        out = bytearray(size)
+        try:
+            cramjam.snappy.decompress_raw_into(bytes(block), out)
+        except cramjam.DecompressionError as exc:
+            raise InflateError(f"snappy: {exc}") from None
+        yield bytes(out)
+
+
+def _snappy_blocks(blocks: list[memoryview], limit: int) -> np.ndarray:
+    import cramjam
+
+    sizes = _inflated_lengths(blocks)
     total = sum(sizes)
     if total > limit:
         raise _too_large(limit)

@@ -9,6 +9,7 @@
  *   headerCount varint, then per header: keyLength varint, key, valueLength varint, value
  * (varints are zigzag-encoded; a length of -1 is null).
  *
+ * kar_frame finds where whole records end in a window of a section inflated piece by piece.
  * kar_measure walks a records section and adds up what kar_decode will need, so the caller
  * allocates every column exactly once; kar_decode then fills the columns. Both stop with a
  * negative code on a malformed section instead of reading past its end: a record whose offset
@@ -180,6 +181,38 @@ int64_t kar_measure(const uint8_t *section, int64_t length, int64_t count,
         }
     }
     return sizes->records;
+}
+
+/* A window of a records section inflated piece by piece: how many of at most max_count records
+ * lie wholly in [0, length) and take, at fixed_bytes each on top of their own bytes, no more
+ * than budget (the first whole record always counts, so a window moves on). *bytes gets what
+ * those records take of the window, *max_delta their largest offset delta (-1 for none). A
+ * record cut by the window's end is left for the next window. Returns the count, or
+ * KAR_TRUNCATED when a record does not parse (a length that is no varint or below zero). */
+int64_t kar_frame(const uint8_t *window, int64_t length, int64_t max_count, int64_t fixed_bytes,
+                  int64_t budget, int64_t *bytes, int64_t *max_delta) {
+    cursor c = {window, window + length};
+    int64_t count = 0;
+    *bytes = 0;
+    *max_delta = -1;
+    while (count < max_count && c.at < c.end) {
+        cursor probe = c;
+        int64_t record_length;
+        if (read_varlong(&probe, &record_length) < 0) {
+            if (c.end - c.at < 10) break; /* the window ends inside the length */
+            return KAR_TRUNCATED;
+        }
+        if (record_length < 0) return KAR_TRUNCATED;
+        if (record_length > probe.end - probe.at) break;
+        int64_t taken = (int64_t)(probe.at - c.at) + record_length;
+        if (count > 0 && *bytes + taken > budget - (count + 1) * fixed_bytes) break;
+        record_view r;
+        if (read_record(&c, &r) < 0) return KAR_TRUNCATED;
+        if (r.offset_delta > *max_delta) *max_delta = r.offset_delta;
+        *bytes += taken;
+        count++;
+    }
+    return count;
 }
 
 static int append(uint8_t *data, int32_t *offsets, uint8_t *valid, int64_t index,

@@ -1,0 +1,97 @@
+"""The records path's bound: a compressed batch aiokafka would inflate past it is replaced.
+
+aiokafka's own reader (``record_path = "records"``) inflates a whole batch before its first
+record, unbounded. Before it does, :func:`checked_batch` measures a compressed v2 batch that
+could pass ``max_record_batch_bytes`` (its compressed size times the codec's densest ratio
+passes it) through a stream that keeps nothing, and puts in its place a batch of one
+dead-letter row (:data:`~consumer_sdk.sink.REFUSED_HEADER`, at the batch's last offset) when
+it inflates past the bound or does not inflate at all. aiokafka then reads that row like any
+other and moves past the batch; the sink writes it to the dead-letter table, as it does the
+columnar path's refusals.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from consumer_sdk.records.batch_header import (
+    BATCH_HEADER_SIZE,
+    MAX_OFFSET,
+    BatchHeader,
+    batch_headers,
+    refusal,
+)
+from consumer_sdk.records.inflate import (
+    CODEC_NAMES,
+    GZIP,
+    LZ4,
+    SNAPPY,
+    ZSTD,
+    InflateError,
+    TooLarge,
+)
+from consumer_sdk.records.inflate_stream import inflated_size
+from consumer_sdk.sink import REFUSED_HEADER
+
+# At most how many times its compressed size each codec inflates to (zstd: a 4-byte RLE
+# block of 128 KiB); a batch below the bound by these is not measured.
+DENSEST_RATIO = {GZIP: 1032, SNAPPY: 32, LZ4: 256, ZSTD: 1 << 15}
+
+
+class Replacement(NamedTuple):
+    """A batch of one dead-letter row, and why the batch it replaces was refused."""
+
+    batch: bytes
+    reason: str
+
+
+def checked_batch(batch: memoryview, limit: int) -> Replacement | None:
+    """A one-row replacement for the v2 batch ``batch`` when it inflates past ``limit`` or
+    does not inflate; None when aiokafka may read it as it is."""
+    if len(batch) < BATCH_HEADER_SIZE or batch[16] != 2:  # legacy formats: aiokafka's
+        return None
+    header = next(batch_headers(batch), None)
+    if header is None or not header.codec or header.is_control:
+        return None
+    body = batch[BATCH_HEADER_SIZE:]
+    if len(body) * DENSEST_RATIO.get(header.codec, 1 << 30) <= limit:
+        return None
+    try:
+        inflated_size(header.codec, body, limit)
+    except TooLarge:
+        name = CODEC_NAMES[header.codec]
+        reason = f"{name} batch inflates past max_record_batch_bytes ({limit} bytes)"
+    except InflateError as exc:
+        reason = str(exc)
+    else:
+        return None
+    refused = refusal(header, reason)
+    return Replacement(refusal_batch(header, refused.describe()), refused.describe())
+
+
+def refusal_batch(header: BatchHeader, text: str) -> bytes:
+    """An uncompressed batch of one row standing for ``header``'s batch: its last offset, its
+    producer and transaction, and ``text`` in the :data:`REFUSED_HEADER` header."""
+    from aiokafka.record.default_records import DefaultRecordBatchBuilder
+
+    last = refusal(header, text).last_offset
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=int(header.is_transactional),
+        producer_id=header.producer_id,
+        producer_epoch=-1 if header.producer_id < 0 else 0,
+        base_sequence=-1,
+        batch_size=1 << 20,
+    )
+    builder.append(
+        0,
+        timestamp=header.max_timestamp,
+        key=None,
+        value=None,
+        headers=[(REFUSED_HEADER, text.encode())],
+    )
+    built = builder.build()
+    # The base offset is outside the CRC: the row sits at the batch's last offset.
+    built[0:8] = min(last, MAX_OFFSET).to_bytes(8, "big", signed=True)
+    return bytes(built)
