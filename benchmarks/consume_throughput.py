@@ -28,12 +28,17 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
 from confluent_kafka import Consumer, Producer
 
-from benchmarks.support.machine import add_cluster_option, broker_line, machine_line
+from benchmarks.support.machine import (
+    add_cluster_option,
+    baseline_checkout,
+    broker_line,
+    machine_line,
+)
 from benchmarks.support.report import publish
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.consumer import AutoscalingConsumer
 from consumer_sdk.records.columnar_fetch import COLUMNAR, install
-from consumer_sdk.records.native_decoder import native_available, native_library_path
+from consumer_sdk.records.native_decoder import native_available
 from consumer_sdk.sink import CallbackSink, Record
 from local_kafka.clusters import ClusterKind, kafka_cluster
 
@@ -254,7 +259,6 @@ def sdk(**options: Any) -> Callable[[str, str, str, int], Run]:
     return run
 
 
-BASELINES = Path(__file__).parent.parent / ".cache" / "baselines"
 _BASELINE_RUN = """
 import json, sys
 from benchmarks.consume_throughput import run_sdk, steady_rate
@@ -262,32 +266,6 @@ marks = []
 seconds = run_sdk(*sys.argv[1:4], int(sys.argv[4]), record_path="columns", marks=marks)
 print(json.dumps([seconds, steady_rate(marks)]))
 """
-
-
-def baseline_checkout(revision: str) -> Path:
-    """A work tree of ``revision`` under .cache/baselines, its record decoder built there
-    (with the compiler flags the install uses)."""
-    root = Path(__file__).parent.parent
-    tree = BASELINES / revision
-    if not tree.exists():
-        BASELINES.mkdir(parents=True, exist_ok=True)
-        subprocess.run(
-            ["git", "worktree", "add", "--detach", str(tree), revision], cwd=root, check=True
-        )
-    library = tree / "consumer_sdk" / Path(native_library_path() or "_kafka_records.so").name
-    subprocess.run(
-        [
-            "cc",
-            "-O3",
-            "-shared",
-            "-fPIC",
-            "-o",
-            str(library),
-            str(tree / "consumer_sdk/records/native/kafka_records.c"),
-        ],
-        check=True,
-    )
-    return tree
 
 
 def baseline_sdk(tree: Path) -> Callable[[str, str, str, int], Run]:

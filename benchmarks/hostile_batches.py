@@ -2,18 +2,23 @@
 
 Kafka limits a batch by its compressed size. Two batches a producer with write access can
 send: 160 records of 1 MiB of zeros (160 MiB once inflated, a few KiB compressed, zstd) and
-20 million empty records (zstd, 15 MiB); and one just under the bound, which must land:
-61,440 records of 1 KiB (60 MiB once inflated, zstd), read a 4 MiB piece at a time. Apache
-Kafka validates a batch's records before it stores them: with the 512 MiB heap the suite
-gives it, it ran out of memory on the second (the producer's request timed out), so here it
-runs with 4 GiB. The embedded broker sends such a batch cut at the fetch size rather than
-whole, so no client can read it there: it runs the other two only. Each goes to its own one-partition topic between 2,000 good
-records before and 2,000 after, read by one ``kafka-autoscaler-consumer`` process (JSON-lines
-sink, the consumer program's defaults: 16 MiB batches, max_record_batch_bytes 64 MiB). Per
-batch: the consumer's resident memory while steady and at its peak (target: at most 128 MiB
-of growth), whether it stayed alive, whether every good record after the batch landed, and
-whether the batch became one dead-letter row (or, under the bound, whether its records all
-landed). ``python -m benchmarks.hostile_batches``.
+20 million empty records (zstd, 15 MiB). Both must become one dead-letter row each. And one
+just under the bound, which must land: 61,440 records of 1 KiB in one batch (60 MiB once
+inflated, zstd), read a piece at a time; beside it the same records in 1 MiB producer
+batches, what any producer sends, for the memory that reading them costs anyway.
+
+Apache Kafka validates a batch's records before it stores them: with the 512 MiB heap the
+suite gives it, it ran out of memory on the 20 million records (the producer's request timed
+out), so here it runs with 4 GiB. The embedded broker sends such a batch cut at the fetch
+size rather than whole, so no client can read it there: it runs the others only. Each goes
+to its own one-partition topic between 2,000 good records before and 2,000 after, read by
+one ``kafka-autoscaler-consumer`` process (JSON-lines sink, the consumer program's
+defaults: 16 MiB batches, max_record_batch_bytes 64 MiB). Per batch: the consumer's
+resident memory while steady and at its peak (target: at most 128 MiB of growth), whether
+it stayed alive, whether every good record after the batch landed, the dead-letter rows and
+how many of the batch's own records landed. ``--baseline REV`` runs every batch with the
+consumer of another commit too, on the same broker, one after the other.
+``python -m benchmarks.hostile_batches``.
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ from aiokafka.structs import TopicPartition
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from benchmarks.support.machine import broker_line, machine_line
+from benchmarks.support.machine import baseline_checkout, broker_line, machine_line
 from benchmarks.support.report import publish
 from consumer_sdk.records.inflate import ZSTD
 from local_kafka.clusters import ClusterKind, KafkaCluster, kafka_cluster
@@ -60,20 +65,26 @@ def built_batch(records: int, value: bytes | None, codec: int) -> bytes:
     return bytes(builder.build())
 
 
-# name -> (the batch, the brokers it runs on)
 LARGE_RECORDS = 61_440
 LARGE_VALUE = b"L" * 1024
-HOSTILE: dict[str, tuple[Callable[[], bytes], tuple[ClusterKind, ...]]] = {
-    "60 MiB of 1 KiB records once inflated (under the bound)": (
-        lambda: built_batch(LARGE_RECORDS, LARGE_VALUE, ZSTD),
+UNDER_THE_BOUND = "60 MiB of 1 KiB records in one batch (under the bound)"
+IN_PRODUCER_BATCHES = "the same 60 MiB in 1 MiB producer batches"
+# name -> (the batches, the brokers it runs on)
+HOSTILE: dict[str, tuple[Callable[[], list[bytes]], tuple[ClusterKind, ...]]] = {
+    IN_PRODUCER_BATCHES: (
+        lambda: [built_batch(1024, LARGE_VALUE, ZSTD)] * (LARGE_RECORDS // 1024),
+        (ClusterKind.APACHE, ClusterKind.EMBEDDED),
+    ),
+    UNDER_THE_BOUND: (
+        lambda: [built_batch(LARGE_RECORDS, LARGE_VALUE, ZSTD)],
         (ClusterKind.APACHE, ClusterKind.EMBEDDED),
     ),
     "160 MiB of zeros once inflated": (
-        lambda: built_batch(160, bytes(MIB), ZSTD),
+        lambda: [built_batch(160, bytes(MIB), ZSTD)],
         (ClusterKind.APACHE, ClusterKind.EMBEDDED),
     ),
     "20 million empty records": (
-        lambda: built_batch(20_000_000, None, ZSTD),
+        lambda: [built_batch(20_000_000, None, ZSTD)],
         (ClusterKind.APACHE,),
     ),
 }
@@ -157,7 +168,10 @@ def landed(path: Path) -> tuple[set[int], list[dict[str, Any]], int]:
     large = 0
     if path.exists():
         for line in path.read_text().splitlines():
-            row = json.loads(line)
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:  # the last line, half written as it was read
+                continue
             value = row["value"] or ""
             if value.startswith("good-"):
                 good.add(int(value[5:]))
@@ -178,13 +192,16 @@ def wait_for(condition: Callable[[], bool], timeout_s: float) -> bool:
     return condition()
 
 
-def run_one(kafka: KafkaCluster, name: str, work: Path) -> dict[str, Any]:
-    """One hostile batch between good records; what the consumer did."""
-    batch = HOSTILE[name][0]()
+def run_one(
+    kafka: KafkaCluster, name: str, work: Path, code: tuple[str, Path] = ("this", ROOT)
+) -> dict[str, Any]:
+    """One hostile batch between good records; what the consumer (of ``code``: a name and
+    its tree) did."""
+    batches = HOSTILE[name][0]()
     bootstrap = kafka.bootstrap_servers
     broker = broker_line(kafka).removeprefix("Broker: ").rstrip(".")
     if kafka.kind is ClusterKind.APACHE:
-        topic = create_topic(bootstrap, max(4 * MIB, 2 * len(batch)))
+        topic = create_topic(bootstrap, max(4 * MIB, 2 * max(len(b) for b in batches)))
         broker += f", {BROKER_HEAP_MB} MiB heap"
     else:  # the embedded broker has no topic settings (nor CreateTopics)
         topic = kafka.create_topic(1, prefix="hostile")
@@ -192,7 +209,7 @@ def run_one(kafka: KafkaCluster, name: str, work: Path) -> dict[str, Any]:
     produce_good(bootstrap, topic, 0)
     env = {
         **os.environ,
-        "PYTHONPATH": str(ROOT),
+        "PYTHONPATH": str(code[1]),
         "AUTOSCALER_BOOTSTRAP_SERVERS": bootstrap,
         "AUTOSCALER_GROUP": f"g-{topic}",
         "AUTOSCALER_TOPICS": topic,
@@ -202,7 +219,7 @@ def run_one(kafka: KafkaCluster, name: str, work: Path) -> dict[str, Any]:
     consumer = subprocess.Popen(
         [sys.executable, "-m", "consumer_sdk.cli", "--sink", f"jsonl:{out}"],
         env=env,
-        cwd=ROOT,
+        cwd=code[1],
         stderr=subprocess.PIPE,
         text=True,
     )
@@ -214,7 +231,8 @@ def run_one(kafka: KafkaCluster, name: str, work: Path) -> dict[str, Any]:
         time.sleep(2)
         steady = statistics.median(sampler.since(steady_from))
         hostile_from = time.monotonic()
-        produce_raw(bootstrap, topic, batch)
+        for batch in batches:
+            produce_raw(bootstrap, topic, batch)
         produce_good(bootstrap, topic, GOOD)
         after_landed = wait_for(lambda: len(landed(out)[0]) >= 2 * GOOD, 180)
         alive = consumer.poll() is None
@@ -227,8 +245,9 @@ def run_one(kafka: KafkaCluster, name: str, work: Path) -> dict[str, Any]:
     good, other, large = landed(out)
     return {
         "broker": broker,
+        "code": code[0],
         "batch": name,
-        "compressed_bytes": len(batch),
+        "compressed_bytes": sum(len(b) for b in batches),
         "steady_rss_mib": round(steady / MIB, 1),
         "peak_rss_mib": round(peak / MIB, 1),
         "growth_mib": round((peak - steady) / MIB, 1),
@@ -252,13 +271,14 @@ def table(runs: Sequence[dict[str, Any]]) -> str:
         f"64 MiB), {GOOD} good records before and after each batch. Target: growth <= 128 MiB, "
         "alive, every record after the batch lands.",
         "",
-        "| broker | batch | compressed | steady RSS | peak RSS | growth | alive "
+        "| broker | consumer code | batch | compressed | steady RSS | peak RSS | growth | alive "
         "| good records after it | dead-letter rows | its records landed | exit |",
-        "|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|",
+        "|---|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|",
     ]
     for r in runs:
         lines.append(
-            f"| {r['broker']} | {r['batch']} | {r['compressed_bytes'] / MIB:.2f} MiB "
+            f"| {r['broker']} | {r['code']} | {r['batch']} "
+            f"| {r['compressed_bytes'] / MIB:.2f} MiB "
             f"| {r['steady_rss_mib']} MiB "
             f"| {r['peak_rss_mib']} MiB | **{r['growth_mib']} MiB** | {r['alive']} "
             f"| {r['good_after_landed']} / {GOOD} | {r['dead_letter_rows']} "
@@ -266,7 +286,7 @@ def table(runs: Sequence[dict[str, Any]]) -> str:
         )
     lines += ["", "What the consumer logged:", ""]
     lines += [
-        f"- {r['broker']}, {r['batch']}: `{r['refusal_logged'].strip()}`"
+        f"- {r['broker']}, {r['code']}, {r['batch']}: `{r['refusal_logged'].strip()}`"
         for r in runs
         if r["refusal_logged"]
     ]
@@ -277,8 +297,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run every hostile batch on the brokers it reaches; non-zero if a target was missed."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--no-write", action="store_true", help="print only")
+    parser.add_argument(
+        "--baseline", default="", help="a git revision whose consumer runs every batch too"
+    )
     args = parser.parse_args(argv)
-    runs = []
+    codes = [("this", ROOT)]
+    if args.baseline:
+        codes.append((f"at {args.baseline}", baseline_checkout(args.baseline)))
+    runs: list[dict[str, Any]] = []
     for kind in (ClusterKind.APACHE, ClusterKind.EMBEDDED):
         with (
             kafka_cluster(kind, apache_heap_mb=BROKER_HEAP_MB) as kafka,
@@ -286,15 +312,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         ):
             for name, (_, kinds) in HOSTILE.items():
                 if kind in kinds:
-                    runs.append(run_one(kafka, name, Path(work)))
+                    runs.extend(run_one(kafka, name, Path(work), code) for code in codes)
     publish("hostile_batches", table(runs), {"runs": runs}, write=not args.no_write)
     missed = [
         r
         for r in runs
-        if r["growth_mib"] > 128
-        or not r["alive"]
-        or not r["all_after_landed"]
-        or (r["batch"].endswith("(under the bound)") and r["batch_records_landed"] < LARGE_RECORDS)
+        if r["code"] == "this"
+        and (
+            r["growth_mib"] > 128
+            or not r["alive"]
+            or not r["all_after_landed"]
+            or (
+                r["batch"] in (UNDER_THE_BOUND, IN_PRODUCER_BATCHES)
+                and r["batch_records_landed"] < LARGE_RECORDS
+            )
+        )
     ]
     return 1 if missed else 0
 

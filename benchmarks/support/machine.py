@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import functools
+import importlib.machinery
 import os
 import platform
 import shutil
@@ -83,6 +84,24 @@ def copy_checkout(target: Path) -> Path:
             (target / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, target / name)
     return target
+
+
+def baseline_checkout(revision: str) -> Path:
+    """A work tree of ``revision`` under .cache/baselines (to run another commit's code side
+    by side with this one's), its record decoder built beside the module that loads it, with
+    the compiler flags the install uses."""
+    root = Path(__file__).resolve().parent.parent.parent
+    tree = root / ".cache" / "baselines" / revision
+    if not tree.exists():
+        tree.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            ["git", "worktree", "add", "--detach", str(tree), revision], cwd=root, check=True
+        )
+    source = next(tree.glob("consumer_sdk/**/native/kafka_records.c"))
+    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
+    library = source.parent.parent / f"_kafka_records{suffix}"
+    subprocess.run(["cc", "-O3", "-shared", "-fPIC", "-o", str(library), str(source)], check=True)
+    return tree
 
 
 def machine_line() -> str:
