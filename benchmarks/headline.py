@@ -5,7 +5,8 @@ consumer's memory. Each writes its usual results file (its first lines name the 
 the broker and the code commit); ``results/headline.md`` lists them with the commit each
 measured and how long each took.
 
-Run it before a stop whose change touches what they measure. Settings are chosen so the
+Run it before a stop whose change touches what they measure; ``--baseline REV`` adds the
+columnar-path SDK of another commit to the throughput run, side by side. Settings are chosen so the
 whole set takes at most 30 minutes on a 2-core machine; ``--only`` runs a subset by name.
 """
 
@@ -90,6 +91,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     names = [h.name for h in HEADLINES]
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--only", default=",".join(names), help="comma-separated subset")
+    parser.add_argument(
+        "--baseline",
+        default="",
+        help="a git revision whose columnar-path SDK the throughput run measures side by side",
+    )
     args = parser.parse_args(argv)
     chosen = [n for n in args.only.split(",") if n]
     if not chosen or any(n not in names for n in chosen):
@@ -104,11 +110,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             continue
         print(f"== {headline.name}: python -m {headline.run.__module__}", flush=True)
         begun = time.monotonic()
-        status = headline.run(list(headline.argv))
+        argv_used = list(headline.argv)
+        if args.baseline and headline.run is consume_throughput.main:
+            argv_used += ["--baseline", args.baseline]
+        status = headline.run(argv_used)
         failed |= status != 0
         rows[headline.name] = {
             "name": headline.name,
-            "command": f"python -m {headline.run.__module__} {' '.join(headline.argv)}",
+            "command": f"python -m {headline.run.__module__} {' '.join(argv_used)}",
             "results": headline.results,
             "exit": status,
             "minutes": round((time.monotonic() - begun) / 60, 2),

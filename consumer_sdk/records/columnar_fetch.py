@@ -1,17 +1,20 @@
 """aiokafka's fetcher handing over Arrow columns instead of a ConsumerRecord per record.
 
 An ``AIOKafkaConsumer`` created with ``key_deserializer=COLUMNAR`` (after :func:`install`)
-returns from ``getmany`` one :class:`~.record_columns.RecordColumns` per partition and fetch
-response, decoded by :mod:`.record_columns`. Everything else stays aiokafka's:
-fetch requests, positions (each chunk moves the position to its ``next_offset``), pause,
-seek, rebalancing. Other consumers in the process are untouched: the fetcher builds their
-records as before.
+returns from ``getmany`` :class:`~.record_columns.RecordColumns`, each a piece of one
+partition's fetch response (``getmany(max_records=n)`` takes n pieces), decoded by
+:mod:`.record_columns` as it is taken. Everything else stays aiokafka's: fetch requests,
+positions (each piece moves the position to its ``next_offset``), pause, seek, rebalancing.
+A consumer created with ``key_deserializer=BoundedRecords(...)`` gets aiokafka's records,
+with compressed batches past the bound replaced by a dead-letter row
+(:mod:`.bounded_batches`). Other consumers in the process are untouched: the fetcher builds
+their records as before.
 
 How: the fetcher wraps each partition's bytes in ``MemoryRecords`` and iterates a
 ``PartitionRecords``; :func:`install` swaps both names in aiokafka's fetcher module for
-versions that keep the raw bytes and, for a columnar consumer only, decode them in one go.
-This reaches into aiokafka's internals, which is why the aiokafka minor version is pinned
-(tests/test_aiokafka_pin.py).
+versions that keep the raw bytes and, for our consumers only, decode them in pieces or check
+their batches. This reaches into aiokafka's internals, which is why the aiokafka minor
+version is pinned (tests/test_aiokafka_pin.py).
 """
 
 from __future__ import annotations

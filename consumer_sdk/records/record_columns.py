@@ -352,14 +352,17 @@ def _large_pieces(
     topic: str, partition: int, large: LargeBatch, fetch_offset: int
 ) -> Iterator[RecordColumns]:
     """A large batch's windows, each decoded into its own RecordColumns."""
-    library = _native()
-    assert library is not None  # a LargeBatch exists only with the native decoder
     start = fetch_offset
-    for section, after in large.windows():
-        piece = _Piece(topic, partition, start, max(start, after))
-        piece.sections.append(section)
+    try:
+        for section, after in large.windows():
+            piece = _Piece(topic, partition, start, max(start, after))
+            piece.sections.append(section)
+            yield piece.columns()
+            start = max(start, after)
+    except (InflateError, ValueError) as exc:  # it read whole a moment ago: not expected
+        piece = _Piece(topic, partition, start, max(start, large.header.next_offset))
+        piece.refusals.append(refusal(large.header, str(exc), first_offset=start))
         yield piece.columns()
-        start = max(start, after)
 
 
 def _with_refusals(
