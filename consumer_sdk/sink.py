@@ -248,7 +248,8 @@ class CallbackSink:
 
     A plain (sync) function runs in a worker thread of this sink's, one call at a time: a
     slow write, an fsync or the Records it builds would otherwise hold the consumer's event
-    loop, and the group's heartbeats with it. An async function runs on the loop."""
+    loop, and the group's heartbeats with it; the consumer stops it when it closes (the sink
+    is a :class:`ManagedSink`). An async function runs on the loop."""
 
     def __init__(self, function: WriteFunction) -> None:
         if not callable(function):
@@ -278,3 +279,13 @@ class CallbackSink:
     ) -> Mapping[TopicPartition, int]:
         """A callback tracks no offsets: resume from the committed ones."""
         return {}
+
+    async def start(self) -> None:
+        """Nothing to acquire: the worker thread starts with the first write."""
+
+    async def close(self) -> None:
+        """Stop the worker thread once its call in progress returns (a later write starts
+        another): a consumer that stopped leaves no thread of this sink behind."""
+        worker, self._worker = self._worker, None
+        if worker is not None:
+            await asyncio.to_thread(worker.shutdown, wait=True)

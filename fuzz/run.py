@@ -196,8 +196,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--control-runs", type=int, help="executions of the control-plane harness")
     parser.add_argument("--write", action="store_true", help="commit-ready results file")
     args = parser.parse_args(argv)
-    if args.seconds is None and args.c_runs is None and args.python_runs is None:
-        parser.error("give --seconds, or --c-runs and --python-runs")
+    counts = (args.c_runs, args.python_runs, args.control_runs)
+    if args.seconds is None and None in counts:
+        # Without a bound libFuzzer runs for ever: every harness needs its count.
+        parser.error("give --seconds, or --c-runs, --python-runs and --control-runs")
     try:
         runs = [
             fuzz_c(args.seconds, args.c_runs),

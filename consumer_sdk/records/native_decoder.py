@@ -168,21 +168,10 @@ def decode_sections(
     sizes = _Sizes()
     decodable: list[Section] = []
     for section in sections:
-        header = section.header
         measured = _Sizes()
-        got = library.kar_measure(
-            section.records.ctypes.data,
-            len(section.records),
-            section.count,
-            header.base_offset,
-            header.last_offset_delta,
-            header.base_timestamp,
-            header.uses_log_append_time,
-            min_offset,
-            ctypes.byref(measured),
-        )
+        got = _measure(library, section, min_offset, measured)
         if got < 0:
-            refuse(header, NATIVE_PROBLEMS.get(got, "records do not parse"))
+            refuse(section.header, NATIVE_PROBLEMS.get(got, "records do not parse"))
             continue
         for field in _Sizes._fields_:
             setattr(sizes, field[0], getattr(sizes, field[0]) + getattr(measured, field[0]))
@@ -288,16 +277,24 @@ def _binary(
 
 def measure_problem(library: ctypes.CDLL, section: Section) -> str | None:
     """Why ``section``'s records would not decode, or None (nothing is allocated)."""
-    header = section.header
-    got = library.kar_measure(
-        section.records.ctypes.data,
-        len(section.records),
-        section.count,
-        header.base_offset,
-        header.last_offset_delta,
-        header.base_timestamp,
-        header.uses_log_append_time,
-        0,
-        ctypes.byref(_Sizes()),
-    )
+    got = _measure(library, section, 0, _Sizes())
     return NATIVE_PROBLEMS.get(got, "records do not parse") if got < 0 else None
+
+
+def _measure(library: ctypes.CDLL, section: Section, min_offset: int, sizes: _Sizes) -> int:
+    """kar_measure: adds what decoding the section's records at or past ``min_offset`` needs
+    to ``sizes``; returns their count, or a negative problem code."""
+    header = section.header
+    return int(
+        library.kar_measure(
+            section.records.ctypes.data,
+            len(section.records),
+            section.count,
+            header.base_offset,
+            header.last_offset_delta,
+            header.base_timestamp,
+            header.uses_log_append_time,
+            min_offset,
+            ctypes.byref(sizes),
+        )
+    )
