@@ -126,3 +126,9 @@ def test_the_records_path_gets_a_dead_letter_row_for_a_batch_that_does_not_infla
     assert replacement is not None
     assert replacement.reason.startswith("lz4: ")
     assert replacement.reason.endswith("(record batch, offsets 0-63)")
+
+
+def test_the_records_path_leaves_a_batch_of_impossible_length_to_aiokafka() -> None:
+    broken = bytearray(batch([(None, b"v", [])], 0, codec=ZSTD))
+    struct.pack_into(">i", broken, 8, 12)  # shorter than an empty batch's 49 bytes
+    assert checked_batch(memoryview(bytes(broken)), 1) is None

@@ -18,6 +18,7 @@ from consumer_sdk.records.batch_header import (
     BATCH_HEADER_SIZE,
     MAX_OFFSET,
     BatchHeader,
+    CorruptRecords,
     batch_headers,
     refusal,
 )
@@ -50,7 +51,10 @@ def checked_batch(batch: memoryview, limit: int) -> Replacement | None:
     does not inflate; None when aiokafka may read it as it is."""
     if len(batch) < BATCH_HEADER_SIZE or batch[16] != 2:  # legacy formats: aiokafka's
         return None
-    header = next(batch_headers(batch), None)
+    try:
+        header = next(batch_headers(batch), None)
+    except CorruptRecords:  # a length no batch can have: aiokafka's reader says so itself
+        return None
     if header is None or not header.codec or header.is_control:
         return None
     body = batch[BATCH_HEADER_SIZE:]
