@@ -16,20 +16,20 @@ from typing import NamedTuple
 
 from consumer_sdk.records.batch_header import (
     BATCH_HEADER_SIZE,
-    MAX_OFFSET,
     BatchHeader,
     CorruptRecords,
+    Refusal,
     batch_headers,
     refusal,
 )
 from consumer_sdk.records.inflate import (
-    CODEC_NAMES,
     GZIP,
     LZ4,
     SNAPPY,
     ZSTD,
     InflateError,
     TooLarge,
+    past_bound,
 )
 from consumer_sdk.records.inflate_stream import inflated_size
 from consumer_sdk.sink import REFUSED_HEADER
@@ -63,22 +63,20 @@ def checked_batch(batch: memoryview, limit: int) -> Replacement | None:
     try:
         inflated_size(header.codec, body, limit)
     except TooLarge:
-        name = CODEC_NAMES[header.codec]
-        reason = f"{name} batch inflates past max_record_batch_bytes ({limit} bytes)"
+        reason = past_bound(header.codec, limit)
     except InflateError as exc:
         reason = str(exc)
     else:
         return None
     refused = refusal(header, reason)
-    return Replacement(refusal_batch(header, refused.describe()), refused.describe())
+    return Replacement(refusal_batch(header, refused), refused.describe())
 
 
-def refusal_batch(header: BatchHeader, text: str) -> bytes:
-    """An uncompressed batch of one row standing for ``header``'s batch: its last offset, its
-    producer and transaction, and ``text`` in the :data:`REFUSED_HEADER` header."""
+def refusal_batch(header: BatchHeader, refused: Refusal) -> bytes:
+    """An uncompressed batch of one row standing for ``header``'s batch: at its last offset,
+    of its producer and transaction, with ``refused``'s text in :data:`REFUSED_HEADER`."""
     from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
-    last = refusal(header, text).last_offset
     builder = DefaultRecordBatchBuilder(
         magic=2,
         compression_type=0,
@@ -93,9 +91,9 @@ def refusal_batch(header: BatchHeader, text: str) -> bytes:
         timestamp=header.max_timestamp,
         key=None,
         value=None,
-        headers=[(REFUSED_HEADER, text.encode())],
+        headers=[(REFUSED_HEADER, refused.describe().encode())],
     )
     built = builder.build()
     # The base offset is outside the CRC: the row sits at the batch's last offset.
-    built[0:8] = min(last, MAX_OFFSET).to_bytes(8, "big", signed=True)
+    built[0:8] = refused.last_offset.to_bytes(8, "big", signed=True)
     return bytes(built)

@@ -52,8 +52,14 @@ def inflate(codec: int, data: bytes | memoryview, limit: int) -> np.ndarray:
     raise InflateError(f"unknown compression codec {codec}")
 
 
-def _too_large(limit: int) -> TooLarge:
+def too_large(limit: int) -> TooLarge:
+    """The error for a batch past ``limit`` once inflated."""
     return TooLarge(f"inflates past max_record_batch_bytes ({limit} bytes)")
+
+
+def past_bound(codec: int, limit: int) -> str:
+    """Why a ``codec`` batch past ``limit`` is refused: its dead-letter reason."""
+    return f"{CODEC_NAMES[codec]} batch {too_large(limit)}"
 
 
 def _gzip(data: bytes | memoryview, limit: int) -> np.ndarray:
@@ -63,7 +69,7 @@ def _gzip(data: bytes | memoryview, limit: int) -> np.ndarray:
     except zlib.error as exc:
         raise InflateError(f"gzip: {exc}") from None
     if len(out) > limit:
-        raise _too_large(limit)
+        raise too_large(limit)
     if not inflater.eof:
         raise InflateError("gzip: truncated stream")
     return np.frombuffer(out, np.uint8)
@@ -92,7 +98,7 @@ def _inflate_into(codec: int, compressed: bytes, size: int, limit: int) -> np.nd
         written = int(module.decompress_into(compressed, out))
     except cramjam.DecompressionError as exc:
         if "whole buffer" in str(exc):
-            raise _too_large(limit) from None
+            raise too_large(limit) from None
         raise InflateError(f"{CODEC_NAMES[codec]}: {exc}") from None
     return out[:written]
 
@@ -136,34 +142,31 @@ def _inflated_lengths(blocks: list[memoryview]) -> list[int]:
 
 def snappy_blocks(data: bytes | memoryview) -> Iterator[bytes]:
     """A snappy section's blocks, each inflated whole, one at a time."""
-    import cramjam
-
     blocks = _compressed_blocks(data)
     for block, size in zip(blocks, _inflated_lengths(blocks), strict=True):
         out = bytearray(size)
-        try:
-            cramjam.snappy.decompress_raw_into(bytes(block), out)
-        except cramjam.DecompressionError as exc:
-            raise InflateError(f"snappy: {exc}") from None
+        _inflate_block(block, memoryview(out))
         yield bytes(out)
 
 
 def _snappy_blocks(blocks: list[memoryview], limit: int) -> np.ndarray:
-    import cramjam
-
     sizes = _inflated_lengths(blocks)
     total = sum(sizes)
     if total > limit:
-        raise _too_large(limit)
+        raise too_large(limit)
     out = np.empty(total, np.uint8)
     position = 0
     for block, size in zip(blocks, sizes, strict=True):
-        try:
-            cramjam.snappy.decompress_raw_into(
-                bytes(block),
-                memoryview(out[position : position + size]),  # type: ignore[arg-type]
-            )
-        except cramjam.DecompressionError as exc:
-            raise InflateError(f"snappy: {exc}") from None
+        _inflate_block(block, memoryview(out[position : position + size]))  # type: ignore[arg-type]
         position += size
     return out
+
+
+def _inflate_block(block: memoryview, into: memoryview) -> None:
+    """One raw snappy block into ``into`` (exactly its inflated length)."""
+    import cramjam
+
+    try:
+        cramjam.snappy.decompress_raw_into(bytes(block), into)
+    except cramjam.DecompressionError as exc:
+        raise InflateError(f"snappy: {exc}") from None

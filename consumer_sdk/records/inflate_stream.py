@@ -21,8 +21,8 @@ from consumer_sdk.records.inflate import (
     SNAPPY,
     ZSTD,
     InflateError,
-    TooLarge,
     snappy_blocks,
+    too_large,
 )
 
 # How much one step of inflate_size reads: the stream is measured, not kept.
@@ -58,7 +58,7 @@ def inflated_size(codec: int, data: bytes | memoryview, limit: int) -> int:
     while piece := stream.read(min(_MEASURE_STEP, limit + 1 - total)):
         total += len(piece)
         if total > limit:
-            raise TooLarge(f"inflates past max_record_batch_bytes ({limit} bytes)")
+            raise too_large(limit)
     return total
 
 

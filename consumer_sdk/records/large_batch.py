@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from consumer_sdk.records.batch_header import BatchHeader
-from consumer_sdk.records.inflate import CODEC_NAMES, InflateError, TooLarge
+from consumer_sdk.records.inflate import InflateError, TooLarge, past_bound, too_large
 from consumer_sdk.records.inflate_stream import open_stream
 from consumer_sdk.records.native_decoder import Section, frame, measure_problem
 from consumer_sdk.sink import RECORD_FIXED_BYTES
@@ -48,10 +48,7 @@ class LargeBatch:
                 if problem is not None:
                     return problem
         except TooLarge:
-            return (
-                f"{CODEC_NAMES[self.header.codec]} batch inflates past max_record_batch_bytes "
-                f"({self._limit} bytes)"
-            )
+            return past_bound(self.header.codec, self._limit)
         except (InflateError, ValueError) as exc:
             return str(exc)
         return None
@@ -72,7 +69,7 @@ class LargeBatch:
                     chunk = stream.read(wanted)
                     read += len(chunk)
                     if read > room:
-                        raise TooLarge(f"inflates past max_record_batch_bytes ({self._limit})")
+                        raise too_large(self._limit)
                     ended = not chunk
                     if chunk:
                         window = np.concatenate([window, np.frombuffer(chunk, np.uint8)])

@@ -180,21 +180,15 @@ def decode_sections(
     columns = _Columns(**{name: base + offset for name, (offset, _) in arrays.items()})
     columns.capacity = sizes
     for section in decodable:
-        header = section.header
         got = library.kar_decode(
-            section.records.ctypes.data,
-            len(section.records),
-            section.count,
-            header.base_offset,
-            header.last_offset_delta,
-            header.base_timestamp,
-            header.uses_log_append_time,
-            header.max_timestamp,
+            *_section_arguments(section),
+            section.header.max_timestamp,
             min_offset,
             ctypes.byref(columns),
         )
         if got < 0:  # measured fine a moment ago: a bug, not the data
-            raise CorruptRecords(f"record batch at offset {header.base_offset}: decode failed")
+            offset = section.header.base_offset
+            raise CorruptRecords(f"record batch at offset {offset}: decode failed")
     return _record_batch({name: view for name, (_, view) in arrays.items()})
 
 
@@ -284,17 +278,19 @@ def measure_problem(library: ctypes.CDLL, section: Section) -> str | None:
 def _measure(library: ctypes.CDLL, section: Section, min_offset: int, sizes: _Sizes) -> int:
     """kar_measure: adds what decoding the section's records at or past ``min_offset`` needs
     to ``sizes``; returns their count, or a negative problem code."""
+    return int(library.kar_measure(*_section_arguments(section), min_offset, ctypes.byref(sizes)))
+
+
+def _section_arguments(section: Section) -> tuple[int, ...]:
+    """What kar_measure and kar_decode both take first: the records, their length and count,
+    and the batch's base offset, last delta, base timestamp and LogAppendTime flag."""
     header = section.header
-    return int(
-        library.kar_measure(
-            section.records.ctypes.data,
-            len(section.records),
-            section.count,
-            header.base_offset,
-            header.last_offset_delta,
-            header.base_timestamp,
-            header.uses_log_append_time,
-            min_offset,
-            ctypes.byref(sizes),
-        )
+    return (
+        section.records.ctypes.data,
+        len(section.records),
+        section.count,
+        header.base_offset,
+        header.last_offset_delta,
+        header.base_timestamp,
+        header.uses_log_append_time,
     )

@@ -35,11 +35,11 @@ from consumer_sdk.records.batch_header import (
     refusal,
 )
 from consumer_sdk.records.inflate import (
-    CODEC_NAMES,
     DEFAULT_MAX_RECORD_BATCH_BYTES,
     InflateError,
     TooLarge,
     inflate,
+    past_bound,
 )
 from consumer_sdk.records.large_batch import LargeBatch
 from consumer_sdk.records.native_decoder import (
@@ -229,8 +229,7 @@ def _records(header: BatchHeader, body: memoryview, limit: int, piece_bytes: int
     except InflateError as exc:
         return refusal(header, str(exc))
     if library is None:
-        name = CODEC_NAMES[header.codec]
-        return refusal(header, f"{name} batch inflates past max_record_batch_bytes ({limit} bytes)")
+        return refusal(header, past_bound(header.codec, limit))
     large = LargeBatch(library, header, body, limit, piece_bytes)
     problem = large.problem()
     return large if problem is None else refusal(header, problem)
