@@ -15,6 +15,9 @@ from pathlib import Path
 
 from local_kafka.clusters import ClusterKind, KafkaCluster
 
+# The checkout these benchmarks run from.
+CHECKOUT = Path(__file__).resolve().parent.parent.parent
+
 
 def machine_info() -> dict[str, str]:
     """Host, CPU, cores, Python and the UTC date of this run."""
@@ -60,9 +63,8 @@ def code_at_start() -> str:
 
 
 def _git(*args: str) -> str:
-    root = Path(__file__).resolve().parent.parent.parent
     done = subprocess.run(
-        ["git", *args], cwd=root, capture_output=True, text=True, check=True, timeout=10
+        ["git", *args], cwd=CHECKOUT, capture_output=True, text=True, check=True, timeout=10
     )
     return done.stdout.strip()
 
@@ -70,16 +72,15 @@ def _git(*args: str) -> str:
 def copy_checkout(target: Path) -> Path:
     """The checkout's files as they are (tracked, and new ones git does not ignore; no
     symlinks) copied into ``target``: a tree to build from without touching the checkout."""
-    root = Path(__file__).resolve().parent.parent.parent
     names = subprocess.run(
         ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
-        cwd=root,
+        cwd=CHECKOUT,
         check=True,
         capture_output=True,
         text=True,
     ).stdout.split()
     for name in names:
-        source = root / name
+        source = CHECKOUT / name
         if source.is_file() and not source.is_symlink():
             (target / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, target / name)
@@ -90,12 +91,11 @@ def baseline_checkout(revision: str) -> Path:
     """A work tree of ``revision`` under .cache/baselines (to run another commit's code side
     by side with this one's), its record decoder built beside the module that loads it, with
     the compiler flags the install uses."""
-    root = Path(__file__).resolve().parent.parent.parent
-    tree = root / ".cache" / "baselines" / revision
+    tree = CHECKOUT / ".cache" / "baselines" / revision
     if not tree.exists():
         tree.parent.mkdir(parents=True, exist_ok=True)
         subprocess.run(
-            ["git", "worktree", "add", "--detach", str(tree), revision], cwd=root, check=True
+            ["git", "worktree", "add", "--detach", str(tree), revision], cwd=CHECKOUT, check=True
         )
     source = next(tree.glob("consumer_sdk/**/native/kafka_records.c"))
     suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
