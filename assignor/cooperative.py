@@ -13,6 +13,14 @@ interval after the first round, since the members' heartbeats restart together).
 hand-over round hands over what the round before planned (:func:`carried_plan`); it plans
 the group again only if the members or their subscriptions changed meanwhile.
 
+When every member can (``releases`` in its member data), a moving partition is not withheld
+but given at once, marked *awaited* in its new owner's assignment (:func:`give_moving`): the
+old owner, seeing it gone, revokes it (flush, commit) and marks that last commit *released*
+(:func:`mark_released`); the new owner holds it paused until the group's committed offset
+carries that mark (:func:`released_generation`), then reads on from it. A move then costs
+the old owner's flush and commit plus one look at the committed offsets, not a second
+round: the group neither rejoins nor waits for its slowest member again.
+
 A member shutting down says so (``leaving``) and keeps reading while it rejoins: the leader
 plans the group without it, so its partitions are withheld from their new owners like any
 other moving partition; it revokes them, leaves the group instead of rejoining, and the
@@ -29,8 +37,8 @@ to cooperative once every member supports it again.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 
 from assignor.member_data import MemberData
 from assignor.types import TopicPartition
@@ -38,6 +46,9 @@ from assignor.types import TopicPartition
 COOPERATIVE = "cooperative"
 EAGER = "eager"
 PROTOCOLS = (COOPERATIVE, EAGER)
+# The key of the release mark in commit metadata (a JSON object: the capacity report, or
+# this key alone). Other readers of the metadata ignore keys they do not know.
+RELEASED_KEY = "rel"
 
 
 @dataclass(frozen=True)
@@ -47,6 +58,9 @@ class CooperativePlan:
     assignment: dict[str, list[TopicPartition]]
     withheld: dict[str, list[TopicPartition]]
     mode: str
+    awaiting: dict[str, list[TopicPartition]] = field(default_factory=dict)
+    """Partitions given while another member still reads them: their new owner waits for
+    the old owner's release (see :func:`give_moving`)."""
 
 
 def group_mode(members: Mapping[str, MemberData | None]) -> str:
@@ -61,12 +75,20 @@ def staying(members: Mapping[str, MemberData | None]) -> dict[str, MemberData | 
     return {m: d for m, d in members.items() if d is None or not d.leaving}
 
 
+def releases_supported(members: Mapping[str, MemberData | None]) -> bool:
+    """Whether every member hands partitions over by release (:func:`give_moving`)."""
+    return bool(members) and all(
+        d is not None and d.cooperative and d.releases for d in members.values()
+    )
+
+
 def still_held(members: Mapping[str, MemberData | None]) -> dict[TopicPartition, set[str]]:
-    """Partition -> the members still reading it while they rejoin (cooperative holders)."""
+    """Partition -> the members still reading it while they rejoin (cooperative holders).
+    A partition a member owns but still awaits the release of is not read by it."""
     held: dict[TopicPartition, set[str]] = {}
     for member, data in members.items():
         if data is not None and data.holding:
-            for tp in data.owned:
+            for tp in set(data.owned) - set(data.awaiting):
                 held.setdefault(tp, set()).add(member)
     return held
 
@@ -91,6 +113,48 @@ def withhold_moving(
                 kept.append(tp)
         assignment[member] = kept
     return CooperativePlan(assignment, withheld, group_mode(members))
+
+
+def give_moving(
+    planned: Mapping[str, list[TopicPartition]], members: Mapping[str, MemberData | None]
+) -> CooperativePlan:
+    """Give every member its planned partitions at once, marking as awaited those another
+    member still reads (and this one does not): the new owner reads them only once the
+    old owner's commit says it released them. Nothing is withheld, no round follows."""
+    held = still_held(members)
+    awaiting: dict[str, list[TopicPartition]] = {}
+    for member, tps in planned.items():
+        for tp in tps:
+            holders = held.get(tp, set())
+            if holders and member not in holders:
+                awaiting.setdefault(member, []).append(tp)
+    assignment = {member: list(tps) for member, tps in planned.items()}
+    return CooperativePlan(assignment, {}, group_mode(members), awaiting)
+
+
+def mark_released(metadata: str, generation: int) -> str:
+    """Commit metadata saying its committer released the partition in ``generation``:
+    ``metadata`` (a JSON object such as the capacity report, or empty) with the mark added."""
+    try:
+        raw = json.loads(metadata) if metadata else {}
+    except ValueError:
+        raw = {}
+    fields = raw if isinstance(raw, dict) else {}
+    fields[RELEASED_KEY] = generation
+    return json.dumps(fields, separators=(",", ":"), allow_nan=False)
+
+
+def released_generation(metadata: str | None) -> int | None:
+    """The generation a commit's metadata says its partition was released in; None when it
+    carries no release mark (an ordinary commit, another tool's metadata, garbage)."""
+    if not metadata or RELEASED_KEY not in metadata:
+        return None
+    try:
+        value = json.loads(metadata).get(RELEASED_KEY)
+    except (ValueError, AttributeError):
+        return None
+    valid = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    return value if valid else None
 
 
 def gives_partitions(
@@ -153,10 +217,17 @@ def carried_plan(
     return dict(pending.planned)
 
 
-def encode_assignment_data(mode: str, handover: bool = False, members: int | None = None) -> bytes:
+def encode_assignment_data(
+    mode: str,
+    handover: bool = False,
+    members: int | None = None,
+    awaiting: Iterable[TopicPartition] = (),
+    one_round: bool = False,
+) -> bytes:
     """The user_data of every assignment the leader sends: the group's mode, whether a
-    hand-over round follows (something was withheld), and how many members the plan is
-    for (those not leaving)."""
+    hand-over round follows (something was withheld), how many members the plan is for
+    (those not leaving), whether moving partitions are handed over in this one round
+    (:func:`give_moving`) and which of this member's partitions await a release."""
     if mode not in PROTOCOLS:
         raise ValueError(f"mode must be one of {', '.join(PROTOCOLS)}, got {mode!r}")
     data: dict[str, object] = {"mode": mode}
@@ -164,7 +235,29 @@ def encode_assignment_data(mode: str, handover: bool = False, members: int | Non
         data["handover"] = True
     if members is not None:
         data["members"] = members
+    if one_round:
+        data["one_round"] = True
+    by_topic: dict[str, list[int]] = {}
+    for tp in sorted(awaiting):
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    if by_topic:
+        data["await"] = by_topic
     return json.dumps(data, separators=(",", ":")).encode()
+
+
+def decode_awaiting(data: bytes | None) -> frozenset[TopicPartition]:
+    """The partitions an assignment says await their old owner's release (none when absent
+    or unreadable: such partitions are read at once, as from an older leader)."""
+    try:
+        raw = json.loads(data or b"{}").get("await", {})
+        return frozenset(
+            TopicPartition(topic, p)
+            for topic, partitions in raw.items()
+            for p in partitions
+            if isinstance(topic, str) and isinstance(p, int) and not isinstance(p, bool) and p >= 0
+        )
+    except (ValueError, AttributeError, TypeError):
+        return frozenset()
 
 
 def decode_members(data: bytes | None) -> int | None:
@@ -176,6 +269,15 @@ def decode_members(data: bytes | None) -> int | None:
         return None
     valid = isinstance(members, int) and not isinstance(members, bool) and members >= 0
     return members if valid else None
+
+
+def decode_one_round(data: bytes | None) -> bool:
+    """Whether the assignment hands moving partitions over in its own round (False when
+    absent or unreadable: a member that lost partitions rejoins for the hand-over round)."""
+    try:
+        return json.loads(data or b"{}").get("one_round") is True
+    except (ValueError, AttributeError):
+        return False
 
 
 def decode_handover(data: bytes | None) -> bool:

@@ -4,12 +4,15 @@ Versioned compact JSON::
 
     {"v": 1, "owned": {"orders": [0, 3]}, "generation": 7, "identity": "sink-2",
      "capacity": 5000.0, "heuristic": "repair", "coop": true, "holding": true,
-     "leaving": false}
+     "leaving": false, "rel": true, "awaiting": {"orders": [3]}}
 
 ``coop``: the member rebalances cooperatively; ``holding``: it still reads ``owned`` while
 it rejoins (absent in older members: eager, holding nothing); ``leaving``: it is shutting
 down and asks for nothing, so the round hands what it holds to the others while it still
-reads them (absent in older members: staying).
+reads them (absent in older members: staying); ``rel``: it hands partitions over by release
+(commits a release mark, awaits one) rather than in a second round (absent: it does not);
+``awaiting``: partitions of ``owned`` it does not read yet, awaiting their old owner's
+release (absent: none).
 
 Undecodable or invalid data decodes to ``None``: the leader then treats that member as
 owning nothing, it never fails the rebalance.
@@ -38,16 +41,15 @@ class MemberData:
     cooperative: bool = False
     holding: bool = False
     leaving: bool = False
+    releases: bool = False
+    awaiting: tuple[TopicPartition, ...] = field(default_factory=tuple)
 
     def encode(self) -> bytes:
         """Bytes for the JoinGroup user_data."""
-        by_topic: dict[str, list[int]] = {}
-        for tp in sorted(self.owned):
-            by_topic.setdefault(tp.topic, []).append(tp.partition)
         return json.dumps(
             {
                 "v": MEMBER_DATA_VERSION,
-                "owned": by_topic,
+                "owned": _by_topic(self.owned),
                 "generation": self.generation,
                 "identity": self.identity,
                 "capacity": self.capacity,
@@ -55,9 +57,33 @@ class MemberData:
                 "coop": self.cooperative,
                 "holding": self.holding,
                 "leaving": self.leaving,
+                "rel": self.releases,
+                "awaiting": _by_topic(self.awaiting),
             },
             separators=(",", ":"),
         ).encode()
+
+
+def _by_topic(tps: tuple[TopicPartition, ...]) -> dict[str, list[int]]:
+    by_topic: dict[str, list[int]] = {}
+    for tp in sorted(tps):
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    return by_topic
+
+
+def _partitions(raw: object) -> list[TopicPartition] | None:
+    """``{"topic": [partition, ...]}`` as partitions; None when malformed."""
+    if not isinstance(raw, dict):
+        return None
+    out: list[TopicPartition] = []
+    for topic, partitions in raw.items():
+        if not isinstance(topic, str) or not isinstance(partitions, list):
+            return None
+        for p in partitions:
+            if not is_integer(p) or p < 0:
+                return None
+            out.append(TopicPartition(topic, p))
+    return out
 
 
 def decode_member_data(data: bytes | None) -> MemberData | None:
@@ -73,21 +99,17 @@ def decode_member_data(data: bytes | None) -> MemberData | None:
         if not (isinstance(identity, str) and isinstance(heuristic, str)):
             return None
         cooperative, holding = raw.get("coop", False), raw.get("holding", False)
-        leaving = raw.get("leaving", False)
-        if not all(isinstance(flag, bool) for flag in (cooperative, holding, leaving)):
+        leaving, releases = raw.get("leaving", False), raw.get("rel", False)
+        if not all(isinstance(f, bool) for f in (cooperative, holding, leaving, releases)):
             return None
         if not is_integer(generation):
             return None
         if capacity is not None and not (is_finite_number(capacity) and capacity > 0):
             return None
-        owned: list[TopicPartition] = []
-        for topic, partitions in owned_raw.items():
-            if not isinstance(topic, str) or not isinstance(partitions, list):
-                return None
-            for p in partitions:
-                if not is_integer(p) or p < 0:
-                    return None
-                owned.append(TopicPartition(topic, p))
+        owned = _partitions(owned_raw)
+        awaiting = _partitions(raw.get("awaiting", {}))
+        if owned is None or awaiting is None:
+            return None
     except (ValueError, TypeError, KeyError, AttributeError):
         return None
     return MemberData(
@@ -99,4 +121,6 @@ def decode_member_data(data: bytes | None) -> MemberData | None:
         cooperative,
         holding,
         leaving,
+        releases,
+        tuple(awaiting),
     )

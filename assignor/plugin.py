@@ -29,11 +29,15 @@ from assignor.cooperative import (
     PendingHandover,
     carried_plan,
     decode_assignment_data,
+    decode_awaiting,
     decode_handover,
     decode_members,
+    decode_one_round,
     encode_assignment_data,
+    give_moving,
     group_shape,
     holds_sync_back,
+    releases_supported,
     staying,
     withhold_moving,
 )
@@ -57,7 +61,11 @@ class MemberState:
     ``owned`` while rejoining; ``group_mode``: what the leader's last assignment said;
     ``handover_pending``: that assignment withheld partitions, so a hand-over round follows;
     ``leaving``: this member is shutting down and asks the leader for nothing;
-    ``group_size``: how many members the leader's last plan was for (None: not said).
+    ``group_size``: how many members the leader's last plan was for (None: not said);
+    ``releases``: it hands partitions over by release (:func:`assignor.cooperative.give_moving`);
+    ``awaiting``: partitions of ``owned`` it does not read yet, awaiting their old owner's
+    release (set from each assignment; the SDK removes each as its release arrives);
+    ``one_round``: the last assignment handed moving partitions over in its own round.
     """
 
     identity: str
@@ -71,6 +79,9 @@ class MemberState:
     handover_pending: bool = False
     leaving: bool = False
     group_size: int | None = None
+    releases: bool = False
+    awaiting: frozenset[TopicPartition] = frozenset()
+    one_round: bool = False
 
 
 @dataclass
@@ -82,13 +93,16 @@ class PluginStats:
     fallbacks: int = 0
     repacks: int = 0
     withheld: int = 0
+    awaited: int = 0
     undecodable_members: int = 0
     last_plan: GroupPlan | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def record(self, plan: GroupPlan | None, undecodable: int, withheld: int) -> None:
+    def record(
+        self, plan: GroupPlan | None, undecodable: int, withheld: int, awaited: int = 0
+    ) -> None:
         """Count one leader decision: a new plan, or (None) the previous round's plan
-        carried into its hand-over round."""
+        carried into its hand-over round; partitions withheld, and given awaiting release."""
         with self._lock:
             if plan is None:
                 self.carried += 1
@@ -98,6 +112,7 @@ class PluginStats:
                 self.repacks += plan.repacked
                 self.last_plan = plan
             self.withheld += withheld
+            self.awaited += awaited
             self.undecodable_members += undecodable
 
 
@@ -144,6 +159,8 @@ def build_assignor(
                 state.cooperative,
                 state.holding and state.cooperative,
                 state.leaving,
+                state.releases and state.cooperative,
+                tuple(sorted(state.awaiting & set(state.owned))),
             )
             return ConsumerProtocolMemberMetadata(cls.version, sorted(topics), data.encode())
 
@@ -173,12 +190,18 @@ def build_assignor(
                     log.warning(
                         "assignment falls back to %s: %s", plan.heuristic, plan.fallback_reason
                     )
-            # Partitions another member still reads wait for the next round (KIP-429).
+            # Partitions another member still reads go to their new owner awaiting its
+            # release, or, if some member cannot release, wait for the next round (KIP-429).
             planned = {m: carried.get(m, []) for m in decoded}
-            handed = withhold_moving(planned, decoded)
+            one_round = releases_supported(decoded)
+            if one_round:
+                handed = give_moving(planned, decoded)
+            else:
+                handed = withhold_moving(planned, decoded)
             withheld = sum(map(len, handed.withheld.values()))
+            awaited = sum(map(len, handed.awaiting.values()))
             cls.hold_sync_back = holds_sync_back(handed, decoded)
-            counters.record(plan, undecodable, withheld)
+            counters.record(plan, undecodable, withheld, awaited)
             memory.pending = (
                 PendingHandover(group_shape(subscriptions, partitions), dict(carried))
                 if withheld
@@ -186,11 +209,18 @@ def build_assignor(
             )
             if leader_delay_s:
                 time.sleep(leader_delay_s)
-            mode = encode_assignment_data(
-                handed.mode, handover=bool(handed.withheld), members=len(planned_for)
-            )
             return {
-                member: ConsumerProtocolMemberAssignment(cls.version, _by_topic(tps), mode)
+                member: ConsumerProtocolMemberAssignment(
+                    cls.version,
+                    _by_topic(tps),
+                    encode_assignment_data(
+                        handed.mode,
+                        handover=bool(handed.withheld),
+                        members=len(planned_for),
+                        awaiting=handed.awaiting.get(member, ()),
+                        one_round=one_round,
+                    ),
+                )
                 for member, tps in handed.assignment.items()
             }
 
@@ -202,6 +232,8 @@ def build_assignor(
             state.group_mode = decode_assignment_data(assignment.user_data)
             state.handover_pending = decode_handover(assignment.user_data)
             state.group_size = decode_members(assignment.user_data)
+            state.awaiting = decode_awaiting(assignment.user_data) & set(state.owned)
+            state.one_round = decode_one_round(assignment.user_data)
 
     return AutoscalerAssignor
 

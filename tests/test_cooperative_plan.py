@@ -12,27 +12,49 @@ from assignor.cooperative import (
     COOPERATIVE,
     EAGER,
     decode_assignment_data,
+    decode_awaiting,
     decode_handover,
     decode_members,
+    decode_one_round,
     encode_assignment_data,
+    give_moving,
     gives_partitions,
     group_mode,
     holds_sync_back,
+    mark_released,
+    released_generation,
+    releases_supported,
     withhold_moving,
 )
 from assignor.group_plan import SpeedView
 from assignor.member_data import MemberData, decode_member_data
 from assignor.plugin import MemberState, PluginStats, build_assignor
 from assignor.types import TopicPartition
+from contract.capacity import CapacityReport
+from contract.capacity import decode as decode_capacity_report
 
 
 def tp(p: int) -> TopicPartition:
     return TopicPartition("t", p)
 
 
-def holder(*owned: int, cooperative: bool = True, holding: bool = True) -> MemberData:
+def holder(
+    *owned: int,
+    cooperative: bool = True,
+    holding: bool = True,
+    releases: bool = False,
+    awaiting: tuple[int, ...] = (),
+) -> MemberData:
     return MemberData(
-        "m", "repair", 10.0, 3, tuple(tp(p) for p in owned), cooperative, holding and cooperative
+        "m",
+        "repair",
+        10.0,
+        3,
+        tuple(tp(p) for p in owned),
+        cooperative,
+        holding and cooperative,
+        releases=releases,
+        awaiting=tuple(tp(p) for p in awaiting),
     )
 
 
@@ -237,3 +259,123 @@ def test_no_partition_is_ever_readable_by_two_members(seed: int) -> None:
     handed = sorted(t for tps in plan.assignment.values() for t in tps)
     held_back = sorted(t for tps in plan.withheld.values() for t in tps)
     assert sorted(handed + held_back) == sorted(partitions)
+
+
+def test_one_round_member_data_round_trips_and_is_validated() -> None:
+    data = holder(1, 2, releases=True, awaiting=(2,))
+    decoded = decode_member_data(data.encode())
+    assert decoded == data and decoded is not None and decoded.releases
+    assert decoded.awaiting == (tp(2),)
+    assert decode_member_data(data.encode().replace(b'"rel":true', b'"rel":1')) is None
+    bad = data.encode().replace(b'"awaiting":{"t":[2]}', b'"awaiting":{"t":[-2]}')
+    assert decode_member_data(bad) is None
+    old = b'{"v":1,"owned":{"t":[1]},"generation":2,"identity":"a","heuristic":"repair"}'
+    legacy = decode_member_data(old)
+    assert legacy is not None and not legacy.releases and legacy.awaiting == ()
+
+
+def test_one_round_gives_a_moving_partition_at_once_marked_awaited() -> None:
+    members = {
+        "a": holder(0, 1, 2, releases=True),
+        "b": holder(3, releases=True),
+        "c": holder(releases=True),
+    }
+    planned = {"a": [tp(0), tp(1)], "b": [tp(3), tp(4)], "c": [tp(2)]}
+    plan = give_moving(planned, members)
+    assert plan.assignment == planned and not plan.withheld
+    # 2 is still read by a: c waits for a's release. 4 was read by nobody: b reads it at once.
+    assert plan.awaiting == {"c": [tp(2)]}
+    assert not holds_sync_back(plan, members)
+
+
+def test_a_partition_its_owner_still_awaits_is_not_read_by_it() -> None:
+    # b was given 5 and still awaits its release: moving 5 on to c waits for nobody but a.
+    members = {
+        "a": holder(releases=True),
+        "b": holder(5, releases=True, awaiting=(5,)),
+        "c": holder(releases=True),
+    }
+    assert give_moving({"c": [tp(5)]}, members).awaiting == {}
+    members["a"] = holder(5, releases=True)
+    assert give_moving({"c": [tp(5)]}, members).awaiting == {"c": [tp(5)]}
+    # A member never awaits what it reads itself, even when another reads it too.
+    assert give_moving({"a": [tp(5)]}, members).awaiting == {}
+
+
+def test_one_round_needs_every_member_able_to_release() -> None:
+    assert releases_supported({"a": holder(releases=True), "b": holder(releases=True)})
+    assert not releases_supported({"a": holder(releases=True), "b": holder()})
+    assert not releases_supported({"a": holder(releases=True), "b": None})
+    assert not releases_supported({"a": holder(releases=True, cooperative=False)})
+    assert not releases_supported({})
+
+
+def test_the_leader_hands_over_in_one_round_when_every_member_releases() -> None:
+    def member(identity: str, *owned: int, releases: bool = True) -> MemberData:
+        return MemberData(
+            identity, "repair", 10.0, 3, tuple(tp(p) for p in owned), True, True, False, releases
+        )
+
+    stats = PluginStats()
+    state = MemberState("a", "repair", 10.0, releases=True)
+    leader = build_assignor(state, lambda: None, stats)
+    joined = {"a": _joined(member("a", 0, 1, 2, 3)), "c": _joined(member("c"))}
+    result = leader.assign(_FourPartitions(), joined)
+    given = {m: set(a.partitions()) for m, a in result.items()}
+    assert given["a"] | given["c"] == {tp(p) for p in range(4)} and given["c"]
+    assert all(decode_one_round(a.user_data) for a in result.values())
+    assert not any(decode_handover(a.user_data) for a in result.values())
+    assert decode_awaiting(result["c"].user_data) == frozenset(given["c"])
+    assert stats.awaited == len(given["c"]) and stats.withheld == 0
+    leader.on_assignment(result["a"])
+    assert state.one_round and state.awaiting == frozenset()
+    # One member that cannot release: what moves waits for a second round, as before.
+    joined["c"] = _joined(member("c", releases=False))
+    again = build_assignor(MemberState("a", "repair", 10.0), lambda: None).assign(
+        _FourPartitions(), joined
+    )
+    assert not any(decode_one_round(a.user_data) for a in again.values())
+    assert again["c"].partitions() == [] and decode_handover(again["c"].user_data)
+
+
+def test_awaited_partitions_round_trip_in_the_assignment_and_junk_awaits_nothing() -> None:
+    data = encode_assignment_data(COOPERATIVE, awaiting=[tp(3), tp(1)], one_round=True)
+    assert decode_awaiting(data) == {tp(1), tp(3)} and decode_one_round(data)
+    assert decode_awaiting(encode_assignment_data(COOPERATIVE)) == frozenset()
+    for junk in (b"", None, b"not json", b"[1]", b'{"await":[1]}', b'{"await":{"t":3}}'):
+        assert decode_awaiting(junk) == frozenset()
+        assert not decode_one_round(junk)
+    assert decode_awaiting(b'{"await":{"t":[1,-1,true,"2"]}}') == {tp(1)}
+
+
+def test_the_release_mark_rides_on_the_capacity_report() -> None:
+    report = CapacityReport("member-1", 7, 2, 100.0, 2000.0, 3.5).encode()
+    marked = mark_released(report, 12)
+    assert released_generation(marked) == 12
+    assert decode_capacity_report(marked) == decode_capacity_report(report)  # sidecar unmoved
+    assert released_generation(mark_released("", 0)) == 0
+    assert released_generation(mark_released("not json", 4)) == 4
+    assert released_generation(report) is None
+    for junk in (None, "", "rel", '{"rel":-1}', '{"rel":true}', '{"rel":"3"}', "[1]", "{bad"):
+        assert released_generation(junk) is None
+
+
+@given(st.integers(min_value=0, max_value=10_000))
+def test_one_round_gives_everything_and_awaits_exactly_what_others_read(seed: int) -> None:
+    rng = random.Random(seed)
+    names = [f"m{i}" for i in range(rng.randint(1, 6))]
+    partitions = [tp(p) for p in range(rng.randint(0, 30))]
+    owned: dict[str, list[int]] = {m: [] for m in names}
+    for p in range(len(partitions)):
+        if rng.random() < 0.8:
+            owned[rng.choice(names)].append(p)
+    members = {m: holder(*ps, releases=True) for m, ps in owned.items()}
+    planned: dict[str, list[TopicPartition]] = {m: [] for m in names}
+    for t in partitions:
+        planned[rng.choice(names)].append(t)
+    plan = give_moving(planned, members)
+    assert plan.assignment == planned and not plan.withheld
+    for member, tps in plan.assignment.items():
+        for t in tps:  # read at once only if nobody else reads it
+            others = {m for m, d in members.items() if t in d.owned} - {member}
+            assert (t in plan.awaiting.get(member, [])) == bool(others)
