@@ -37,6 +37,7 @@ def default_identity() -> str:
 
 RECORD_PATHS = ("records", "columns")
 REVOKE_MODES = ("release", "flush")
+HANDOVERS = ("one-round", "two-round")
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,13 @@ class ConsumerConfig(GroupSettings):
     )
     rebalance_protocol: str = setting(
         "cooperative (only moving partitions stop) or eager", COOPERATIVE
+    )
+    handover: str = setting(
+        "how a cooperative group moves a partition: one-round (its new owner gets it at "
+        "once and reads it from the old owner's last commit, which marks it released) or "
+        "two-round (the old owner revokes it in one round, the next hands it on); a group "
+        "with a two-round member hands over in two rounds",
+        "one-round",
     )
     leave_handover_secs: float = setting(
         "on stop, a cooperative member first hands its partitions to the others while it "
@@ -177,6 +185,8 @@ class ConsumerConfig(GroupSettings):
             self._fail("replan_after_secs", "a number of seconds in [0, 3600] (0: never)")
         if self.rebalance_protocol not in PROTOCOLS:
             self._fail("rebalance_protocol", f"one of {', '.join(PROTOCOLS)}")
+        if self.handover not in HANDOVERS:
+            self._fail("handover", f"one of {', '.join(HANDOVERS)}")
         if self.revoke_mode not in REVOKE_MODES:
             self._fail("revoke_mode", f"one of {', '.join(REVOKE_MODES)}")
         if self.record_path not in RECORD_PATHS:

@@ -61,6 +61,9 @@ from contract.stopping import finished_unless_stopped
 __all__ = ["AutoscalingConsumer", "OwnershipEvent", "RetryPolicy", "WriteAbandoned"]
 
 log = logging.getLogger(__name__)
+# How long a member whose partitions were handed over in one round waits before leaving
+# (see close): longer than the spread of members' SyncGroup requests on a busy machine.
+LEAVE_AFTER_HANDOVER_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -104,6 +107,7 @@ class AutoscalingConsumer:
             config.heuristic,
             config.capacity,
             cooperative=config.rebalance_protocol == COOPERATIVE,
+            releases=config.handover == "one-round",
         )
         self.plugin_stats = PluginStats()
         self.snapshots = SnapshotCache(
@@ -127,6 +131,9 @@ class AutoscalingConsumer:
         self._fallbacks_seen = 0
         self._repacks_seen = 0
         self.assigned: set[TopicPartition] = set()
+        # Of ``assigned``, those this member reads (resumed, not waiting for a release or
+        # for the sink): what the ownership log counts.
+        self._reading: set[TopicPartition] = set()
         # the pipeline's stages
         pending: AnyPending = PendingColumns() if self._columnar else PendingRecords()
         self._fetch = BatchFiller(
@@ -159,6 +166,9 @@ class AutoscalingConsumer:
             retry=self.retry,
             current_client=lambda: self._consumer,
             wait_for_writes=self._writer.drain,
+            committed_marks=self._committed_marks,
+            release_timeout_s=config.max_poll_interval_ms / 1000,
+            on_reading=self._started_reading,
         )
         self.ownership_log: deque[OwnershipEvent] = deque(maxlen=10_000)
         self.overload = (
@@ -367,6 +377,12 @@ class AutoscalingConsumer:
                 await self._commits.settle()
                 await self._commits.before_leaving(self.config.session_timeout_ms / 1000)
             self._count_leave()
+            if self.leave_outcome == "handed_over" and self.state.one_round:
+                # The round that took our partitions gave them on at once: a LeaveGroup now
+                # would start a new round before slower members' SyncGroup of that one
+                # reached the coordinator, and they would miss it (another round). Our
+                # partitions are released already, so waiting delays nobody's reading.
+                await asyncio.sleep(LEAVE_AFTER_HANDOVER_S)
             # Only now: the commits above go through this client.
             self._consumer = None
             self._change_ownership("revoked", set(self.assigned))
@@ -483,6 +499,7 @@ class AutoscalingConsumer:
 
     # rebalance callbacks -------------------------------------------------------------------
     async def _on_revoked(self, revoked: set[KafkaTopicPartition]) -> None:
+        self._stopped_reading(revoked)
         self._resume.forget(revoked)
         if self._releases_revoked:
             self._release(revoked)
@@ -537,32 +554,74 @@ class AutoscalingConsumer:
     async def _flush_revoked(self, revoked: set[KafkaTopicPartition]) -> None:
         """Write and commit what this member holds of ``revoked`` before it rejoins."""
         self._fetch.revoking |= revoked
+        coordinator: Any = getattr(self._consumer, "_coordinator", None)
+        releasing = self.state.releases and coordinator is not None
         async with self._lock:
             try:
                 await self._writer.settle()  # they may hold records of revoked partitions
+                if releasing:
+                    # Their next owners, given them in this round, read on from the commit
+                    # that marks them released: the flush's own commit where there is one
+                    # (the commits before it must not carry the mark, hence the settle).
+                    await self._commits.settle()
+                    self._commits.releasing(revoked, int(coordinator.generation))
                 await self._flush(set(revoked))
             except WriteAbandoned as exc:
                 log.error("%s", exc)
             await self._commits.settle()  # the next owner starts from these offsets
-            if self._commits.owes_any(revoked):  # written earlier, commit deferred
+            if releasing:
+                await self._commits.release(revoked, int(coordinator.generation))
+            elif self._commits.owes_any(revoked):  # written earlier, commit deferred
                 await self._commits.commit({})
             for tp in revoked:  # records we could not write go back to the next owner
                 self._pending.drop(tp)
         self._fetch.revoking -= revoked
 
     def _change_ownership(self, kind: str, partitions: set[TopicPartition]) -> None:
-        """Add (``assigned``) or remove (``revoked``) partitions, and log the change."""
+        """Add (``assigned``) or remove (``revoked``) partitions."""
         if kind == "assigned":
             self.assigned |= partitions
         else:
             self.assigned -= partitions
+            self._stopped_reading(
+                {KafkaTopicPartition(tp.topic, tp.partition) for tp in partitions}
+            )
         if self._consumer is not None:
             limit_fetch_ahead(self._consumer, self._fetch_ahead_room)
-        if partitions:
-            event = OwnershipEvent(
-                time.monotonic(), kind, frozenset(partitions), self.state.generation
+
+    def _started_reading(self, partitions: set[KafkaTopicPartition]) -> None:
+        """The resume stage let ``partitions`` be read: log those this member did not read."""
+        started = {TopicPartition(tp.topic, tp.partition) for tp in partitions} - self._reading
+        started &= self.assigned
+        if started:
+            self._reading |= started
+            self.state.awaiting = self.state.awaiting - started
+            self.ownership_log.append(
+                OwnershipEvent(
+                    time.monotonic(), "assigned", frozenset(started), self.state.generation
+                )
             )
-            self.ownership_log.append(event)
+
+    async def _committed_marks(
+        self, partitions: list[KafkaTopicPartition]
+    ) -> dict[KafkaTopicPartition, tuple[int, str | None]]:
+        """The group's committed offsets of ``partitions`` with their metadata."""
+        coordinator: Any = getattr(self._consumer, "_coordinator", None)
+        if coordinator is None:
+            return {}
+        found = await coordinator.fetch_committed_offsets(partitions)
+        return {tp: (int(m.offset), m.metadata) for tp, m in found.items()}
+
+    def _stopped_reading(self, partitions: set[KafkaTopicPartition]) -> None:
+        """This member stops reading ``partitions`` (revoked, or left): log those it read."""
+        stopped = {TopicPartition(tp.topic, tp.partition) for tp in partitions} & self._reading
+        if stopped:
+            self._reading -= stopped
+            self.ownership_log.append(
+                OwnershipEvent(
+                    time.monotonic(), "revoked", frozenset(stopped), self.state.generation
+                )
+            )
 
     def _fetch_ahead_room(self) -> int:
         """What the client may fetch ahead now: nothing beyond the batch being filled and
@@ -578,6 +637,16 @@ class AutoscalingConsumer:
             self.state.generation = int(coordinator.generation)
         added = {TopicPartition(tp.topic, tp.partition) for tp in assigned}
         self._change_ownership("assigned", added)
+        awaited = {KafkaTopicPartition(tp.topic, tp.partition) for tp in self.state.awaiting}
+        if self._releases_revoked:
+            # The sink fences: a new owner's claim stops the old owner's late writes, so
+            # nothing waits for its release.
+            awaited = set()
+        self._resume.keep_awaiting(awaited)
         if consumer is not None and assigned:
-            # Paused until the sink says where each resumes; the listener returns at once.
-            self._resume.start(consumer, assigned)
+            # Paused until the old owner released them (one-round hand-over) and the sink
+            # says where each resumes; the listener returns at once.
+            generation = self.state.generation
+            self._resume.start(
+                consumer, assigned, awaiting={ktp: generation for ktp in assigned & awaited}
+            )

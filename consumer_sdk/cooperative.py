@@ -9,10 +9,12 @@ the join and nothing else:
 * after joining: heartbeats start again at once, before the callbacks (aiokafka waits
   until they return); only the partitions missing from the new assignment are revoked (the
   listener flushes and commits those alone), retained partitions keep their fetch
-  positions, the listener hears only of the added ones, and when the leader withheld
-  partitions (the assignment says so) every member rejoins for the next round, which hands
-  them over, at once, without waiting for its heartbeat to hear of it
-  (:mod:`assignor.cooperative`);
+  positions, the listener hears only of the added ones. In a one-round hand-over (the
+  default: :func:`assignor.cooperative.give_moving`) that is all: a lost partition's commit
+  marks it released and its new owner, given it in the same round, reads on from there
+  (:mod:`consumer_sdk.pipeline.resume`). When the leader withheld partitions instead (the
+  assignment says so) every member rejoins for the next round, which hands them over, at
+  once, without waiting for its heartbeat to hear of it (:mod:`assignor.cooperative`);
 * as the leader of a round that withholds partitions and gives none: its SyncGroup waits until
   ``LEADER_SYNC_GRACE_S`` after the JoinGroup answer (:func:`leader_sync_wait`), so every
   follower's SyncGroup is already waiting at the coordinator and all members get their
@@ -180,10 +182,13 @@ class CooperativeCoordinator(GroupCoordinator):
         await self._notify("on_partitions_assigned", added)
         if self.autoscaler_state.leaving:
             self._rejoin_until_emptied()
-        elif lost or self.autoscaler_state.handover_pending:
+        elif self.autoscaler_state.handover_pending or (
+            lost and not self.autoscaler_state.one_round
+        ):
             # The next round hands what was withheld to its new owners: every member joins
             # it at once rather than when its next heartbeat hears of it. The leader's grace
-            # (LEADER_SYNC_GRACE_S) answered every member's sync before anyone got here.
+            # (LEADER_SYNC_GRACE_S) answered every member's sync before anyone got here. A
+            # one-round hand-over needs no next round: the new owners already have them.
             self.request_rejoin()
 
     def _rejoin_until_emptied(self) -> None:

@@ -76,6 +76,19 @@ PARTITIONS_RELEASED = Counter(
     "Revoked partitions given up without writing their pending records (the sink fences)",
     ["group"],
 )
+HANDOVERS = Counter(
+    "autoscaler_consumer_handovers_total",
+    "Partitions given in a one-round hand-over, by how their wait for the old owner ended: "
+    "released (its commit said so), unmarked (a later round no longer counted it as read "
+    "by the old owner) or timed_out (after max_poll_interval_ms)",
+    ["group", "outcome"],
+)
+HANDOVER_WAIT = Histogram(
+    "autoscaler_consumer_handover_wait_seconds",
+    "How long a partition given in a one-round hand-over waited for its old owner's release",
+    ["group"],
+    buckets=(0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0),
+)
 PARTITIONS_RECLAIMED = Counter(
     "autoscaler_consumer_partitions_reclaimed_total",
     "Partitions the group still gives this member claimed again after another writer's "

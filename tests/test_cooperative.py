@@ -13,6 +13,9 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
+import pytest
+from prometheus_client import REGISTRY
+
 from assignor.cooperative import COOPERATIVE, EAGER
 from assignor.types import TopicPartition
 from consumer_sdk.consumer import OwnershipEvent
@@ -27,8 +30,8 @@ PARTITIONS = 12
 class Group:
     """Threaded members of one group, their sink, and the load produced meanwhile."""
 
-    def __init__(self, kafka: str, topic: str) -> None:
-        self.kafka, self.topic = kafka, topic
+    def __init__(self, kafka: str, topic: str, handover: str = "one-round") -> None:
+        self.kafka, self.topic, self.handover = kafka, topic, handover
         self.group = f"g-{topic}"
         self.seen = SeenRecords()
         self.members: dict[str, ThreadedMember] = {}
@@ -43,6 +46,7 @@ class Group:
             identity,
             rebalance_protocol=protocol,
             replan_after_secs=0,
+            handover=self.handover,
         )
         member = ThreadedMember(config, CallbackSink(self.seen.write)).start()
         self.members[identity] = member
@@ -118,8 +122,11 @@ class Group:
 
 
 @contextmanager
-def running_group(kafka: str, topic_factory: Callable[..., str]) -> Iterator[Group]:
-    group = Group(kafka, topic_factory(PARTITIONS, prefix=f"coop-{uuid.uuid4().hex[:4]}"))
+def running_group(
+    kafka: str, topic_factory: Callable[..., str], handover: str = "one-round"
+) -> Iterator[Group]:
+    topic = topic_factory(PARTITIONS, prefix=f"coop-{uuid.uuid4().hex[:4]}")
+    group = Group(kafka, topic, handover)
     try:
         yield group
     finally:
@@ -171,8 +178,10 @@ def assert_delivered_and_disjoint(group: Group, kind: ClusterKind) -> None:
 
 
 @contextmanager
-def three_members(kafka: str, topic_factory: Callable[..., str]) -> Iterator[Group]:
-    with running_group(kafka, topic_factory) as group:
+def three_members(
+    kafka: str, topic_factory: Callable[..., str], handover: str = "one-round"
+) -> Iterator[Group]:
+    with running_group(kafka, topic_factory, handover) as group:
         for i in range(3):
             group.add(f"sink-{i}")
         assert group.stable()
@@ -187,10 +196,12 @@ def moved(before: dict[TopicPartition, str], after: dict[TopicPartition, str]) -
     return sum(before.get(tp) != owner for tp, owner in after.items())
 
 
+@pytest.mark.parametrize("handover", ["one-round", "two-round"])
 def test_scale_out_and_in_stop_only_the_partitions_that_move(
-    kafka_cluster_handle: KafkaCluster, topic_factory: Callable[..., str]
+    kafka_cluster_handle: KafkaCluster, topic_factory: Callable[..., str], handover: str
 ) -> None:
-    with three_members(kafka_cluster_handle.bootstrap_servers, topic_factory) as group:
+    kafka = kafka_cluster_handle.bootstrap_servers
+    with three_members(kafka, topic_factory, handover) as group:
         with group.load(3000):
             for step in ("out", "in"):
                 _scale(group, step)
@@ -216,8 +227,21 @@ def _scale(group: Group, step: str) -> None:
     # Survivors revoke only what moved; with eager they would revoke everything.
     assert 0 < moved(before, after) < PARTITIONS
     assert revoked <= moved(before, after)
-    # Converged within two rounds: the join (withholding) and the hand-over.
+    # Converged within two rounds: the join and the hand-over (withholding), or the join
+    # and the leave (one round: the leaving member's LeaveGroup starts the second).
     assert group.generation() - generation <= 2
+    handed = {
+        outcome: REGISTRY.get_sample_value(
+            "autoscaler_consumer_handovers_total", {"group": group.group, "outcome": outcome}
+        )
+        or 0.0
+        for outcome in ("released", "unmarked", "timed_out")
+    }
+    if group.handover == "one-round":
+        # What moved was given at once and read from its old owner's release mark.
+        assert handed["released"] > 0 and handed["timed_out"] == 0
+    else:
+        assert handed == {"released": 0, "unmarked": 0, "timed_out": 0}
     if step == "in":
         # The leaving member read its partitions until the round that moved them, then left.
         departed = group.departed[-1].consumer

@@ -11,10 +11,12 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from aiokafka.errors import KafkaError, RebalanceInProgressError
+from aiokafka.structs import OffsetAndMetadata
 from aiokafka.structs import TopicPartition as KTP
 from prometheus_client import REGISTRY
 
 from assignor import TopicPartition
+from assignor.cooperative import mark_released, released_generation
 from consumer_sdk.pipeline.commit import OffsetCommits
 from consumer_sdk.pipeline.fetch import BatchFiller
 from consumer_sdk.pipeline.resume import ResumeLookups
@@ -30,6 +32,14 @@ NO_WAIT = RetryPolicy(first_delay_s=0.001, max_delay_s=0.001)
 class Coordinator:
     def __init__(self) -> None:
         self.rejoining = False
+        self.group_committed: dict[KTP, int] = {}
+
+    async def fetch_committed_offsets(self, partitions: Sequence[KTP]) -> dict[KTP, Any]:
+        return {
+            tp: OffsetAndMetadata(self.group_committed[tp], "")
+            for tp in partitions
+            if tp in self.group_committed
+        }
 
 
 class FakeClient:
@@ -37,7 +47,7 @@ class FakeClient:
 
     def __init__(self, assigned: set[KTP] | None = None) -> None:
         self._coordinator = Coordinator()
-        self.committed_offsets: list[dict[KTP, int]] = []
+        self.committed_offsets: list[dict[KTP, Any]] = []
         self.commit_failures = 0
         self.polls: list[Mapping[KTP, Sequence[Any]] | Exception] = []
         self.assigned = set(assigned or ())
@@ -148,6 +158,35 @@ def test_only_owned_partitions_are_committed_and_a_rejoin_defers_the_commit() ->
 
     client, commits = asyncio.run(go())
     assert client.committed_offsets == [{P1: 4}] and commits.uncommitted == {}
+
+
+def test_a_release_marks_the_flush_commit_or_commits_where_the_next_owner_starts() -> None:
+    p2 = KTP("t", 2)
+
+    async def go() -> FakeClient:
+        client = FakeClient()
+        client._coordinator.group_committed = {p2: 40}
+        commits = OffsetCommits("g-pipeline", lambda: client, lambda: {P0, P1, p2})
+        await commits.submit({P0: 10})  # before the revocation: no mark
+        await commits.settle()
+        commits.releasing([P0, P1, p2], generation=7)
+        await commits.submit({P1: 5})  # the revocation's flush: P1 had records pending
+        await commits.settle()
+        # P0: its last commit (10); p2: never committed by this member, the group's (40).
+        await commits.release({P0, P1, p2}, generation=7)
+        await commits.submit({P0: 11})  # marks are spent: a later commit carries none
+        await commits.settle()
+        return client
+
+    first, flush, release, later = asyncio.run(go()).committed_offsets
+    assert first == {P0: 10} and later == {P0: 11}
+    assert {tp: (m.offset, released_generation(m.metadata)) for tp, m in flush.items()} == {
+        P1: (5, 7)
+    }
+    assert {tp: (m.offset, released_generation(m.metadata)) for tp, m in release.items()} == {
+        P0: (10, 7),
+        KTP("t", 2): (40, 7),
+    }
 
 
 def test_forgotten_partitions_are_never_committed() -> None:
@@ -533,6 +572,73 @@ def test_a_partition_revoked_during_its_lookup_is_neither_sought_nor_resumed() -
 
     client = asyncio.run(go())
     assert client.sought == {} and client.paused == {P0}  # P0 is another member's now
+
+
+def test_a_partition_handed_over_in_one_round_waits_for_its_release_mark() -> None:
+    async def go() -> tuple[FakeClient, list[set[KTP]], dict[KTP, tuple[int, str]]]:
+        client, sink = FakeClient({P0, P1}), LookupSink(failures=0)
+        sink.answer.set()
+        marks: dict[KTP, tuple[int, str]] = {P1: (10, mark_released("", 4))}  # an older one
+
+        async def committed_marks(partitions: list[KTP]) -> dict[KTP, tuple[int, str]]:
+            return {tp: marks[tp] for tp in partitions if tp in marks}
+
+        reading: list[set[KTP]] = []
+        stage = ResumeLookups(
+            sink,
+            PendingRecords(),
+            commits_for(client),
+            group="g-pipeline",
+            retry=NO_WAIT,
+            current_client=lambda: client,
+            committed_marks=committed_marks,
+            on_reading=lambda ps: reading.append(set(ps)),
+        )
+        stage.start(client, {P0, P1}, awaiting={P1: 5})
+        while P0 in stage.waiting:  # P0 moved from nobody: it does not wait for P1
+            await asyncio.sleep(0.001)
+        assert stage.waiting == {P1} and stage.awaiting_release == {P1} and P1 in client.paused
+        marks[P1] = (17, mark_released('{"cap":1}', 5))  # the old owner's release commit
+        while stage.waiting:
+            await asyncio.sleep(0.001)
+        return client, reading, marks
+
+    client, reading, _ = asyncio.run(go())
+    assert client.sought == {P0: 30, P1: 17} and client.paused == set()
+    assert reading == [{P0}, {P1}]
+
+
+def test_an_awaited_partition_no_longer_awaited_reads_from_the_committed_offset() -> None:
+    # A later round no longer says P1 awaits a release: its old owner rejoined without it,
+    # so its last commit is in, mark or no mark (a failed release commit).
+    async def go() -> FakeClient:
+        client, sink = FakeClient({P1}), LookupSink(failures=0)
+        sink.answer.set()
+        marks: dict[KTP, tuple[int, str]] = {P1: (21, "")}
+
+        async def committed_marks(partitions: list[KTP]) -> dict[KTP, tuple[int, str]]:
+            return {tp: marks[tp] for tp in partitions if tp in marks}
+
+        stage = ResumeLookups(
+            sink,
+            PendingRecords(),
+            commits_for(client),
+            group="g-pipeline",
+            retry=NO_WAIT,
+            current_client=lambda: client,
+            committed_marks=committed_marks,
+        )
+        stage.start(client, {P1}, awaiting={P1: 5})
+        for _ in range(5):
+            await asyncio.sleep(0.005)
+        assert stage.waiting == {P1} and client.sought == {}
+        stage.keep_awaiting([])
+        while stage.waiting:
+            await asyncio.sleep(0.001)
+        return client
+
+    client = asyncio.run(go())
+    assert client.sought == {P1: 21} and client.paused == set()
 
 
 def test_closing_stops_lookups_in_flight() -> None:

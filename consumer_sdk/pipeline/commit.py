@@ -18,6 +18,7 @@ from aiokafka.errors import KafkaError
 from aiokafka.structs import OffsetAndMetadata
 from aiokafka.structs import TopicPartition as KafkaTopicPartition
 
+from assignor.cooperative import mark_released
 from consumer_sdk import metrics
 
 log = logging.getLogger(__name__)
@@ -55,6 +56,10 @@ class OffsetCommits:
         # Offsets written (or found in the sink) whose commit has not succeeded yet: retried
         # when the member is idle, so the committed offsets (the sidecar's lag) catch up.
         self.uncommitted: dict[KafkaTopicPartition, int] = {}
+        # The last offset this member committed per partition: where a next owner resumes.
+        self.committed: dict[KafkaTopicPartition, int] = {}
+        # Partitions whose next commit marks them released, with the generation to mark.
+        self._releasing: dict[KafkaTopicPartition, int] = {}
         self._task: asyncio.Task[None] | None = None
 
     def owe(self, partition: KafkaTopicPartition, next_offset: int) -> None:
@@ -65,6 +70,7 @@ class OffsetCommits:
         """Never commit these (another member owns what the sink holds of them)."""
         for partition in partitions:
             self.uncommitted.pop(partition, None)
+            self.committed.pop(partition, None)
 
     def owes_any(self, partitions: Iterable[KafkaTopicPartition]) -> bool:
         """True if an offset of one of ``partitions`` is still to be committed."""
@@ -99,6 +105,9 @@ class OffsetCommits:
             # until it succeeds; the batches behind this one must not wait that long.
             self.attempts += 1
             await asyncio.wait_for(client.commit(self._with_metadata(wanted)), COMMIT_TIMEOUT_S)
+            self.committed.update(wanted)
+            for tp in wanted:
+                self._releasing.pop(tp, None)
         except (KafkaError, AssertionError, TimeoutError) as exc:
             # Typically a rebalance in progress: retried when idle; a next owner resumes
             # from the sink's stored offsets (or re-reads from the last commit).
@@ -106,13 +115,71 @@ class OffsetCommits:
             metrics.COMMIT_FAILURES.labels(self._group).inc()
             log.warning("offset commit failed (%r); will retry", exc)
 
+    def releasing(self, partitions: Iterable[KafkaTopicPartition], generation: int) -> None:
+        """The next commit of each of ``partitions`` marks it released in ``generation``
+        (the revocation's flush commits them anyway: one commit does both)."""
+        for tp in partitions:
+            self._releasing[tp] = generation
+
+    async def release(self, partitions: set[KafkaTopicPartition], generation: int) -> None:
+        """Commit where each of ``partitions`` resumes, marked released in ``generation``
+        (:func:`assignor.cooperative.mark_released`), unless a commit since
+        :meth:`releasing` did: its next owner, which holds it until it sees the mark, reads
+        on from there. The offset is the one still owed, else the last this member
+        committed, else the group's committed offset (this member read nothing of it). A
+        failure is logged: the next owners then wait for the group's next round, which no
+        longer counts this member as reading them."""
+        unmarked = {tp for tp in partitions if tp in self._releasing}
+        for tp in partitions:
+            self._releasing.pop(tp, None)
+        client = self._client()
+        if client is None or not unmarked:
+            return
+        partitions = unmarked
+        offsets: dict[KafkaTopicPartition, int] = {}
+        for tp in partitions:
+            offset = self.uncommitted.get(tp, self.committed.get(tp))
+            if offset is not None:
+                offsets[tp] = offset
+        metadata = mark_released(self._metadata() if self._metadata is not None else "", generation)
+        try:
+            unknown = sorted(partitions - offsets.keys())
+            if unknown:
+                found = await asyncio.wait_for(
+                    client._coordinator.fetch_committed_offsets(unknown), COMMIT_TIMEOUT_S
+                )
+                offsets.update({tp: m.offset for tp, m in found.items() if m.offset >= 0})
+            if not offsets:
+                return
+            self.attempts += 1
+            marked = {tp: OffsetAndMetadata(o, metadata) for tp, o in offsets.items()}
+            await asyncio.wait_for(client.commit(marked), COMMIT_TIMEOUT_S)
+        except (KafkaError, AssertionError, TimeoutError) as exc:
+            metrics.COMMIT_FAILURES.labels(self._group).inc()
+            log.warning(
+                "committing the release of %d partition(s) failed (%r): their next owners "
+                "wait for the group's next round",
+                len(offsets),
+                exc,
+            )
+            return
+        self.committed.update(offsets)
+        for tp in offsets:
+            self.uncommitted.pop(tp, None)
+
     def _with_metadata(
         self, offsets: dict[KafkaTopicPartition, int]
     ) -> dict[KafkaTopicPartition, int] | dict[KafkaTopicPartition, OffsetAndMetadata]:
         metadata = self._metadata() if self._metadata is not None else ""
-        if not metadata:
+        if not metadata and not self._releasing:
             return offsets
-        return {tp: OffsetAndMetadata(offset, metadata) for tp, offset in offsets.items()}
+        return {
+            tp: OffsetAndMetadata(
+                offset,
+                mark_released(metadata, self._releasing[tp]) if tp in self._releasing else metadata,
+            )
+            for tp, offset in offsets.items()
+        }
 
     async def before_leaving(self, timeout_s: float) -> None:
         """Commit what is still owed before the member leaves, so the next owners do not

@@ -8,18 +8,28 @@ meanwhile (reading them from the committed offsets could write rows the sink alr
 Before it asks, it waits for this member's writes in flight that hold records of those
 partitions (``wait_for_writes``): asking claims them anew for a fencing sink, and those
 records were read under the claim being replaced.
+
+Before that, a partition given in a one-round hand-over (:func:`assignor.cooperative.
+give_moving`) waits for its old owner: the group's committed offsets are read every
+``RELEASE_POLL_S`` until its commit carries the release mark of the hand-over's generation
+or later, and the partition is then sought to that offset. The wait also ends when a later
+assignment no longer says it awaits a release (:meth:`ResumeLookups.keep_awaiting`: the old
+owner rejoined without it, so its last commit is in), or after ``release_timeout_s``; the
+partition then reads from the committed offset as it is.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 from aiokafka.structs import TopicPartition as KafkaTopicPartition
 
 from assignor import TopicPartition
+from assignor.cooperative import released_generation
 from consumer_sdk import metrics
 from consumer_sdk.pipeline.commit import OffsetCommits
 from consumer_sdk.pipeline.fetch import AnyPending
@@ -27,6 +37,14 @@ from consumer_sdk.pipeline.retry import RetryPolicy
 from consumer_sdk.sink import Sink
 
 log = logging.getLogger(__name__)
+# How often a partition awaiting its old owner's release looks at the committed offsets: a
+# tenth of a typical commit's round trip under load, and one small request per member.
+RELEASE_POLL_S = 0.01
+
+CommittedMarks = Callable[
+    [list[KafkaTopicPartition]], Awaitable[Mapping[KafkaTopicPartition, tuple[int, str | None]]]
+]
+"""Reads the group's committed offsets with their metadata (offset -1: none committed)."""
 
 
 class ResumeClient(Protocol):
@@ -64,8 +82,16 @@ class ResumeLookups:
         retry: RetryPolicy,
         current_client: Callable[[], object],
         wait_for_writes: Callable[[set[KafkaTopicPartition]], Awaitable[None]] | None = None,
+        committed_marks: CommittedMarks | None = None,
+        release_timeout_s: float = 300.0,
+        on_reading: Callable[[set[KafkaTopicPartition]], None] | None = None,
     ) -> None:
         self._sink = sink
+        self._committed_marks = committed_marks
+        self._release_timeout_s = release_timeout_s
+        self._on_reading = on_reading
+        # Partition -> the generation from which a release mark counts (see the module doc).
+        self._released_since: dict[KafkaTopicPartition, int] = {}
         self._wait_for_writes = wait_for_writes
         self._pending = pending
         self._commits = commits
@@ -82,20 +108,41 @@ class ResumeLookups:
         """Partitions paused until their lookup answers."""
         return frozenset(self._waiting)
 
+    @property
+    def awaiting_release(self) -> frozenset[KafkaTopicPartition]:
+        """Partitions held until their old owner's release."""
+        return frozenset(self._released_since)
+
     def start(
-        self, client: ResumeClient, assigned: set[KafkaTopicPartition], *, rewind: bool = False
+        self,
+        client: ResumeClient,
+        assigned: set[KafkaTopicPartition],
+        *,
+        rewind: bool = False,
+        awaiting: Mapping[KafkaTopicPartition, int] | None = None,
     ) -> None:
         """Pause ``assigned`` and look up where they resume (returns at once).
 
         ``rewind``: partitions this member has been reading (claimed again after another
         writer's claim): their position is past records it dropped, so each goes back to
         where the sink is, else to the group's committed offset, else to its beginning (a
-        new assignment starts from the committed offset by itself)."""
+        new assignment starts from the committed offset by itself). ``awaiting``: those
+        of ``assigned`` handed over in one round, each with the generation from which its
+        old owner's release mark counts: they first wait for it."""
         client.pause(*assigned)
         assignment = object()
         for ktp in assigned:
             self._waiting[ktp] = assignment
-        task = asyncio.create_task(self._resume(client, assigned, assignment, rewind))
+        awaited = {ktp for ktp in (awaiting or {}) if ktp in assigned}
+        for ktp in awaited:
+            self._released_since[ktp] = (awaiting or {})[ktp]
+        if assigned - awaited:
+            self._spawn(self._resume(client, assigned - awaited, assignment, rewind))
+        if awaited:
+            self._spawn(self._await_releases(client, awaited, assignment, rewind))
+
+    def _spawn(self, work: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(work)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -103,6 +150,17 @@ class ResumeLookups:
         """``revoked`` are no longer ours: their lookups neither seek nor resume them."""
         for ktp in revoked:
             self._waiting.pop(ktp, None)
+            self._released_since.pop(ktp, None)
+
+    def keep_awaiting(self, awaited: Iterable[KafkaTopicPartition]) -> None:
+        """The latest assignment's awaited partitions: any other partition still waiting
+        for a release stops waiting (its old owner no longer reads it, so its last commit
+        is in) and reads on from the committed offset."""
+        still = set(awaited)
+        for ktp in list(self._released_since):
+            if ktp not in still:
+                del self._released_since[ktp]
+                metrics.HANDOVERS.labels(self._group, "unmarked").inc()
 
     async def close(self) -> None:
         """Stop every lookup in flight."""
@@ -151,6 +209,69 @@ class ResumeLookups:
         for ktp in ready:
             del self._waiting[ktp]
         client.resume(*ready)
+        if ready and self._on_reading is not None:
+            self._on_reading(ready)
+
+    async def _await_releases(
+        self,
+        client: ResumeClient,
+        awaited: set[KafkaTopicPartition],
+        assignment: object,
+        rewind: bool,
+    ) -> None:
+        """Hold ``awaited`` (handed over in one round) until each old owner's release mark
+        (see the module doc), seek each to where it resumes, and resume each group of them
+        released together at once (one slow old owner holds back only its own)."""
+        if self._committed_marks is None:
+            await self._resume(client, awaited, assignment, rewind)
+            return
+        started = time.monotonic()
+        released: set[KafkaTopicPartition] = set()
+        while True:
+            mine = self._still_waiting(client, awaited, assignment)
+            wanted = {ktp for ktp in mine - released if ktp in self._released_since}
+            if not wanted or self._current_client() is not client:
+                break
+            if time.monotonic() - started > self._release_timeout_s:
+                log.warning(
+                    "%d partition(s) handed over were not released by their old owner within "
+                    "%.0f s; reading them from the committed offsets",
+                    len(wanted),
+                    self._release_timeout_s,
+                )
+                for ktp in wanted:
+                    del self._released_since[ktp]
+                metrics.HANDOVERS.labels(self._group, "timed_out").inc(len(wanted))
+                break
+            marks = await self._committed_marks(sorted(wanted))
+            now_released: set[KafkaTopicPartition] = set()
+            for ktp in wanted:
+                offset, metadata = marks.get(ktp, (-1, None))
+                since = self._released_since.get(ktp)
+                generation = released_generation(metadata)
+                if since is None or generation is None or generation < since or offset < 0:
+                    continue
+                del self._released_since[ktp]
+                if self._waiting.get(ktp) is assignment:
+                    client.seek(ktp, offset)
+                now_released.add(ktp)
+            if now_released:
+                released |= now_released
+                metrics.HANDOVER_WAIT.labels(self._group).observe(time.monotonic() - started)
+                self._spawn(self._resume(client, now_released, assignment, rewind))
+            if wanted - released:
+                await asyncio.sleep(RELEASE_POLL_S)
+        metrics.HANDOVERS.labels(self._group, "released").inc(len(released))
+        # Those whose wait ended without a mark read from the committed offset as it is
+        # now: the client may have taken an older one when they were assigned.
+        rest = self._still_waiting(client, awaited - released, assignment)
+        if rest and self._current_client() is client:
+            marks = await self._committed_marks(sorted(rest))
+            for ktp in rest:
+                offset = marks.get(ktp, (-1, None))[0]
+                if offset >= 0 and self._waiting.get(ktp) is assignment:
+                    client.seek(ktp, offset)
+            await self._resume(client, rest, assignment, rewind)
 
     async def _seek_past_stored(
         self,
