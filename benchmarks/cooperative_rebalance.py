@@ -4,10 +4,19 @@ confluent-kafka with ``partition.assignment.strategy=cooperative-sticky`` (librd
 KIP-429) and confluent-kafka with ``group.protocol=consumer`` (KIP-848, the broker assigns;
 Apache Kafka only).
 
+Ours runs twice: with its default one-round hand-over and with ``handover="two-round"``
+(the old owner revokes in one round, the next round hands over), so the two designs are
+compared in the same run.
+
 A topic of 100 partitions gets a steady paced load; 10 members read it. Per protocol, three
 scenarios: scale-out 10 -> 11, scale-in 11 -> 10, and a rolling restart of the 10 members.
-Every member logs when it starts and stops owning partitions; the pause of a partition is
-the time inside the scenario's window when no member owned it, summed over partitions.
+Every member logs when it starts and stops reading partitions (ours: when it stops reading a
+revoked partition, before flushing and committing it, and when its resume stage lets a new
+one be read, after the old owner's release; the others: their rebalance callbacks); the
+pause of a partition is the time inside the scenario's window when no member read it,
+summed over partitions. Each protocol runs on a broker of its own, started fresh, so none
+inherits another's topics, groups or heap (on two cores, what ran before changed the pauses
+of what ran after by a third).
 Next to it, the pause predicted from what moved (the Rscore view): partitions that changed
 owner times the protocol's measured round time; records re-delivered (an offset read again),
 split into partitions that moved in the window and partitions that did not.
@@ -69,9 +78,10 @@ PROFILES = {ClusterKind.APACHE: (DEFAULTS, FAST), ClusterKind.EMBEDDED: (FAST,)}
 # The embedded broker's SyncGroup race needs the leader to answer late; Apache Kafka does not.
 LEADER_DELAY_S = {ClusterKind.EMBEDDED: 0.1}
 OURS = "cooperative (ours)"
+OURS_TWO_ROUND = "cooperative (ours, two-round)"
 LIBRDKAFKA = "librdkafka cooperative-sticky"
 KIP848 = "KIP-848 consumer protocol"
-PROTOCOLS = ("eager-range", "eager-sticky", OURS, LIBRDKAFKA, KIP848)
+PROTOCOLS = ("eager-range", "eager-sticky", OURS, OURS_TWO_ROUND, LIBRDKAFKA, KIP848)
 # The embedded broker does not implement the KIP-848 ConsumerGroupHeartbeat API.
 UNSUPPORTED = {ClusterKind.EMBEDDED: {KIP848}}
 
@@ -150,7 +160,7 @@ class Member:
         self._thread.join(60)
 
     async def _main(self) -> None:
-        if self.protocol == OURS:
+        if self.protocol in (OURS, OURS_TWO_ROUND):
             await self._run_sdk()
         elif self.protocol in (LIBRDKAFKA, KIP848):
             self._run_confluent()
@@ -247,6 +257,7 @@ class Member:
             leader_delay_secs=self.delay_s,
             wait_time_secs=0.2,
             replan_after_secs=0,
+            handover="two-round" if self.protocol == OURS_TWO_ROUND else "one-round",
         )
 
         def write(topic: str, records: Sequence[Record]) -> None:
@@ -518,11 +529,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows: list[dict[str, Any]] = []
     broker = ""
     for timings in PROFILES[kind]:
-        with kafka_cluster(kind, apache_settings=timings.broker_settings()) as kafka:
-            broker = broker_line(kafka)
-            for protocol in chosen:
+        for protocol in chosen:
+            with kafka_cluster(kind, apache_settings=timings.broker_settings()) as kafka:
+                broker = broker_line(kafka)
                 rows.extend(run(kafka, protocol, timings, args.rate, args.repeats))
-                print(f"{timings.name} / {protocol}: done", flush=True)
+            print(f"{timings.name} / {protocol}: done", flush=True)
     skipped = [p for p in PROTOCOLS if p not in chosen]
     profiles = "; ".join(
         f"{t.name}: session {t.session_ms} ms, heartbeat {t.heartbeat_ms} ms"
