@@ -555,7 +555,8 @@ class AutoscalingConsumer:
         """Write and commit what this member holds of ``revoked`` before it rejoins."""
         self._fetch.revoking |= revoked
         coordinator: Any = getattr(self._consumer, "_coordinator", None)
-        releasing = self.state.releases and coordinator is not None
+        # Only a cooperative member's partitions go to a new owner awaiting their release.
+        releasing = self.state.releases and self.state.cooperative and coordinator is not None
         async with self._lock:
             try:
                 await self._writer.settle()  # they may hold records of revoked partitions
