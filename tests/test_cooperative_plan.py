@@ -238,8 +238,12 @@ def test_assignment_data_says_how_many_members_the_plan_is_for() -> None:
         assert decode_members(junk) is None
 
 
-@given(st.integers(min_value=0, max_value=10_000))
-def test_no_partition_is_ever_readable_by_two_members(seed: int) -> None:
+RandomRound = tuple[dict[str, MemberData], dict[str, list[TopicPartition]], list[TopicPartition]]
+
+
+def random_round(seed: int, releases: bool) -> RandomRound:
+    """Up to 6 members holding random partitions of up to 30 (some eager unless they all
+    release), and a random plan for them."""
     rng = random.Random(seed)
     names = [f"m{i}" for i in range(rng.randint(1, 6))]
     partitions = [tp(p) for p in range(rng.randint(0, 30))]
@@ -247,10 +251,19 @@ def test_no_partition_is_ever_readable_by_two_members(seed: int) -> None:
     for p in range(len(partitions)):
         if rng.random() < 0.8:
             owned[rng.choice(names)].append(p)
-    members = {m: holder(*ps, cooperative=rng.random() < 0.8) for m, ps in owned.items()}
+    members = {
+        m: holder(*ps, cooperative=releases or rng.random() < 0.8, releases=releases)
+        for m, ps in owned.items()
+    }
     planned: dict[str, list[TopicPartition]] = {m: [] for m in names}
     for t in partitions:
         planned[rng.choice(names)].append(t)
+    return members, planned, partitions
+
+
+@given(st.integers(min_value=0, max_value=10_000))
+def test_no_partition_is_ever_readable_by_two_members(seed: int) -> None:
+    members, planned, partitions = random_round(seed, releases=False)
     plan = withhold_moving(planned, members)
     for member, tps in plan.assignment.items():
         for t in tps:  # after this round, only the receiver reads it
@@ -362,17 +375,7 @@ def test_the_release_mark_rides_on_the_capacity_report() -> None:
 
 @given(st.integers(min_value=0, max_value=10_000))
 def test_one_round_gives_everything_and_awaits_exactly_what_others_read(seed: int) -> None:
-    rng = random.Random(seed)
-    names = [f"m{i}" for i in range(rng.randint(1, 6))]
-    partitions = [tp(p) for p in range(rng.randint(0, 30))]
-    owned: dict[str, list[int]] = {m: [] for m in names}
-    for p in range(len(partitions)):
-        if rng.random() < 0.8:
-            owned[rng.choice(names)].append(p)
-    members = {m: holder(*ps, releases=True) for m, ps in owned.items()}
-    planned: dict[str, list[TopicPartition]] = {m: [] for m in names}
-    for t in partitions:
-        planned[rng.choice(names)].append(t)
+    members, planned, _ = random_round(seed, releases=True)
     plan = give_moving(planned, members)
     assert plan.assignment == planned and not plan.withheld
     for member, tps in plan.assignment.items():

@@ -574,26 +574,35 @@ def test_a_partition_revoked_during_its_lookup_is_neither_sought_nor_resumed() -
     assert client.sought == {} and client.paused == {P0}  # P0 is another member's now
 
 
+def release_stage(
+    client: FakeClient, marks: dict[KTP, tuple[int, str]], reading: list[set[KTP]]
+) -> ResumeLookups:
+    """A resume stage whose committed offsets (and their metadata) are ``marks``, logging
+    what it lets be read into ``reading``; its sink answers at once."""
+    sink = LookupSink(failures=0)
+    sink.answer.set()
+
+    async def committed_marks(partitions: list[KTP]) -> dict[KTP, tuple[int, str]]:
+        return {tp: marks[tp] for tp in partitions if tp in marks}
+
+    return ResumeLookups(
+        sink,
+        PendingRecords(),
+        commits_for(client),
+        group="g-pipeline",
+        retry=NO_WAIT,
+        current_client=lambda: client,
+        committed_marks=committed_marks,
+        on_reading=lambda ps: reading.append(set(ps)),
+    )
+
+
 def test_a_partition_handed_over_in_one_round_waits_for_its_release_mark() -> None:
     async def go() -> tuple[FakeClient, list[set[KTP]], dict[KTP, tuple[int, str]]]:
-        client, sink = FakeClient({P0, P1}), LookupSink(failures=0)
-        sink.answer.set()
+        client = FakeClient({P0, P1})
         marks: dict[KTP, tuple[int, str]] = {P1: (10, mark_released("", 4))}  # an older one
-
-        async def committed_marks(partitions: list[KTP]) -> dict[KTP, tuple[int, str]]:
-            return {tp: marks[tp] for tp in partitions if tp in marks}
-
         reading: list[set[KTP]] = []
-        stage = ResumeLookups(
-            sink,
-            PendingRecords(),
-            commits_for(client),
-            group="g-pipeline",
-            retry=NO_WAIT,
-            current_client=lambda: client,
-            committed_marks=committed_marks,
-            on_reading=lambda ps: reading.append(set(ps)),
-        )
+        stage = release_stage(client, marks, reading)
         stage.start(client, {P0, P1}, awaiting={P1: 5})
         while P0 in stage.waiting:  # P0 moved from nobody: it does not wait for P1
             await asyncio.sleep(0.001)
@@ -612,22 +621,8 @@ def test_an_awaited_partition_no_longer_awaited_reads_from_the_committed_offset(
     # A later round no longer says P1 awaits a release: its old owner rejoined without it,
     # so its last commit is in, mark or no mark (a failed release commit).
     async def go() -> FakeClient:
-        client, sink = FakeClient({P1}), LookupSink(failures=0)
-        sink.answer.set()
-        marks: dict[KTP, tuple[int, str]] = {P1: (21, "")}
-
-        async def committed_marks(partitions: list[KTP]) -> dict[KTP, tuple[int, str]]:
-            return {tp: marks[tp] for tp in partitions if tp in marks}
-
-        stage = ResumeLookups(
-            sink,
-            PendingRecords(),
-            commits_for(client),
-            group="g-pipeline",
-            retry=NO_WAIT,
-            current_client=lambda: client,
-            committed_marks=committed_marks,
-        )
+        client = FakeClient({P1})
+        stage = release_stage(client, {P1: (21, "")}, [])
         stage.start(client, {P1}, awaiting={P1: 5})
         for _ in range(5):
             await asyncio.sleep(0.005)
