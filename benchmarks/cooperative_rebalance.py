@@ -78,7 +78,7 @@ PROFILES = {ClusterKind.APACHE: (DEFAULTS, FAST), ClusterKind.EMBEDDED: (FAST,)}
 # The embedded broker's SyncGroup race needs the leader to answer late; Apache Kafka does not.
 LEADER_DELAY_S = {ClusterKind.EMBEDDED: 0.1}
 OURS = "cooperative (ours)"
-OURS_TWO_ROUND = "cooperative (ours, two-round)"
+OURS_TWO_ROUND = "cooperative two-round (ours)"  # no comma: --protocols splits on them
 LIBRDKAFKA = "librdkafka cooperative-sticky"
 KIP848 = "KIP-848 consumer protocol"
 PROTOCOLS = ("eager-range", "eager-sticky", OURS, OURS_TWO_ROUND, LIBRDKAFKA, KIP848)
@@ -164,8 +164,10 @@ class Member:
             await self._run_sdk()
         elif self.protocol in (LIBRDKAFKA, KIP848):
             self._run_confluent()
-        else:
+        elif self.protocol in ("eager-range", "eager-sticky"):
             await self._run_plain()
+        else:
+            raise ValueError(f"unknown protocol {self.protocol!r}")
 
     def _run_confluent(self) -> None:
         settings: dict[str, Any] = {
@@ -525,7 +527,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args(argv)
     kind = ClusterKind(args.cluster)
-    chosen = [p for p in args.protocols.split(",") if p not in UNSUPPORTED.get(kind, set())]
+    asked = [p.strip() for p in args.protocols.split(",") if p.strip()]
+    if not asked or any(p not in PROTOCOLS for p in asked):
+        parser.error(f"--protocols: a comma-separated subset of {', '.join(PROTOCOLS)}")
+    chosen = [p for p in asked if p not in UNSUPPORTED.get(kind, set())]
     rows: list[dict[str, Any]] = []
     broker = ""
     for timings in PROFILES[kind]:

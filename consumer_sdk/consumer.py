@@ -567,11 +567,15 @@ class AutoscalingConsumer:
                     await self._commits.settle()
                     self._commits.releasing(revoked, int(coordinator.generation))
                 await self._flush(set(revoked))
+                wrote_all = True
             except WriteAbandoned as exc:
                 log.error("%s", exc)
+                wrote_all = False
             await self._commits.settle()  # the next owner starts from these offsets
             if releasing:
-                await self._commits.release(revoked, int(coordinator.generation))
+                await self._commits.release(
+                    revoked, int(coordinator.generation), wrote_all=wrote_all
+                )
             elif self._commits.owes_any(revoked):  # written earlier, commit deferred
                 await self._commits.commit({})
             for tp in revoked:  # records we could not write go back to the next owner

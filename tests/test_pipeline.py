@@ -54,6 +54,7 @@ class FakeClient:
         self.paused: set[KTP] = set()
         self.sought: dict[KTP, int] = {}
         self.group_committed: dict[KTP, int] = {}
+        self.positions: dict[KTP, int] = {}
 
     async def commit(self, offsets: dict[KTP, int]) -> None:
         if self.commit_failures:
@@ -86,6 +87,9 @@ class FakeClient:
 
     async def committed(self, partition: KTP) -> int | None:
         return self.group_committed.get(partition)
+
+    async def position(self, partition: KTP) -> int:
+        return self.positions[partition]
 
     async def seek_to_beginning(self, *partitions: KTP) -> None:
         for partition in partitions:
@@ -161,19 +165,20 @@ def test_only_owned_partitions_are_committed_and_a_rejoin_defers_the_commit() ->
 
 
 def test_a_release_marks_the_flush_commit_or_commits_where_the_next_owner_starts() -> None:
-    p2 = KTP("t", 2)
+    p2, p3 = KTP("t", 2), KTP("t", 3)
 
     async def go() -> FakeClient:
         client = FakeClient()
         client._coordinator.group_committed = {p2: 40}
-        commits = OffsetCommits("g-pipeline", lambda: client, lambda: {P0, P1, p2})
+        client.positions = {p3: 0}  # nobody committed it: the reset policy's offset
+        commits = OffsetCommits("g-pipeline", lambda: client, lambda: {P0, P1, p2, p3})
         await commits.submit({P0: 10})  # before the revocation: no mark
         await commits.settle()
-        commits.releasing([P0, P1, p2], generation=7)
+        commits.releasing([P0, P1, p2, p3], generation=7)
         await commits.submit({P1: 5})  # the revocation's flush: P1 had records pending
         await commits.settle()
         # P0: its last commit (10); p2: never committed by this member, the group's (40).
-        await commits.release({P0, P1, p2}, generation=7)
+        await commits.release({P0, P1, p2, p3}, generation=7)
         await commits.submit({P0: 11})  # marks are spent: a later commit carries none
         await commits.settle()
         return client
@@ -186,7 +191,21 @@ def test_a_release_marks_the_flush_commit_or_commits_where_the_next_owner_starts
     assert {tp: (m.offset, released_generation(m.metadata)) for tp, m in release.items()} == {
         P0: (10, 7),
         KTP("t", 2): (40, 7),
+        KTP("t", 3): (0, 7),
     }
+
+
+def test_a_release_after_an_abandoned_write_never_commits_a_fetch_position() -> None:
+    # The position is past records read and not written: committing it would lose them.
+    async def go() -> FakeClient:
+        client = FakeClient()
+        client.positions = {P0: 90}
+        commits = OffsetCommits("g-pipeline", lambda: client, lambda: {P0})
+        commits.releasing([P0], generation=3)
+        await commits.release({P0}, generation=3, wrote_all=False)
+        return client
+
+    assert asyncio.run(go()).committed_offsets == []
 
 
 def test_forgotten_partitions_are_never_committed() -> None:

@@ -24,6 +24,8 @@ from consumer_sdk import metrics
 log = logging.getLogger(__name__)
 # A commit still retrying after this long is given up and kept owed (retried with the next).
 COMMIT_TIMEOUT_S = 30.0
+# How long a release waits for the fetch position of a partition nobody committed yet.
+POSITION_TIMEOUT_S = 5.0
 
 
 class CommitClient(Protocol):
@@ -35,6 +37,9 @@ class CommitClient(Protocol):
         self, offsets: dict[KafkaTopicPartition, int] | dict[KafkaTopicPartition, OffsetAndMetadata]
     ) -> None:
         """Commit ``offsets`` (the next offset to read, per partition) for the group."""
+
+    async def position(self, partition: KafkaTopicPartition) -> int:
+        """The offset this member reads ``partition`` from next."""
 
 
 class OffsetCommits:
@@ -121,14 +126,18 @@ class OffsetCommits:
         for tp in partitions:
             self._releasing[tp] = generation
 
-    async def release(self, partitions: set[KafkaTopicPartition], generation: int) -> None:
+    async def release(
+        self, partitions: set[KafkaTopicPartition], generation: int, *, wrote_all: bool = True
+    ) -> None:
         """Commit where each of ``partitions`` resumes, marked released in ``generation``
         (:func:`assignor.cooperative.mark_released`), unless a commit since
         :meth:`releasing` did: its next owner, which holds it until it sees the mark, reads
         on from there. The offset is the one still owed, else the last this member
-        committed, else the group's committed offset (this member read nothing of it). A
-        failure is logged: the next owners then wait for the group's next round, which no
-        longer counts this member as reading them."""
+        committed, else the group's committed offset, else (nothing was ever committed,
+        and ``wrote_all``: everything read was written) this member's fetch position, the
+        reset policy's offset if it read nothing. A failure is logged: the next owners then
+        wait for the group's next round, which no longer counts this member as reading
+        them."""
         unmarked = {tp for tp in partitions if tp in self._releasing}
         for tp in partitions:
             self._releasing.pop(tp, None)
@@ -149,6 +158,8 @@ class OffsetCommits:
                     client._coordinator.fetch_committed_offsets(unknown), COMMIT_TIMEOUT_S
                 )
                 offsets.update({tp: m.offset for tp, m in found.items() if m.offset >= 0})
+            for tp in sorted(partitions - offsets.keys()) if wrote_all else ():
+                offsets[tp] = await asyncio.wait_for(client.position(tp), POSITION_TIMEOUT_S)
             if not offsets:
                 return
             self.attempts += 1
