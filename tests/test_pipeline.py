@@ -195,14 +195,18 @@ def test_a_release_marks_the_flush_commit_or_commits_where_the_next_owner_starts
     }
 
 
-def test_a_release_after_an_abandoned_write_never_commits_a_fetch_position() -> None:
-    # The position is past records read and not written: committing it would lose them.
+def test_a_release_never_commits_a_position_past_records_it_did_not_write() -> None:
+    # After an abandoned write (P0) or records the sink refused (P1), the position is past
+    # records read and not written: committing it would lose them.
     async def go() -> FakeClient:
         client = FakeClient()
-        client.positions = {P0: 90}
-        commits = OffsetCommits("g-pipeline", lambda: client, lambda: {P0})
+        client.positions = {P0: 90, P1: 70}
+        commits = OffsetCommits("g-pipeline", lambda: client, lambda: {P0, P1})
         commits.releasing([P0], generation=3)
         await commits.release({P0}, generation=3, wrote_all=False)
+        commits.forget([P1])  # fenced
+        commits.releasing([P1], generation=4)
+        await commits.release({P1}, generation=4)
         return client
 
     assert asyncio.run(go()).committed_offsets == []

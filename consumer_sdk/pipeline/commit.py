@@ -65,6 +65,9 @@ class OffsetCommits:
         self.committed: dict[KafkaTopicPartition, int] = {}
         # Partitions whose next commit marks them released, with the generation to mark.
         self._releasing: dict[KafkaTopicPartition, int] = {}
+        # Partitions the sink refused records of: their fetch position is past records
+        # this member did not write, so a release never commits it.
+        self._refused: set[KafkaTopicPartition] = set()
         self._task: asyncio.Task[None] | None = None
 
     def owe(self, partition: KafkaTopicPartition, next_offset: int) -> None:
@@ -76,6 +79,7 @@ class OffsetCommits:
         for partition in partitions:
             self.uncommitted.pop(partition, None)
             self.committed.pop(partition, None)
+            self._refused.add(partition)
 
     def owes_any(self, partitions: Iterable[KafkaTopicPartition]) -> bool:
         """True if an offset of one of ``partitions`` is still to be committed."""
@@ -134,13 +138,16 @@ class OffsetCommits:
         :meth:`releasing` did: its next owner, which holds it until it sees the mark, reads
         on from there. The offset is the one still owed, else the last this member
         committed, else the group's committed offset, else (nothing was ever committed,
-        and ``wrote_all``: everything read was written) this member's fetch position, the
-        reset policy's offset if it read nothing. A failure is logged: the next owners then
+        and ``wrote_all``: everything read was written, and the sink refused nothing of it
+        since :meth:`forget`) this member's fetch position, the reset policy's offset if it
+        read nothing. A failure is logged: the next owners then
         wait for the group's next round, which no longer counts this member as reading
         them."""
         unmarked = {tp for tp in partitions if tp in self._releasing}
+        refused = partitions & self._refused
         for tp in partitions:
             self._releasing.pop(tp, None)
+            self._refused.discard(tp)
         client = self._client()
         if client is None or not unmarked:
             return
@@ -158,7 +165,8 @@ class OffsetCommits:
                     client._coordinator.fetch_committed_offsets(unknown), COMMIT_TIMEOUT_S
                 )
                 offsets.update({tp: m.offset for tp, m in found.items() if m.offset >= 0})
-            for tp in sorted(partitions - offsets.keys()) if wrote_all else ():
+            unknown_positions = partitions - offsets.keys() - refused
+            for tp in sorted(unknown_positions) if wrote_all else ():
                 offsets[tp] = await asyncio.wait_for(client.position(tp), POSITION_TIMEOUT_S)
             if not offsets:
                 return
