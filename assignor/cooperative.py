@@ -40,7 +40,7 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from assignor.member_data import MemberData
+from assignor.member_data import MemberData, by_topic
 from assignor.types import TopicPartition
 
 COOPERATIVE = "cooperative"
@@ -237,11 +237,9 @@ def encode_assignment_data(
         data["members"] = members
     if one_round:
         data["one_round"] = True
-    by_topic: dict[str, list[int]] = {}
-    for tp in sorted(awaiting):
-        by_topic.setdefault(tp.topic, []).append(tp.partition)
-    if by_topic:
-        data["await"] = by_topic
+    awaited = by_topic(awaiting)
+    if awaited:
+        data["await"] = awaited
     return json.dumps(data, separators=(",", ":")).encode()
 
 

@@ -21,6 +21,7 @@ owning nothing, it never fails the rebalance.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from assignor.types import TopicPartition
@@ -49,7 +50,7 @@ class MemberData:
         return json.dumps(
             {
                 "v": MEMBER_DATA_VERSION,
-                "owned": _by_topic(self.owned),
+                "owned": by_topic(self.owned),
                 "generation": self.generation,
                 "identity": self.identity,
                 "capacity": self.capacity,
@@ -58,17 +59,18 @@ class MemberData:
                 "holding": self.holding,
                 "leaving": self.leaving,
                 "rel": self.releases,
-                "awaiting": _by_topic(self.awaiting),
+                "awaiting": by_topic(self.awaiting),
             },
             separators=(",", ":"),
         ).encode()
 
 
-def _by_topic(tps: tuple[TopicPartition, ...]) -> dict[str, list[int]]:
-    by_topic: dict[str, list[int]] = {}
+def by_topic(tps: Iterable[TopicPartition]) -> dict[str, list[int]]:
+    """``{"topic": [partition, ...]}``, sorted: how member and assignment data list them."""
+    grouped: dict[str, list[int]] = {}
     for tp in sorted(tps):
-        by_topic.setdefault(tp.topic, []).append(tp.partition)
-    return by_topic
+        grouped.setdefault(tp.topic, []).append(tp.partition)
+    return grouped
 
 
 def _partitions(raw: object) -> list[TopicPartition] | None:

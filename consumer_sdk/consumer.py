@@ -499,15 +499,14 @@ class AutoscalingConsumer:
 
     # rebalance callbacks -------------------------------------------------------------------
     async def _on_revoked(self, revoked: set[KafkaTopicPartition]) -> None:
-        self._stopped_reading(revoked)
+        lost = {TopicPartition(tp.topic, tp.partition) for tp in revoked}
+        self._stopped_reading(lost)
         self._resume.forget(revoked)
         if self._releases_revoked:
             self._release(revoked)
         else:
             await self._flush_revoked(revoked)
-        self._change_ownership(
-            "revoked", {TopicPartition(tp.topic, tp.partition) for tp in revoked}
-        )
+        self._change_ownership("revoked", lost)
 
     def _release(self, revoked: set[KafkaTopicPartition]) -> None:
         """Give ``revoked`` up at once, so the rebalance round waits for no table write.
@@ -588,9 +587,7 @@ class AutoscalingConsumer:
             self.assigned |= partitions
         else:
             self.assigned -= partitions
-            self._stopped_reading(
-                {KafkaTopicPartition(tp.topic, tp.partition) for tp in partitions}
-            )
+            self._stopped_reading(partitions)
         if self._consumer is not None:
             limit_fetch_ahead(self._consumer, self._fetch_ahead_room)
 
@@ -601,11 +598,7 @@ class AutoscalingConsumer:
         if started:
             self._reading |= started
             self.state.awaiting = self.state.awaiting - started
-            self.ownership_log.append(
-                OwnershipEvent(
-                    time.monotonic(), "assigned", frozenset(started), self.state.generation
-                )
-            )
+            self._log_ownership("assigned", started)
 
     async def _committed_marks(
         self, partitions: list[KafkaTopicPartition]
@@ -617,16 +610,17 @@ class AutoscalingConsumer:
         found = await coordinator.fetch_committed_offsets(partitions)
         return {tp: (int(m.offset), m.metadata) for tp, m in found.items()}
 
-    def _stopped_reading(self, partitions: set[KafkaTopicPartition]) -> None:
+    def _stopped_reading(self, partitions: set[TopicPartition]) -> None:
         """This member stops reading ``partitions`` (revoked, or left): log those it read."""
-        stopped = {TopicPartition(tp.topic, tp.partition) for tp in partitions} & self._reading
+        stopped = partitions & self._reading
         if stopped:
             self._reading -= stopped
-            self.ownership_log.append(
-                OwnershipEvent(
-                    time.monotonic(), "revoked", frozenset(stopped), self.state.generation
-                )
-            )
+            self._log_ownership("revoked", stopped)
+
+    def _log_ownership(self, kind: str, partitions: set[TopicPartition]) -> None:
+        self.ownership_log.append(
+            OwnershipEvent(time.monotonic(), kind, frozenset(partitions), self.state.generation)
+        )
 
     def _fetch_ahead_room(self) -> int:
         """What the client may fetch ahead now: nothing beyond the batch being filled and

@@ -494,11 +494,20 @@ class LookupSink:
         return {TopicPartition("t", 0): 30}
 
 
-def resume_stage(sink: LookupSink, client: FakeClient) -> tuple[ResumeLookups, OffsetCommits]:
+def resume_stage(
+    sink: LookupSink, client: FakeClient, **options: Any
+) -> tuple[ResumeLookups, OffsetCommits]:
+    """The resume stage the tests share; ``options`` are ResumeLookups' optional ones."""
     commits = commits_for(client)
     pending: PendingRecords[KTP] = PendingRecords()
     stage = ResumeLookups(
-        sink, pending, commits, group="g-pipeline", retry=NO_WAIT, current_client=lambda: client
+        sink,
+        pending,
+        commits,
+        group="g-pipeline",
+        retry=NO_WAIT,
+        current_client=lambda: client,
+        **options,
     )
     return stage, commits
 
@@ -555,15 +564,7 @@ def test_a_lookup_asks_the_sink_only_after_the_writes_holding_its_partitions() -
             waited.append(set(partitions))
             await writes_done.wait()
 
-        stage = ResumeLookups(
-            sink,
-            PendingRecords(),
-            commits_for(client),
-            group="g-pipeline",
-            retry=NO_WAIT,
-            current_client=lambda: client,
-            wait_for_writes=wait_for_writes,
-        )
+        stage, _ = resume_stage(sink, client, wait_for_writes=wait_for_writes)
         stage.start(client, {P0}, rewind=True)
         for _ in range(20):
             await asyncio.sleep(0)
@@ -608,16 +609,13 @@ def release_stage(
     async def committed_marks(partitions: list[KTP]) -> dict[KTP, tuple[int, str]]:
         return {tp: marks[tp] for tp in partitions if tp in marks}
 
-    return ResumeLookups(
+    stage, _ = resume_stage(
         sink,
-        PendingRecords(),
-        commits_for(client),
-        group="g-pipeline",
-        retry=NO_WAIT,
-        current_client=lambda: client,
+        client,
         committed_marks=committed_marks,
         on_reading=lambda ps: reading.append(set(ps)),
     )
+    return stage
 
 
 def test_a_partition_handed_over_in_one_round_waits_for_its_release_mark() -> None:

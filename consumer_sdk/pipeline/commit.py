@@ -140,9 +140,8 @@ class OffsetCommits:
         committed, else the group's committed offset, else (nothing was ever committed,
         and ``wrote_all``: everything read was written, and the sink refused nothing of it
         since :meth:`forget`) this member's fetch position, the reset policy's offset if it
-        read nothing. A failure is logged: the next owners then
-        wait for the group's next round, which no longer counts this member as reading
-        them."""
+        read nothing. A failure is logged: the next owners then wait for the group's next
+        round, which no longer counts this member as reading them."""
         unmarked = {tp for tp in partitions if tp in self._releasing}
         refused = partitions & self._refused
         for tp in partitions:
@@ -151,21 +150,20 @@ class OffsetCommits:
         client = self._client()
         if client is None or not unmarked:
             return
-        partitions = unmarked
         offsets: dict[KafkaTopicPartition, int] = {}
-        for tp in partitions:
+        for tp in unmarked:
             offset = self.uncommitted.get(tp, self.committed.get(tp))
             if offset is not None:
                 offsets[tp] = offset
         metadata = mark_released(self._metadata() if self._metadata is not None else "", generation)
         try:
-            unknown = sorted(partitions - offsets.keys())
+            unknown = sorted(unmarked - offsets.keys())
             if unknown:
                 found = await asyncio.wait_for(
                     client._coordinator.fetch_committed_offsets(unknown), COMMIT_TIMEOUT_S
                 )
                 offsets.update({tp: m.offset for tp, m in found.items() if m.offset >= 0})
-            unknown_positions = partitions - offsets.keys() - refused
+            unknown_positions = unmarked - offsets.keys() - refused
             for tp in sorted(unknown_positions) if wrote_all else ():
                 offsets[tp] = await asyncio.wait_for(client.position(tp), POSITION_TIMEOUT_S)
             if not offsets:
