@@ -230,18 +230,18 @@ def _scale(group: Group, step: str) -> None:
     # Converged within two rounds: the join and the hand-over (withholding), or the join
     # and the leave (one round: the leaving member's LeaveGroup starts the second).
     assert group.generation() - generation <= 2
-    handed = {
-        outcome: REGISTRY.get_sample_value(
-            "autoscaler_consumer_handovers_total", {"group": group.group, "outcome": outcome}
-        )
-        or 0.0
-        for outcome in ("released", "unmarked", "timed_out")
-    }
+
+    def handed(outcome: str) -> float:
+        labels = {"group": group.group, "outcome": outcome}
+        return REGISTRY.get_sample_value("autoscaler_consumer_handovers_total", labels) or 0.0
+
     if group.handover == "one-round":
-        # What moved was given at once and read from its old owner's release mark.
-        assert handed["released"] > 0 and handed["timed_out"] == 0
+        # What moved was given at once and read from its old owner's release mark (counted
+        # when the new owner sees it, which a stable assignment does not wait for).
+        assert wait_until(lambda: handed("released") > 0, 30)
+        assert handed("timed_out") == 0
     else:
-        assert handed == {"released": 0, "unmarked": 0, "timed_out": 0}
+        assert [handed(o) for o in ("released", "unmarked", "timed_out")] == [0, 0, 0]
     if step == "in":
         # The leaving member read its partitions until the round that moved them, then left.
         departed = group.departed[-1].consumer

@@ -257,11 +257,11 @@ class ResumeLookups:
                 now_released.add(ktp)
             if now_released:
                 released |= now_released
+                metrics.HANDOVERS.labels(self._group, "released").inc(len(now_released))
                 metrics.HANDOVER_WAIT.labels(self._group).observe(time.monotonic() - started)
                 self._spawn(self._resume(client, now_released, assignment, rewind))
             if wanted - released:
                 await asyncio.sleep(RELEASE_POLL_S)
-        metrics.HANDOVERS.labels(self._group, "released").inc(len(released))
         # Those whose wait ended without a mark read from the committed offset as it is
         # now: the client may have taken an older one when they were assigned.
         rest = self._still_waiting(client, awaited - released, assignment)
