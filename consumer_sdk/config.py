@@ -143,8 +143,10 @@ class ConsumerConfig(GroupSettings):
     revoke_mode: str = setting(
         "what a member does with partitions the group takes from it: release (give them up "
         "at once when the sink fences lost partitions; records not yet in a write are read "
-        "again by the next owner) or flush (write and commit them before rejoining; always "
-        "so for a sink that does not fence)",
+        "again by the next owner) or flush (always so for a sink that does not fence: "
+        "finish the writes in flight and commit; what no write took yet is written first "
+        "in a two-round hand-over, dropped and read again by the next owner in a one-round "
+        "one)",
         "release",
     )
 

@@ -551,35 +551,50 @@ class AutoscalingConsumer:
         self._resume.start(consumer, owned, rewind=True)
 
     async def _flush_revoked(self, revoked: set[KafkaTopicPartition]) -> None:
-        """Write and commit what this member holds of ``revoked`` before it rejoins."""
+        """Write and commit what this member holds of ``revoked`` before it rejoins; in a
+        one-round hand-over, release them instead (see :meth:`_release_revoked`)."""
         self._fetch.revoking |= revoked
         coordinator: Any = getattr(self._consumer, "_coordinator", None)
         # Only a cooperative member's partitions go to a new owner awaiting their release.
-        releasing = self.state.releases and self.state.cooperative and coordinator is not None
+        if self.state.releases and self.state.cooperative and coordinator is not None:
+            async with self._lock:
+                await self._release_revoked(revoked, int(coordinator.generation))
+            self._fetch.revoking -= revoked
+            return
         async with self._lock:
             try:
                 await self._writer.settle()  # they may hold records of revoked partitions
-                if releasing:
-                    # Their next owners, given them in this round, read on from the commit
-                    # that marks them released: the flush's own commit where there is one
-                    # (the commits before it must not carry the mark, hence the settle).
-                    await self._commits.settle()
-                    self._commits.releasing(revoked, int(coordinator.generation))
                 await self._flush(set(revoked))
-                wrote_all = True
             except WriteAbandoned as exc:
                 log.error("%s", exc)
-                wrote_all = False
             await self._commits.settle()  # the next owner starts from these offsets
-            if releasing:
-                await self._commits.release(
-                    revoked, int(coordinator.generation), wrote_all=wrote_all
-                )
-            elif self._commits.owes_any(revoked):  # written earlier, commit deferred
+            if self._commits.owes_any(revoked):  # written earlier, commit deferred
                 await self._commits.commit({})
             for tp in revoked:  # records we could not write go back to the next owner
                 self._pending.drop(tp)
         self._fetch.revoking -= revoked
+
+    async def _release_revoked(self, revoked: set[KafkaTopicPartition], generation: int) -> None:
+        """Release ``revoked`` to their next owners, given them in this round and holding
+        them until the commit that marks them released (caller holds ``self._lock``).
+
+        Writes in flight finish first (they hold records of ``revoked``) and their commits
+        land; what no write took yet is dropped, not written: its next owner reads it again
+        from the released offset, instead of waiting for one more table write."""
+        try:
+            await self._writer.settle()
+            wrote_all = True
+        except WriteAbandoned as exc:
+            log.error("%s", exc)
+            wrote_all = False
+        # The commits before the release must not carry its mark (a write's commit says
+        # nothing of the writes after it), hence the settle first.
+        await self._commits.settle()
+        self._commits.releasing(revoked, generation)
+        unwritten = self._pending.first_offsets(revoked)
+        for tp in revoked:
+            self._pending.drop(tp)
+        await self._commits.release(revoked, generation, wrote_all=wrote_all, unwritten=unwritten)
 
     def _change_ownership(self, kind: str, partitions: set[TopicPartition]) -> None:
         """Add (``assigned``) or remove (``revoked``) partitions."""

@@ -87,3 +87,13 @@ def test_a_record_counts_its_bytes_as_a_batch_holds_them() -> None:
     assert plain.size == RECORD_FIXED_BYTES + 8
     headed = plain._replace(headers=(("é", b"12"), ("k", None)))
     assert headed.size == plain.size + 2 * HEADER_FIXED_BYTES + len("é".encode()) + 2 + 1
+
+
+def test_first_offsets_name_where_dropped_partitions_resume() -> None:
+    held = records(3, 10, 100)
+    pending = holding(held)
+    pending.take({0}, limit=3 * held[0].size)  # offsets 0-2 of partition 0 go to a write
+    pending.take({2})  # all of partition 2
+    assert pending.first_offsets({0, 1, 2}) == {0: 3, 1: 0}
+    pending.drop(0)
+    assert pending.first_offsets({0, 1}) == {1: 0}

@@ -93,6 +93,7 @@ def test_same_batches_as_the_record_buffer(steps: list[tuple[str, Any]]) -> None
             assert got.sizes == want.sizes
             assert got.next_offsets() == want.next_offsets()
         assert columns.bytes == records.bytes
+        assert columns.first_offsets({0, 1, 2}) == records.first_offsets({0, 1, 2})
 
 
 def test_a_partition_whose_first_record_does_not_fit_stays_whole() -> None:

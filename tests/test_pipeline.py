@@ -212,6 +212,28 @@ def test_a_release_never_commits_a_position_past_records_it_did_not_write() -> N
     assert asyncio.run(go()).committed_offsets == []
 
 
+def test_a_release_of_records_dropped_unwritten_commits_the_first_of_them() -> None:
+    # The revocation dropped what no write took: P0's last commit stands (its dropped
+    # records follow it), P1 was never committed by this member and resumes at its first
+    # dropped record, not at the group's older offset nor past it at the position.
+    async def go() -> FakeClient:
+        client = FakeClient()
+        client._coordinator.group_committed = {P1: 10}
+        client.positions = {P1: 90}
+        commits = OffsetCommits("g-pipeline", lambda: client, lambda: {P0, P1})
+        await commits.submit({P0: 20})
+        await commits.settle()
+        commits.releasing([P0, P1], generation=5)
+        await commits.release({P0, P1}, generation=5, unwritten={P0: 20, P1: 35})
+        return client
+
+    _, release = asyncio.run(go()).committed_offsets
+    assert {tp: (m.offset, released_generation(m.metadata)) for tp, m in release.items()} == {
+        P0: (20, 5),
+        P1: (35, 5),
+    }
+
+
 def test_forgotten_partitions_are_never_committed() -> None:
     async def go() -> FakeClient:
         client = FakeClient()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 from aiokafka.errors import KafkaError
@@ -131,17 +131,23 @@ class OffsetCommits:
             self._releasing[tp] = generation
 
     async def release(
-        self, partitions: set[KafkaTopicPartition], generation: int, *, wrote_all: bool = True
+        self,
+        partitions: set[KafkaTopicPartition],
+        generation: int,
+        *,
+        wrote_all: bool = True,
+        unwritten: Mapping[KafkaTopicPartition, int] | None = None,
     ) -> None:
         """Commit where each of ``partitions`` resumes, marked released in ``generation``
         (:func:`assignor.cooperative.mark_released`), unless a commit since
         :meth:`releasing` did: its next owner, which holds it until it sees the mark, reads
         on from there. The offset is the one still owed, else the last this member
-        committed, else the group's committed offset, else (nothing was ever committed,
-        and ``wrote_all``: everything read was written, and the sink refused nothing of it
-        since :meth:`forget`) this member's fetch position, the reset policy's offset if it
-        read nothing. A failure is logged: the next owners then wait for the group's next
-        round, which no longer counts this member as reading them."""
+        committed, else the first record read and dropped unwritten (``unwritten``), else
+        the group's committed offset, else (nothing was ever committed, and ``wrote_all``:
+        everything read was written, and the sink refused nothing of it since
+        :meth:`forget`) this member's fetch position, the reset policy's offset if it read
+        nothing. A failure is logged: the next owners then wait for the group's next round,
+        which no longer counts this member as reading them."""
         unmarked = {tp for tp in partitions if tp in self._releasing}
         refused = partitions & self._refused
         for tp in partitions:
@@ -152,7 +158,7 @@ class OffsetCommits:
             return
         offsets: dict[KafkaTopicPartition, int] = {}
         for tp in unmarked:
-            offset = self.uncommitted.get(tp, self.committed.get(tp))
+            offset = self.uncommitted.get(tp, self.committed.get(tp, (unwritten or {}).get(tp)))
             if offset is not None:
                 offsets[tp] = offset
         metadata = mark_released(self._metadata() if self._metadata is not None else "", generation)

@@ -155,6 +155,11 @@ class PendingRecords(Generic[Partition]):
         _, size = self._held.pop(partition, ([], 0))
         self.bytes -= size
 
+    def first_offsets(self, partitions: Collection[Partition]) -> dict[Partition, int]:
+        """The offset of the oldest record held per partition of ``partitions`` that holds
+        any: where reading must resume if they are dropped."""
+        return {p: self._held[p][0][0].offset for p in partitions if p in self._held}
+
 
 def _held_bytes(holding: tuple[list[Record], int]) -> int:
     return holding[1]

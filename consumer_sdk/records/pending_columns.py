@@ -105,6 +105,15 @@ class PendingColumns(Generic[Partition]):
         if held is not None:
             self.bytes -= held.bytes
 
+    def first_offsets(self, partitions: Collection[Partition]) -> dict[Partition, int]:
+        """The offset of the oldest record held per partition of ``partitions`` that holds
+        any (refused records are rows too): where reading must resume if they are dropped."""
+        return {
+            p: int(self._held[p].chunks[0].column(0)[0].as_py())
+            for p in partitions
+            if p in self._held
+        }
+
 
 def _held_bytes(held: _Held) -> int:
     return held.bytes
