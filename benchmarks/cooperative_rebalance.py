@@ -8,7 +8,8 @@ Ours runs twice: with its default one-round hand-over and with ``handover="two-r
 (the old owner revokes in one round, the next round hands over), so the two designs are
 compared in the same run.
 
-A topic of 100 partitions gets a steady paced load; 10 members read it. Per protocol, three
+A topic of 100 partitions gets a steady paced load; 10 members read it, each in a process
+of its own, as consumers run in production. Per protocol, three
 scenarios: scale-out 10 -> 11, scale-in 11 -> 10, and a rolling restart of the 10 members.
 Every member logs when it starts and stops reading partitions (ours: when it stops reading a
 revoked partition, before flushing and committing it, and when its resume stage lets a new
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import multiprocessing
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -92,8 +94,8 @@ class Ownership:
 
     events: list[tuple[float, str, int, frozenset[int]]] = field(default_factory=list)
     redelivered: list[tuple[float, int, int]] = field(default_factory=list)
-    """(time, partition, records) read again: offsets at or below one already read."""
-    highest: dict[int, int] = field(default_factory=dict)
+    """(time, partition, records) read again: offsets some member had read before."""
+    read: dict[int, set[int]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def change(
@@ -104,17 +106,43 @@ class Ownership:
             with self.lock:
                 self.events.append((time.monotonic() if at is None else at, member, sign, chosen))
 
-    def count(self, offsets: Mapping[int, Sequence[int]]) -> None:
-        """Log records read: partition -> offsets, in the order read."""
-        now = time.monotonic()
+    def count(self, offsets: Mapping[int, Sequence[int]], at: float | None = None) -> None:
+        """Log records read at ``at`` (now if None): partition -> offsets. Members report
+        from their own processes, so reports of one partition may arrive out of order:
+        an offset counts as read again only if it was read before, whatever came between."""
+        when = time.monotonic() if at is None else at
         with self.lock:
             for partition, read in offsets.items():
-                highest = self.highest.get(partition, -1)
-                again = sum(1 for offset in read if offset <= highest)
+                seen = self.read.setdefault(partition, set())
+                again = sum(1 for offset in read if offset in seen)
                 if again:
-                    self.redelivered.append((now, partition, again))
-                if read:
-                    self.highest[partition] = max(highest, max(read))
+                    self.redelivered.append((when, partition, again))
+                seen.update(read)
+
+
+class OwnershipReports:
+    """A member process's side of the log: each change, count and owned set goes to the
+    benchmark process through ``queue``, stamped with this process's monotonic clock (one
+    clock for every process of the machine)."""
+
+    def __init__(self, queue: Any) -> None:
+        self._queue = queue
+
+    def change(
+        self, member: str, sign: int, partitions: Iterable[int], at: float | None = None
+    ) -> None:
+        chosen = sorted(partitions)
+        if chosen:
+            self._queue.put(
+                ("change", time.monotonic() if at is None else at, member, sign, chosen)
+            )
+
+    def count(self, offsets: Mapping[int, Sequence[int]]) -> None:
+        if offsets:
+            self._queue.put(("count", time.monotonic(), {p: list(o) for p, o in offsets.items()}))
+
+    def owned(self, partitions: set[int]) -> None:
+        self._queue.put(("owned", sorted(partitions)))
 
 
 def _delayed(
@@ -133,7 +161,9 @@ def _delayed(
 
 
 class Member:
-    """One group member in its own thread and event loop."""
+    """One group member, run in a process of its own (:func:`run_member`): consumers run
+    one per process in production, and eleven event loops sharing one interpreter's lock
+    timed that lock, not the protocol (librdkafka's threads do not take it)."""
 
     def __init__(
         self,
@@ -141,23 +171,29 @@ class Member:
         protocol: str,
         kafka: str,
         topic: str,
-        log: Ownership,
+        log: OwnershipReports,
         delay_s: float,
         timings: Timings,
+        stop: Any,
     ):
         self.name, self.protocol, self.kafka, self.topic = name, protocol, kafka, topic
         self.log, self.delay_s, self.timings = log, delay_s, timings
-        self.owned: set[int] = set()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=lambda: asyncio.run(self._main()), name=name)
+        self._owned: set[int] = set()
+        self._stop = stop
 
-    def start(self) -> Member:
-        self._thread.start()
-        return self
+    @property
+    def owned(self) -> set[int]:
+        """The partitions assigned to this member now (a copy)."""
+        return set(self._owned)
 
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(60)
+    @owned.setter
+    def owned(self, partitions: set[int]) -> None:
+        if partitions != self._owned:
+            self._owned = set(partitions)
+            self.log.owned(self._owned)
+
+    def run(self) -> None:
+        asyncio.run(self._main())
 
     async def _main(self) -> None:
         if self.protocol in (OURS, OURS_TWO_ROUND):
@@ -287,6 +323,79 @@ class Member:
         return len(log)
 
 
+def run_member(
+    name: str,
+    protocol: str,
+    kafka: str,
+    topic: str,
+    delay_s: float,
+    timings: Timings,
+    queue: Any,
+    stop: Any,
+) -> None:
+    """A member process's body: run until ``stop``, then say so on ``queue``."""
+    try:
+        Member(name, protocol, kafka, topic, OwnershipReports(queue), delay_s, timings, stop).run()
+    finally:
+        queue.put(("done",))
+
+
+class MemberProcess:
+    """The benchmark's handle on a member process: its owned partitions and log entries
+    arrive through a queue, read by a thread of its own."""
+
+    def __init__(
+        self,
+        name: str,
+        protocol: str,
+        kafka: str,
+        topic: str,
+        log: Ownership,
+        delay_s: float,
+        timings: Timings,
+    ):
+        context = multiprocessing.get_context("spawn")
+        self.name, self._log = name, log
+        self.owned: set[int] = set()
+        self._queue: Any = context.Queue()
+        self._stop = context.Event()
+        self._process = context.Process(
+            target=run_member,
+            args=(name, protocol, kafka, topic, delay_s, timings, self._queue, self._stop),
+            name=name,
+        )
+        self._reader = threading.Thread(target=self._receive, name=f"{name}-reports")
+
+    def start(self) -> MemberProcess:
+        self._process.start()
+        self._reader.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._process.join(60)
+        if self._process.is_alive():
+            self._process.kill()
+            self._process.join(10)
+        self._reader.join(10)
+        if self._reader.is_alive():  # the process died before saying it was done
+            self._queue.put(("done",))
+            self._reader.join(10)
+
+    def _receive(self) -> None:
+        while True:
+            report = self._queue.get()
+            if report[0] == "done":
+                return
+            if report[0] == "change":
+                _, at, member, sign, partitions = report
+                self._log.change(member, sign, partitions, at)
+            elif report[0] == "count":
+                self._log.count(report[2], report[1])
+            else:
+                self.owned = set(report[1])
+
+
 def produce_steadily(kafka: str, topic: str, stop: threading.Event, rate: int) -> None:
     """About ``rate`` records/s of 200 B spread over the partitions, until ``stop``."""
     producer = Producer({"bootstrap.servers": kafka, "linger.ms": 20})
@@ -301,11 +410,11 @@ def produce_steadily(kafka: str, topic: str, stop: threading.Event, rate: int) -
     producer.flush(30)
 
 
-def owners(members: Iterable[Member]) -> dict[int, str]:
+def owners(members: Iterable[MemberProcess]) -> dict[int, str]:
     return {p: m.name for m in members for p in m.owned}
 
 
-def settled(members: list[Member], timeout_s: float = 60.0) -> bool:
+def settled(members: list[MemberProcess], timeout_s: float = 60.0) -> bool:
     """Every partition owned by exactly one member, every member owning some."""
     end = time.monotonic() + timeout_s
     while time.monotonic() < end:
@@ -343,7 +452,7 @@ def pause_seconds(log: Ownership, start: float, end: float) -> float:
 
 
 def scenario(
-    name: str, log: Ownership, members: list[Member], act: Any, *, tail_s: float = 2.0
+    name: str, log: Ownership, members: list[MemberProcess], act: Any, *, tail_s: float = 2.0
 ) -> dict[str, Any]:
     """Run ``act`` (which changes ``members``), wait until settled, measure the window."""
     before = owners(members)
@@ -385,8 +494,8 @@ def run(
     delay_s = LEADER_DELAY_S.get(kafka.kind, 0.0)
     log = Ownership()
 
-    def member(name: str) -> Member:
-        return Member(name, protocol, bootstrap, topic, log, delay_s, timings).start()
+    def member(name: str) -> MemberProcess:
+        return MemberProcess(name, protocol, bootstrap, topic, log, delay_s, timings).start()
 
     stop_load = threading.Event()
     loader = threading.Thread(target=produce_steadily, args=(bootstrap, topic, stop_load, rate))
