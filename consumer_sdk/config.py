@@ -26,8 +26,6 @@ from contract.settings import (
 )
 
 MIB = 1024 * 1024
-SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI", "OAUTHBEARER")
 
 
 def default_identity() -> str:
@@ -83,16 +81,6 @@ class ConsumerConfig(GroupSettings):
         "seconds the group leader waits before assigning, [0, 5]: non-zero only for the "
         "embedded broker",
         0.0,
-    )
-    security_protocol: str = setting("PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL", "PLAINTEXT")
-    sasl_mechanism: str | None = setting(
-        "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, GSSAPI or OAUTHBEARER; required with SASL_*",
-        None,
-    )
-    sasl_plain_username: str | None = setting("the SASL user name", None)
-    sasl_plain_password: str | None = setting("the SASL password", None)
-    ssl_cafile: str | None = setting(
-        "a CA certificate file (PEM) to check the brokers' certificates with", None
     )
     metrics_port: int | None = setting(
         "port of this consumer's /metrics endpoint, [1, 65535]; unset: none", None
@@ -197,16 +185,6 @@ class ConsumerConfig(GroupSettings):
             self._fail("leave_handover_secs", "a number of seconds in [0, 300] (0: leave at once)")
         if bad_number(self.leader_delay_secs, minimum=0.0) or self.leader_delay_secs > 5:
             self._fail("leader_delay_secs", "in [0, 5] (non-zero only for the embedded broker)")
-        if self.security_protocol not in SECURITY_PROTOCOLS:
-            self._fail("security_protocol", f"one of {', '.join(SECURITY_PROTOCOLS)}")
-        if self.sasl_mechanism is not None and self.sasl_mechanism not in SASL_MECHANISMS:
-            self._fail("sasl_mechanism", f"one of {', '.join(SASL_MECHANISMS)}")
-        if self.ssl_cafile is not None and not os.path.isfile(self.ssl_cafile):
-            self._fail(
-                "ssl_cafile", "a readable CA certificate file (PEM); this one does not exist"
-            )
-        if self.security_protocol.startswith("SASL") and self.sasl_mechanism is None:
-            self._fail("sasl_mechanism", "set when security_protocol is SASL_*")
         if self.metrics_port is not None and not 1 <= self.metrics_port <= 65535:
             self._fail("metrics_port", "a TCP port in [1, 65535], or unset for no endpoint")
 
@@ -238,16 +216,7 @@ class ConsumerConfig(GroupSettings):
 
     def client_options(self) -> dict[str, Any]:
         """Security settings for aiokafka clients."""
-        options: dict[str, Any] = {"security_protocol": self.security_protocol}
-        if self.sasl_mechanism:
-            options["sasl_mechanism"] = self.sasl_mechanism
-            options["sasl_plain_username"] = self.sasl_plain_username
-            options["sasl_plain_password"] = self.sasl_plain_password
-        if self.security_protocol.endswith("SSL"):
-            from aiokafka.helpers import create_ssl_context
-
-            options["ssl_context"] = create_ssl_context(cafile=self.ssl_cafile)
-        return options
+        return self.kafka_client_options()
 
 
 def _topics(raw: str) -> tuple[str, ...]:

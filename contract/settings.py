@@ -8,6 +8,7 @@ from typing import Any, NoReturn
 
 from assignor import DEFAULT_HEURISTIC, HEURISTIC_NAMES
 from assignor.validation import TOPIC_NAME_RULE, is_finite_number, is_topic_name
+from contract.security import aiokafka_options, check_security
 from contract.snapshot import UNITS, speeds_topic
 
 ENV_PREFIX = "AUTOSCALER_"
@@ -21,12 +22,16 @@ class ConfigError(ValueError):
     """A configuration value out of range, naming the field and its environment variable."""
 
 
-def setting(help: str, default: Any = MISSING, default_factory: Any = MISSING) -> Any:
+def setting(
+    help: str, default: Any = MISSING, default_factory: Any = MISSING, *, secret: bool = False
+) -> Any:
     """A settings field with what it means and accepts (``help``): the one text the flags'
-    ``--help`` and the configuration reference are made from."""
+    ``--help`` and the configuration reference are made from. A ``secret`` one is left
+    out of the settings' repr (what a log line would show)."""
+    metadata = {"help": help, "secret": secret}
     if default_factory is not MISSING:
-        return field(default_factory=default_factory, metadata={"help": help})
-    return field(default=default, metadata={"help": help})
+        return field(default_factory=default_factory, metadata=metadata, repr=not secret)
+    return field(default=default, metadata=metadata, repr=not secret)
 
 
 def setting_help(f: Field[Any]) -> str:
@@ -76,6 +81,33 @@ class GroupSettings:
         "(0: 1000 records/s or 1000000 bytes/s)",
         0.0,
     )
+    # Security: every Kafka client of the consumers and the sidecar (contract.security).
+    security_protocol: str = setting("PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL", "PLAINTEXT")
+    sasl_mechanism: str | None = setting(
+        "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, GSSAPI or OAUTHBEARER; required with SASL_*",
+        None,
+    )
+    sasl_plain_username: str | None = setting(
+        "the SASL user name (PLAIN and SCRAM mechanisms)", None
+    )
+    sasl_plain_password: str | None = setting(
+        "the SASL password (or sasl_password_file; never logged)", None, secret=True
+    )
+    sasl_password_file: str | None = setting(
+        "a file whose first line is the SASL password (a mounted secret)", None
+    )
+    sasl_oauth_token_file: str | None = setting(
+        "with OAUTHBEARER: a file holding the access token, read again at each "
+        "authentication (rotated by an agent)",
+        None,
+    )
+    ssl_cafile: str | None = setting(
+        "a CA certificate file (PEM) to check the brokers' certificates with", None
+    )
+    ssl_certfile: str | None = setting(
+        "mutual TLS: this client's certificate (PEM), with ssl_keyfile", None
+    )
+    ssl_keyfile: str | None = setting("mutual TLS: this client's private key (PEM)", None)
 
     def label(self, name: str) -> str:
         """How field ``name`` is called in an error message."""
@@ -88,10 +120,16 @@ class GroupSettings:
         environment: dict[str, str] = {}
         for f in fields(GroupSettings):
             value = getattr(self, f.name)
+            if value is None:  # unset optional settings stay unset
+                continue
             environment[env_name(f.name)] = (
                 ",".join(value) if isinstance(value, tuple) else str(value)
             )
         return environment
+
+    def kafka_client_options(self) -> dict[str, Any]:
+        """The security options of every aiokafka client (consumer, producer, admin)."""
+        return aiokafka_options(self)
 
     def _fail(self, name: str, accepted: str) -> NoReturn:
         raise ConfigError(f"{self.label(name)} must be {accepted}, got {getattr(self, name)!r}")
@@ -118,6 +156,7 @@ class GroupSettings:
             self._fail("heuristic", f"one of {', '.join(HEURISTIC_NAMES)}")
         if bad_number(self.wait_time_secs, minimum=0.01) or self.wait_time_secs > 3600:
             self._fail("wait_time_secs", "a number of seconds in [0.01, 3600]")
+        check_security(self, self._fail)
         if not self.snapshot_topic:
             object.__setattr__(self, "snapshot_topic", speeds_topic(self.group))
         if not is_topic_name(self.snapshot_topic):

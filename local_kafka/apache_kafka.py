@@ -28,6 +28,7 @@ from typing import Any, Self
 
 from consumer_sdk.lake.jar_lock import JarLockError, ensure_jars, read_lock
 from local_kafka.embedded import BrokerHandle, EmbeddedKafkaError, check_new_topic
+from local_kafka.secured import SecuredListeners
 
 KAFKA_LOCK = Path(__file__).resolve().parent / "locks" / "apache-kafka.lock"
 MAX_NODES = 5
@@ -113,6 +114,9 @@ class _Node:
     controller_port: int
     directory: Path
     process: subprocess.Popen[bytes] | None = None
+    # The secured listeners' ports (0: none; local_kafka.secured).
+    sasl_port: int = 0
+    mtls_port: int = 0
 
     @property
     def config_path(self) -> Path:
@@ -192,6 +196,7 @@ class ApacheKafka(BrokerHandle):
         heap_mb: int = 512,
         work_dir: Path | None = None,
         settings: Mapping[str, str] | None = None,
+        secured: SecuredListeners | None = None,
     ) -> None:
         if not isinstance(brokers, int) or isinstance(brokers, bool):
             raise ValueError(f"brokers must be an integer in [1, {MAX_NODES}], got {brokers!r}")
@@ -202,6 +207,7 @@ class ApacheKafka(BrokerHandle):
         self.brokers = brokers
         self.heap_mb = heap_mb
         self.settings = dict(settings or {})  # node properties over node_properties()
+        self.secured = secured
         self._work_dir = work_dir
         self._owns_work_dir = False
         self._nodes: list[_Node] = []
@@ -226,13 +232,20 @@ class ApacheKafka(BrokerHandle):
             _Node(i, free_port(), free_port(), self._work_dir / f"node-{i}")
             for i in range(1, self.brokers + 1)
         ]
+        if self.secured is not None:
+            for node in nodes:
+                node.sasl_port, node.mtls_port = free_port(), free_port()
         voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in nodes)
         cluster_id = _cluster_id()
         self._nodes = nodes
         try:
             for node in nodes:
                 node.directory.mkdir(parents=True, exist_ok=True)
-                properties = {**node_properties(node, voters, self.brokers), **self.settings}
+                properties = {
+                    **node_properties(node, voters, self.brokers),
+                    **self._secured_properties(node),
+                    **self.settings,
+                }
                 node.config_path.write_text("".join(f"{k}={v}\n" for k, v in properties.items()))
                 (node.directory / "log4j2.yaml").write_text(_LOG4J2)
             formats = [self._format(node, cluster_id) for node in nodes]
@@ -265,11 +278,37 @@ class ApacheKafka(BrokerHandle):
                     cluster_id,
                     "-c",
                     str(node.config_path),
+                    *(self.secured.format_arguments() if self.secured is not None else []),
                 ],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
             )
+
+    def _secured_properties(self, node: _Node) -> dict[str, str]:
+        """The secured listeners beside PLAINTEXT and CONTROLLER (none if not secured)."""
+        if self.secured is None:
+            return {}
+        plain = node_properties(node, "", self.brokers)
+        extra = f"SASL_SSL://127.0.0.1:{node.sasl_port},SSL://127.0.0.1:{node.mtls_port}"
+        return {
+            **self.secured.node_properties(node.sasl_port, node.mtls_port),
+            "listeners": f"{plain['listeners']},{extra}",
+            "advertised.listeners": f"{plain['advertised.listeners']},{extra}",
+            "listener.security.protocol.map": (
+                f"{plain['listener.security.protocol.map']},SASL_SSL:SASL_SSL,SSL:SSL"
+            ),
+        }
+
+    @property
+    def sasl_bootstrap_servers(self) -> str:
+        """The SASL_SSL (SCRAM) listeners, when the cluster is secured."""
+        return ",".join(f"127.0.0.1:{n.sasl_port}" for n in self._nodes if n.sasl_port)
+
+    @property
+    def mtls_bootstrap_servers(self) -> str:
+        """The mutual-TLS listeners, when the cluster is secured."""
+        return ",".join(f"127.0.0.1:{n.mtls_port}" for n in self._nodes if n.mtls_port)
 
     def _launch(self, node: _Node) -> None:
         with node.log_path.open("ab") as log:

@@ -56,8 +56,11 @@ class Sidecar:
             min_span_s=config.min_window,
             unit=config.capacity_unit,
             clock=clock,
+            client_options=config.kafka_client_options(),
         )
-        self.publisher = SnapshotPublisher(config.bootstrap_servers, config.snapshot_topic)
+        self.publisher = SnapshotPublisher(
+            config.bootstrap_servers, config.snapshot_topic, config.kafka_client_options()
+        )
         controller_config = ControllerConfig(
             capacity=config.capacity,
             heuristic=config.heuristic,

@@ -97,7 +97,7 @@ def test_environment_fills_what_arguments_leave_out() -> None:
         ({"max_poll_interval_ms": 10}, r"max_poll_interval_ms .* >= 1000"),
         (
             {"ssl_cafile": "/no/such/ca.pem", "security_protocol": "SSL"},
-            r"ssl_cafile \(AUTOSCALER_SSL_CAFILE\) must be a readable CA certificate file "
+            r"ssl_cafile \(AUTOSCALER_SSL_CAFILE\) must be a readable file \(PEM\)"
             r".*got '/no/such/ca.pem'",
         ),
     ],
