@@ -160,24 +160,31 @@ def _delayed(
     return Delayed
 
 
+@dataclass(frozen=True)
+class MemberSpec:
+    """Who a member is and how it reads: what its process is started with."""
+
+    name: str
+    protocol: str
+    kafka: str
+    topic: str
+    delay_s: float
+    timings: Timings
+
+
 class Member:
     """One group member, run in a process of its own (:func:`run_member`): consumers run
     one per process in production, and eleven event loops sharing one interpreter's lock
     timed that lock, not the protocol (librdkafka's threads do not take it)."""
 
-    def __init__(
-        self,
-        name: str,
-        protocol: str,
-        kafka: str,
-        topic: str,
-        log: OwnershipReports,
-        delay_s: float,
-        timings: Timings,
-        stop: Any,
-    ):
-        self.name, self.protocol, self.kafka, self.topic = name, protocol, kafka, topic
-        self.log, self.delay_s, self.timings = log, delay_s, timings
+    def __init__(self, spec: MemberSpec, log: OwnershipReports, stop: Any):
+        self.name, self.protocol, self.kafka, self.topic = (
+            spec.name,
+            spec.protocol,
+            spec.kafka,
+            spec.topic,
+        )
+        self.log, self.delay_s, self.timings = log, spec.delay_s, spec.timings
         self._owned: set[int] = set()
         self._stop = stop
 
@@ -323,19 +330,10 @@ class Member:
         return len(log)
 
 
-def run_member(
-    name: str,
-    protocol: str,
-    kafka: str,
-    topic: str,
-    delay_s: float,
-    timings: Timings,
-    queue: Any,
-    stop: Any,
-) -> None:
+def run_member(spec: MemberSpec, queue: Any, stop: Any) -> None:
     """A member process's body: run until ``stop``, then say so on ``queue``."""
     try:
-        Member(name, protocol, kafka, topic, OwnershipReports(queue), delay_s, timings, stop).run()
+        Member(spec, OwnershipReports(queue), stop).run()
     finally:
         queue.put(("done",))
 
@@ -344,27 +342,16 @@ class MemberProcess:
     """The benchmark's handle on a member process: its owned partitions and log entries
     arrive through a queue, read by a thread of its own."""
 
-    def __init__(
-        self,
-        name: str,
-        protocol: str,
-        kafka: str,
-        topic: str,
-        log: Ownership,
-        delay_s: float,
-        timings: Timings,
-    ):
+    def __init__(self, spec: MemberSpec, log: Ownership):
         context = multiprocessing.get_context("spawn")
-        self.name, self._log = name, log
+        self.name, self._log = spec.name, log
         self.owned: set[int] = set()
         self._queue: Any = context.Queue()
         self._stop = context.Event()
         self._process = context.Process(
-            target=run_member,
-            args=(name, protocol, kafka, topic, delay_s, timings, self._queue, self._stop),
-            name=name,
+            target=run_member, args=(spec, self._queue, self._stop), name=spec.name
         )
-        self._reader = threading.Thread(target=self._receive, name=f"{name}-reports")
+        self._reader = threading.Thread(target=self._receive, name=f"{spec.name}-reports")
 
     def start(self) -> MemberProcess:
         self._process.start()
@@ -495,7 +482,8 @@ def run(
     log = Ownership()
 
     def member(name: str) -> MemberProcess:
-        return MemberProcess(name, protocol, bootstrap, topic, log, delay_s, timings).start()
+        spec = MemberSpec(name, protocol, bootstrap, topic, delay_s, timings)
+        return MemberProcess(spec, log).start()
 
     stop_load = threading.Event()
     loader = threading.Thread(target=produce_steadily, args=(bootstrap, topic, stop_load, rate))

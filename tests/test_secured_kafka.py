@@ -37,29 +37,31 @@ class Leg:
         self.kafka, self.certificates, self.topic = kafka, certificates, topic
         self.speeds = speeds_topic(GROUP)
 
-    def scram(self, user: str, password: str | None = None) -> dict[str, Any]:
-        """Shared settings of ``user`` on the SASL_SSL listener."""
+    def settings(self, bootstrap_servers: str) -> dict[str, Any]:
+        """The group's settings on one of the secured listeners."""
         return {
-            "bootstrap_servers": self.kafka.sasl_bootstrap_servers,
+            "bootstrap_servers": bootstrap_servers,
             "group": GROUP,
             "topics": (self.topic,),
             "capacity": 100.0,
+            "ssl_cafile": str(self.certificates.ca.certificate),
+        }
+
+    def scram(self, user: str, password: str | None = None) -> dict[str, Any]:
+        """Shared settings of ``user`` on the SASL_SSL listener."""
+        return {
+            **self.settings(self.kafka.sasl_bootstrap_servers),
             "security_protocol": "SASL_SSL",
             "sasl_mechanism": "SCRAM-SHA-512",
             "sasl_plain_username": user,
             "sasl_plain_password": PASSWORDS[user] if password is None else password,
-            "ssl_cafile": str(self.certificates.ca.certificate),
         }
 
     def mutual_tls(self, pair: KeyPair) -> dict[str, Any]:
         """Shared settings of the holder of ``pair`` on the mutual-TLS listener."""
         return {
-            "bootstrap_servers": self.kafka.mtls_bootstrap_servers,
-            "group": GROUP,
-            "topics": (self.topic,),
-            "capacity": 100.0,
+            **self.settings(self.kafka.mtls_bootstrap_servers),
             "security_protocol": "SSL",
-            "ssl_cafile": str(self.certificates.ca.certificate),
             "ssl_certfile": str(pair.certificate),
             "ssl_keyfile": str(pair.key),
         }
