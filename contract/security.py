@@ -23,6 +23,8 @@ SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI", "OAUTHBEARER")
 # Mechanisms that authenticate with a user name and a password.
 PASSWORD_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+TLS_FILES = ("ssl_cafile", "ssl_certfile", "ssl_keyfile")
+SECRET_FILES = ("sasl_password_file", "sasl_oauth_token_file")
 
 
 class SecurityFields(Protocol):
@@ -67,17 +69,12 @@ def check_security(settings: SecurityFields, fail: Callable[[str, str], NoReturn
     sasl = protocol.startswith("SASL")
     if sasl and mechanism is None:
         fail("sasl_mechanism", "set when security_protocol is SASL_*")
-    for name in ("ssl_cafile", "ssl_certfile", "ssl_keyfile"):
-        if getattr(settings, name) is not None and not os.path.isfile(getattr(settings, name)):
-            fail(name, "a readable file (PEM); this one does not exist")
-    tls_files = ("ssl_cafile", "ssl_certfile", "ssl_keyfile")
-    if not protocol.endswith("SSL") and any(getattr(settings, n) for n in tls_files):
+    _check_files(settings, TLS_FILES, "a readable file (PEM); this one does not exist", fail)
+    if not protocol.endswith("SSL") and any(getattr(settings, n) for n in TLS_FILES):
         fail("security_protocol", "SSL or SASL_SSL when an ssl_* file is given")
     if (settings.ssl_certfile is None) != (settings.ssl_keyfile is None):
         fail("ssl_keyfile", "given together with ssl_certfile (mutual TLS needs both)")
-    for name in ("sasl_password_file", "sasl_oauth_token_file"):
-        if getattr(settings, name) is not None and not os.path.isfile(getattr(settings, name)):
-            fail(name, "a readable file; this one does not exist")
+    _check_files(settings, SECRET_FILES, "a readable file; this one does not exist", fail)
     if settings.sasl_plain_password is not None and settings.sasl_password_file is not None:
         fail("sasl_password_file", "unset when sasl_plain_password is given (one source)")
     if sasl and mechanism in PASSWORD_MECHANISMS:
@@ -87,6 +84,19 @@ def check_security(settings: SecurityFields, fail: Callable[[str, str], NoReturn
             fail("sasl_plain_password", f"set (or sasl_password_file) with {mechanism}")
     if sasl and mechanism == "OAUTHBEARER" and settings.sasl_oauth_token_file is None:
         fail("sasl_oauth_token_file", "a file holding the access token, with OAUTHBEARER")
+
+
+def _check_files(
+    settings: SecurityFields,
+    names: tuple[str, ...],
+    accepted: str,
+    fail: Callable[[str, str], NoReturn],
+) -> None:
+    """Fail on the first of the file settings ``names`` given that names no file."""
+    for name in names:
+        path = getattr(settings, name)
+        if path is not None and not os.path.isfile(path):
+            fail(name, accepted)
 
 
 class FileTokenProvider(AbstractTokenProvider):

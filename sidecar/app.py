@@ -48,6 +48,8 @@ class Sidecar:
         self.scaler = scaler
         self.lease = lease
         self.clock = clock
+        # Read once (a password file, an SSL context) for every client of the sidecar.
+        client_options = config.kafka_client_options()
         self.monitor = Monitor(
             config.bootstrap_servers,
             config.group,
@@ -56,10 +58,10 @@ class Sidecar:
             min_span_s=config.min_window,
             unit=config.capacity_unit,
             clock=clock,
-            client_options=config.kafka_client_options(),
+            client_options=client_options,
         )
         self.publisher = SnapshotPublisher(
-            config.bootstrap_servers, config.snapshot_topic, config.kafka_client_options()
+            config.bootstrap_servers, config.snapshot_topic, client_options
         )
         controller_config = ControllerConfig(
             capacity=config.capacity,

@@ -69,6 +69,17 @@ class Leg:
     def sidecar(self) -> SidecarConfig:
         return SidecarConfig(**self.scram("sidecar"), scaler="none")
 
+    def monitor(self) -> Monitor:
+        """The sidecar's offset reader, authenticated as the sidecar."""
+        sidecar = self.sidecar()
+        return Monitor(
+            sidecar.bootstrap_servers,
+            GROUP,
+            [self.topic],
+            min_span_s=0.1,
+            client_options=sidecar.kafka_client_options(),
+        )
+
 
 @pytest.fixture(scope="module")
 def leg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Leg]:
@@ -125,13 +136,7 @@ def test_the_sidecar_and_a_consumer_work_over_sasl_ssl_scram(leg: Leg) -> None:
     consumer = consumer_config(leg.scram("consumer"), "scram-0")
 
     async def measure_and_publish() -> float:
-        monitor = Monitor(
-            sidecar.bootstrap_servers,
-            GROUP,
-            [leg.topic],
-            min_span_s=0.1,
-            client_options=sidecar.kafka_client_options(),
-        )
+        monitor = leg.monitor()
         publisher = SnapshotPublisher(
             sidecar.bootstrap_servers, sidecar.snapshot_topic, sidecar.kafka_client_options()
         )
@@ -180,13 +185,7 @@ def test_a_consumer_principal_cannot_write_the_speeds_topic(leg: Leg) -> None:
         publisher = SnapshotPublisher(consumer.bootstrap_servers, leg.speeds, options)
         await publisher.start()
         try:
-            monitor = Monitor(
-                sidecar.bootstrap_servers,
-                GROUP,
-                [leg.topic],
-                min_span_s=0.1,
-                client_options=sidecar.kafka_client_options(),
-            )
+            monitor = leg.monitor()
             await monitor.start()
             try:
                 snapshot = monitor.snapshot(await monitor.poll())
