@@ -56,6 +56,7 @@ from consumer_sdk.sink import FencingSink, ManagedSink, PreparingSink, Sink
 from consumer_sdk.snapshot_cache import SnapshotCache
 from consumer_sdk.warmup import warm_record_path
 from contract.overload import OverloadWatch, replan_can_help
+from contract.refusals import Kind, Refusal, refusal
 from contract.stopping import finished_unless_stopped
 
 __all__ = ["AutoscalingConsumer", "OwnershipEvent", "RetryPolicy", "WriteAbandoned"]
@@ -218,6 +219,7 @@ class AutoscalingConsumer:
             joined = await finished_unless_stopped(joining, self._stopping)
             failure = joining.exception() if joined else None
             if joined and failure is None:
+                self._show_refusal(None)
                 if self.state.cooperative:
                     coordinator = make_cooperative(consumer, self.state)
                     if self.state.handover_pending:
@@ -234,16 +236,36 @@ class AutoscalingConsumer:
             self._consumer = None
             if self._stopping.is_set():
                 return
+            why = await self._explain(failure)
+            if why is None:  # a stop came while finding out why
+                return
             delay = next(delays)
             log.warning(
-                "joining group %s at %s failed (%r); retrying in %.1f s",
-                self.config.group,
-                self.config.bootstrap_servers,
-                failure,
-                delay,
+                "joining group %s failed: %s; retrying in %.1f s", self.config.group, why, delay
             )
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), delay)
+
+    async def _explain(self, failure: BaseException | None) -> str | None:
+        """One line saying why joining failed, naming the setting to check (a refused
+        connection is diagnosed by connecting once more); None if a stop came first."""
+        if failure is None:
+            return "no assignment before the stop"
+        config = self.config
+        finding = asyncio.create_task(
+            refusal(failure, config.bootstrap_servers, config, config.client_options())
+        )
+        if not await finished_unless_stopped(finding, self._stopping):
+            return None
+        found = finding.result()
+        self._show_refusal(found)
+        return found.line
+
+    def _show_refusal(self, found: Refusal | None) -> None:
+        for kind in Kind:
+            metrics.KAFKA_REFUSED.labels(self.config.group, kind.value).set(
+                1 if found is not None and found.kind is kind else 0
+            )
 
     def _new_client(self) -> AIOKafkaConsumer:
         config = self.config

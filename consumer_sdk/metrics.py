@@ -112,6 +112,12 @@ LEAVES = Counter(
     "read them), timed_out (the hand-over did not finish in leave_handover_secs), at_once",
     ["group", "outcome"],
 )
+KAFKA_REFUSED = Gauge(
+    "autoscaler_consumer_kafka_connect_problem",
+    "1 while this consumer cannot join its group, by kind (unreachable, protocol, "
+    "credentials, certificate, authorization)",
+    ["group", "kind"],
+)
 POLL_ERRORS = Counter(
     "autoscaler_consumer_poll_errors_total",
     "Errors raised while polling (retried)",

@@ -25,6 +25,16 @@ SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI", "OAUTHBE
 PASSWORD_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 TLS_FILES = ("ssl_cafile", "ssl_certfile", "ssl_keyfile")
 SECRET_FILES = ("sasl_password_file", "sasl_oauth_token_file")
+# Who a client is: each process has its own (the sidecar's principal alone may write the
+# speeds topic), so these are never handed from the sidecar to the consumers it starts.
+CREDENTIAL_FIELDS = (
+    "sasl_plain_username",
+    "sasl_plain_password",
+    "sasl_password_file",
+    "sasl_oauth_token_file",
+    "ssl_certfile",
+    "ssl_keyfile",
+)
 
 
 class SecurityFields(Protocol):

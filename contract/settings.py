@@ -3,12 +3,13 @@ variables and checks), below both: neither imports the other for them."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import MISSING, Field, dataclass, field, fields
 from typing import Any, NoReturn
 
 from assignor import DEFAULT_HEURISTIC, HEURISTIC_NAMES
 from assignor.validation import TOPIC_NAME_RULE, is_finite_number, is_topic_name
-from contract.security import aiokafka_options, check_security
+from contract.security import CREDENTIAL_FIELDS, aiokafka_options, check_security
 from contract.snapshot import UNITS, speeds_topic
 
 ENV_PREFIX = "AUTOSCALER_"
@@ -42,6 +43,13 @@ def setting_help(f: Field[Any]) -> str:
 def env_name(field_name: str) -> str:
     """``batch_bytes`` -> ``AUTOSCALER_BATCH_BYTES``."""
     return ENV_PREFIX + field_name.upper()
+
+
+def without_credentials(environ: Mapping[str, str]) -> dict[str, str]:
+    """``environ`` without the ``AUTOSCALER_*`` credential variables (what a process the
+    sidecar starts must not inherit: :data:`contract.security.CREDENTIAL_FIELDS`)."""
+    secret = {env_name(name) for name in CREDENTIAL_FIELDS}
+    return {name: value for name, value in environ.items() if name not in secret}
 
 
 @dataclass(frozen=True)
@@ -116,11 +124,12 @@ class GroupSettings:
     def shared_environment(self) -> dict[str, str]:
         """The shared fields as ``AUTOSCALER_*`` variables: what a process started with this
         environment (a consumer the sidecar's local scaler starts) reads back as the same
-        settings, however they were given here (flags or variables)."""
+        settings, however they were given here (flags or variables). Credentials are not
+        shared (:data:`contract.security.CREDENTIAL_FIELDS`): each process has its own."""
         environment: dict[str, str] = {}
         for f in fields(GroupSettings):
             value = getattr(self, f.name)
-            if value is None:  # unset optional settings stay unset
+            if value is None or f.name in CREDENTIAL_FIELDS:  # unset stays unset; no secrets
                 continue
             environment[env_name(f.name)] = (
                 ",".join(value) if isinstance(value, tuple) else str(value)

@@ -19,11 +19,13 @@ from typing import Any
 from aiokafka.errors import KafkaError
 
 from assignor import TopicPartition
+from contract.refusals import Kind, Refusal, refusal
 from contract.stopping import finished_unless_stopped
 from sidecar import metrics
 from sidecar.capacity import READING_WITHIN_S, CapacityEstimate
 from sidecar.config import SidecarConfig
 from sidecar.controller import Action, Controller, ControllerConfig, Decision, Observation
+from sidecar.http import Endpoints
 from sidecar.keda import KedaController
 from sidecar.leader import Lease
 from sidecar.monitor import Monitor, Reading
@@ -49,7 +51,7 @@ class Sidecar:
         self.lease = lease
         self.clock = clock
         # Read once (a password file, an SSL context) for every client of the sidecar.
-        client_options = config.kafka_client_options()
+        self.client_options = config.kafka_client_options()
         self.monitor = Monitor(
             config.bootstrap_servers,
             config.group,
@@ -58,10 +60,10 @@ class Sidecar:
             min_span_s=config.min_window,
             unit=config.capacity_unit,
             clock=clock,
-            client_options=client_options,
+            client_options=self.client_options,
         )
         self.publisher = SnapshotPublisher(
-            config.bootstrap_servers, config.snapshot_topic, client_options
+            config.bootstrap_servers, config.snapshot_topic, self.client_options
         )
         controller_config = ControllerConfig(
             capacity=config.capacity,
@@ -113,21 +115,31 @@ class Sidecar:
                 return True
             except KafkaError as exc:
                 metrics.ERRORS.labels("connect").inc()
-                self.connect_problem = (
-                    f"cannot reach Kafka at {self.config.bootstrap_servers}: {exc}"
-                )
-                log.warning("%s; retrying in %.0f s", self.connect_problem, backoff)
                 await self.stop()
+                found = await refusal(
+                    exc, self.config.bootstrap_servers, self.config, self.client_options
+                )
+                self._show_refusal(found)
+                log.warning("%s; retrying in %.0f s", found.line, backoff)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), backoff)
                 backoff = min(30.0, backoff * 2)
         return False
 
+    def _show_refusal(self, found: Refusal | None) -> None:
+        """Show why Kafka refused the connection (``None``: it took it) in /status,
+        /healthz and the connect-problem metric."""
+        self.connect_problem = None if found is None else found.line
+        for kind in Kind:
+            metrics.KAFKA_REFUSED.labels(kind.value).set(
+                1 if found is not None and found.kind is kind else 0
+            )
+
     async def run(self, stop: asyncio.Event) -> None:
         """Connect, then tick every ``interval`` until ``stop`` is set."""
         if not await self.connect(stop):
             return
-        self.connect_problem = None
+        self._show_refusal(None)
         try:
             while not stop.is_set():
                 started = self.clock()
@@ -284,14 +296,37 @@ class Sidecar:
     def healthy(self) -> bool:
         """A tick completed recently (within three intervals plus 5 s) and the scaler
         reports no problem (such as a crash-looping consumer)."""
-        ticking = self.last_tick is not None and (
-            self.clock() - self.last_tick <= 3 * self.config.interval + 5
-        )
-        return ticking and not self.scaler_problems()
+        return not self.unhealthy_reasons()
+
+    def unhealthy_reasons(self) -> list[str]:
+        """Why :meth:`healthy` is false, a line each (what /healthz shows)."""
+        interval = self.config.interval
+        reasons = []
+        if self.last_tick is None:
+            reasons.append(self.connect_problem or "starting: no tick yet")
+        elif (age := self.clock() - self.last_tick) > 3 * interval + 5:
+            reasons.append(f"no tick for {age:.0f} s (interval {interval:g} s)")
+        return reasons + self.scaler_problems()
 
     def scaler_problems(self) -> list[str]:
         """The scaler's problems (none without a scaler)."""
         return self.scaler.problems() if self.scaler is not None else []
+
+    def endpoints(self) -> Endpoints:
+        """What the HTTP endpoints ask this sidecar."""
+        return Endpoints(
+            self.healthy, self.unhealthy_reasons, self.status, self.config.status_token_file
+        )
+
+    def problems(self) -> list[str]:
+        """What is wrong now, a line each: the last reading's, the connection's, the
+        scaler's."""
+        reading = self.last_reading
+        return (
+            (reading.problems if reading else [])
+            + ([self.connect_problem] if self.connect_problem else [])
+            + self.scaler_problems()
+        )
 
     def status(self) -> dict[str, Any]:
         """What /status shows."""
@@ -322,9 +357,7 @@ class Sidecar:
             "lags": {f"{tp.topic}:{tp.partition}": v for tp, v in sorted(reading.lags().items())}
             if reading
             else {},
-            "problems": (reading.problems if reading else [])
-            + ([self.connect_problem] if self.connect_problem else [])
-            + self.scaler_problems(),
+            "problems": self.problems(),
             "last_decision": None
             if decision is None
             else {

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from contract.extras import missing_extra_line, missing_modules
+from contract.settings import without_credentials
 from sidecar.app import Sidecar
 from sidecar.config import SidecarConfig, parse_args
 from sidecar.http import serve
@@ -44,7 +45,7 @@ def build_scaler(config: SidecarConfig) -> Scaler | None:
         return LocalScaler(
             shlex.split(config.consumer_command),
             identity_prefix=config.identity_prefix,
-            env={**os.environ, **config.shared_environment()},
+            env={**without_credentials(os.environ), **config.shared_environment()},
             max_replicas=config.max_replicas,
             lock_dir=config.lock_path.with_name(config.lock_path.name + ".members"),
         )
@@ -74,7 +75,7 @@ async def run(config: SidecarConfig) -> None:
     server = None
     if config.http_port:
         try:
-            server = serve(config.http_host, config.http_port, sidecar.healthy, sidecar.status)
+            server = serve(config.http_host, config.http_port, sidecar.endpoints())
         except OSError as exc:  # port in use, host that does not resolve or is not ours
             raise HttpUnavailable(
                 f"--http-host/--http-port (AUTOSCALER_HTTP_HOST/PORT): cannot serve on "

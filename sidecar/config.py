@@ -128,6 +128,11 @@ class SidecarConfig(GroupSettings):
         "their port, [0, 65535]; 0: no HTTP endpoint",
         8080,
     )
+    status_token_file: str = setting(
+        "a file whose first line is the bearer token /status asks for, read at each request "
+        "(empty: /status is open to whoever reaches http_host)",
+        "",
+    )
     # Set by ``--capacity auto`` (not a flag of its own): size with the measured capacity.
     capacity_auto: bool = setting("derived from --capacity auto", False)
 
@@ -169,6 +174,8 @@ class SidecarConfig(GroupSettings):
             fail("consumer_command", "the consumer program to start, quoted as in a shell")
         if not 0 <= self.http_port <= 65535:
             fail("http_port", "a TCP port in [0, 65535] (0: no HTTP endpoint)")
+        if self.status_token_file and not _first_line(self.status_token_file):
+            fail("status_token_file", "a readable file whose first line is the token")
         if not self.lock_file:
             safe = re.sub(r"[^a-zA-Z0-9._-]", "_", self.group)
             object.__setattr__(self, "lock_file", f"/tmp/kafka-autoscaler-{safe}.lock")
@@ -180,6 +187,15 @@ class SidecarConfig(GroupSettings):
     def lock_path(self) -> Path:
         """The local leader lock."""
         return Path(self.lock_file)
+
+
+def _first_line(path: str) -> str:
+    """The first line of a file, stripped; empty when it cannot be read."""
+    try:
+        lines = Path(path).read_text().splitlines()
+    except (OSError, UnicodeDecodeError):
+        return ""
+    return lines[0].strip() if lines else ""
 
 
 def _command_words(command: str) -> list[str]:

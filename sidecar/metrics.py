@@ -64,6 +64,13 @@ DRAIN_CEILING = Gauge(
 DECISIONS = Counter(
     "autoscaler_decisions_total", "Controller decisions", ["action"], registry=REGISTRY
 )
+KAFKA_REFUSED = Gauge(
+    "autoscaler_kafka_connect_problem",
+    "1 while this sidecar cannot connect to Kafka, by kind (unreachable, protocol, "
+    "credentials, certificate, authorization)",
+    ["kind"],
+    registry=REGISTRY,
+)
 ERRORS = Counter("autoscaler_errors_total", "Errors by kind", ["kind"], registry=REGISTRY)
 SNAPSHOTS = Counter(
     "autoscaler_snapshots_published_total", "Speed snapshots published", registry=REGISTRY

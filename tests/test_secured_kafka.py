@@ -5,17 +5,27 @@ clients and SDK consumers connect with the shared security settings (contract.se
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import subprocess
+import sys
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from aiokafka.errors import KafkaError, TopicAuthorizationFailedError
 from confluent_kafka import Consumer, TopicPartition
+from prometheus_client import REGISTRY
 
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.sink import CallbackSink
+from contract.refusals import Kind, Refusal, refusal
+from contract.settings import env_name
 from contract.snapshot import speeds_topic
-from local_kafka.apache_kafka import ApacheKafka
+from local_kafka.apache_kafka import ApacheKafka, free_port
 from local_kafka.clusters import ClusterKind
 from local_kafka.secured import Certificates, KeyPair, SecuredListeners
 from sidecar.config import SidecarConfig
@@ -24,6 +34,7 @@ from sidecar.publisher import SnapshotPublisher
 from tests.conftest import skip_unless_runnable
 from tests.kafka_helpers import produce_numbered
 from tests.sdk_helpers import FAST_GROUP, SeenRecords, ThreadedMember, wait_until
+from tests.test_sidecar_end_to_end import ROOT, status
 
 PASSWORDS = {"sidecar": "sidecar-secret", "consumer": "consumer-secret"}
 GROUP = "g-secured"
@@ -210,32 +221,126 @@ def test_a_consumer_reads_over_mutual_tls(leg: Leg) -> None:
     assert seen.total() == RECORDS
 
 
-@pytest.mark.parametrize("fault", ["wrong password", "untrusted certificate"])
-def test_refused_credentials_fail_without_reading(
-    leg: Leg, fault: str, caplog: pytest.LogCaptureFixture
-) -> None:
-    if fault == "wrong password":
-        settings = leg.scram("consumer", password="not-the-password")
-    else:
-        settings = leg.mutual_tls(leg.certificates.client("consumer", untrusted=True))
-    config = consumer_config(settings, "refused")
+REFUSALS = {
+    # fault: (kind, what the line names)
+    "wrong password": (Kind.CREDENTIALS, "sasl_plain_username='consumer'"),
+    "mechanism not enabled": (Kind.CREDENTIALS, "sasl_mechanism=SCRAM-SHA-256"),
+    "missing CA": (Kind.CERTIFICATE, "ssl_cafile (unset)"),
+    "untrusted certificate": (Kind.CERTIFICATE, "not signed by a CA the broker trusts"),
+    "expired certificate": (Kind.CERTIFICATE, "it has expired"),
+    "no client certificate": (Kind.CERTIFICATE, "set ssl_certfile and ssl_keyfile"),
+    "plaintext to a TLS listener": (Kind.PROTOCOL, "SSL or SASL_SSL"),
+}
 
-    async def connect() -> None:
+
+def refused_settings(leg: Leg, fault: str) -> dict[str, Any]:
+    """The consumer's settings with ``fault``."""
+    certificates = leg.certificates
+    if fault == "wrong password":
+        return leg.scram("consumer", password="not-the-password")
+    if fault == "mechanism not enabled":
+        return {**leg.scram("consumer"), "sasl_mechanism": "SCRAM-SHA-256"}
+    if fault == "missing CA":
+        return {**leg.scram("consumer"), "ssl_cafile": None}
+    if fault in ("untrusted certificate", "expired certificate"):
+        pair = certificates.client(
+            "consumer", untrusted=fault.startswith("untrusted"), expired=fault.startswith("expired")
+        )
+        return leg.mutual_tls(pair)
+    if fault == "no client certificate":
+        return {**leg.settings(leg.kafka.mtls_bootstrap_servers), "security_protocol": "SSL"}
+    return {**leg.settings(leg.kafka.sasl_bootstrap_servers), "ssl_cafile": None}
+
+
+@pytest.mark.parametrize("fault", list(REFUSALS))
+def test_a_refused_connection_is_one_line_naming_the_setting(leg: Leg, fault: str) -> None:
+    config = consumer_config(refused_settings(leg, fault), "refused")
+    options = config.kafka_client_options()
+
+    async def connect() -> Refusal:
         from aiokafka.admin import AIOKafkaAdminClient
 
         admin = AIOKafkaAdminClient(
-            bootstrap_servers=config.bootstrap_servers,
-            request_timeout_ms=5000,
-            **config.client_options(),
+            bootstrap_servers=config.bootstrap_servers, request_timeout_ms=5000, **options
         )
         try:
             await admin.start()
+        except KafkaError as exc:  # aiokafka says only that it could not bootstrap
+            return await refusal(exc, config.bootstrap_servers, config, options)
         finally:
             await admin.close()
+        raise AssertionError(f"{fault}: the broker took the connection")
 
-    with pytest.raises(KafkaError):
-        asyncio.run(connect())
-    # The broker said why (the client's error itself only says it could not bootstrap): a
-    # SCRAM refusal, or a TLS handshake the broker closed on the untrusted certificate.
-    reason = {"wrong password": "invalid credentials", "untrusted certificate": "closed"}
-    assert any(reason[fault] in r.getMessage() for r in caplog.records if r.name == "aiokafka")
+    found = asyncio.run(connect())
+    kind, named = REFUSALS[fault]
+    assert found.kind is kind and named in found.line
+    assert "\n" not in found.line and "Traceback" not in found.line
+
+
+def test_a_sidecar_refused_by_kafka_says_why_in_healthz_status_and_metrics(
+    leg: Leg, tmp_path: Path
+) -> None:
+    port = free_port()
+    password = tmp_path / "password"
+    password.write_text("not-the-sidecar-password\n")
+    settings = {**leg.scram("sidecar"), "sasl_plain_password": None}
+    environment = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        **{
+            env_name(k): ",".join(v) if isinstance(v, tuple) else str(v)
+            for k, v in settings.items()
+            if v is not None
+        },
+        "AUTOSCALER_SASL_PASSWORD_FILE": str(password),
+        "AUTOSCALER_SCALER": "none",
+        "AUTOSCALER_HTTP_PORT": str(port),
+        "AUTOSCALER_LOCK_FILE": str(tmp_path / "lock"),
+    }
+    sidecar = subprocess.Popen(
+        [sys.executable, "-m", "sidecar.cli"],
+        env=environment,
+        cwd=ROOT,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        assert wait_until(lambda: "refused" in " ".join(status(port).get("problems", [])), 60)
+        with pytest.raises(urllib.error.HTTPError) as unhealthy:
+            urllib.request.urlopen(base + "/healthz", timeout=5)
+        assert unhealthy.value.code == 503
+        why = unhealthy.value.read().decode().splitlines()
+        assert why[0] == "unhealthy" and f"sasl_password_file {password}" in why[1]
+        page = urllib.request.urlopen(base + "/metrics", timeout=5).read().decode()
+        assert 'autoscaler_kafka_connect_problem{kind="credentials"} 1.0' in page
+        assert sidecar.poll() is None  # still retrying
+    finally:
+        sidecar.send_signal(signal.SIGTERM)
+        code = sidecar.wait(30)
+    assert sidecar.stderr is not None
+    errors = sidecar.stderr.read()
+    assert code == 0 and "Traceback" not in errors
+    assert "not-the-sidecar-password" not in errors  # the secret itself is never logged
+    assert "refused the SCRAM-SHA-512 credentials of sasl_plain_username='sidecar'" in errors
+
+
+def test_a_refused_consumer_says_why_keeps_retrying_and_stops(
+    leg: Leg, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = consumer_config(refused_settings(leg, "expired certificate"), "expired-0")
+    member = ThreadedMember(config, CallbackSink(SeenRecords().write)).start()
+
+    def said_why() -> bool:
+        return any("it has expired" in r.getMessage() for r in caplog.records)
+
+    try:
+        assert wait_until(said_why, 60)
+        gauge = REGISTRY.get_sample_value(
+            "autoscaler_consumer_kafka_connect_problem", {"group": GROUP, "kind": "certificate"}
+        )
+        assert gauge == 1.0
+        line = next(r.getMessage() for r in caplog.records if "it has expired" in r.getMessage())
+        assert line.startswith(f"joining group {GROUP} failed: Kafka at ") and "retrying" in line
+    finally:
+        member.stop()  # a stop while it waits to retry ends it at once

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from consumer_sdk.config import ConsumerConfig
-from contract.security import FileTokenProvider
-from contract.settings import ConfigError
+from contract.security import CREDENTIAL_FIELDS, FileTokenProvider
+from contract.settings import ConfigError, env_name, without_credentials
 from sidecar.config import parse_args
 
 BASE: dict[str, Any] = {
@@ -123,10 +123,23 @@ def test_the_sidecar_takes_the_same_settings_from_flags_and_variables(tmp_path: 
         "sasl_plain_username": "sidecar",
         "sasl_plain_password": "s3cret",
     }
-    # A consumer the local scaler starts gets them through its environment.
+    # A consumer the local scaler starts gets the protocol, not the sidecar's identity:
+    # with the sidecar's principal it could write the speeds topic.
     environment = config.shared_environment()
-    assert environment["AUTOSCALER_SASL_PASSWORD_FILE"] == str(secret)
+    assert environment["AUTOSCALER_SECURITY_PROTOCOL"] == "SASL_PLAINTEXT"
+    assert environment["AUTOSCALER_SASL_MECHANISM"] == "PLAIN"
+    assert "AUTOSCALER_SASL_PASSWORD_FILE" not in environment
+    assert "AUTOSCALER_SASL_PLAIN_USERNAME" not in environment
     assert "AUTOSCALER_SSL_CAFILE" not in environment  # unset stays unset
+
+
+def test_the_sidecar_hands_no_credential_variable_down() -> None:
+    inherited = {
+        "PATH": "/usr/bin",
+        "AUTOSCALER_GROUP": "g",
+        **{env_name(name): "secret" for name in CREDENTIAL_FIELDS},
+    }
+    assert without_credentials(inherited) == {"PATH": "/usr/bin", "AUTOSCALER_GROUP": "g"}
 
 
 def test_a_bad_sidecar_security_flag_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:

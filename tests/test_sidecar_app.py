@@ -180,7 +180,7 @@ def test_loop_scales_publishes_and_serves(
     producer = Producer({"bootstrap.servers": kafka, "linger.ms": 5})
 
     def check_http() -> None:
-        server = serve("127.0.0.1", 0, sidecar.healthy, sidecar.status)
+        server = serve("127.0.0.1", 0, sidecar.endpoints())
         try:
             base = f"http://127.0.0.1:{server.server_port}"
             status = json.loads(urllib.request.urlopen(base + "/status", timeout=10).read())
@@ -197,6 +197,7 @@ def test_loop_scales_publishes_and_serves(
             with pytest.raises(urllib.error.HTTPError) as looping:
                 urllib.request.urlopen(base + "/healthz", timeout=10)
             assert looping.value.code == 503
+            assert looping.value.read().decode().splitlines() == ["unhealthy", *scaler.trouble]
             status = json.loads(urllib.request.urlopen(base + "/status", timeout=10).read())
             assert scaler.trouble[0] in status["problems"] and status["healthy"] is False
             scaler.trouble = []
@@ -204,6 +205,7 @@ def test_loop_scales_publishes_and_serves(
             with pytest.raises(urllib.error.HTTPError) as unhealthy:
                 urllib.request.urlopen(base + "/healthz", timeout=10)
             assert unhealthy.value.code == 503
+            assert unhealthy.value.read().decode().splitlines()[1].startswith("no tick for ")
         finally:
             server.shutdown()
 

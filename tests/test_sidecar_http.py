@@ -1,0 +1,84 @@
+"""The sidecar's HTTP endpoints: /healthz says why it is unhealthy; /status may ask for a
+bearer token (read from a file at each request), and then /healthz keeps its reasons."""
+
+from __future__ import annotations
+
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sidecar.config import parse_args
+from sidecar.http import Endpoints, serve
+
+REASONS = ["cannot reach Kafka at broker-1:9093: connection refused"]
+BASE_ARGS = ["--bootstrap-servers", "b:9092", "--group", "g", "--topics", "t", "--capacity", "1"]
+
+
+def get(url: str, token: str | None = None) -> tuple[int, str]:
+    """The response's status and body (an error status too)."""
+    headers = {} if token is None else {"Authorization": f"Bearer {token}"}
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=5) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+@pytest.fixture
+def serving(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    token = tmp_path / "token"
+    endpoints = Endpoints(
+        healthy=lambda: False,
+        problems=lambda: list(REASONS),
+        status=lambda: {"group": "g"},
+        token_file=str(token),
+    )
+    server = serve("127.0.0.1", 0, endpoints)
+    try:
+        yield f"http://127.0.0.1:{server.server_port}", token
+    finally:
+        server.shutdown()
+
+
+def test_status_asks_for_the_token_in_the_file(serving: tuple[str, Path]) -> None:
+    base, token = serving
+    token.write_text("first-token\n")
+    assert get(base + "/status")[0] == 401
+    assert get(base + "/status", "wrong")[0] == 401
+    assert get(base + "/status", "first-token") == (200, '{\n "group": "g"\n}')
+    token.write_text("rotated\n")  # read at each request
+    assert get(base + "/status", "first-token")[0] == 401
+    assert get(base + "/status", "rotated")[0] == 200
+    token.unlink()  # a token file gone closes /status, it does not open it
+    assert get(base + "/status", "rotated")[0] == 401
+    assert get(base + "/status", "")[0] == 401
+    # Probes and scrapes need no token; /healthz keeps the reasons to /status's readers.
+    assert get(base + "/healthz") == (503, "unhealthy\n")
+    assert get(base + "/metrics")[0] == 200
+
+
+def test_without_a_token_status_is_open_and_healthz_says_why() -> None:
+    endpoints = Endpoints(lambda: False, lambda: list(REASONS), lambda: {"group": "g"})
+    server = serve("127.0.0.1", 0, endpoints)
+    try:
+        base = f"http://127.0.0.1:{server.server_port}"
+        assert get(base + "/status")[0] == 200
+        assert get(base + "/healthz") == (503, "\n".join(["unhealthy", *REASONS, ""]))
+    finally:
+        server.shutdown()
+
+
+@pytest.mark.parametrize("content", [None, "", "\n"])
+def test_a_token_file_without_a_token_is_one_line(
+    tmp_path: Path, content: str | None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "token"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(SystemExit):
+        parse_args([*BASE_ARGS, "--status-token-file", str(path)], {})
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "--status-token-file (AUTOSCALER_STATUS_TOKEN_FILE) must be a readable file" in error
