@@ -9,7 +9,8 @@ into Spark tables (one Parquet table per topic in a local warehouse) through a S
 server the demo starts on 127.0.0.1, so consumers stay light Python processes. A live view
 shows speeds, desired and actual consumers, lag and each plan's Rscore. At the end: rows in
 the tables counted with Spark and compared with what was produced (every record exactly
-once), plots of consumers and lag over time.
+once), plots of consumers and lag over time. ``--secured`` (with ``--kafka apache``): SASL_SSL
+with SCRAM and ACLs, the sidecar and the consumers as two users (examples.demo_secured).
 """
 
 from __future__ import annotations
@@ -40,14 +41,16 @@ from consumer_sdk.lake.spark_connect import SparkConnectServer
 from consumer_sdk.lake.spark_sink import SparkTableSink
 from consumer_sdk.lake.spark_tables import table_root
 from consumer_sdk.sink import Record, records_table
+from examples.demo_secured import SecuredDemo
 from examples.demo_verdict import judge
 from examples.demo_view import moved, plain_line, screen
 from examples.load import LoadGenerator, RateWalk
-from local_kafka.apache_kafka import free_port
+from local_kafka.apache_kafka import ApacheKafka, free_port
 from local_kafka.clusters import ClusterKind, kafka_cluster
 
 ROOT = Path(__file__).parent.parent
 TOPICS = ("demo-orders", "demo-clicks")
+SPEEDS_TOPIC = "demo.autoscaler.speeds"
 PARTITIONS = 12
 CAPACITY = 1000.0  # records/s one demo consumer is declared to drain
 VALUE_BYTES = 200
@@ -190,6 +193,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "of the one the consumers measure (--capacity auto, from that value)",
     )
     parser.add_argument(
+        "--secured",
+        action="store_true",
+        help="with --kafka apache: SASL_SSL (SCRAM) and ACLs; the sidecar and the consumers "
+        "authenticate as two users and only the sidecar may write the speeds topic",
+    )
+    parser.add_argument(
         "--no-live",
         action="store_true",
         help="print a line per second instead of the live screen (automatic when stdout is "
@@ -223,13 +232,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--duration must be >= 10 seconds, got {args.duration}")
     if not 0.01 <= args.batch_wait <= 60:
         parser.error(f"--batch-wait must be in [0.01, 60] seconds, got {args.batch_wait}")
+    if args.secured and args.kafka != ClusterKind.APACHE.value:
+        parser.error("--secured needs --kafka apache (the embedded broker has no TLS or SASL)")
     out = args.output / time.strftime("%Y%m%d-%H%M%S")
     warehouse = out / "warehouse"
     warehouse.mkdir(parents=True)
     console = Console()
     kind = ClusterKind(args.kafka)
     console.print(f"starting {kind.value} Kafka and a Spark Connect server ...")
-    with kafka_cluster(kind) as kafka, SparkConnectServer(warehouse) as spark:
+    secured = SecuredDemo.make(out / "tls") if args.secured else None
+    listeners = secured.listeners if secured is not None else None
+    with (
+        kafka_cluster(kind, apache_secured=listeners) as kafka,
+        SparkConnectServer(warehouse) as spark,
+    ):
         if args.warm_up_batches:
             console.print("warming the Spark Connect server up ...")
             took = warm_up(spark.url, out / "warm-up", args.warm_up_batches)
@@ -240,9 +256,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         replication = min(3, broker.brokers)
         for topic in TOPICS:
             broker.create_topic(topic, PARTITIONS, replication)
-        broker.create_topic("demo.autoscaler.speeds", 1, replication)
+        broker.create_topic(SPEEDS_TOPIC, 1, replication)
         port = free_port()
         consumer = f"{shlex.quote(sys.executable)} -m consumer_sdk.cli --sink spark"
+        security: dict[str, str] = {}
+        if secured is not None and isinstance(broker, ApacheKafka):
+            secured.grant(broker, "demo", TOPICS, SPEEDS_TOPIC)
+            security = secured.environment(broker, "sidecar")
+            consumer = secured.consumer_command(broker, consumer)
         env = {
             **os.environ,
             "PYTHONPATH": str(ROOT),
@@ -250,7 +271,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "AUTOSCALER_GROUP": "demo",
             "AUTOSCALER_TOPICS": ",".join(TOPICS),
             **capacity_settings(kind, args.declared_capacity),
-            "AUTOSCALER_SNAPSHOT_TOPIC": "demo.autoscaler.speeds",
+            "AUTOSCALER_SNAPSHOT_TOPIC": SPEEDS_TOPIC,
             "AUTOSCALER_INTERVAL": "1",
             "AUTOSCALER_WINDOW": "8",
             "AUTOSCALER_MIN_WINDOW": "2",
@@ -269,6 +290,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "AUTOSCALER_WAIT_TIME_SECS": str(args.batch_wait),
             "AUTOSCALER_SPARK_WAREHOUSE": str(warehouse),
             "AUTOSCALER_SPARK_TABLE_FORMAT": DEMO_TABLE_FORMAT,
+            **security,
         }
         if not args.local_spark:
             env["AUTOSCALER_SPARK_REMOTE"] = spark.url

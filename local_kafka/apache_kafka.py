@@ -330,7 +330,8 @@ class ApacheKafka(BrokerHandle):
                 start_new_session=True,  # a Ctrl-C in the terminal is ours to forward
             )
 
-    def _admin_client(self) -> Any:
+    def admin_client(self) -> Any:
+        """A confluent-kafka AdminClient on the PLAINTEXT listener (the harness's door)."""
         if self._admin is None:
             self._admin = _admin_for(self.bootstrap_servers)
         return self._admin
@@ -407,7 +408,7 @@ class ApacheKafka(BrokerHandle):
         from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
         check_new_topic(name, partitions, replication, self.brokers)
-        admin = self._admin_client()
+        admin = self.admin_client()
         futures = admin.create_topics([NewTopic(name, partitions, replication)])
         try:
             futures[name].result(timeout=30)

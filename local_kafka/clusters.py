@@ -24,6 +24,7 @@ from typing import Any, Protocol
 from local_kafka.apache_kafka import ApacheKafka
 from local_kafka.embedded import BrokerHandle
 from local_kafka.embedded_process import EmbeddedKafkaProcess
+from local_kafka.secured import SecuredListeners
 
 BOOTSTRAP_ENV = "KAFKA_BOOTSTRAP_SERVERS"
 SUITE_KINDS_ENV = "KAFKA_AUTOSCALER_TEST_CLUSTERS"
@@ -184,11 +185,12 @@ def kafka_cluster(
     brokers: int | None = None,
     apache_settings: Mapping[str, str] | None = None,
     apache_heap_mb: int = 512,
+    apache_secured: SecuredListeners | None = None,
 ) -> Iterator[KafkaCluster]:
     """Yield a running cluster of ``kind`` (default :func:`default_cluster_kind`) and clean
     it up. ``brokers`` sizes the clusters started here (embedded 3, Apache Kafka 1 by
     default); ``apache_settings`` are node properties for Apache Kafka, ``apache_heap_mb``
-    each node's heap. Raises
+    each node's heap, ``apache_secured`` its secured listeners (local_kafka.secured). Raises
     :class:`local_kafka.apache_kafka.ApacheKafkaUnavailable` when Apache Kafka cannot start
     here (no Java, jars not fetchable)."""
     kind = kind if kind is not None else default_cluster_kind()
@@ -205,7 +207,10 @@ def kafka_cluster(
             yield KafkaCluster(bootstrap, kind, _REAL, _admin_topic_creator(bootstrap))
     elif kind is ClusterKind.APACHE:
         with ApacheKafka(
-            brokers=brokers or 1, heap_mb=apache_heap_mb, settings=apache_settings
+            brokers=brokers or 1,
+            heap_mb=apache_heap_mb,
+            settings=apache_settings,
+            secured=apache_secured,
         ) as apache:
             yield KafkaCluster(
                 apache.bootstrap_servers, kind, _REAL, apache.create_topic, handle=apache

@@ -152,6 +152,54 @@ class SecuredListeners:
             future.result(30)
 
 
+def grant_group(
+    admin: Any,
+    *,
+    group: str,
+    topics: Iterable[str],
+    speeds: str,
+    consumer: str = "consumer",
+    sidecar: str = "sidecar",
+) -> None:
+    """The ACLs of docs/security.md for one group: ``consumer`` reads ``topics`` (names, or
+    prefixes ending in ``*``), the speeds topic and its group (and groups it prefixes);
+    ``sidecar`` describes the topics, the group and the cluster and alone writes (and may
+    create) the speeds topic."""
+    names = list(topics)
+    SecuredListeners.allow(
+        admin,
+        consumer,
+        topics=[*((t, "read") for t in names), *((t, "describe") for t in names), (speeds, "read")],
+        groups=[(f"{group}*", "read")],
+    )
+    SecuredListeners.allow(
+        admin,
+        sidecar,
+        topics=[
+            *((t, "describe") for t in names),
+            (speeds, "write"),
+            (speeds, "create"),
+            (speeds, "describe"),
+        ],
+        groups=[(group, "describe")],
+        cluster=["describe"],
+    )
+
+
+def scram_environment(
+    bootstrap_servers: str, certificates: Certificates, user: str, password_file: Path
+) -> dict[str, str]:
+    """The ``AUTOSCALER_*`` security variables of ``user`` on the SASL_SSL listeners."""
+    return {
+        "AUTOSCALER_BOOTSTRAP_SERVERS": bootstrap_servers,
+        "AUTOSCALER_SECURITY_PROTOCOL": "SASL_SSL",
+        "AUTOSCALER_SASL_MECHANISM": SCRAM,
+        "AUTOSCALER_SSL_CAFILE": str(certificates.ca.certificate),
+        "AUTOSCALER_SASL_PLAIN_USERNAME": user,
+        "AUTOSCALER_SASL_PASSWORD_FILE": str(password_file),
+    }
+
+
 def _self_signed(name: str) -> tuple[Any, Any]:
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes

@@ -16,10 +16,14 @@ ROOT = Path(__file__).parent.parent
 
 
 KINDS = [k for k in suite_cluster_kinds() if k in (ClusterKind.EMBEDDED, ClusterKind.APACHE)]
+# The secured leg (SASL_SSL, SCRAM, ACLs) is Apache Kafka's.
+RUNS = [(k, False) for k in KINDS] + [(k, True) for k in KINDS if k is ClusterKind.APACHE]
 
 
-@pytest.mark.parametrize("kind", KINDS, ids=lambda kind: kind.value)
-def test_short_demo_run(kind: ClusterKind, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("kind", "secured"), RUNS, ids=lambda v: v.value if isinstance(v, ClusterKind) else str(v)
+)
+def test_short_demo_run(kind: ClusterKind, secured: bool, tmp_path: Path) -> None:
     skip_unless_runnable(kind)
     result = subprocess.run(
         [
@@ -37,6 +41,7 @@ def test_short_demo_run(kind: ClusterKind, tmp_path: Path) -> None:
             "1",
             "--output",
             str(tmp_path),
+            *(["--secured"] if secured else []),
         ],
         cwd=ROOT,
         capture_output=True,
@@ -51,6 +56,14 @@ def test_short_demo_run(kind: ClusterKind, tmp_path: Path) -> None:
     assert " 0 missing" in result.stdout and " 0 duplicated" in result.stdout
     table = run / "warehouse" / "kafka.db" / "demo_orders"
     assert list((table / "_delta_log").glob("*.json")) and list(table.glob("date=*/part-*.parquet"))
+    if secured:
+        # Rows landed: the consumers read as their own user (the sidecar's may not read the
+        # topics), and the sidecar wrote its snapshots as its own (only it may).
+        log = (run / "sidecar.log").read_text()
+        assert "AuthorizationFailed" not in log and "refused" not in log
+        for user in ("sidecar", "consumer"):
+            password = (run / "tls" / f"{user}.password").read_text().strip()
+            assert password not in log and password not in result.stdout + result.stderr
 
 
 def test_the_live_screen_fits_80_by_24_and_says_who_holds_what() -> None:

@@ -27,7 +27,7 @@ from contract.settings import env_name
 from contract.snapshot import speeds_topic
 from local_kafka.apache_kafka import ApacheKafka, free_port
 from local_kafka.clusters import ClusterKind
-from local_kafka.secured import Certificates, KeyPair, SecuredListeners
+from local_kafka.secured import Certificates, KeyPair, SecuredListeners, grant_group
 from sidecar.config import SidecarConfig
 from sidecar.monitor import Monitor
 from sidecar.publisher import SnapshotPublisher
@@ -100,27 +100,10 @@ def leg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Leg]:
     with ApacheKafka(secured=secured) as kafka:
         topic = "data-secured"
         kafka.create_topic(topic, 3)
-        admin = kafka._admin_client()
-        speeds = speeds_topic(GROUP)
         # The consumers read the data and the speeds, in their group; only the sidecar
         # writes the speeds topic (and may create it) and reads every group's offsets.
-        SecuredListeners.allow(
-            admin,
-            "consumer",
-            topics=[("data-*", "read"), ("data-*", "describe"), (speeds, "read")],
-            groups=[(f"{GROUP}*", "read")],
-        )
-        SecuredListeners.allow(
-            admin,
-            "sidecar",
-            topics=[
-                ("data-*", "describe"),
-                (speeds, "write"),
-                (speeds, "create"),
-                (speeds, "describe"),
-            ],
-            groups=[(GROUP, "describe")],
-            cluster=["describe"],
+        grant_group(
+            kafka.admin_client(), group=GROUP, topics=["data-*"], speeds=speeds_topic(GROUP)
         )
         produce_numbered(kafka.bootstrap_servers, topic, RECORDS, 3)
         yield Leg(kafka, certificates, topic)
