@@ -15,6 +15,7 @@ EXAMPLES = Path(__file__).parent.parent / "examples" / "kubernetes"
 
 
 def load(name: str) -> list[dict[str, Any]]:
+    """The documents of examples/kubernetes/``name``."""
     return list(yaml.safe_load_all((EXAMPLES / name).read_text()))
 
 
@@ -56,3 +57,34 @@ def test_role_grants_exactly_what_the_sidecar_uses() -> None:
         ("coordination.k8s.io", "leases", "update"),
     }
     assert granted == needed
+
+
+def test_the_secured_example_mounts_each_container_its_own_secrets(tmp_path: Path) -> None:
+    (configmap,) = load("secured/configmap.yaml")
+    (deployment,) = load("secured/deployment.yaml")
+    pod = deployment["spec"]["template"]["spec"]
+    secrets = {v["name"]: v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v}
+    configs: dict[str, Any] = {}
+    users = {}
+    for container in pod["containers"]:
+        env = container_env(container, configmap["data"])
+        mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+        files = {k: v for k, v in env.items() if k.endswith("FILE") and k != "AUTOSCALER_LOCK_FILE"}
+        for name, path in files.items():  # each file it names is in a Secret it mounts
+            assert mounts.get(str(Path(path).parent)) in secrets, (container["name"], name)
+            local = tmp_path / container["name"] / path.lstrip("/")
+            local.parent.mkdir(parents=True, exist_ok=True)
+            local.write_text("a-secret\n")
+            env[name] = str(local)
+        users[container["name"]] = secrets[mounts["/etc/kafka-user"]]
+        if container["name"] == "consumer":
+            configs["consumer"] = ConsumerConfig.from_env(env)
+        else:
+            configs["sidecar"] = parse_args([], env)
+    consumer, sidecar = configs["consumer"], configs["sidecar"]
+    for config in (consumer, sidecar):
+        assert config.security_protocol == "SASL_SSL" and config.sasl_mechanism == "SCRAM-SHA-512"
+    # Two users, two Secrets: the consumer cannot read the sidecar's password.
+    assert consumer.sasl_plain_username != sidecar.sasl_plain_username
+    assert users["consumer"] != users["sidecar"]
+    assert sidecar.status_token_file and sidecar.http_host == "0.0.0.0"

@@ -281,10 +281,10 @@ def test_racing_sidecars_never_both_win_the_lease(admin: ApiClient, namespace: s
         assert holder.holder_identity == f"sidecar-{won.index(True)}"
 
 
-def manifests() -> list[dict[str, Any]]:
-    """Every object of examples/kubernetes."""
+def manifests(*, secured: bool = False) -> list[dict[str, Any]]:
+    """Every object of examples/kubernetes (``secured``: and of its secured/ variant)."""
     documents: list[dict[str, Any]] = []
-    for path in sorted(EXAMPLES.glob("*.yaml")):
+    for path in sorted(EXAMPLES.rglob("*.yaml") if secured else EXAMPLES.glob("*.yaml")):
         documents.extend(doc for doc in yaml.safe_load_all(path.read_text()) if doc)
     return documents
 
@@ -292,7 +292,7 @@ def manifests() -> list[dict[str, Any]]:
 def test_example_manifests_pass_server_side_dry_run(admin: ApiClient, namespace: str) -> None:
     client = dynamic(admin)
     kinds = []
-    for document in manifests():
+    for document in manifests(secured=True):
         resource = client.resources.get(api_version=document["apiVersion"], kind=document["kind"])
         client.server_side_apply(
             resource,
@@ -302,9 +302,8 @@ def test_example_manifests_pass_server_side_dry_run(admin: ApiClient, namespace:
             dry_run="All",
         )
         kinds.append(document["kind"])
-    assert sorted(kinds) == sorted(
-        ["ConfigMap", "Deployment", "Role", "RoleBinding", "ServiceAccount"]
-    )
+    plain = ["ConfigMap", "Deployment", "Role", "RoleBinding", "ServiceAccount"]
+    assert sorted(kinds) == sorted([*plain, "ConfigMap", "Deployment"])  # + secured/
     assert (
         CoreV1Api(admin)
         .list_namespaced_config_map(namespace, field_selector="metadata.name=orders-sink")
