@@ -107,6 +107,19 @@ class SparkConnectServer:
             os.killpg(process.pid, 9)
             process.wait(10)
 
+    @property
+    def pid(self) -> int | None:
+        """The server's process (its JVM), while it runs."""
+        return None if self._process is None else self._process.pid
+
+    def kill(self) -> None:
+        """Kill the server with SIGKILL (a crash, for fault tests); :meth:`start` brings it
+        back on the same port."""
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            os.killpg(process.pid, 9)
+            process.wait(30)
+
     def __enter__(self) -> SparkConnectServer:
         self.start()
         return self

@@ -1,0 +1,654 @@
+"""An hour under faults: the sidecar scaling SDK consumers that write a Delta table through
+Spark Connect, on three Apache Kafka nodes, while a seeded schedule breaks something every
+45-90 s.
+
+The faults (benchmarks.support.faults): kill -9 of a consumer; of a broker (restarted 20-40 s
+later); of the sidecar (restarted 5-15 s later; its consumers leave with it); of the Spark
+Connect server (restarted 5-15 s later on its port); one consumer cut from the network for
+30-60 s (benchmarks.support.network_cut: an nftables rule on the sockets of its own cgroup);
+a consumer stopped with SIGSTOP past its session timeout and resumed (a zombie writer); the
+warehouse's disk (a tmpfs of its own) full for 30 s. Load: the paper's random walk per
+partition, no steps. The first ``--warm-up`` seconds have no fault; they give the steady
+state's lag p99.
+
+Figures: records produced, missing and duplicated in the table (read by delta-rs); per fault,
+the time from its repair until the lag is back under the steady-state p99 (target 60 s); RSS
+and open file descriptors of every long-lived process sampled each minute and their slopes
+after the warm-up (target: < 1 MiB per 10 minutes, no descriptor growth); and what
+``/healthz`` said during each fault (expected: no answer while the sidecar is down, ok
+otherwise: one broker of three, a consumer or the sink down do not stop its loop).
+
+Needs root (tmpfs, cgroups, nftables) and Java 17.
+``python -m benchmarks.soak [--duration 3600] [--seed 7]`` writes ``results/soak.{md,json,png}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import random
+import shlex
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from assignor import TopicPartition
+from benchmarks.support import network_cut
+from benchmarks.support.faults import FaultKind, PlannedFault, schedule
+from benchmarks.support.machine import broker_line, machine_line
+from benchmarks.support.report import RESULTS, publish
+from consumer_sdk.lake.spark_config import SparkSinkConfig
+from consumer_sdk.lake.spark_connect import SparkConnectServer
+from consumer_sdk.lake.spark_tables import table_root
+from examples.demo import capacity_settings
+from examples.load import LoadGenerator, RateWalk
+from local_kafka.apache_kafka import ApacheKafka, free_port
+from local_kafka.clusters import ClusterKind, KafkaCluster, kafka_cluster
+
+ROOT = Path(__file__).parent.parent
+TOPIC = "soak-orders"
+GROUP = "soak"
+SPEEDS = "soak.autoscaler.speeds"
+PARTITIONS = 12
+BROKERS = 3
+SESSION_MS = 6000
+SAMPLE_S = 2.0
+PROCESS_SAMPLE_S = 60.0
+
+
+@dataclass
+class Sample:
+    """What the soak saw every ``SAMPLE_S`` seconds."""
+
+    t: float
+    lag: int | None
+    healthz: int | None
+    replicas: int | None
+
+
+@dataclass
+class ProcessSample:
+    """One long-lived process, once a minute."""
+
+    t: float
+    role: str
+    pid: int
+    rss_mib: float
+    fds: int
+
+
+@dataclass
+class InjectedFault:
+    """A fault as it happened: planned start, actual repair time, its target."""
+
+    kind: FaultKind
+    at: float
+    repaired: float
+    target: str
+    skipped: str = ""
+
+
+@dataclass
+class Run:
+    """Everything one soak run recorded."""
+
+    samples: list[Sample] = field(default_factory=list)
+    processes: list[ProcessSample] = field(default_factory=list)
+    faults: list[InjectedFault] = field(default_factory=list)
+
+
+def process_sample(t: float, role: str, pid: int) -> ProcessSample | None:
+    """RSS and open descriptors of ``pid`` (None if it is gone)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+        fds = len(os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return None
+    rss_kib = next(
+        (int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")), 0
+    )
+    return ProcessSample(t, role, pid, rss_kib / 1024, fds)
+
+
+def consumer_processes() -> dict[str, int]:
+    """Member identity -> pid of the soak's consumer processes."""
+    found: dict[str, int] = {}
+    for environ_path in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            cmdline = (environ_path.parent / "cmdline").read_bytes()
+            if b"consumer_sdk.cli" not in cmdline:
+                continue
+            environ = environ_path.read_bytes().split(b"\0")
+        except OSError:
+            continue
+        values = dict(item.split(b"=", 1) for item in environ if b"=" in item)
+        if values.get(b"AUTOSCALER_GROUP") == GROUP.encode():
+            identity = values.get(b"AUTOSCALER_MEMBER_IDENTITY", b"?").decode()
+            found[identity] = int(environ_path.parent.name)
+    return found
+
+
+class Soak:
+    """The running system and the hands that break it."""
+
+    def __init__(self, kafka: KafkaCluster, spark: SparkConnectServer, out: Path, seed: int):
+        self.kafka, self.spark, self.out = kafka, spark, out
+        handle = kafka.broker_handle()
+        assert isinstance(handle, ApacheKafka)
+        self.apache = handle
+        self.rng = random.Random(seed)
+        self.port = free_port()
+        self.sidecar: subprocess.Popen[bytes] | None = None
+        self.started = time.monotonic()
+        self.warehouse = spark.warehouse
+        self.ballast = self.warehouse / "ballast"
+
+    def elapsed(self) -> float:
+        """Seconds since the load started."""
+        return time.monotonic() - self.started
+
+    def environment(self) -> dict[str, str]:
+        """The sidecar's settings (its consumers inherit the shared ones)."""
+        python = shlex.quote(sys.executable)
+        consumer = (
+            f"{python} -m benchmarks.support.network_cut exec -- "
+            f"{python} -m consumer_sdk.cli --sink spark"
+        )
+        return {
+            **os.environ,
+            "PYTHONPATH": str(ROOT),
+            "AUTOSCALER_BOOTSTRAP_SERVERS": self.kafka.bootstrap_servers,
+            "AUTOSCALER_GROUP": GROUP,
+            "AUTOSCALER_TOPICS": TOPIC,
+            **capacity_settings(ClusterKind.APACHE, declared=False),
+            "AUTOSCALER_SNAPSHOT_TOPIC": SPEEDS,
+            "AUTOSCALER_INTERVAL": "1",
+            "AUTOSCALER_WINDOW": "8",
+            "AUTOSCALER_MIN_WINDOW": "2",
+            "AUTOSCALER_SCALE_DOWN_WINDOW": "60",
+            "AUTOSCALER_DRAIN_SECONDS": "30",
+            "AUTOSCALER_MIN_REPLICAS": "1",
+            "AUTOSCALER_MAX_REPLICAS": "6",
+            "AUTOSCALER_SCALER": "local",
+            "AUTOSCALER_CONSUMER_COMMAND": consumer,
+            "AUTOSCALER_IDENTITY_PREFIX": "soak",
+            "AUTOSCALER_HTTP_PORT": str(self.port),
+            "AUTOSCALER_LOCK_FILE": str(self.out / "sidecar.lock"),
+            "AUTOSCALER_SESSION_TIMEOUT_MS": str(SESSION_MS),
+            "AUTOSCALER_HEARTBEAT_INTERVAL_MS": "500",
+            "AUTOSCALER_WAIT_TIME_SECS": "2",
+            "AUTOSCALER_WRITES_IN_FLIGHT": "1",
+            "AUTOSCALER_SPARK_REMOTE": self.spark.url,
+            "AUTOSCALER_SPARK_WAREHOUSE": str(self.warehouse),
+            "AUTOSCALER_SPARK_TABLE_FORMAT": "delta",
+        }
+
+    def start_sidecar(self) -> None:
+        """Start (or restart) the sidecar; its log is appended to."""
+        with (self.out / "sidecar.log").open("ab") as log:
+            self.sidecar = subprocess.Popen(
+                [sys.executable, "-m", "sidecar.cli"],
+                env=self.environment(),
+                cwd=ROOT,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+
+    def stop_sidecar(self) -> None:
+        """SIGTERM: it stops its consumers (flush, commit, leave) and exits."""
+        if self.sidecar is not None and self.sidecar.poll() is None:
+            self.sidecar.send_signal(signal.SIGTERM)
+            self.sidecar.wait(180)
+
+    def long_lived(self) -> dict[str, int]:
+        """Role -> pid of every process the soak keeps running."""
+        roles: dict[str, int] = {}
+        if self.sidecar is not None and self.sidecar.poll() is None:
+            roles["sidecar"] = self.sidecar.pid
+        for node in range(1, BROKERS + 1):
+            if (pid := self.apache.node_pid(node)) is not None:
+                roles[f"broker-{node}"] = pid
+        if self.spark.pid is not None:
+            roles["spark-connect"] = self.spark.pid
+        for identity, pid in consumer_processes().items():
+            roles[f"consumer {identity}"] = pid
+        return roles
+
+    def inject(self, fault: PlannedFault, stop: threading.Event) -> InjectedFault:
+        """Break, wait the fault's duration (or until ``stop``), repair."""
+        kind, began = fault.kind, self.elapsed()
+        target = ""
+        consumers = consumer_processes()
+        if kind in (FaultKind.CONSUMER_KILL, FaultKind.NETWORK_CUT, FaultKind.ZOMBIE):
+            if not consumers:
+                return InjectedFault(kind, began, began, "", skipped="no consumer running")
+            target = self.rng.choice(sorted(consumers))
+            pid = consumers[target]
+        if kind is FaultKind.CONSUMER_KILL:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        elif kind is FaultKind.BROKER_KILL:
+            node = self.rng.randint(1, BROKERS)
+            target = f"broker-{node}"
+            self.apache.broker_down(node)
+            stop.wait(fault.duration)
+            self.apache.broker_up(node)
+        elif kind is FaultKind.SIDECAR_KILL:
+            target = "sidecar"
+            assert self.sidecar is not None
+            self.sidecar.kill()
+            self.sidecar.wait(30)
+            stop.wait(fault.duration)
+            self.start_sidecar()
+        elif kind is FaultKind.SPARK_KILL:
+            target = "spark-connect"
+            self.spark.kill()
+            stop.wait(fault.duration)
+            self.spark.start()
+        elif kind is FaultKind.NETWORK_CUT:
+            network_cut.cut(target)
+            stop.wait(fault.duration)
+            network_cut.heal(target)
+        elif kind is FaultKind.ZOMBIE:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
+                stop.wait(fault.duration)
+                os.kill(pid, signal.SIGCONT)
+        elif kind is FaultKind.DISK_FULL:
+            target = "warehouse"
+            self.fill_disk()
+            stop.wait(fault.duration)
+            self.ballast.unlink(missing_ok=True)
+        return InjectedFault(kind, began, self.elapsed(), target)
+
+    def fill_disk(self) -> None:
+        """Take every free byte of the warehouse's filesystem."""
+        space = os.statvfs(self.warehouse)
+        free = space.f_bavail * space.f_frsize
+        # Full before the last block is as wanted: the error is suppressed.
+        with self.ballast.open("wb") as ballast, contextlib.suppress(OSError):
+            os.posix_fallocate(ballast.fileno(), 0, free)
+
+
+class Sampler(threading.Thread):
+    """Lag, /healthz and replicas every ``SAMPLE_S``; processes every minute."""
+
+    def __init__(self, soak: Soak, run: Run) -> None:
+        super().__init__(name="soak-sampler", daemon=True)
+        self.soak, self.run_record = soak, run
+        self.halt = threading.Event()
+
+    def run(self) -> None:
+        from confluent_kafka import Consumer
+        from confluent_kafka import TopicPartition as Partition
+
+        reader = Consumer(
+            {"bootstrap.servers": self.soak.kafka.bootstrap_servers, "group.id": GROUP}
+        )
+        partitions = [Partition(TOPIC, p) for p in range(PARTITIONS)]
+        next_processes = 0.0
+        try:
+            while not self.halt.wait(SAMPLE_S):
+                t = self.soak.elapsed()
+                self.run_record.samples.append(
+                    Sample(
+                        t,
+                        lag(reader, partitions),
+                        healthz(self.soak.port),
+                        replicas(self.soak.port),
+                    )
+                )
+                if t >= next_processes:
+                    next_processes = t + PROCESS_SAMPLE_S
+                    for role, pid in self.soak.long_lived().items():
+                        if (sample := process_sample(t, role, pid)) is not None:
+                            self.run_record.processes.append(sample)
+        finally:
+            reader.close()
+
+
+def lag(reader: Any, partitions: list[Any]) -> int | None:
+    """The group's lag (log end minus committed), None while the brokers cannot say."""
+    try:
+        committed = reader.committed(partitions, timeout=1.5)
+        total = 0
+        for tp in committed:
+            _, high = reader.get_watermark_offsets(tp, timeout=1.5, cached=False)
+            total += high - (tp.offset if tp.offset >= 0 else 0)
+        return total
+    except Exception:  # a broker down, a coordinator moving: no figure this time
+        return None
+
+
+def healthz(port: int) -> int | None:
+    """The sidecar's /healthz status (None: no answer)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1) as page:
+            return int(page.status)
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except OSError:
+        return None
+
+
+def replicas(port: int) -> int | None:
+    """Consumers the sidecar runs, from /status."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=1) as page:
+            return int(json.loads(page.read()).get("replicas") or 0)
+    except (OSError, ValueError):
+        return None
+
+
+@contextlib.contextmanager
+def tmpfs(path: Path, size_mib: int) -> Iterator[Path]:
+    """A tmpfs of ``size_mib`` mounted at ``path`` (the warehouse whose disk fills)."""
+    path.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size_mib}m", "tmpfs", str(path)], check=True
+    )
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+def landed(warehouse: Path) -> Counter[tuple[int, int]]:
+    """(partition, offset) -> rows in the topic's Delta table, read by delta-rs."""
+    from deltalake import DeltaTable
+
+    config = SparkSinkConfig(warehouse=str(warehouse), table_format="delta")
+    table = DeltaTable(str(table_root(config, config.table_for(TOPIC))))
+    keys = table.to_pyarrow_table(columns=["partition", "offset"])
+    return Counter(
+        zip(keys.column("partition").to_pylist(), keys.column("offset").to_pylist(), strict=True)
+    )
+
+
+def slope_per_10_min(points: Sequence[tuple[float, float]]) -> float:
+    """Least-squares slope of (seconds, value), per 10 minutes."""
+    times = [t for t, _ in points]
+    values = [v for _, v in points]
+    return statistics.linear_regression(times, values).slope * 600
+
+
+def analyse(run: Run, warm_up_s: float, min_span_s: float) -> dict[str, Any]:
+    """The figures of the module docstring."""
+    steady = [s.lag for s in run.samples if 60 <= s.t <= warm_up_s and s.lag is not None]
+    p99 = statistics.quantiles(steady, n=100)[98] if len(steady) >= 2 else 0
+    recoveries = []
+    for index, fault in enumerate(run.faults):
+        following = run.faults[index + 1].at if index + 1 < len(run.faults) else float("inf")
+        back = next(
+            (
+                s.t - fault.repaired
+                for s in run.samples
+                if fault.repaired <= s.t < following and s.lag is not None and s.lag <= p99
+            ),
+            None,
+        )
+        during = [s.healthz for s in run.samples if fault.at <= s.t <= fault.repaired]
+        expected: int | None = None if fault.kind is FaultKind.SIDECAR_KILL else 200
+        told = sum(1 for answer in during if answer == expected)
+        recoveries.append(
+            {
+                **{k: v for k, v in asdict(fault).items() if k != "kind"},
+                "kind": fault.kind.name,
+                "recovered_s": None if back is None else round(back, 1),
+                "healthz_samples": len(during),
+                "healthz_as_expected": told,
+            }
+        )
+    incarnations: dict[tuple[str, int], list[ProcessSample]] = {}
+    for sample in run.processes:
+        if sample.t >= warm_up_s:
+            incarnations.setdefault((sample.role, sample.pid), []).append(sample)
+    growth = []
+    for (role, pid), samples in sorted(incarnations.items()):
+        if len(samples) < 3 or samples[-1].t - samples[0].t < min_span_s:
+            continue
+        growth.append(
+            {
+                "role": role,
+                "pid": pid,
+                "minutes": round((samples[-1].t - samples[0].t) / 60, 1),
+                "rss_first_mib": round(samples[0].rss_mib, 1),
+                "rss_last_mib": round(samples[-1].rss_mib, 1),
+                "rss_mib_per_10_min": round(
+                    slope_per_10_min([(s.t, s.rss_mib) for s in samples]), 2
+                ),
+                "fds_first": samples[0].fds,
+                "fds_last": samples[-1].fds,
+                "fds_per_10_min": round(
+                    slope_per_10_min([(s.t, float(s.fds)) for s in samples]), 2
+                ),
+            }
+        )
+    return {"steady_lag_p99": p99, "faults": recoveries, "growth": growth}
+
+
+def row(*cells: object) -> str:
+    """One markdown table row."""
+    return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
+def report(figures: dict[str, Any], context: dict[str, Any]) -> str:
+    """The markdown of results/soak.md."""
+    by_kind: dict[str, list[dict[str, Any]]] = {}
+    for fault in figures["faults"]:
+        by_kind.setdefault(fault["kind"], []).append(fault)
+    lines = [
+        "# Soak: the autoscaler under faults",
+        "",
+        context["machine"],
+        context["broker"],
+        f"Load {context['duration_s']:.0f} s, seed {context['seed']}, the first "
+        f"{context['warm_up_s']:.0f} s without faults; steady-state lag p99 "
+        f"{figures['steady_lag_p99']:.0f} records.",
+        "",
+        f"**Records**: {context['produced']} produced, {context['missing']} missing, "
+        f"{context['duplicated']} duplicated in the Delta table (read by delta-rs); "
+        f"{context['failed_sends']} sends failed at the producer.",
+        "",
+        row("fault", "count", "skipped", "lag back <= 60 s", "recovery p50 / max (s)")
+        + " /healthz as expected |",
+        "|---|---:|---:|---:|---|---:|",
+    ]
+    for kind in FaultKind:
+        done = by_kind.get(kind.name, [])
+        applied = [f for f in done if not f["skipped"]]
+        times = [f["recovered_s"] for f in applied if f["recovered_s"] is not None]
+        never = len(applied) - len(times)
+        within = sum(1 for t in times if t <= 60)
+        answers = sum(f["healthz_samples"] for f in applied)
+        expected = sum(f["healthz_as_expected"] for f in applied)
+        lines.append(
+            row(
+                kind.value,
+                len(applied),
+                len(done) - len(applied),
+                f"{within} of {len(applied)}" + (f" ({never} never)" if never else ""),
+                f"{statistics.median(times):.0f} / {max(times):.0f}" if times else "-",
+                f"{expected} of {answers}",
+            )
+        )
+    lines += [
+        "",
+        "Long-lived processes after the warm-up (each incarnation that lived long enough):",
+        "",
+        row("process", "pid", "minutes", "RSS first -> last (MiB)", "RSS MiB / 10 min")
+        + " fds first -> last | fds / 10 min |",
+        "|---|---:|---:|---|---:|---|---:|",
+    ]
+    for g in figures["growth"]:
+        lines.append(
+            row(
+                g["role"],
+                g["pid"],
+                g["minutes"],
+                f"{g['rss_first_mib']} -> {g['rss_last_mib']}",
+                g["rss_mib_per_10_min"],
+                f"{g['fds_first']} -> {g['fds_last']}",
+                g["fds_per_10_min"],
+            )
+        )
+    return "\n".join(lines)
+
+
+def plot(run: Run, path: Path) -> None:
+    """Lag and consumers over time, each fault a shaded span."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(12, 6), sharex=True)
+    top.plot(
+        [s.t for s in run.samples],
+        [s.lag if s.lag is not None else float("nan") for s in run.samples],
+        lw=0.8,
+    )
+    top.set_ylabel("lag (records)")
+    bottom.step(
+        [s.t for s in run.samples],
+        [s.replicas if s.replicas is not None else float("nan") for s in run.samples],
+        where="post",
+    )
+    bottom.set_ylabel("consumers")
+    bottom.set_xlabel("seconds")
+    palette = plt.get_cmap("tab10")
+    colours = {kind: palette(index) for index, kind in enumerate(FaultKind)}
+    for fault in run.faults:
+        for axis in (top, bottom):
+            axis.axvspan(
+                fault.at, max(fault.repaired, fault.at + 2), color=colours[fault.kind], alpha=0.25
+            )
+    handles = [Patch(color=colours[k], alpha=0.4) for k in FaultKind]
+    top.legend(handles, [k.name.lower() for k in FaultKind], fontsize=7, ncol=4)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the soak; exit 1 if a record is missing or duplicated."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--duration", type=float, default=3600.0, help="seconds of load")
+    parser.add_argument(
+        "--warm-up", type=float, default=300.0, help="seconds before the first fault"
+    )
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--warehouse-mib", type=int, default=4096, help="the warehouse tmpfs size")
+    parser.add_argument("--output", type=Path, default=Path("/tmp/kafka-autoscaler-soak"))
+    parser.add_argument("--no-write", action="store_true", help="print, do not save results/")
+    args = parser.parse_args(argv)
+    if os.geteuid() != 0:
+        parser.error("the soak needs root (tmpfs, cgroups, nftables)")
+    if not 60 <= args.warm_up < args.duration:
+        parser.error(f"--warm-up must be in [60, --duration), got {args.warm_up}")
+    out = args.output / time.strftime("%Y%m%d-%H%M%S")
+    out.mkdir(parents=True)
+    run = Run()
+    plan = schedule(
+        args.seed, args.warm_up, args.duration - 60, tuple(FaultKind), session_s=SESSION_MS / 1000
+    )
+    with contextlib.ExitStack() as stack:
+        stack.callback(network_cut.clean_up)
+        warehouse = stack.enter_context(tmpfs(out / "warehouse", args.warehouse_mib))
+        kafka = stack.enter_context(kafka_cluster(ClusterKind.APACHE, brokers=BROKERS))
+        spark = stack.enter_context(
+            SparkConnectServer(warehouse, log_file=out / "spark-connect.log")
+        )
+        broker = kafka.broker_handle()
+        broker.create_topic(TOPIC, PARTITIONS, BROKERS)
+        broker.create_topic(SPEEDS, 1, BROKERS)
+        soak = Soak(kafka, spark, out, args.seed)
+        soak.start_sidecar()
+        stack.callback(soak.stop_sidecar)
+        walk = RateWalk(
+            [TopicPartition(TOPIC, p) for p in range(PARTITIONS)],
+            low=30,
+            high=120,
+            delta=10,
+            duration_s=args.duration,
+            step_up=1.0,
+            step_down=1.0,
+            seed=args.seed,
+        )
+        load = LoadGenerator(kafka.bootstrap_servers, walk, value_bytes=200)
+        soak.started = load.started_at = time.monotonic()
+        load.start()
+        sampler = Sampler(soak, run)
+        sampler.start()
+        stop = threading.Event()
+        try:
+            for fault in plan:
+                if stop.wait(max(0.0, fault.at - soak.elapsed())):
+                    break
+                done = soak.inject(fault, stop)
+                run.faults.append(done)
+                print(
+                    f"{done.at:7.0f} s {fault.kind.value}: {done.target or done.skipped} "
+                    f"(repaired at {done.repaired:.0f} s)",
+                    flush=True,
+                )
+            load.join(args.duration + 120)
+            # Drain: the sidecar keeps running until the group has caught up.
+            deadline = time.monotonic() + 600
+            while time.monotonic() < deadline:
+                recent = [s.lag for s in run.samples[-3:]]
+                if recent and all(v == 0 for v in recent):
+                    break
+                time.sleep(SAMPLE_S)
+        except KeyboardInterrupt:
+            stop.set()
+            load.stop()
+        finally:
+            sampler.halt.set()
+            sampler.join(30)
+            soak.stop_sidecar()
+        rows = landed(warehouse)
+        context = {
+            "machine": machine_line(),
+            "broker": broker_line(kafka),
+            "duration_s": args.duration,
+            "warm_up_s": args.warm_up,
+            "seed": args.seed,
+        }
+    produced = {(p, o) for (_, p, o) in load.acked}
+    context |= {
+        "produced": len(produced),
+        "missing": len(produced - set(rows)),
+        "duplicated": sum(n - 1 for n in rows.values()),
+        "failed_sends": load.failed,
+    }
+    figures = analyse(run, args.warm_up, min_span_s=20 * 60 if args.duration >= 2400 else 300)
+    table = report(figures, context)
+    data = {
+        **context,
+        **figures,
+        "samples": [asdict(s) for s in run.samples],
+        "processes": [asdict(p) for p in run.processes],
+    }
+    publish("soak", table, data, write=not args.no_write)
+    if not args.no_write:
+        plot(run, RESULTS / "soak.png")
+    (out / "soak.md").write_text(table + "\n")
+    return 0 if context["missing"] == 0 and context["duplicated"] == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
