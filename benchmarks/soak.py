@@ -647,6 +647,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.no_write:
         plot(run, RESULTS / "soak.png")
     (out / "soak.md").write_text(table + "\n")
+    (out / "soak.json").write_text(json.dumps(data) + "\n")
     return 0 if context["missing"] == 0 and context["duplicated"] == 0 else 1
 
 

@@ -1,0 +1,55 @@
+"""The soak's fault schedule and figures (benchmarks.support.faults, benchmarks.soak): pure
+parts, no process touched."""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+
+from benchmarks.soak import InjectedFault, ProcessSample, Run, Sample, analyse
+from benchmarks.support.faults import FaultKind, schedule
+
+KINDS = tuple(FaultKind)
+
+
+def test_the_schedule_is_seeded_spaced_and_fair() -> None:
+    plan = schedule(7, 300.0, 3540.0, KINDS, session_s=6.0)
+    assert plan == schedule(7, 300.0, 3540.0, KINDS, session_s=6.0)
+    assert plan != schedule(8, 300.0, 3540.0, KINDS, session_s=6.0)
+    assert len(plan) >= 40 and plan[0].at == 300.0
+    assert all(f.at + f.duration <= 3540.0 for f in plan)
+    for before, after in itertools.pairwise(plan):
+        assert after.at - before.at >= 45.0  # one every 45-90 s ...
+        assert after.at >= before.at + before.duration + 15.0  # ... after the last repair
+    counts = Counter(f.kind for f in plan)
+    assert set(counts) == set(KINDS) and max(counts.values()) - min(counts.values()) <= 1
+    zombies = [f.duration for f in plan if f.kind is FaultKind.ZOMBIE]
+    assert all(11.0 <= d <= 21.0 for d in zombies)  # past the 6 s session, 5-15 s more
+
+
+def test_recovery_and_healthz_are_judged_per_fault() -> None:
+    run = Run()
+    lags = [100] * 63 + [5_000, 3_000, 900, 150, 100, 100] + [100] * 20  # 5,000 at 126 s
+    run.samples = [
+        Sample(t=2.0 * i, lag=lag, healthz=None if 120 <= 2 * i <= 126 else 200, replicas=2)
+        for i, lag in enumerate(lags)
+    ]
+    # The sidecar down from 120 s to 126 s: lag is back under the p99 (100) at 134 s.
+    run.faults = [InjectedFault(FaultKind.SIDECAR_KILL, 120.0, 126.0, "sidecar")]
+    figures = analyse(run, warm_up_s=110.0, min_span_s=60.0)
+    (fault,) = figures["faults"]
+    assert figures["steady_lag_p99"] == 100
+    assert fault["recovered_s"] == 134.0 - 126.0
+    assert fault["healthz_as_expected"] == fault["healthz_samples"] == 4  # no answer: true
+
+
+def test_growth_is_a_slope_per_incarnation_after_the_warm_up() -> None:
+    run = Run()
+    run.processes = [
+        ProcessSample(t=60.0 * m, role="sidecar", pid=1, rss_mib=100 + 0.5 * m, fds=40)
+        for m in range(30)
+    ] + [ProcessSample(t=600.0, role="consumer soak-0", pid=2, rss_mib=80, fds=30)]
+    figures = analyse(run, warm_up_s=300.0, min_span_s=600.0)
+    (sidecar,) = figures["growth"]  # the consumer lived too briefly to judge
+    assert sidecar["role"] == "sidecar" and sidecar["rss_mib_per_10_min"] == 5.0
+    assert sidecar["fds_per_10_min"] == 0.0
