@@ -27,7 +27,7 @@ from aiokafka.errors import (
     UnsupportedSaslMechanismError,
 )
 
-from contract.security import SecurityFields
+from contract.security import SECURITY_PROTOCOLS, SecurityFields
 
 
 class Kind(enum.Enum):
@@ -105,18 +105,13 @@ def explain(error: BaseException, address: str, settings: SecurityFields) -> Ref
             f"Kafka at {address} does not authenticate with SASL on this listener: "
             f"security_protocol={protocol} does not match it",
         )
-    if isinstance(error, KafkaConnectionError) and "closed" in str(error):
-        wanted = "SSL or SASL_SSL" if not protocol.endswith("SSL") else "the listener's"
+    closed = isinstance(error, KafkaConnectionError) and "closed" in str(error)
+    if closed or isinstance(error, ConnectionResetError):
+        others = ", ".join(p for p in SECURITY_PROTOCOLS if p != protocol)
         return Refusal(
             Kind.PROTOCOL,
-            f"Kafka at {address} closed the connection at once: does the listener want "
-            f"{wanted} security_protocol (given {protocol})?",
-        )
-    if isinstance(error, ConnectionResetError):
-        return Refusal(
-            Kind.PROTOCOL,
-            f"Kafka at {address} reset the connection: security_protocol={protocol} is "
-            "probably not what the listener speaks",
+            f"Kafka at {address} closed the connection at once: security_protocol={protocol} "
+            f"is probably not what this listener speaks ({others}?)",
         )
     if isinstance(error, _AUTHORIZATION_ERRORS):
         return Refusal(

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
+import urllib.request
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -157,3 +159,12 @@ def group_settled(members: Sequence[ThreadedMember], partitions: int) -> bool:
         if sorted(sorted(tps) for tps in plan.assignment.values()) == actual:
             return True
     return False
+
+
+def sidecar_status(port: int) -> dict[str, Any]:
+    """A local sidecar's /status, or {} while it does not answer."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=5) as page:
+            return dict(json.loads(page.read()))
+    except OSError:
+        return {}

@@ -34,7 +34,9 @@ from sidecar.publisher import SnapshotPublisher
 from tests.conftest import skip_unless_runnable
 from tests.kafka_helpers import produce_numbered
 from tests.sdk_helpers import FAST_GROUP, SeenRecords, ThreadedMember, wait_until
-from tests.test_sidecar_end_to_end import ROOT, status
+from tests.sdk_helpers import sidecar_status as status
+
+ROOT = Path(__file__).parent.parent
 
 PASSWORDS = {"sidecar": "sidecar-secret", "consumer": "consumer-secret"}
 GROUP = "g-secured"
@@ -212,7 +214,7 @@ REFUSALS = {
     "untrusted certificate": (Kind.CERTIFICATE, "not signed by a CA the broker trusts"),
     "expired certificate": (Kind.CERTIFICATE, "it has expired"),
     "no client certificate": (Kind.CERTIFICATE, "set ssl_certfile and ssl_keyfile"),
-    "plaintext to a TLS listener": (Kind.PROTOCOL, "SSL or SASL_SSL"),
+    "plaintext to a TLS listener": (Kind.PROTOCOL, "security_protocol=PLAINTEXT is probably"),
 }
 
 

@@ -19,18 +19,10 @@ import pytest
 from confluent_kafka import Producer
 
 from local_kafka.apache_kafka import free_port
+from tests.sdk_helpers import sidecar_status as status
 from tests.sdk_helpers import wait_until
 
 ROOT = Path(__file__).parent.parent
-
-
-def status(port: int) -> dict[str, Any]:
-    try:
-        return dict(
-            json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=5).read())
-        )
-    except OSError:
-        return {}
 
 
 def consumers_running(folder: Path) -> list[int]:
