@@ -214,10 +214,6 @@ class ConsumerConfig(GroupSettings):
         values["topics"] = tuple(values["topics"])
         return cls(**values)
 
-    def client_options(self) -> dict[str, Any]:
-        """Security settings for aiokafka clients."""
-        return self.kafka_client_options()
-
 
 def _topics(raw: str) -> tuple[str, ...]:
     return tuple(t.strip() for t in raw.split(",") if t.strip())

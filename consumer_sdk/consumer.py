@@ -116,7 +116,7 @@ class AutoscalingConsumer:
             config.snapshot_topic,
             config.group,
             config.snapshot_max_age_secs,
-            client_options=config.client_options(),
+            client_options=config.kafka_client_options(),
         )
         self._consumer: AIOKafkaConsumer | None = None
         self._columnar = config.record_path == "columns"
@@ -253,7 +253,7 @@ class AutoscalingConsumer:
             return "no assignment before the stop"
         config = self.config
         finding = asyncio.create_task(
-            refusal(failure, config.bootstrap_servers, config, config.client_options())
+            refusal(failure, config.bootstrap_servers, config, config.kafka_client_options())
         )
         if not await finished_unless_stopped(finding, self._stopping):
             return None
@@ -305,7 +305,7 @@ class AutoscalingConsumer:
                 if self._columnar
                 else BoundedRecords(config.max_record_batch_bytes)
             ),
-            **config.client_options(),
+            **config.kafka_client_options(),
         )
         consumer.subscribe(list(config.topics), listener=_Listener(self))
         return consumer

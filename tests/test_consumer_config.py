@@ -126,7 +126,7 @@ def test_sasl_settings_pass_through_to_the_client() -> None:
         sasl_plain_username="u",
         sasl_plain_password="p",
     )
-    assert config.client_options() == {
+    assert config.kafka_client_options() == {
         "security_protocol": "SASL_PLAINTEXT",
         "sasl_mechanism": "PLAIN",
         "sasl_plain_username": "u",

@@ -69,16 +69,16 @@ def test_bad_security_settings_name_the_field(changes: dict[str, Any], message: 
 def test_the_password_never_shows_in_a_repr(tmp_path: Path) -> None:
     config = ConsumerConfig(**scram(sasl_plain_password="hunter2-secret"))
     assert "hunter2-secret" not in repr(config)
-    assert config.client_options()["sasl_plain_password"] == "hunter2-secret"
+    assert config.kafka_client_options()["sasl_plain_password"] == "hunter2-secret"
 
 
 def test_a_password_file_is_read_when_a_client_is_made(tmp_path: Path) -> None:
     secret = tmp_path / "password"
     secret.write_text("first-password\n")
     config = ConsumerConfig(**scram(sasl_password_file=str(secret)))
-    assert config.client_options()["sasl_plain_password"] == "first-password"
+    assert config.kafka_client_options()["sasl_plain_password"] == "first-password"
     secret.write_text("rotated\n")
-    assert config.client_options()["sasl_plain_password"] == "rotated"
+    assert config.kafka_client_options()["sasl_plain_password"] == "rotated"
 
 
 def test_oauthbearer_reads_its_token_from_the_file_at_each_authentication(
@@ -92,7 +92,7 @@ def test_oauthbearer_reads_its_token_from_the_file_at_each_authentication(
         sasl_mechanism="OAUTHBEARER",
         sasl_oauth_token_file=str(token),
     )
-    provider = config.client_options()["sasl_oauth_token_provider"]
+    provider = config.kafka_client_options()["sasl_oauth_token_provider"]
     assert isinstance(provider, FileTokenProvider)
     assert asyncio.run(provider.token()) == "token-one"
     token.write_text("token-two")
@@ -101,7 +101,7 @@ def test_oauthbearer_reads_its_token_from_the_file_at_each_authentication(
 
 def test_tls_gives_every_client_one_ssl_context() -> None:
     config = ConsumerConfig(**BASE, security_protocol="SSL")
-    options = config.client_options()
+    options = config.kafka_client_options()
     assert options["security_protocol"] == "SSL"
     assert isinstance(options["ssl_context"], ssl.SSLContext)
     assert options["ssl_context"].verify_mode == ssl.CERT_REQUIRED
