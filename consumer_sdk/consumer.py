@@ -577,24 +577,28 @@ class AutoscalingConsumer:
         one-round hand-over, release them instead (see :meth:`_release_revoked`)."""
         self._fetch.revoking |= revoked
         coordinator: Any = getattr(self._consumer, "_coordinator", None)
-        # Only a cooperative member's partitions go to a new owner awaiting their release.
-        if self.state.releases and self.state.cooperative and coordinator is not None:
+        try:
             async with self._lock:
-                await self._release_revoked(revoked, int(coordinator.generation))
+                # Only a cooperative member's partitions go to a new owner awaiting them.
+                if self.state.releases and self.state.cooperative and coordinator is not None:
+                    await self._release_revoked(revoked, int(coordinator.generation))
+                else:
+                    await self._write_revoked(revoked)
+        finally:
             self._fetch.revoking -= revoked
-            return
-        async with self._lock:
-            try:
-                await self._writer.settle()  # they may hold records of revoked partitions
-                await self._flush(set(revoked))
-            except WriteAbandoned as exc:
-                log.error("%s", exc)
-            await self._commits.settle()  # the next owner starts from these offsets
-            if self._commits.owes_any(revoked):  # written earlier, commit deferred
-                await self._commits.commit({})
-            for tp in revoked:  # records we could not write go back to the next owner
-                self._pending.drop(tp)
-        self._fetch.revoking -= revoked
+
+    async def _write_revoked(self, revoked: set[KafkaTopicPartition]) -> None:
+        """Write and commit what is held of ``revoked`` (caller holds ``self._lock``)."""
+        try:
+            await self._writer.settle()  # they may hold records of revoked partitions
+            await self._flush(set(revoked))
+        except WriteAbandoned as exc:
+            log.error("%s", exc)
+        await self._commits.settle()  # the next owner starts from these offsets
+        if self._commits.owes_any(revoked):  # written earlier, commit deferred
+            await self._commits.commit({})
+        for tp in revoked:  # records we could not write go back to the next owner
+            self._pending.drop(tp)
 
     async def _release_revoked(self, revoked: set[KafkaTopicPartition], generation: int) -> None:
         """Release ``revoked`` to their next owners, given them in this round and holding
