@@ -43,6 +43,7 @@ from consumer_sdk.lake.spark_sink import SparkTableSink
 from consumer_sdk.lake.spark_tables import (
     create_table,
     register_tables,
+    session_lost,
     table_identifier,
     table_root,
 )
@@ -864,3 +865,28 @@ def test_sink_config_from_env() -> None:
         )
     with pytest.raises(ConfigError, match="AUTOSCALER_SPARK_WAREHOUSE"):
         SparkSinkConfig.from_env({})
+
+
+def test_a_sink_outlives_a_restart_of_its_connect_server(tmp_path: Path) -> None:
+    """Found by the soak (benchmarks/soak.py): once the server restarted, every write of a
+    running consumer failed with NO_ACTIVE_SESSION for as long as it lived. The attempt that
+    finds the session gone fails; the next one (the consumer retries) writes."""
+    warehouse = tmp_path / "warehouse"
+    batches = numbered_batches("events", 3)
+    with SparkConnectServer(warehouse) as server:
+        config = SparkSinkConfig(warehouse=str(warehouse), spark_remote=server.url)
+        sink = SparkTableSink(config)
+        asyncio.run(sink.prepare(["events"]))
+        sink.write_blocking("events", records_table(batches[0]))
+        server.kill()
+        server.start()  # a new server on the same port: its catalog is empty
+        with pytest.raises(Exception) as lost:
+            sink.write_blocking("events", records_table(batches[1]))
+        assert session_lost(lost.value)
+        for batch in batches[1:]:
+            sink.write_blocking("events", records_table(batch))
+        assert asyncio.run(sink.resume_offsets([TopicPartition("events", 0)])) == {
+            TopicPartition("events", 0): 150
+        }
+    expected = Counter((r.partition, r.offset) for batch in batches for r in batch)
+    assert key_counts(config, "events") == expected  # once each: the failed attempt wrote none

@@ -22,6 +22,7 @@ without the lake jars.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import shutil
@@ -29,7 +30,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -52,6 +53,7 @@ from consumer_sdk.lake.spark_config import SparkSinkConfig
 from consumer_sdk.lake.spark_tables import (
     create_table,
     describe_table,
+    session_lost,
     spark_session,
     table_root,
 )
@@ -242,15 +244,36 @@ class SparkTableSink:
         self.rows_written += staged.batch.rows.num_rows
         self.dead_letters_written += staged.batch.dead_letters.num_rows
 
+    @contextlib.contextmanager
+    def _using_session(self) -> Iterator[Any]:
+        """The session, forgotten if a call on it finds it gone (its Connect server
+        restarted): the caller's retry then makes a new one and registers the tables in
+        the new server's catalog again, instead of failing on the old one for ever."""
+        session = self.open()
+        try:
+            yield session
+        except Exception as exc:
+            if session_lost(exc) and self._session is session:
+                log.warning(
+                    "the Spark Connect session at %s is gone (its server restarted?): "
+                    "the next attempt starts a new one",
+                    self.config.spark_remote,
+                )
+                self._session = None
+                self._ready_tables = set()
+            raise
+
     def _append_to_lake(self, lake: LakeAppender, staged: StagedBatch) -> None:
-        result = lake.append(
-            self.open(),
-            staged.topic,
-            staged.batch,
-            staged.last_offsets,
-            staged.ingest_time.date(),
-            staged.claims,
-        )
+        self._ensure_tables([staged.topic])
+        with self._using_session() as session:
+            result = lake.append(
+                session,
+                staged.topic,
+                staged.batch,
+                staged.last_offsets,
+                staged.ingest_time.date(),
+                staged.claims,
+            )
         self.rows_written += result.rows
         self.dead_letters_written += result.dead_letters
         self.rows_fenced += result.fenced_rows
@@ -285,10 +308,9 @@ class SparkTableSink:
         """Blocking :meth:`resume_offsets` (also rolls back half-done publishes)."""
         found: dict[TopicPartition, int] = {}
         if self._lake is not None:
-            for topic in {tp.topic for tp in partitions}:
-                self._ensure_table(self.config.table_for(topic), self.codec.schema())
-            self._ensure_table(self.config.dead_letter_table, DEAD_LETTER_SCHEMA)
-            return self._lake.claim_and_resume(self.open(), partitions)
+            self._ensure_tables({tp.topic for tp in partitions})
+            with self._using_session() as session:
+                return self._lake.claim_and_resume(session, partitions)
         for topic in sorted({tp.topic for tp in partitions}):
             stored = OffsetLedger(table_root(self.config, self.config.table_for(topic))).stored(
                 topic
@@ -318,20 +340,27 @@ class SparkTableSink:
             session.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(max(1, rows)))
             return session.createDataFrame(table)
 
+    def _ensure_tables(self, topics: Iterable[str]) -> None:
+        """The tables of ``topics`` and the dead-letter table, registered (lake formats)."""
+        for topic in topics:
+            self._ensure_table(self.config.table_for(topic), self.codec.schema())
+        self._ensure_table(self.config.dead_letter_table, DEAD_LETTER_SCHEMA)
+
     def _ensure_table(self, table: str, schema: pa.Schema) -> None:
         with self._table_lock:
             if table in self._ready_tables:
                 return
             root = table_root(self.config, table)
             describe_table(root, schema, self.config.table_format)
-            create_table(
-                self.open(),
-                self.config.database,
-                table,
-                root,
-                self.config.table_format,
-                self.config.iceberg_catalog,
-            )
+            with self._using_session() as session:
+                create_table(
+                    session,
+                    self.config.database,
+                    table,
+                    root,
+                    self.config.table_format,
+                    self.config.iceberg_catalog,
+                )
             self._ready_tables.add(table)
 
 

@@ -71,6 +71,18 @@ _FORMAT_JARS = {
 }
 
 
+# Spark Connect conditions of a session the server no longer has (it restarted): the client
+# refuses every later call on it, so only a new session can succeed.
+_LOST_SESSION = ("NO_ACTIVE_SESSION", "INVALID_HANDLE.SESSION_")
+
+
+def session_lost(error: BaseException) -> bool:
+    """Whether ``error`` says the Spark Connect session is gone (its server restarted)."""
+    condition = getattr(error, "getCondition", None)
+    found = condition() if callable(condition) else None
+    return isinstance(found, str) and found.startswith(_LOST_SESSION)
+
+
 def spark_session(config: SparkSinkConfig) -> Any:
     """Start (or reuse) this process's session as ``config`` says."""
     from pyspark.sql import SparkSession
