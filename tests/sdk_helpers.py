@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
+import subprocess
 import threading
 import time
 import urllib.request
@@ -168,3 +170,13 @@ def sidecar_status(port: int) -> dict[str, Any]:
             return dict(json.loads(page.read()))
     except OSError:
         return {}
+
+
+def stop_sidecar_process(process: subprocess.Popen[str]) -> str:
+    """SIGTERM a sidecar CLI process; check it exits 0 without a traceback; its stderr."""
+    process.send_signal(signal.SIGTERM)
+    code = process.wait(30)
+    assert process.stderr is not None
+    errors = process.stderr.read()
+    assert code == 0 and "Traceback" not in errors, errors[-2000:]
+    return errors

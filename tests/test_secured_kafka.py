@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
 import subprocess
 import sys
 import urllib.error
@@ -33,7 +32,13 @@ from sidecar.monitor import Monitor
 from sidecar.publisher import SnapshotPublisher
 from tests.conftest import skip_unless_runnable
 from tests.kafka_helpers import produce_numbered
-from tests.sdk_helpers import FAST_GROUP, SeenRecords, ThreadedMember, wait_until
+from tests.sdk_helpers import (
+    FAST_GROUP,
+    SeenRecords,
+    ThreadedMember,
+    stop_sidecar_process,
+    wait_until,
+)
 from tests.sdk_helpers import sidecar_status as status
 
 ROOT = Path(__file__).parent.parent
@@ -301,11 +306,7 @@ def test_a_sidecar_refused_by_kafka_says_why_in_healthz_status_and_metrics(
         assert 'autoscaler_kafka_connect_problem{kind="credentials"} 1.0' in page
         assert sidecar.poll() is None  # still retrying
     finally:
-        sidecar.send_signal(signal.SIGTERM)
-        code = sidecar.wait(30)
-    assert sidecar.stderr is not None
-    errors = sidecar.stderr.read()
-    assert code == 0 and "Traceback" not in errors
+        errors = stop_sidecar_process(sidecar)
     assert "not-the-sidecar-password" not in errors  # the secret itself is never logged
     assert "refused the SCRAM-SHA-512 credentials of sasl_plain_username='sidecar'" in errors
 

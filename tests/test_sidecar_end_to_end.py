@@ -20,7 +20,7 @@ from confluent_kafka import Producer
 
 from local_kafka.apache_kafka import free_port
 from tests.sdk_helpers import sidecar_status as status
-from tests.sdk_helpers import wait_until
+from tests.sdk_helpers import stop_sidecar_process, wait_until
 
 ROOT = Path(__file__).parent.parent
 
@@ -197,10 +197,5 @@ def test_a_sidecar_that_cannot_reach_kafka_says_so_retries_and_stops_on_sigterm(
         assert unhealthy.value.code == 503
         assert sidecar.poll() is None  # still retrying
     finally:
-        sidecar.send_signal(signal.SIGTERM)
-        code = sidecar.wait(30)
-    assert sidecar.stderr is not None
-    errors = sidecar.stderr.read()
-    assert code == 0
-    assert "Traceback" not in errors
+        errors = stop_sidecar_process(sidecar)
     assert "cannot reach Kafka at 127.0.0.1:" in errors
