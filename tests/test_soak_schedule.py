@@ -1,4 +1,4 @@
-"""The soak's fault schedule and figures (benchmarks.support.faults, benchmarks.soak): pure
+"""The soak's fault schedule and figures (benchmarks.soak.faults, benchmarks.soak): pure
 parts, no process touched."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 
-from benchmarks.soak import InjectedFault, ProcessSample, Run, Sample, analyse
-from benchmarks.support.faults import FaultKind, schedule
+from benchmarks.soak.faults import FaultKind, schedule
+from benchmarks.soak.run import InjectedFault, ProcessSample, Run, Sample, analyse
 
 KINDS = tuple(FaultKind)
 

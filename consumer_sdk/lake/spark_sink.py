@@ -96,7 +96,10 @@ class SparkTableSink:
         self.config = config
         self.codec = ValueCodec(config.value_format, config.json_fields())
         self._session: Any = None
+        # Tables registered in the current session's catalog, and every table this sink
+        # registered (to register again in a new session after its server restarted).
         self._ready_tables: set[str] = set()
+        self._registered: dict[str, pa.Schema] = {}
         self._table_lock = threading.Lock()
         # One publish per topic at a time. The consumer publishes in batch order (a batch must
         # never publish before an earlier one of the same partitions: the ledger would skip
@@ -247,8 +250,9 @@ class SparkTableSink:
     @contextlib.contextmanager
     def _using_session(self) -> Iterator[Any]:
         """The session, forgotten if a call on it finds it gone (its Connect server
-        restarted): the caller's retry then makes a new one and registers the tables in
-        the new server's catalog again, instead of failing on the old one for ever."""
+        restarted): the caller's retry then makes a new one and registers the tables this
+        sink registered in the new server's catalog again, instead of failing on the old
+        one for ever."""
         session = self.open()
         try:
             yield session
@@ -264,7 +268,8 @@ class SparkTableSink:
             raise
 
     def _append_to_lake(self, lake: LakeAppender, staged: StagedBatch) -> None:
-        self._ensure_tables([staged.topic])
+        for table, schema in list(self._registered.items()):  # again, after a lost session
+            self._ensure_table(table, schema)
         with self._using_session() as session:
             result = lake.append(
                 session,
@@ -362,6 +367,7 @@ class SparkTableSink:
                     self.config.iceberg_catalog,
                 )
             self._ready_tables.add(table)
+            self._registered[table] = schema
 
 
 def _stage_file(table: pa.Table, path: Path, name: str) -> None:

@@ -2,10 +2,10 @@
 Spark Connect, on three Apache Kafka nodes, while a seeded schedule breaks something every
 45-90 s.
 
-The faults (benchmarks.support.faults): kill -9 of a consumer; of a broker (restarted 20-40 s
+The faults (benchmarks.soak.faults): kill -9 of a consumer; of a broker (restarted 20-40 s
 later); of the sidecar (restarted 5-15 s later; its consumers leave with it); of the Spark
 Connect server (restarted 5-15 s later on its port); one consumer cut from the network for
-30-60 s (benchmarks.support.network_cut: an nftables rule on the sockets of its own cgroup);
+30-60 s (benchmarks.soak.network_cut: an nftables rule on the sockets of its own cgroup);
 a consumer stopped with SIGSTOP past its session timeout and resumed (a zombie writer); the
 warehouse's disk (a tmpfs of its own) full for 30 s. Load: the paper's random walk per
 partition, no steps. The first ``--warm-up`` seconds have no fault; they give the steady
@@ -45,8 +45,8 @@ from pathlib import Path
 from typing import Any
 
 from assignor import TopicPartition
-from benchmarks.support import network_cut
-from benchmarks.support.faults import FaultKind, PlannedFault, schedule
+from benchmarks.soak import network_cut
+from benchmarks.soak.faults import FaultKind, PlannedFault, schedule
 from benchmarks.support.machine import broker_line, machine_line
 from benchmarks.support.report import RESULTS, publish
 from consumer_sdk.lake.spark_config import SparkSinkConfig
@@ -57,7 +57,7 @@ from examples.load import LoadGenerator, RateWalk
 from local_kafka.apache_kafka import ApacheKafka, free_port
 from local_kafka.clusters import ClusterKind, KafkaCluster, kafka_cluster
 
-ROOT = Path(__file__).parent.parent
+ROOT = Path(__file__).parent.parent.parent
 TOPIC = "soak-orders"
 GROUP = "soak"
 SPEEDS = "soak.autoscaler.speeds"
@@ -163,7 +163,7 @@ class Soak:
         """The sidecar's settings (its consumers inherit the shared ones)."""
         python = shlex.quote(sys.executable)
         consumer = (
-            f"{python} -m benchmarks.support.network_cut exec -- "
+            f"{python} -m benchmarks.soak.network_cut exec -- "
             f"{python} -m consumer_sdk.cli --sink spark"
         )
         return {

@@ -2,7 +2,7 @@
 heal it: the soak's network fault.
 
 Each consumer the soak's sidecar starts runs through ``python -m
-benchmarks.support.network_cut exec -- COMMAND...``, which moves itself into a cgroup v2 group
+benchmarks.soak.network_cut exec -- COMMAND...``, which moves itself into a cgroup v2 group
 of its own (named after ``AUTOSCALER_MEMBER_IDENTITY``) before it executes the consumer, so
 every socket the consumer opens carries that group. A cut is one nftables rule, in a table
 this module owns, dropping what sockets of that group send (``socket cgroupv2``): the
@@ -91,7 +91,7 @@ def _nft(command: str) -> None:
 def main(argv: Sequence[str]) -> int:
     """``exec -- COMMAND...``: join the member's cgroup, then become COMMAND."""
     if len(argv) < 3 or argv[0] != "exec" or argv[1] != "--":
-        print("usage: python -m benchmarks.support.network_cut exec -- COMMAND...", file=sys.stderr)
+        print("usage: python -m benchmarks.soak.network_cut exec -- COMMAND...", file=sys.stderr)
         return 2
     join(os.environ.get("AUTOSCALER_MEMBER_IDENTITY", str(os.getpid())))
     os.execvp(argv[2], list(argv[2:]))
