@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import logging
 import multiprocessing
 import threading
 import time
@@ -170,6 +172,24 @@ class MemberSpec:
     topic: str
     delay_s: float
     timings: Timings
+    trace_dir: str | None = None
+    """Where the member writes its log (``--trace``), stamped with the shared monotonic
+    clock; None: no log."""
+
+
+def trace_to(directory: str, name: str) -> None:
+    """Log this process's INFO lines (the SDK's and aiokafka's group coordinator's) to
+    ``directory/name.log``, each stamped with the monotonic clock the ownership log uses."""
+
+    class Stamp(logging.Filter):
+        def filter(self, record: logging.LogRecord) -> bool:
+            record.mono = time.monotonic()
+            return True
+
+    handler = logging.FileHandler(Path(directory) / f"{name}.log")
+    handler.addFilter(Stamp())
+    handler.setFormatter(logging.Formatter("%(mono).3f %(name)s %(levelname)s %(message)s"))
+    logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
 
 
 class Member:
@@ -187,6 +207,8 @@ class Member:
         self.log, self.delay_s, self.timings = log, spec.delay_s, spec.timings
         self._owned: set[int] = set()
         self._stop = stop
+        if spec.trace_dir is not None:
+            trace_to(spec.trace_dir, spec.name)
 
     @property
     def owned(self) -> set[int]:
@@ -473,16 +495,19 @@ def run(
     timings: Timings,
     rate: int,
     repeats: int,
+    trace_dir: Path | None = None,
 ) -> list[dict[str, Any]]:
     """One protocol on a fresh topic: ``repeats`` scale-outs 10->11 each followed by a
-    scale-in 11->10, then a rolling restart of the 10 members."""
+    scale-in 11->10, then a rolling restart of the 10 members. ``trace_dir``: members log
+    there, and the ownership log and the scenarios' windows go to ``events.json``."""
     topic = kafka.create_topic(PARTITIONS, prefix="coop")
     bootstrap = kafka.bootstrap_servers
     delay_s = LEADER_DELAY_S.get(kafka.kind, 0.0)
     log = Ownership()
 
     def member(name: str) -> MemberProcess:
-        spec = MemberSpec(name, protocol, bootstrap, topic, delay_s, timings)
+        trace = str(trace_dir) if trace_dir is not None else None
+        spec = MemberSpec(name, protocol, bootstrap, topic, delay_s, timings, trace)
         return MemberProcess(spec, log).start()
 
     stop_load = threading.Event()
@@ -515,6 +540,11 @@ def run(
         for m in members:
             m.stop()
         loader.join(60)
+    if trace_dir is not None:
+        with log.lock:
+            events = [(at, m, sign, sorted(ps)) for at, m, sign, ps in sorted(log.events)]
+        trace = {"protocol": protocol, "profile": timings.name, "scenarios": results}
+        (trace_dir / "events.json").write_text(json.dumps({**trace, "events": events}))
     for r in results:  # relative times in the JSON
         r["start"], r["end"] = r["start"] - t0, r["end"] - t0
     return results
@@ -622,6 +652,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--protocols", default=",".join(PROTOCOLS), help="comma-separated subset to run"
     )
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument(
+        "--trace",
+        type=Path,
+        help="directory for each member's log and the ownership events (one per profile "
+        "and protocol, in subdirectories)",
+    )
     args = parser.parse_args(argv)
     kind = ClusterKind(args.cluster)
     asked = [p.strip() for p in args.protocols.split(",") if p.strip()]
@@ -634,7 +670,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         for protocol in chosen:
             with kafka_cluster(kind, apache_settings=timings.broker_settings()) as kafka:
                 broker = broker_line(kafka)
-                rows.extend(run(kafka, protocol, timings, args.rate, args.repeats))
+                trace_dir = None
+                if args.trace is not None:
+                    trace_dir = args.trace / f"{timings.name}-{protocol}".replace(" ", "_")
+                    trace_dir.mkdir(parents=True, exist_ok=True)
+                rows.extend(run(kafka, protocol, timings, args.rate, args.repeats, trace_dir))
             print(f"{timings.name} / {protocol}: done", flush=True)
     skipped = [p for p in PROTOCOLS if p not in chosen]
     profiles = "; ".join(
