@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import signal
 import time
@@ -577,11 +578,12 @@ class AutoscalingConsumer:
         one-round hand-over, release them instead (see :meth:`_release_revoked`)."""
         self._fetch.revoking |= revoked
         coordinator: Any = getattr(self._consumer, "_coordinator", None)
+        asked = time.monotonic()
         try:
             async with self._lock:
                 # Only a cooperative member's partitions go to a new owner awaiting them.
                 if self.state.releases and self.state.cooperative and coordinator is not None:
-                    await self._release_revoked(revoked, int(coordinator.generation))
+                    await self._release_revoked(revoked, int(coordinator.generation), asked)
                 else:
                     await self._write_revoked(revoked)
         finally:
@@ -600,13 +602,18 @@ class AutoscalingConsumer:
         for tp in revoked:  # records we could not write go back to the next owner
             self._pending.drop(tp)
 
-    async def _release_revoked(self, revoked: set[KafkaTopicPartition], generation: int) -> None:
+    async def _release_revoked(
+        self, revoked: set[KafkaTopicPartition], generation: int, asked: float
+    ) -> None:
         """Release ``revoked`` to their next owners, given them in this round and holding
-        them until the commit that marks them released (caller holds ``self._lock``).
+        them until the commit that marks them released (caller holds ``self._lock``, which
+        it asked for at ``asked``, monotonic).
 
         Writes in flight finish first (they hold records of ``revoked``) and their commits
         land; what no write took yet is dropped, not written: its next owner reads it again
-        from the released offset, instead of waiting for one more table write."""
+        from the released offset, instead of waiting for one more table write. The time
+        each step took is logged: the next owners read none of ``revoked`` meanwhile."""
+        stamps = [asked, time.monotonic()]
         try:
             await self._writer.settle()
             wrote_all = True
@@ -615,12 +622,27 @@ class AutoscalingConsumer:
             wrote_all = False
         # The commits before the release must not carry its mark (a write's commit says
         # nothing of the writes after it), hence the settle first.
+        stamps.append(time.monotonic())
         await self._commits.settle()
+        stamps.append(time.monotonic())
         self._commits.releasing(revoked, generation)
         unwritten = self._pending.first_offsets(revoked)
         for tp in revoked:
             self._pending.drop(tp)
         await self._commits.release(revoked, generation, wrote_all=wrote_all, unwritten=unwritten)
+        stamps.append(time.monotonic())
+        lock, writes, commits, release = (b - a for a, b in itertools.pairwise(stamps))
+        log.info(
+            "released %d partition(s) in generation %d after %.0f ms: the lock %.0f, writes "
+            "in flight %.0f, commits in flight %.0f, the release commit %.0f",
+            len(revoked),
+            generation,
+            (stamps[-1] - asked) * 1000,
+            lock * 1000,
+            writes * 1000,
+            commits * 1000,
+            release * 1000,
+        )
 
     def _change_ownership(self, kind: str, partitions: set[TopicPartition]) -> None:
         """Add (``assigned``) or remove (``revoked``) partitions."""
