@@ -631,6 +631,8 @@ class AutoscalingConsumer:
             self._pending.drop(tp)
         await self._commits.release(revoked, generation, wrote_all=wrote_all, unwritten=unwritten)
         stamps.append(time.monotonic())
+        if not revoked:
+            return
         lock, writes, commits, release = (b - a for a, b in itertools.pairwise(stamps))
         log.info(
             "released %d partition(s) in generation %d after %.0f ms: the lock %.0f, writes "
