@@ -8,6 +8,8 @@ nothing is re-delivered, the group converges within two rounds.
 from __future__ import annotations
 
 import itertools
+import logging
+import re
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -198,14 +200,37 @@ def moved(before: dict[TopicPartition, str], after: dict[TopicPartition, str]) -
 
 @pytest.mark.parametrize("handover", ["one-round", "two-round"])
 def test_scale_out_and_in_stop_only_the_partitions_that_move(
-    kafka_cluster_handle: KafkaCluster, topic_factory: Callable[..., str], handover: str
+    kafka_cluster_handle: KafkaCluster,
+    topic_factory: Callable[..., str],
+    handover: str,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     kafka = kafka_cluster_handle.bootstrap_servers
-    with three_members(kafka, topic_factory, handover) as group:
+    with (
+        caplog.at_level(logging.INFO, logger="consumer_sdk.consumer"),
+        three_members(kafka, topic_factory, handover) as group,
+    ):
         with group.load(3000):
             for step in ("out", "in"):
                 _scale(group, step)
         assert_delivered_and_disjoint(group, kafka_cluster_handle.kind)
+    releases = [m for r in caplog.records if (m := RELEASE_LINE.match(r.getMessage()))]
+    if handover == "one-round":
+        # Each old owner says how long its release took and which step took it.
+        assert releases and all(int(m["partitions"]) > 0 for m in releases)
+        assert all(
+            int(m["total"]) >= max(int(m[s]) for s in ("lock", "writes", "commits", "release"))
+            for m in releases
+        )
+    else:
+        assert releases == []
+
+
+RELEASE_LINE = re.compile(
+    r"released (?P<partitions>\d+) partition\(s\) in generation \d+ after (?P<total>\d+) ms: "
+    r"the lock (?P<lock>\d+), writes in flight (?P<writes>\d+), commits in flight "
+    r"(?P<commits>\d+), the release commit (?P<release>\d+)$"
+)
 
 
 def _scale(group: Group, step: str) -> None:
