@@ -524,11 +524,15 @@ class AutoscalingConsumer:
     async def _on_revoked(self, revoked: set[KafkaTopicPartition]) -> None:
         lost = {TopicPartition(tp.topic, tp.partition) for tp in revoked}
         self._stopped_reading(lost)
+        # Still waiting for their old owner's release: this member never read them, and
+        # the leader, told so, gave them on without waiting for this member.
+        unread = revoked & self._resume.awaiting_release
         self._resume.forget(revoked)
         if self._releases_revoked:
             self._release(revoked)
         else:
-            await self._flush_revoked(revoked)
+            await self._flush_revoked(revoked, unread)
+        self._commits.disown(revoked)
         self._change_ownership("revoked", lost)
 
     def _release(self, revoked: set[KafkaTopicPartition]) -> None:
@@ -573,9 +577,12 @@ class AutoscalingConsumer:
         )
         self._resume.start(consumer, owned, rewind=True)
 
-    async def _flush_revoked(self, revoked: set[KafkaTopicPartition]) -> None:
+    async def _flush_revoked(
+        self, revoked: set[KafkaTopicPartition], unread: set[KafkaTopicPartition]
+    ) -> None:
         """Write and commit what this member holds of ``revoked`` before it rejoins; in a
-        one-round hand-over, release them instead (see :meth:`_release_revoked`)."""
+        one-round hand-over, release them instead (see :meth:`_release_revoked`), except
+        those of them it never read (``unread``): it has nothing of them to release."""
         self._fetch.revoking |= revoked
         coordinator: Any = getattr(self._consumer, "_coordinator", None)
         asked = time.monotonic()
@@ -583,7 +590,8 @@ class AutoscalingConsumer:
             async with self._lock:
                 # Only a cooperative member's partitions go to a new owner awaiting them.
                 if self.state.releases and self.state.cooperative and coordinator is not None:
-                    await self._release_revoked(revoked, int(coordinator.generation), asked)
+                    generation = int(coordinator.generation)
+                    await self._release_revoked(revoked - unread, generation, asked)
                 else:
                     await self._write_revoked(revoked)
         finally:

@@ -234,6 +234,29 @@ def test_a_release_of_records_dropped_unwritten_commits_the_first_of_them() -> N
     }
 
 
+def test_a_partition_given_up_and_back_is_released_where_the_group_is_not_where_it_was() -> None:
+    # Found by the autoscale benchmark: a member released P0 (its commit: 10), got it back,
+    # and released it again before reading any of it; its old commit went out with the new
+    # mark while another member had read on to 50, and the next owner read 40 records again.
+    async def go() -> FakeClient:
+        client = FakeClient()
+        commits = OffsetCommits("g-pipeline", lambda: client, lambda: {P0, P1})
+        await commits.submit({P0: 10})
+        await commits.settle()
+        commits.releasing([P0], generation=3)
+        await commits.release({P0}, generation=3)
+        commits.disown([P0])
+        client._coordinator.group_committed = {P0: 50}  # another member read on meanwhile
+        commits.releasing([P0], generation=6)
+        await commits.release({P0}, generation=6)
+        return client
+
+    *_, release = asyncio.run(go()).committed_offsets
+    assert {tp: (m.offset, released_generation(m.metadata)) for tp, m in release.items()} == {
+        P0: (50, 6)
+    }
+
+
 def test_forgotten_partitions_are_never_committed() -> None:
     async def go() -> FakeClient:
         client = FakeClient()

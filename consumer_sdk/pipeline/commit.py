@@ -81,6 +81,17 @@ class OffsetCommits:
             self.committed.pop(partition, None)
             self._refused.add(partition)
 
+    def disown(self, partitions: Iterable[KafkaTopicPartition]) -> None:
+        """This member gave ``partitions`` up (its last commit of them is done): forget what
+        it knew of their offsets. Should one come back to it, other members may have read
+        on and committed meanwhile; a release of it must not commit this member's old
+        offset (the next owner would read again all that was written since)."""
+        for partition in partitions:
+            self.uncommitted.pop(partition, None)
+            self.committed.pop(partition, None)
+            self._releasing.pop(partition, None)
+            self._refused.discard(partition)
+
     def owes_any(self, partitions: Iterable[KafkaTopicPartition]) -> bool:
         """True if an offset of one of ``partitions`` is still to be committed."""
         return any(p in self.uncommitted for p in partitions)
