@@ -58,6 +58,7 @@ from consumer_sdk.snapshot_cache import SnapshotCache
 from consumer_sdk.warmup import warm_record_path
 from contract.overload import OverloadWatch, replan_can_help
 from contract.refusals import Kind, Refusal, refusal
+from contract.settings import ConfigError
 from contract.stopping import finished_unless_stopped
 
 __all__ = ["AutoscalingConsumer", "OwnershipEvent", "RetryPolicy", "WriteAbandoned"]
@@ -201,12 +202,34 @@ class AutoscalingConsumer:
         # First-use costs (imports, the native decoder) off the loop, before there is a
         # group whose heartbeats they would delay (consumer_sdk.warmup).
         await asyncio.to_thread(warm_record_path, self._columnar)
-        if isinstance(self.sink, ManagedSink):
-            await self.sink.start()  # before joining: a slow start would stall assignments
-        if isinstance(self.sink, PreparingSink):
-            await self.sink.prepare(self.config.topics)
+        if not await self._start_sink():
+            return  # a stop came first
         await self.snapshots.start()
         await self._start_client()
+
+    async def _start_sink(self) -> bool:
+        """Start the sink and make its tables, before joining (a slow start would stall
+        assignments). A failure other than a configuration error (its Spark Connect server
+        not up yet) is logged in one line and retried with back-off until it works (True)
+        or a stop is requested (False)."""
+        delays = iter(self.retry.delays())
+        while not self._stopping.is_set():
+            try:
+                if isinstance(self.sink, ManagedSink):
+                    await self.sink.start()
+                if isinstance(self.sink, PreparingSink):
+                    await self.sink.prepare(self.config.topics)
+                return True
+            except ConfigError:
+                raise
+            except Exception as exc:
+                delay = next(delays)
+                metrics.SINK_START_FAILURES.labels(self.config.group).inc()
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+                log.warning("starting the sink failed (%s); retrying in %.1f s", first, delay)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stopping.wait(), delay)
+        return False
 
     async def _start_client(self) -> None:
         """Create the client and join; if joining fails (Kafka unreachable, SyncGroup

@@ -34,6 +34,12 @@ RESUME_LOOKUP_FAILURES = Counter(
     "Times the sink could not say where new partitions resume (retried; they stay paused)",
     ["group"],
 )
+SINK_START_FAILURES = Counter(
+    "autoscaler_consumer_sink_start_failures_total",
+    "Times the sink could not start or make its tables before joining (retried; the "
+    "member joins once it has)",
+    ["group"],
+)
 COMMIT_FAILURES = Counter(
     "autoscaler_consumer_commit_failures_total",
     "Offset commits that failed (records may be re-delivered)",

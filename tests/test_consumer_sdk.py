@@ -216,6 +216,52 @@ def test_failing_writes_are_retried_and_never_committed_past(
     assert records_after_restart(kafka, config, topic, 2, produce=10) == 10
 
 
+class LateSink(CallbackSink):
+    """Its start fails until the test lets it (a Spark Connect server not up yet)."""
+
+    def __init__(self, seen: SeenRecords) -> None:
+        super().__init__(seen.write)
+        self.starts = 0
+        self.ready = threading.Event()
+
+    async def start(self) -> None:
+        self.starts += 1
+        if not self.ready.is_set():
+            raise OSError("connection refused")
+
+    async def close(self) -> None:
+        return None
+
+
+def test_a_sink_that_cannot_start_yet_is_retried_and_a_stop_ends_the_wait(
+    kafka: str, topic_factory: Callable[..., str]
+) -> None:
+    topic = topic_factory(2)
+    produce_numbered(kafka, topic, 100, 2)
+    seen = SeenRecords()
+    group = f"g-{topic}"
+    retry = RetryPolicy(first_delay_s=0.01, max_delay_s=0.05)
+    late = LateSink(seen)
+    member = ThreadedMember(member_config(kafka, group, [topic], "sink-0"), late, retry).start()
+    try:
+        assert wait_until(lambda: late.starts >= 3)
+        assert seen.total() == 0  # nobody joined, nothing was read
+        late.ready.set()
+        assert wait_until(lambda: seen.total() == 100)
+    finally:
+        member.stop()
+    assert seen.duplicates() == 0
+    failures = REGISTRY.get_sample_value(
+        "autoscaler_consumer_sink_start_failures_total", {"group": group}
+    )
+    assert failures is not None and failures >= 2
+    never = LateSink(SeenRecords())
+    stuck = ThreadedMember(member_config(kafka, group, [topic], "sink-1"), never, retry).start()
+    assert wait_until(lambda: never.starts >= 2)
+    stuck.stop()  # returns (and raises nothing) though the sink never started
+    assert stuck.consumer is not None and stuck.consumer.assigned == set()
+
+
 class SlowResumeSink(CallbackSink):
     """Its first lookup of where partitions resume fails, the second waits for the test; it
     holds offsets 0..29 of partition 0 already."""

@@ -41,6 +41,7 @@ from consumer_sdk.lake.spark_config import SparkSinkConfig
 from consumer_sdk.lake.spark_connect import SparkConnectServer
 from consumer_sdk.lake.spark_sink import SparkTableSink
 from consumer_sdk.lake.spark_tables import (
+    CONNECT_CALL_RETRIES,
     create_table,
     register_tables,
     session_lost,
@@ -865,6 +866,28 @@ def test_sink_config_from_env() -> None:
         )
     with pytest.raises(ConfigError, match="AUTOSCALER_SPARK_WAREHOUSE"):
         SparkSinkConfig.from_env({})
+
+
+def test_a_write_to_a_connect_server_that_is_gone_fails_within_seconds(tmp_path: Path) -> None:
+    """Found by the soak: a consumer stopped while its Connect server was away did not exit
+    (a write, in a thread, retried the server for the client's default ten minutes, and a
+    process waits for its threads). A call now gives up after a few attempts; the sink's
+    own retries, which a stop ends, take over. With the default this test would time out."""
+    warehouse = tmp_path / "warehouse"
+    batches = numbered_batches("events", 2)
+    with SparkConnectServer(warehouse) as server:
+        config = SparkSinkConfig(warehouse=str(warehouse), spark_remote=server.url)
+        sink = SparkTableSink(config)
+        asyncio.run(sink.prepare(["events"]))
+        sink.write_blocking("events", records_table(batches[0]))
+        policies = sink.open().client.get_retry_policies()
+        assert [p.max_retries for p in policies] == [CONNECT_CALL_RETRIES]
+        server.kill()
+        with pytest.raises(Exception) as gone:
+            sink.write_blocking("events", records_table(batches[1]))
+        assert not session_lost(gone.value)  # unreachable, not a lost session
+    expected = Counter((r.partition, r.offset) for r in batches[0])
+    assert key_counts(config, "events") == expected  # the failed write landed nothing
 
 
 def test_a_sink_outlives_a_restart_of_its_connect_server(tmp_path: Path) -> None:

@@ -73,6 +73,8 @@ _FORMAT_JARS = {
 
 # Spark Connect conditions of a session the server no longer has (it restarted): the client
 # refuses every later call on it, so only a new session can succeed.
+# Waits of 50, 200, 800 and 3,200 ms between the attempts of one call (DefaultPolicy's).
+CONNECT_CALL_RETRIES = 4
 _LOST_SESSION = ("NO_ACTIVE_SESSION", "INVALID_HANDLE.SESSION_")
 
 
@@ -81,6 +83,17 @@ def session_lost(error: BaseException) -> bool:
     condition = getattr(error, "getCondition", None)
     found = condition() if callable(condition) else None
     return isinstance(found, str) and found.startswith(_LOST_SESSION)
+
+
+def bound_call_retries(client: Any) -> None:
+    """A Spark Connect call retries an unavailable server for about 4 s, not the client's
+    default ten minutes. The sink's own retries (back-off up to 30 s, ended by a stop) take
+    over from there; a call runs in a thread, which nothing can cancel and which the process
+    waits for at exit, so with the default a consumer asked to stop while its server was
+    away kept running for minutes (the soak saw it ignore SIGTERM until killed)."""
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+
+    client.set_retry_policies([DefaultPolicy(max_retries=CONNECT_CALL_RETRIES)])
 
 
 def spark_session(config: SparkSinkConfig) -> Any:
@@ -95,6 +108,7 @@ def spark_session(config: SparkSinkConfig) -> Any:
         # create(), not getOrCreate(): the latter returns the process's default session
         # whatever its URL, so a second sink (or a reader) would talk to the wrong server.
         remote = ConnectSession.builder.remote(config.spark_remote).create()
+        bound_call_retries(remote.client)
         # Each Connect client asks its server at interpreter exit to drop its ML cache; with
         # the server gone that call retries for about ten minutes, so a consumer stopped
         # after its server went away would not exit. The sink caches no models.
