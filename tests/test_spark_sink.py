@@ -868,18 +868,27 @@ def test_sink_config_from_env() -> None:
         SparkSinkConfig.from_env({})
 
 
-def test_a_write_to_a_connect_server_that_is_gone_fails_within_seconds(tmp_path: Path) -> None:
-    """Found by the soak: a consumer stopped while its Connect server was away did not exit
-    (a write, in a thread, retried the server for the client's default ten minutes, and a
-    process waits for its threads). A call now gives up after a few attempts; the sink's
-    own retries, which a stop ends, take over. With the default this test would time out."""
+@contextlib.contextmanager
+def connect_sink_after_first(
+    tmp_path: Path, batches: list[list[Record]]
+) -> Iterator[tuple[SparkConnectServer, SparkSinkConfig, SparkTableSink]]:
+    """A sink on a Spark Connect server of its own, once it wrote ``batches[0]``."""
     warehouse = tmp_path / "warehouse"
-    batches = numbered_batches("events", 2)
     with SparkConnectServer(warehouse) as server:
         config = SparkSinkConfig(warehouse=str(warehouse), spark_remote=server.url)
         sink = SparkTableSink(config)
         asyncio.run(sink.prepare(["events"]))
         sink.write_blocking("events", records_table(batches[0]))
+        yield server, config, sink
+
+
+def test_a_write_to_a_connect_server_that_is_gone_fails_within_seconds(tmp_path: Path) -> None:
+    """Found by the soak: a consumer stopped while its Connect server was away did not exit
+    (a write, in a thread, retried the server for the client's default ten minutes, and a
+    process waits for its threads). A call now gives up after a few attempts; the sink's
+    own retries, which a stop ends, take over. With the default this test would time out."""
+    batches = numbered_batches("events", 2)
+    with connect_sink_after_first(tmp_path, batches) as (server, config, sink):
         policies = sink.open().client.get_retry_policies()
         assert [p.max_retries for p in policies] == [CONNECT_CALL_RETRIES]
         server.kill()
@@ -894,13 +903,8 @@ def test_a_sink_outlives_a_restart_of_its_connect_server(tmp_path: Path) -> None
     """Found by the soak (benchmarks/soak.py): once the server restarted, every write of a
     running consumer failed with NO_ACTIVE_SESSION for as long as it lived. The attempt that
     finds the session gone fails; the next one (the consumer retries) writes."""
-    warehouse = tmp_path / "warehouse"
     batches = numbered_batches("events", 3)
-    with SparkConnectServer(warehouse) as server:
-        config = SparkSinkConfig(warehouse=str(warehouse), spark_remote=server.url)
-        sink = SparkTableSink(config)
-        asyncio.run(sink.prepare(["events"]))
-        sink.write_blocking("events", records_table(batches[0]))
+    with connect_sink_after_first(tmp_path, batches) as (server, config, sink):
         server.kill()
         server.start()  # a new server on the same port: its catalog is empty
         with pytest.raises(Exception) as lost:
