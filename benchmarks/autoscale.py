@@ -259,7 +259,11 @@ def generations_by_cause(log_text: str, until: datetime) -> list[Cause]:
     return causes
 
 
-NEW_MEMBER_WORKING = re.compile(r"generation \d+: kept 0, revoked 0, added [1-9]")
+# A member that held nothing given partitions: the cooperative coordinator's line, or
+# aiokafka's own at a new member's first join (the cooperative steps start after it).
+NEW_MEMBER_WORKING = re.compile(
+    r"generation \d+: kept 0, revoked 0, added [1-9]|Setting newly assigned partitions \{\w"
+)
 
 
 def scale_up_to_work(log_text: str) -> list[float]:

@@ -112,9 +112,14 @@ def test_a_scale_up_is_at_work_when_a_member_that_held_nothing_gets_partitions()
             "2026-11-24 18:00:12,600 [sink-3] group g generation 3: kept 0, revoked 0, added 1",
             "2026-11-24 18:00:20,000 sidecar.app scale_down 3 -> 2: not a scale-up",
             "2026-11-24 18:00:21,000 [sink-0] group g generation 4: kept 0, revoked 0, added 4",
+            "2026-11-24 18:00:30,000 sidecar.app scale_up 2 -> 3: a new member's first join",
+            "2026-11-24 18:00:31,000 [sink-3] aiokafka.consumer.group_coordinator Setting newly "
+            "assigned partitions set() for group g",
+            "2026-11-24 18:00:33,250 [sink-3] aiokafka.consumer.group_coordinator Setting newly "
+            "assigned partitions {TopicPartition(topic='t', partition=5)} for group g",
         ]
     )
-    assert scale_up_to_work(log) == [2.5]
+    assert scale_up_to_work(log) == [2.5, 3.25]
 
 
 def keda_row(policy: str, consumer_seconds: float, lag_s_p99: float) -> dict[str, object]:
