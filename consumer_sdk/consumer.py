@@ -56,10 +56,11 @@ from consumer_sdk.records.record_columns import DEFAULT_PIECE_BYTES
 from consumer_sdk.sink import FencingSink, ManagedSink, PreparingSink, Sink
 from consumer_sdk.snapshot_cache import SnapshotCache
 from consumer_sdk.warmup import warm_record_path
+from contract.errors import first_line
 from contract.overload import OverloadWatch, replan_can_help
 from contract.refusals import Kind, Refusal, refusal
 from contract.settings import ConfigError
-from contract.stopping import finished_unless_stopped
+from contract.stopping import finished_unless_stopped, sleep_unless_stopped
 
 __all__ = ["AutoscalingConsumer", "OwnershipEvent", "RetryPolicy", "WriteAbandoned"]
 
@@ -225,10 +226,10 @@ class AutoscalingConsumer:
             except Exception as exc:
                 delay = next(delays)
                 metrics.SINK_START_FAILURES.labels(self.config.group).inc()
-                first = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
-                log.warning("starting the sink failed (%s); retrying in %.1f s", first, delay)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._stopping.wait(), delay)
+                log.warning(
+                    "starting the sink failed (%s); retrying in %.1f s", first_line(exc), delay
+                )
+                await sleep_unless_stopped(self._stopping, delay)
         return False
 
     async def _start_client(self) -> None:
@@ -267,8 +268,7 @@ class AutoscalingConsumer:
             log.warning(
                 "joining group %s failed: %s; retrying in %.1f s", self.config.group, why, delay
             )
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), delay)
+            await sleep_unless_stopped(self._stopping, delay)
 
     async def _explain(self, failure: BaseException | None) -> str | None:
         """One line saying why joining failed, naming the setting to check (a refused

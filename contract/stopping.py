@@ -7,6 +7,12 @@ import contextlib
 from typing import Any
 
 
+async def sleep_unless_stopped(stop: asyncio.Event, seconds: float) -> None:
+    """Wait ``seconds`` (a retry's back-off, a tick's rest), or less if ``stop`` is set."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), seconds)
+
+
 async def finished_unless_stopped(task: asyncio.Task[Any], stop: asyncio.Event) -> bool:
     """Wait until ``task`` is done or ``stop`` is set. If the stop came first, cancel the task
     (whatever it raises while it ends is of no interest) and return False; else True, with

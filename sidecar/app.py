@@ -10,7 +10,6 @@ failed scale), the controller resynchronises first.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -20,7 +19,7 @@ from aiokafka.errors import KafkaError
 
 from assignor import TopicPartition
 from contract.refusals import Kind, Refusal, refusal
-from contract.stopping import finished_unless_stopped
+from contract.stopping import finished_unless_stopped, sleep_unless_stopped
 from sidecar import metrics
 from sidecar.capacity import READING_WITHIN_S, CapacityEstimate
 from sidecar.config import SidecarConfig
@@ -121,8 +120,7 @@ class Sidecar:
                 )
                 self._show_refusal(found)
                 log.warning("%s; retrying in %.0f s", found.line, backoff)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), backoff)
+                await sleep_unless_stopped(stop, backoff)
                 backoff = min(30.0, backoff * 2)
         return False
 
@@ -149,8 +147,7 @@ class Sidecar:
                     metrics.ERRORS.labels("tick").inc()
                     log.exception("tick failed: %r", exc)
                 elapsed = self.clock() - started
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), max(0.0, self.config.interval - elapsed))
+                await sleep_unless_stopped(stop, max(0.0, self.config.interval - elapsed))
         finally:
             await self.stop()
 

@@ -32,6 +32,7 @@ from consumer_sdk.lake.spark_tables import (
     table_identifier,
     table_root,
 )
+from contract.errors import first_line
 from contract.settings import ConfigError
 
 
@@ -93,9 +94,8 @@ def run_periodically(round_: Callable[[], None], every_s: float, stop: threading
         except ConfigError:
             raise  # the settings are wrong: no later round can do better
         except Exception as exc:  # Spark, the file system: the next round may succeed
-            first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
             print(
-                f"kafka-autoscaler-compact: compaction failed ({first_line}); "
+                f"kafka-autoscaler-compact: compaction failed ({first_line(exc)}); "
                 f"next in {every_s:g} s",
                 file=sys.stderr,
             )

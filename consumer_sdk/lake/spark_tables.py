@@ -71,10 +71,10 @@ _FORMAT_JARS = {
 }
 
 
-# Spark Connect conditions of a session the server no longer has (it restarted): the client
-# refuses every later call on it, so only a new session can succeed.
 # Waits of 50, 200, 800 and 3,200 ms between the attempts of one call (DefaultPolicy's).
 CONNECT_CALL_RETRIES = 4
+# Spark Connect conditions of a session the server no longer has (it restarted): the client
+# refuses every later call on it, so only a new session can succeed.
 _LOST_SESSION = ("NO_ACTIVE_SESSION", "INVALID_HANDLE.SESSION_")
 
 

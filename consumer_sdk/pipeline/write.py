@@ -10,7 +10,6 @@ retried with backoff, whole, and never committed past; at shutdown it is given u
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections import deque
 from collections.abc import Callable, Collection, Mapping
@@ -26,6 +25,7 @@ from consumer_sdk.pipeline.retry import RetryPolicy
 from consumer_sdk.records.pending import Batch
 from consumer_sdk.records.pending_columns import ColumnBatch
 from consumer_sdk.sink import PartitionsFenced, Record, Sink, StagingSink, records_table
+from contract.stopping import sleep_unless_stopped
 
 log = logging.getLogger(__name__)
 
@@ -277,5 +277,4 @@ class BatchWriter:
                     exc,
                     delay,
                 )
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._stopping.wait(), delay)
+                await sleep_unless_stopped(self._stopping, delay)
