@@ -474,6 +474,9 @@ class AutoscalingConsumer:
             metrics.RECORDS.labels(group, tp.topic, str(tp.partition)).inc(count)
             metrics.BYTES.labels(group, tp.topic, str(tp.partition)).inc(size)
         now = time.monotonic()
+        if flushed.sink_done > 0:
+            self.drain.busy(flushed.sink_started, flushed.sink_done, total_records)
+            metrics.DRAIN_BUSY.labels(group).set(self.drain.busy_records_per_s)
         if self.drain.written(now, total_records, total_bytes, flushed.saturated):
             metrics.DRAIN_MEASURED.labels(group).set(self.drain.records_per_s)
         elapsed = max(1e-6, now - self._window_started)

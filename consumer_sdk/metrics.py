@@ -61,6 +61,12 @@ DRAIN_MEASURED = Gauge(
     "measured capacity, reported to the sidecar in its offset commits)",
     ["group"],
 )
+DRAIN_BUSY = Gauge(
+    "autoscaler_consumer_drain_busy_records_per_second",
+    "Records per second this consumer wrote per second its sink was busy, backlog or not (what "
+    "a consumer that keeps up shows of what it could drain; reported to the sidecar too)",
+    ["group"],
+)
 ASSIGNOR_FALLBACKS = Counter(
     "autoscaler_assignor_fallbacks_total", "Leader assignments that fell back to sticky", ["group"]
 )

@@ -5,12 +5,15 @@ string per committed partition, 4096 bytes by default); the sidecar already read
 committed offsets, so the report reaches it with no channel of its own, on any cluster::
 
     {"cap": 1, "m": "consumer-0-5f2c...", "c": 118, "n": 7, "r": 2310.5, "b": 1180000.0,
-     "s": 21.4}
+     "s": 21.4, "w": 2405.0, "ws": 48.2}
 
 ``m`` the member id the group coordinator gave the consumer, ``c`` its commits so far (a
 change shows the sidecar the member is reading), ``n`` its measurements so far (a change is
 a new one), ``r`` and ``b`` records and bytes written per second while a backlog was
-waiting behind every batch, over ``s`` seconds of such batches (0: nothing measured yet).
+waiting behind every batch, over ``s`` seconds of such batches (0: nothing measured yet);
+``w`` records written per second of the sink's busy time (some write in flight), over ``ws``
+seconds of it, whether or not a backlog waited: what a consumer that keeps up shows of what it
+could drain (reports without them, from older consumers, decode with zeros).
 Counters, not clocks: the sidecar times freshness on its own clock, so skew does not matter.
 
 Pure: encoding, decoding with field-by-field validation. No I/O.
@@ -45,6 +48,8 @@ class CapacityReport:
     records_per_s: float
     bytes_per_s: float
     saturated_s: float
+    busy_records_per_s: float = 0.0
+    busy_s: float = 0.0
 
     @property
     def measured(self) -> bool:
@@ -62,6 +67,8 @@ class CapacityReport:
                 "r": round(self.records_per_s, 3),
                 "b": round(self.bytes_per_s, 3),
                 "s": round(self.saturated_s, 3),
+                "w": round(self.busy_records_per_s, 3),
+                "ws": round(self.busy_s, 3),
             },
             separators=(",", ":"),
             allow_nan=False,
@@ -104,11 +111,20 @@ def decode(metadata: str) -> CapacityReport:
             )
         counts[key] = int(value)
     rates: dict[str, float] = {}
-    for key in ("r", "b", "s"):
-        value = raw.get(key)
+    for key in ("r", "b", "s", "w", "ws"):
+        value = raw.get(key, 0.0) if key in ("w", "ws") else raw.get(key)
         if not (is_finite_number(value) and value >= 0):
             raise CapacityReportError(
                 f"capacity report: {key} must be a finite number >= 0, got {value!r}"
             )
         rates[key] = float(value)
-    return CapacityReport(member, counts["c"], counts["n"], rates["r"], rates["b"], rates["s"])
+    return CapacityReport(
+        member,
+        counts["c"],
+        counts["n"],
+        rates["r"],
+        rates["b"],
+        rates["s"],
+        rates["w"],
+        rates["ws"],
+    )

@@ -235,6 +235,7 @@ class Sidecar:
             reading.commit_metadata.values(),
             reading.member_ids,
             (replicas, drain[0], drain[1]) if drain is not None else None,
+            per_record,
         )
         for reason, ignored in estimate.rejected.items():
             if ignored > before.get(reason, 0):

@@ -15,6 +15,13 @@ reports into one robust, decaying estimate:
 * consumers that batch whatever they fetched never saturate one batch (each takes the whole
   backlog); for them the group's drain while it was saturated, over its consumer count,
   stands in until a consumer measures (sidecar.drain_ceiling measures it);
+* a group sized by too low a capacity never falls behind, so it never measures more: while no
+  saturated measurement is fresh, the consumers' *busy* rate (records written per second their
+  sink was busy; the median over members reading, with ``MIN_BUSY_S`` of it) may raise the
+  estimate, never lower it (small batches make a sink with a fixed cost per write look slower
+  than it is). It is scaled by the ratio of the saturated measurement to the busy rate the
+  last time both were measured (at most 1: where fetching or decoding limits a consumer, its
+  sink's rate overstates it). Raised too high, the group falls behind, saturates and measures;
 * with a declared capacity, a measured one more than ``tolerance`` away from it for
   ``warn_after_s`` is a warning; with ``--capacity auto`` the measured one is used.
 
@@ -35,6 +42,8 @@ from contract.capacity import CapacityReport, CapacityReportError, decode, is_re
 REJECT_REASONS = ("malformed", "absurd", "not_member")
 # A member that committed within this many seconds is reading (its reports' counter moved).
 READING_WITHIN_S = 15.0
+# A member's busy rate counts once its sink was busy this long in the report's window.
+MIN_BUSY_S = 5.0
 
 
 @dataclass
@@ -76,6 +85,12 @@ class CapacityEstimate:
         self.records_per_s: float | None = None
         self.estimated_at: float | None = None
         self.source: str | None = None
+        # The members' busy rate (see the module doc), when it last moved, and the ratio of
+        # the saturated measurement to it the last time both were taken.
+        self.busy: float | None = None
+        self.busy_at: float | None = None
+        self.calibration = 1.0
+        self._per_record: float | None = 1.0
         self.rejected: Counter[str] = Counter()
         self.last_rejection: str | None = None
         self._members: dict[str, _Member] = {}
@@ -89,11 +104,14 @@ class CapacityEstimate:
         metadata: Iterable[str],
         member_ids: frozenset[str] | None,
         group_drain: tuple[int, float, float] | None = None,
+        per_record: float | None = 1.0,
     ) -> None:
         """Take in this round's commit metadata; ``member_ids``: the group's members as the
         coordinator lists them (None when it cannot be asked: no membership check);
         ``group_drain``: (consumers, records/s, when measured) of the group's drain while a
-        backlog waited, if known."""
+        backlog waited, if known; ``per_record``: the sizing unit per record (see
+        :meth:`in_unit`; None when not known)."""
+        self._per_record = per_record
         if group_drain is not None:
             count, rate, at = group_drain
             if count > 0 and rate > 0 and (self.group_share_at is None or at > self.group_share_at):
@@ -129,6 +147,7 @@ class CapacityEstimate:
                 continue
             if self._observe_member(now, member, report, key):
                 new_sample = True
+        self._update_busy(now, member_ids)
         if new_sample:
             self._update(now, member_ids)
         self._choose(now)
@@ -139,7 +158,8 @@ class CapacityEstimate:
         until then the group's drain per consumer while it was saturated (batching consumers
         that keep up with every fetch never saturate one batch, but a group far behind
         drains at its pace). Never the group's share once a consumer has measured: a group
-        drain divides by members that may not all have been busy."""
+        drain divides by members that may not all have been busy. While neither is fresh,
+        the calibrated busy rate where it is higher (see the module doc)."""
         if self.reported is not None:
             self.records_per_s, self.estimated_at, self.source = (
                 self.reported,
@@ -152,6 +172,36 @@ class CapacityEstimate:
                 self.group_share_at,
                 "group drain",
             )
+        if self.busy is None or self._saturated_lately(now):
+            return
+        floor = self.records_per_s
+        if floor is None and self._per_record:
+            floor = self.declared / self._per_record  # raise above the declared only
+        lifted = self.busy * self.calibration
+        if floor is not None and lifted > floor:
+            self.records_per_s, self.estimated_at, self.source = lifted, self.busy_at, "busy time"
+
+    def _saturated_lately(self, now: float) -> bool:
+        """Whether a saturated measurement (a consumer's or the group's) is fresh."""
+        return any(
+            at is not None and now - at <= self.fresh_s
+            for at in (self.reported_at, self.group_share_at)
+        )
+
+    def _update_busy(self, now: float, member_ids: frozenset[str] | None) -> None:
+        """The median busy rate of members reading lately with enough busy time; kept
+        when none has (the last value stays, as the saturated one does)."""
+        values = [
+            m.report.busy_records_per_s
+            for name, m in self._members.items()
+            if m.active_at is not None
+            and now - m.active_at <= self.fresh_s
+            and m.report.busy_s >= MIN_BUSY_S
+            and m.report.busy_records_per_s > 0
+            and (member_ids is None or name in member_ids)
+        ]
+        if values:
+            self.busy, self.busy_at = statistics.median(values), now
 
     def _observe_member(
         self, now: float, member: str, report: CapacityReport, key: tuple[str, int, int]
@@ -207,6 +257,8 @@ class CapacityEstimate:
             weight = 1.0 - math.pow(0.5, max(0.0, now - self.reported_at) / self.half_life_s)
             self.reported += (median - self.reported) * weight
         self.reported_at = now
+        if self.busy is not None and self.busy_at == now:  # both measured this round
+            self.calibration = min(1.0, self.reported / self.busy)
 
     def _reject(self, reason: str, key: tuple[str, int, int], why: str) -> None:
         if key in self._rejected_keys:
@@ -228,9 +280,14 @@ class CapacityEstimate:
     def in_unit(self, per_record: float | None) -> float | None:
         """The estimate in the sizing unit: records/s times ``per_record`` (1 for records/s,
         bytes of log a record for bytes/s; None when not known: no estimate)."""
-        if not self.records_per_s or per_record is None or per_record <= 0:
+        return self.in_unit_of(self.records_per_s, per_record)
+
+    @staticmethod
+    def in_unit_of(records_per_s: float | None, per_record: float | None) -> float | None:
+        """``records_per_s`` in the sizing unit (None when either is not known)."""
+        if not records_per_s or per_record is None or per_record <= 0:
             return None
-        return self.records_per_s * per_record
+        return records_per_s * per_record
 
     def in_use(self, per_record: float | None) -> float:
         """The capacity to size with: measured under ``--capacity auto`` once there is a
@@ -240,10 +297,11 @@ class CapacityEstimate:
 
     def _track_difference(self, now: float) -> None:
         measured = self.records_per_s
-        if self.auto or measured is None:
+        if self.auto or measured is None or not self._per_record:
             self._differs_since = None
             return
-        differs = abs(measured - self.declared) > self.tolerance * self.declared
+        declared = self.declared / self._per_record
+        differs = abs(measured - declared) > self.tolerance * declared
         if not differs:
             self._differs_since = None
         elif self._differs_since is None:
@@ -275,6 +333,8 @@ class CapacityEstimate:
             "measured": self.in_unit(per_record),
             "measured_age_s": None if age is None else round(age, 1),
             "measured_by": self.source,
+            "busy_rate": None if self.busy is None else self.in_unit_of(self.busy, per_record),
+            "busy_calibration": round(self.calibration, 3),
             "in_use": self.in_use(per_record),
             "members_measured": sum(1 for m in self._members.values() if self._fresh(now, m)),
             "members_reading": self.reading_members(now, READING_WITHIN_S),

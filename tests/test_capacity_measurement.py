@@ -186,3 +186,83 @@ def test_once_a_consumer_has_measured_the_groups_drain_no_longer_stands_in() -> 
     rounds(estimate, {"a": [2_000.0] * 3})
     estimate.observe(100.0, [], None, group_drain=(4, 8_000.0, 99.0))  # reports old by now
     assert estimate.records_per_s == pytest.approx(2_000.0) and estimate.source == "consumers"
+
+
+# -- the busy rate: what a consumer that keeps up shows of what it could drain ---------------
+def busy_report(member: str, commits: int, busy_rate: float, busy_s: float = 30.0) -> str:
+    """A consumer that never saturated (no measurement) but whose sink was busy."""
+    return CapacityReport(member, commits, 0, 0.0, 0.0, 0.0, busy_rate, busy_s).encode()
+
+
+def keeping_up(
+    estimate: CapacityEstimate, start: int, rates: dict[str, float], rounds_: int
+) -> None:
+    """Members commit every second for ``rounds_`` seconds from ``start``, busy at ``rates``."""
+    for t in range(start, start + rounds_):
+        texts = [busy_report(m, t + 1, rate) for m, rate in rates.items()]
+        estimate.observe(float(t), texts, None)
+
+
+def test_the_meter_counts_the_sinks_busy_time_once_however_many_writes_overlap() -> None:
+    meter = DrainMeter(window_s=60)
+    meter.busy(0.0, 1.0, 500)
+    meter.busy(0.5, 2.0, 500)  # overlaps the first from 0.5 to 1.0: 1 s more, not 1.5
+    meter.busy(10.0, 10.5, 250)  # the 8 s idle between is not busy time
+    assert meter.busy_s == pytest.approx(2.5)
+    assert meter.busy_records_per_s == pytest.approx(1_250 / 2.5)
+    meter.busy(100.0, 101.0, 100)  # the window has moved past the others
+    assert meter.busy_s == pytest.approx(1.0) and meter.busy_records_per_s == pytest.approx(100.0)
+    sent = meter.report("m-1", commits=4)
+    assert not sent.measured and sent.busy_records_per_s == pytest.approx(100.0)
+
+
+def test_the_busy_rate_travels_in_the_report_and_older_reports_decode_without_it() -> None:
+    sent = CapacityReport("m-1", 3, 0, 0.0, 0.0, 0.0, 987.5, 42.0)
+    assert decode(sent.encode()) == sent
+    older = decode('{"cap":1,"m":"m-1","c":1,"n":1,"r":10,"b":0,"s":1}')
+    assert (older.busy_records_per_s, older.busy_s) == (0.0, 0.0)
+    with pytest.raises(CapacityReportError, match="ws must be a finite number >= 0"):
+        decode('{"cap":1,"m":"a","c":1,"n":1,"r":1,"b":0,"s":1,"w":5,"ws":-1}')
+
+
+def test_a_group_sized_by_too_low_a_capacity_is_raised_by_its_busy_rate() -> None:
+    # Declared 500/s, consumers write 1,000/s while busy and never fall behind.
+    estimate = CapacityEstimate(500.0, auto=True)
+    keeping_up(estimate, 0, {"a": 990.0, "b": 1_000.0, "c": 1_020.0}, rounds_=3)
+    assert estimate.in_use(1.0) == pytest.approx(1_000.0)
+    status = estimate.status(3.0, 1.0)
+    assert status["measured_by"] == "busy time" and status["busy_rate"] == pytest.approx(1_000.0)
+
+
+def test_a_busy_rate_below_the_capacity_in_use_never_lowers_it() -> None:
+    # Small batches into a sink with a fixed cost per write look slow: not a measurement.
+    estimate = CapacityEstimate(1_000.0, auto=True)
+    keeping_up(estimate, 0, {"a": 300.0, "b": 320.0}, rounds_=5)
+    assert estimate.in_use(1.0) == 1_000.0 and estimate.records_per_s is None
+    for t in range(10, 13):  # then saturated: 2,000/s measured
+        estimate.observe(float(t), [report("a", t, t, 2_000.0)], None)
+    keeping_up(estimate, 300, {"a": 300.0, "b": 320.0}, rounds_=5)  # stale by now
+    assert estimate.in_use(1.0) == pytest.approx(2_000.0) and estimate.source == "consumers"
+
+
+def test_a_fresh_saturated_measurement_wins_over_the_busy_rate() -> None:
+    estimate = CapacityEstimate(500.0, auto=True, fresh_s=120.0)
+    for t in range(3):  # saturated at 800/s while its sink's busy rate says 1,000/s
+        text = CapacityReport("a", t + 1, t + 1, 800.0, 0.0, 10.0, 1_000.0, 30.0).encode()
+        estimate.observe(float(t), [text], None)
+    assert estimate.in_use(1.0) == pytest.approx(800.0)
+    assert estimate.calibration == pytest.approx(0.8)
+    # Long after, keeping up: the busy rate counts as 0.8 of itself (fetching and decoding
+    # limited this consumer, not its sink), so it does not raise the estimate above 800.
+    keeping_up(estimate, 500, {"a": 1_000.0}, rounds_=3)
+    assert estimate.in_use(1.0) == pytest.approx(800.0) and estimate.source == "consumers"
+    keeping_up(estimate, 600, {"a": 1_500.0}, rounds_=3)  # the sink got faster
+    assert estimate.in_use(1.0) == pytest.approx(1_200.0) and estimate.source == "busy time"
+
+
+def test_a_declared_capacity_below_what_the_consumers_write_while_busy_warns() -> None:
+    estimate = CapacityEstimate(500.0, auto=False, warn_after_s=60.0)
+    keeping_up(estimate, 0, {"a": 1_000.0}, rounds_=70)
+    assert estimate.in_use(1.0) == 500.0  # declared: the busy rate is only shown
+    warning = estimate.warning(69.0, 1.0)
+    assert warning is not None and "1000 differs from the declared 500" in warning

@@ -356,6 +356,10 @@ def test_a_batch_stages_while_the_one_before_publishes_and_commits_follow_in_ord
     assert sink.events == ["stage 1", "stage 2", "publish 1", "publish 2"]
     assert client.committed_offsets == [{P0: 5}, {P0: 9, P1: 2}]
     assert [dict(w.records) for w in written] == [{P0: 5}, {P0: 4, P1: 2}]
+    # Each says when the sink had it (the drain meter's busy time): staged in order, and the
+    # second overlapping the first, as it staged while the first published.
+    first_span, second_span = ((w.sink_started, w.sink_done) for w in written)
+    assert 0 < first_span[0] <= second_span[0] <= first_span[1] <= second_span[1]
 
 
 def test_free_write_slots_are_counted_and_each_write_that_ends_says_so() -> None:

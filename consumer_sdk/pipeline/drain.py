@@ -39,6 +39,13 @@ def backlog_behind(
 
 
 @dataclass(frozen=True)
+class _Busy:
+    done_at: float
+    seconds: float
+    records: int
+
+
+@dataclass(frozen=True)
 class _Interval:
     done_at: float
     seconds: float
@@ -63,6 +70,22 @@ class DrainMeter:
         self.records_per_s = 0.0
         self.bytes_per_s = 0.0
         self.saturated_s = 0.0
+        self._busy: deque[_Busy] = deque()
+        self._busy_until: float | None = None
+        self.busy_records_per_s = 0.0
+        self.busy_s = 0.0
+
+    def busy(self, started_at: float, done_at: float, records: int) -> None:
+        """The sink wrote ``records`` between ``started_at`` and ``done_at``; time another
+        write in flight already covered counts once."""
+        since = started_at if self._busy_until is None else max(started_at, self._busy_until)
+        self._busy_until = done_at if self._busy_until is None else max(self._busy_until, done_at)
+        self._busy.append(_Busy(done_at, max(0.0, done_at - since), records))
+        while self._busy and self._busy[0].done_at < done_at - self.window_s:
+            self._busy.popleft()
+        self.busy_s = sum(b.seconds for b in self._busy)
+        written = sum(b.records for b in self._busy)
+        self.busy_records_per_s = written / self.busy_s if self.busy_s > 0 else 0.0
 
     def written(self, done_at: float, records: int, size: int, saturated: bool) -> bool:
         """A batch completed at ``done_at``; whether this gave a new measurement."""
@@ -93,4 +116,6 @@ class DrainMeter:
             self.records_per_s,
             self.bytes_per_s,
             self.saturated_s if self.measurements else 0.0,
+            self.busy_records_per_s,
+            self.busy_s,
         )

@@ -10,7 +10,9 @@ retried with backoff, whole, and never committed past; at shutdown it is given u
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
+import time
 from collections import deque
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
@@ -41,6 +43,9 @@ class WrittenBatch:
     sizes: Mapping[KafkaTopicPartition, int]
     next_offsets: Mapping[KafkaTopicPartition, int]
     behind: int = 0
+    # Monotonic times the sink started and finished the batch (staging to publication).
+    sink_started: float = 0.0
+    sink_done: float = 0.0
 
     @property
     def saturated(self) -> bool:
@@ -166,6 +171,7 @@ class BatchWriter:
         # a batch in the sink is held once, not twice.
         batch.records.clear()
         del batch
+        started = time.monotonic()
         staged = await asyncio.gather(*(self._stage(t, recs) for t, recs in by_topic.items()))
         if previous is not None:
             await asyncio.wait({previous})
@@ -182,6 +188,7 @@ class BatchWriter:
                 for (topic, recs), first in zip(by_topic.items(), staged, strict=True)
             )
         )
+        written = dataclasses.replace(written, sink_started=started, sink_done=time.monotonic())
         # Every write succeeded: commit. The commit runs while the next batch fills (it is
         # off the critical path); commits stay in order because each waits for the last.
         offsets = dict(written.next_offsets)
