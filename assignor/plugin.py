@@ -65,7 +65,10 @@ class MemberState:
     ``releases``: it hands partitions over by release (:func:`assignor.cooperative.give_moving`);
     ``awaiting``: partitions of ``owned`` it does not read yet, awaiting their old owner's
     release (set from each assignment; the SDK removes each as its release arrives);
-    ``one_round``: the last assignment handed moving partitions over in its own round.
+    ``one_round``: the last assignment handed moving partitions over in its own round;
+    ``declared_unread``: the partitions the join in progress told the leader this member
+    does not read (``awaiting`` as it was sent): the SDK must not start reading them before
+    that round's assignment (the leader may give them on with no release to wait for).
     """
 
     identity: str
@@ -82,6 +85,7 @@ class MemberState:
     releases: bool = False
     awaiting: frozenset[TopicPartition] = frozenset()
     one_round: bool = False
+    declared_unread: frozenset[TopicPartition] = frozenset()
 
 
 @dataclass
@@ -162,6 +166,7 @@ def build_assignor(
                 state.releases and state.cooperative,
                 tuple(sorted(state.awaiting & set(state.owned))),
             )
+            state.declared_unread = frozenset(data.awaiting)
             return ConsumerProtocolMemberMetadata(cls.version, sorted(topics), data.encode())
 
         @classmethod
@@ -234,6 +239,7 @@ def build_assignor(
             state.group_size = decode_members(assignment.user_data)
             state.awaiting = decode_awaiting(assignment.user_data) & set(state.owned)
             state.one_round = decode_one_round(assignment.user_data)
+            state.declared_unread = frozenset()  # the round that was told is over
 
     return AutoscalerAssignor
 

@@ -171,6 +171,8 @@ class AutoscalingConsumer:
             current_client=lambda: self._consumer,
             wait_for_writes=self._writer.drain,
             committed_marks=self._committed_marks,
+            declared_unread=self._declared_unread,
+            on_released=self._released_to_us,
             release_timeout_s=config.max_poll_interval_ms / 1000,
             on_reading=self._started_reading,
         )
@@ -698,6 +700,16 @@ class AutoscalingConsumer:
             self._reading |= started
             self.state.awaiting = self.state.awaiting - started
             self._log_ownership("assigned", started)
+
+    def _released_to_us(self, partitions: set[KafkaTopicPartition]) -> None:
+        """Their old owner released them: the next join says this member reads them."""
+        self.state.awaiting = self.state.awaiting - {
+            TopicPartition(tp.topic, tp.partition) for tp in partitions
+        }
+
+    def _declared_unread(self) -> set[KafkaTopicPartition]:
+        """What the join in progress told the leader this member does not read."""
+        return {KafkaTopicPartition(tp.topic, tp.partition) for tp in self.state.declared_unread}
 
     async def _committed_marks(
         self, partitions: list[KafkaTopicPartition]

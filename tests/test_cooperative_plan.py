@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import random
 
-from aiokafka.coordinator.protocol import ConsumerProtocolMemberMetadata
+from aiokafka.coordinator.protocol import (
+    ConsumerProtocolMemberAssignment,
+    ConsumerProtocolMemberMetadata,
+)
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -349,6 +352,18 @@ def test_the_leader_hands_over_in_one_round_when_every_member_releases() -> None
     )
     assert not any(decode_one_round(a.user_data) for a in again.values())
     assert again["c"].partitions() == [] and decode_handover(again["c"].user_data)
+
+
+def test_a_join_remembers_what_it_said_is_unread_until_that_rounds_assignment() -> None:
+    state = MemberState("c", "repair", 10.0, owned=(tp(1), tp(2)), cooperative=True)
+    state.awaiting = frozenset({tp(2), tp(9)})  # 9 is no longer owned: not said
+    plugin = build_assignor(state, lambda: None)
+    sent = decode_member_data(plugin.metadata(["t"]).user_data)
+    assert sent is not None and sent.awaiting == (tp(2),)
+    assert state.declared_unread == frozenset({tp(2)})
+    kept = encode_assignment_data(COOPERATIVE, one_round=True)
+    plugin.on_assignment(ConsumerProtocolMemberAssignment(0, [("t", [1, 2])], kept))
+    assert state.declared_unread == frozenset() and state.owned == (tp(1), tp(2))
 
 
 def test_awaited_partitions_round_trip_in_the_assignment_and_junk_awaits_nothing() -> None:

@@ -648,14 +648,19 @@ def test_a_partition_revoked_during_its_lookup_is_neither_sought_nor_resumed() -
 
 
 def release_stage(
-    client: FakeClient, marks: dict[KTP, tuple[int, str]], reading: list[set[KTP]]
+    client: FakeClient,
+    marks: dict[KTP, tuple[int, str]],
+    reading: list[set[KTP]],
+    **options: Any,
 ) -> ResumeLookups:
     """A resume stage whose committed offsets (and their metadata) are ``marks``, logging
-    what it lets be read into ``reading``; its sink answers at once."""
+    what it lets be read into ``reading``; its sink answers at once. Every read of the
+    marks is counted in ``MARKS_READ``."""
     sink = LookupSink(failures=0)
     sink.answer.set()
 
     async def committed_marks(partitions: list[KTP]) -> dict[KTP, tuple[int, str]]:
+        MARKS_READ.append(len(partitions))
         return {tp: marks[tp] for tp in partitions if tp in marks}
 
     stage, _ = resume_stage(
@@ -663,8 +668,12 @@ def release_stage(
         client,
         committed_marks=committed_marks,
         on_reading=lambda ps: reading.append(set(ps)),
+        **options,
     )
     return stage
+
+
+MARKS_READ: list[int] = []
 
 
 def test_a_partition_handed_over_in_one_round_waits_for_its_release_mark() -> None:
@@ -704,6 +713,68 @@ def test_an_awaited_partition_no_longer_awaited_reads_from_the_committed_offset(
 
     client = asyncio.run(go())
     assert client.sought == {P1: 21} and client.paused == set()
+
+
+async def marks_read_again(times: int) -> None:
+    """Until the stage has read the committed marks ``times`` more times."""
+    target = len(MARKS_READ) + times
+    while len(MARKS_READ) < target:
+        await asyncio.sleep(0.001)
+
+
+@pytest.mark.parametrize("kept", [True, False])
+def test_a_release_seen_during_a_join_that_said_unread_waits_for_that_round(kept: bool) -> None:
+    # This member's join told the leader it does not read P1 (still awaiting its release).
+    # The release lands meanwhile: reading P1 now would read what the leader may have given
+    # another member with nothing to wait for. It waits for the round's answer.
+    async def go() -> tuple[FakeClient, ResumeLookups, list[set[KTP]], list[set[KTP]]]:
+        client = FakeClient({P1})
+        told_unread: set[KTP] = set()
+        released: list[set[KTP]] = []
+        reading: list[set[KTP]] = []
+        marks = {P1: (8, "")}
+        stage = release_stage(
+            client,
+            marks,
+            reading,
+            declared_unread=lambda: told_unread,
+            on_released=released.append,
+        )
+        stage.start(client, {P1}, awaiting={P1: 5})
+        await marks_read_again(1)
+        told_unread.add(P1)  # the join goes out
+        marks[P1] = (17, mark_released("", 5))  # the old owner's release commit lands
+        await marks_read_again(3)
+        assert stage.awaiting_release == {P1} and P1 in client.paused and not released
+        told_unread.clear()  # the round's answer
+        if kept:
+            stage.keep_awaiting([])  # kept, and nobody else reads it: no release to wait for
+        else:
+            client.assigned.discard(P1)
+            stage.forget({P1})  # revoked: never read, nothing of it to release
+        await stage.idle()
+        return client, stage, reading, released
+
+    client, stage, reading, released = asyncio.run(go())
+    assert not released  # its release never counted as this member's to read from
+    if kept:
+        assert client.sought == {P1: 17} and reading == [{P1}] and not stage.waiting
+    else:
+        assert client.sought == {} and reading == [] and P1 in client.paused
+
+
+def test_a_release_seen_outside_a_join_is_reported_so_the_next_join_says_read() -> None:
+    async def go() -> list[set[KTP]]:
+        client, released = FakeClient({P1}), list[set[KTP]]()
+        stage = release_stage(
+            client, {P1: (17, mark_released("", 5))}, [], on_released=released.append
+        )
+        stage.start(client, {P1}, awaiting={P1: 5})
+        while stage.waiting:
+            await asyncio.sleep(0.001)
+        return released
+
+    assert asyncio.run(go()) == [{P1}]
 
 
 def test_closing_stops_lookups_in_flight() -> None:

@@ -16,6 +16,11 @@ or later, and the partition is then sought to that offset. The wait also ends wh
 assignment no longer says it awaits a release (:meth:`ResumeLookups.keep_awaiting`: the old
 owner rejoined without it, so its last commit is in), or after ``release_timeout_s``; the
 partition then reads from the committed offset as it is.
+
+A release seen while this member's join is in progress does not count for a partition the
+join said it does not read (``declared_unread``): the leader may give it on without
+waiting for this member, so reading it now would read what its next owner reads too. It
+waits for that round: revoked, it was never read; kept, it reads from the committed offset.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from typing import Any, Protocol
 
 from aiokafka.structs import TopicPartition as KafkaTopicPartition
@@ -85,8 +90,12 @@ class ResumeLookups:
         committed_marks: CommittedMarks | None = None,
         release_timeout_s: float = 300.0,
         on_reading: Callable[[set[KafkaTopicPartition]], None] | None = None,
+        declared_unread: Callable[[], Collection[KafkaTopicPartition]] = frozenset,
+        on_released: Callable[[set[KafkaTopicPartition]], None] = lambda released: None,
     ) -> None:
         self._sink = sink
+        self._declared_unread = declared_unread
+        self._on_released = on_released
         self._committed_marks = committed_marks
         self._release_timeout_s = release_timeout_s
         self._on_reading = on_reading
@@ -161,6 +170,11 @@ class ResumeLookups:
             if ktp not in still:
                 del self._released_since[ktp]
                 metrics.HANDOVERS.labels(self._group, "unmarked").inc()
+
+    async def idle(self) -> None:
+        """Wait until no lookup is in flight (each has resumed its partitions or let go)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     async def close(self) -> None:
         """Stop every lookup in flight."""
@@ -245,7 +259,8 @@ class ResumeLookups:
                 break
             marks = await self._committed_marks(sorted(wanted))
             now_released: set[KafkaTopicPartition] = set()
-            for ktp in wanted:
+            told_unread = self._declared_unread()
+            for ktp in wanted - set(told_unread):
                 offset, metadata = marks.get(ktp, (-1, None))
                 since = self._released_since.get(ktp)
                 generation = released_generation(metadata)
@@ -256,6 +271,8 @@ class ResumeLookups:
                     client.seek(ktp, offset)
                 now_released.add(ktp)
             if now_released:
+                # In the same step as the check above: a join from now on says they are read.
+                self._on_released(now_released)
                 released |= now_released
                 metrics.HANDOVERS.labels(self._group, "released").inc(len(now_released))
                 metrics.HANDOVER_WAIT.labels(self._group).observe(time.monotonic() - started)
