@@ -2,7 +2,8 @@
 beside the same run sizing with the declared capacity (``--declared-capacity``).
 
 Each run is ``python -m examples.demo --no-live`` on the embedded broker (its defaults: 150 s
-of load, x2.5 in the middle third, one Spark Connect server every consumer writes through);
+of load sized to a 2-core machine, x2.5 in the middle third, one Spark Connect server every
+consumer writes through);
 the verdict comes from its per-second samples (``examples.demo_verdict``): the group's drain
 by consumer count while a backlog waited, the peak count against what that drain says the
 high phase needs (target: at most one more), the lag at the end of the high phase against its

@@ -53,6 +53,15 @@ TOPICS = ("demo-orders", "demo-clicks")
 SPEEDS_TOPIC = "demo.autoscaler.speeds"
 PARTITIONS = 12
 CAPACITY = 1000.0  # records/s one demo consumer is declared to drain
+# The load, sized to what a 2-core machine drains: every consumer writes through one Spark
+# Connect server, and there a consumer drains about 800 records/s (measured: 2 consumers
+# 1,549-1,669/s, 4 consumers 3,116-3,242/s; benchmarks/results/demo_control.md at ea021f8).
+# The walk at scale 1 steps up to about 3,160 records/s, which 4 consumers only just drain:
+# the lag grew through the whole high phase. At 0.75 the step is about 2,370 records/s: 3
+# consumers' drain, so the sidecar has a count that pays the backlog off within the phase.
+# A larger machine drains more: raise --load-scale.
+DEFAULT_LOAD_SCALE = 0.75
+WALK_LOW, WALK_HIGH = 20.0, 120.0  # records/s a partition at scale 1 (the paper's walk)
 VALUE_BYTES = 200
 # On Apache Kafka the sidecar measures bytes/s of log growth: a 200-byte value takes about
 # 210 bytes in a record batch (length, offset and timestamp deltas, no key) plus its share of
@@ -225,7 +234,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"load starts, so its JVM has compiled its hot paths (default {WARM_UP_BATCHES}, "
         "about 25 s; 0: none)",
     )
+    parser.add_argument(
+        "--load-scale",
+        type=float,
+        default=DEFAULT_LOAD_SCALE,
+        help="the load's size: its random walk's rates times this (default "
+        f"{DEFAULT_LOAD_SCALE:g}: a step up to about 2,400 records/s, what 3 consumers drain "
+        "through one Spark Connect server on 2 cores; raise it on a larger machine)",
+    )
     args = parser.parse_args(argv)
+    if not 0.05 <= args.load_scale <= 20:
+        parser.error(f"--load-scale must be in [0.05, 20], got {args.load_scale}")
     if not 0 <= args.warm_up_batches <= 1000:
         parser.error(f"--warm-up-batches must be in [0, 1000], got {args.warm_up_batches}")
     if args.duration < 10:
@@ -310,8 +329,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         walk = RateWalk(
             [TopicPartition(t, p) for t in TOPICS for p in range(PARTITIONS)],
-            low=20,
-            high=120,
+            low=WALK_LOW * args.load_scale,
+            high=WALK_HIGH * args.load_scale,
             delta=10,
             duration_s=args.duration,
             seed=args.seed,

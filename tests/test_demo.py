@@ -97,3 +97,23 @@ def test_the_live_screen_fits_80_by_24_and_says_who_holds_what() -> None:
     assert lines[-1] == "last re-plan (Rscore 0.45) moved: demo-orders:1: c1->c0"
     assert any("capacity auto 500, measured 1000, at most 12 (drain)" in line for line in lines)
     assert clock(42.0, 60.0) == "t =   42 / 60 s"
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--load-scale", "0"], "--load-scale must be in [0.05, 20], got 0.0"),
+        (["--load-scale", "50"], "--load-scale must be in [0.05, 20], got 50.0"),
+        (["--batch-wait", "0"], "--batch-wait must be in [0.01, 60] seconds, got 0.0"),
+        (["--duration", "3"], "--duration must be >= 10 seconds, got 3.0"),
+    ],
+)
+def test_a_bad_demo_flag_is_refused_in_one_line_before_anything_starts(
+    flags: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from examples.demo import main
+
+    with pytest.raises(SystemExit) as stopped:
+        main(flags)
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert stopped.value.code == 2 and error.endswith(message) and "Traceback" not in error
