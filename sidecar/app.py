@@ -166,7 +166,7 @@ class Sidecar:
         self._export(speeds, lags)
         per_record = self.monitor.per_record()
         measured = self._measure_capacity(reading, per_record)
-        if speeds:
+        if speeds and reading.lags_known:  # else the assignor keeps the last good snapshot
             drain = self.controller.config.drain_rule
             snapshot = self.monitor.snapshot(
                 reading,
@@ -206,6 +206,7 @@ class Sidecar:
                 capacity=self.capacity.in_use(per_record),
                 committed_total=sum(reading.committed.values()) if reading.committed else None,
                 reading_members=self.capacity.reading_members(reading.at, READING_WITHIN_S),
+                lags_known=reading.lags_known,
             )
             if speeds
             else None

@@ -156,6 +156,8 @@ class Observation:
     capacity: float | None = None
     # The sum of the group's committed offsets (None: unknown), for the drain ceiling.
     committed_total: int | None = None
+    # False when this round's offsets could not be read: its lags are not known.
+    lags_known: bool = True
     # Members seen committing lately (their capacity reports), where the coordinator
     # cannot describe the group; None when unknown.
     reading_members: int | None = None
@@ -227,6 +229,18 @@ class Controller:
         self.phase = Phase.WATCH
         if observation is None or not observation.speeds:
             return Decision(now, Action.HOLD, current, current, None, "no speeds measured yet")
+        if not observation.lags_known:
+            # A broker that does not answer is not a backlog: measured in a chaos run, lags
+            # taken as whole logs while the committed offsets were unreadable scaled the
+            # group to its maximum during broker kills.
+            return Decision(
+                now,
+                Action.HOLD,
+                current,
+                current,
+                None,
+                "the group's offsets could not be read this round: lag unknown",
+            )
         age = now - observation.at
         if age > self.config.max_data_age_s:
             return Decision(

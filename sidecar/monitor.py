@@ -44,6 +44,9 @@ class Reading:
     member_ids: frozenset[str] | None = None
     # The metadata of each partition's committed offset (the consumers' capacity reports).
     commit_metadata: dict[TopicPartition, str] = field(default_factory=dict)
+    # False when the end or committed offsets could not be read this round: the lags are
+    # not known (a failed committed read is not "nothing committed", the whole log).
+    lags_known: bool = True
 
     @property
     def group_members(self) -> int | None:
@@ -163,6 +166,7 @@ class Monitor:
                     TopicPartition(tp.topic, tp.partition): int(o) for tp, o in ends.items()
                 }
             except KafkaError as exc:
+                reading.lags_known = False
                 reading.problems.append(f"end offsets unavailable: {exc!r}")
             try:
                 committed = await self._admin.list_consumer_group_offsets(
@@ -179,6 +183,7 @@ class Monitor:
                     if meta.offset >= 0 and isinstance(meta.metadata, str) and meta.metadata
                 }
             except KafkaError as exc:
+                reading.lags_known = False
                 reading.problems.append(f"committed offsets unavailable: {exc!r}")
         reading.group_state, reading.member_ids = await self._describe_group()
         self.tracker.observe(reading.at, reading.end_offsets)

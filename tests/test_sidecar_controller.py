@@ -169,6 +169,17 @@ def test_backlog_raises_the_count_until_drained() -> None:
     assert "backlog of 3000" in decision.reason
 
 
+def test_offsets_that_could_not_be_read_hold_the_count_whatever_the_speeds_say() -> None:
+    clock = FakeClock()
+    controller = Controller(ControllerConfig(capacity=CAPACITY), clock)
+    controller.synchronise(2)
+    decision = controller.step(Observation(0.0, speeds(6), lags_known=False))
+    assert (decision.action, decision.desired) == (Action.HOLD, 2)
+    assert "offsets could not be read" in decision.reason
+    decision = controller.step(Observation(0.0, speeds(6)))  # read again: sized as usual
+    assert (decision.action, decision.desired) == (Action.SCALE_UP, 6)
+
+
 @dataclass
 class Tick:
     at: float

@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Callable
 
 import pytest
+from aiokafka.errors import KafkaConnectionError
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
@@ -73,6 +74,36 @@ def test_speeds_lags_and_problems(kafka: str, topic_factory: Callable[..., str])
         TopicPartition(topic, 2): 0.0,
     }
     assert problems == ["topic no-such-topic not found"]
+
+
+def test_offsets_that_cannot_be_read_leave_the_lags_unknown_not_whole_logs(
+    kafka: str, topic_factory: Callable[..., str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    topic = topic_factory(2)
+
+    async def run() -> tuple[bool, bool, list[str]]:
+        monitor = Monitor(kafka, f"g-{topic}", [topic], clock=FakeClock())
+        await monitor.start()
+        try:
+            produce_per_partition(kafka, topic, {0: 40, 1: 40})
+            commit(kafka, f"g-{topic}", topic, {0: 10})  # its coordinator is up
+            readable = (await monitor.poll()).lags_known
+            assert monitor._admin is not None
+
+            async def coordinator_gone(*args: object, **kwargs: object) -> None:
+                raise KafkaConnectionError("the coordinator is down")
+
+            monkeypatch.setattr(monitor._admin, "list_consumer_group_offsets", coordinator_gone)
+            unreadable = await monitor.poll()
+            return readable, unreadable.lags_known, unreadable.problems
+        finally:
+            await monitor.stop()
+
+    readable, known, problems = asyncio.run(run())
+    assert readable and not known
+    assert problems == [
+        "committed offsets unavailable: KafkaConnectionError('the coordinator is down')"
+    ]
 
 
 def test_published_snapshot_reaches_the_sdk_cache(
