@@ -227,31 +227,18 @@ class Controller:
             return Decision(now, Action.WAIT, 0, 0, None, "synchronising with the scaler")
         current = self.replicas
         self.phase = Phase.WATCH
+        why: str | None = None
         if observation is None or not observation.speeds:
-            return Decision(now, Action.HOLD, current, current, None, "no speeds measured yet")
-        if not observation.lags_known:
-            # A broker that does not answer is not a backlog: measured in a chaos run, lags
-            # taken as whole logs while the committed offsets were unreadable scaled the
-            # group to its maximum during broker kills.
-            return Decision(
-                now,
-                Action.HOLD,
-                current,
-                current,
-                None,
-                "the group's offsets could not be read this round: lag unknown",
-            )
-        age = now - observation.at
-        if age > self.config.max_data_age_s:
-            return Decision(
-                now,
-                Action.HOLD,
-                current,
-                current,
-                None,
-                f"data is {age:.0f} s old (max {self.config.max_data_age_s:.0f} s)",
-            )
-        return None
+            why = "no speeds measured yet"
+        elif not observation.lags_known:
+            # A broker that does not answer is not a backlog: lags taken as whole logs while
+            # the committed offsets were unreadable scaled the group to its maximum during
+            # broker kills.
+            why = "the group's offsets could not be read this round: lag unknown"
+        elif now - observation.at > self.config.max_data_age_s:
+            age = now - observation.at
+            why = f"data is {age:.0f} s old (max {self.config.max_data_age_s:.0f} s)"
+        return None if why is None else Decision(now, Action.HOLD, current, current, None, why)
 
     def step(self, observation: Observation | None) -> Decision:
         """Decide from the latest observation (None: nothing measured yet)."""
