@@ -101,6 +101,7 @@ class Run:
     peak: int = 0
     causes: list[Cause] = field(default_factory=list)
     scale_up_waits: list[float] = field(default_factory=list)
+    scale_ups_early: int = 0
 
 
 @dataclass
@@ -221,7 +222,8 @@ def run_policy(
     result.generations = generations_before(log_text, stopped_at)
     result.replans = log_text.count(REPLAN)
     result.causes = generations_by_cause(log_text, stopped_at)
-    result.scale_up_waits = scale_up_to_work(log_text)
+    start_ups = scale_up_to_work(log_text)
+    result.scale_up_waits, result.scale_ups_early = start_ups.waits, start_ups.early
     result.peak = int(max((s["replicas"] for s in result.samples), default=0))
     print(f"{policy.name}: done ({out})", flush=True)
     return result
@@ -266,10 +268,21 @@ NEW_MEMBER_WORKING = re.compile(
 )
 
 
-def scale_up_to_work(log_text: str) -> list[float]:
+@dataclass(frozen=True)
+class StartUps:
     """Seconds from each scale-up decision of a running group to the first member that
-    held nothing being given partitions (the consumers it added at work)."""
+    held nothing being given partitions (the consumers it added at work), and how many
+    scale-ups were decided before the one before them was at work (a staircase: the same
+    backlog counted again, unless the load rose meanwhile)."""
+
+    waits: list[float]
+    early: int
+
+
+def scale_up_to_work(log_text: str) -> StartUps:
+    """The start-ups of ``log_text`` (a sidecar's log with its consumers'): see StartUps."""
     waits: list[float] = []
+    early = 0
     decided: datetime | None = None
     for line in log_text.splitlines():
         logged = _logged_at(line)
@@ -278,11 +291,13 @@ def scale_up_to_work(log_text: str) -> list[float]:
         decision = DECISION.search(line)
         if decision is not None:
             up = decision.group(1) == "scale_up" and decision.group(2) != "0"
+            if up and decided is not None:
+                early += 1
             decided = logged if up else None
         elif decided is not None and NEW_MEMBER_WORKING.search(line):
             waits.append((logged - decided).total_seconds())
             decided = None
-    return waits
+    return StartUps(waits, early)
 
 
 def generations_before(log_text: str, until: datetime) -> int:
@@ -425,6 +440,7 @@ def summarise(result: Run, duration_s: float) -> dict[str, Any]:
         ),
         "causes": [dataclasses.asdict(c) for c in result.causes],
         "scale_up_to_work_s": result.scale_up_waits,
+        "scale_ups_before_work": result.scale_ups_early,
         "flaps": flaps(decided_scale_events(result.causes), result.policy.window_s),
         "redelivered": result.redelivered,
         "missing": result.missing,
@@ -574,6 +590,7 @@ def report(
             + ", ".join(f"{w:.1f}" for w in waits)
             + " s"
         )
+    lines.append(staircase_line(rows))
     lines += ["", "What each rebalance cause of ours took (generations until the next cause):"]
     lines += [
         f"- {c['at']} {c['kind']} ({c['detail']}): {c['generations']}"
@@ -631,6 +648,18 @@ def capacity_verdict(right: dict[str, Any], row: dict[str, Any]) -> str:
         f"- {row['policy']}: consumer-s {seconds:.2f}x, e2e p99 latency {latency:.2f}x of C "
         f"declared right{target}; peak {row['peak']} consumers (declared right: "
         f"{right['peak']})"
+    )
+
+
+def staircase_line(rows: Sequence[dict[str, Any]]) -> str:
+    """Scale-ups decided before the previous one's consumers were at work, per run of ours
+    (target: none, one scale-up per start-up time for the same backlog)."""
+    ours = [r for r in rows if "scale_ups_before_work" in r and not r["policy"].startswith("KEDA")]
+    counts = ", ".join(f"{r['policy']} {r['scale_ups_before_work']}" for r in ours)
+    met = all(r["scale_ups_before_work"] == 0 for r in ours)
+    return (
+        f"- staircase, scale-ups decided before the one before was at work: {counts or 'none'}"
+        f" (target 0: {'holds' if met else 'MISSED'})"
     )
 
 

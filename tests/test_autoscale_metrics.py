@@ -11,6 +11,7 @@ import pytest
 from assignor import TopicPartition
 from benchmarks.autoscale import (
     Cause,
+    StartUps,
     decided_scale_events,
     flaps,
     generations_before,
@@ -119,7 +120,13 @@ def test_a_scale_up_is_at_work_when_a_member_that_held_nothing_gets_partitions()
             "assigned partitions {TopicPartition(topic='t', partition=5)} for group g",
         ]
     )
-    assert scale_up_to_work(log) == [2.5, 3.25]
+    assert scale_up_to_work(log) == StartUps([2.5, 3.25], early=0)
+    # A second scale-up before the first one's consumers are at work: a staircase step.
+    stair = log.replace(
+        "2026-11-24 18:00:11,000 [sink-0] group g generation 2: kept 8, revoked 4, added 0",
+        "2026-11-24 18:00:11,000 sidecar.app scale_up 3 -> 4: the same backlog again",
+    )
+    assert scale_up_to_work(stair) == StartUps([1.5, 3.25], early=1)
 
 
 def keda_row(policy: str, consumer_seconds: float, lag_s_p99: float) -> dict[str, object]:
