@@ -23,6 +23,7 @@ from consumer_sdk.consumer import AutoscalingConsumer
 from consumer_sdk.sink import CallbackSink, Record, Sink
 from contract.extras import missing_extra_line, missing_modules
 from contract.lifeline import IDENTITY_LOCK_ENV, PARENT_ENV, die_with_parent, hold_identity_lock
+from contract.quiet_logs import quiet_repeats
 from contract.settings import ConfigError
 
 # What the Spark table sink imports from the 'spark' extra.
@@ -109,6 +110,7 @@ def main(
     )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    quiet_repeats()  # one line a minute, not several a second, while a broker is down
     pin_mmap_threshold()  # freed fetch buffers go back to the system (consumer_sdk.allocator)
     parent = os.environ.get(PARENT_ENV, "")
     if parent.isdigit() and not die_with_parent(int(parent)):

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from contract.extras import missing_extra_line, missing_modules
+from contract.quiet_logs import quiet_repeats
 from contract.settings import without_credentials
 from sidecar.app import Sidecar
 from sidecar.config import SidecarConfig, parse_args
@@ -103,6 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"kafka-autoscaler-sidecar: error: {line}", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    quiet_repeats()  # one line a minute, not several a second, while a broker is down
     try:
         asyncio.run(run(config))
     except HttpUnavailable as exc:
