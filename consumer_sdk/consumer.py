@@ -58,7 +58,8 @@ from consumer_sdk.snapshot_cache import SnapshotCache
 from consumer_sdk.warmup import warm_record_path
 from contract.errors import first_line
 from contract.overload import OverloadWatch, replan_can_help
-from contract.refusals import Kind, Refusal, refusal
+from contract.refusals import Refusal, refusal
+from contract.refusals import flags as refusal_flags
 from contract.settings import ConfigError
 from contract.stopping import finished_unless_stopped, sleep_unless_stopped
 
@@ -288,10 +289,8 @@ class AutoscalingConsumer:
         return found.line
 
     def _show_refusal(self, found: Refusal | None) -> None:
-        for kind in Kind:
-            metrics.KAFKA_REFUSED.labels(self.config.group, kind.value).set(
-                1 if found is not None and found.kind is kind else 0
-            )
+        for kind, flag in refusal_flags(found).items():
+            metrics.KAFKA_REFUSED.labels(self.config.group, kind.value).set(flag)
 
     def _new_client(self) -> AIOKafkaConsumer:
         config = self.config

@@ -48,6 +48,12 @@ class Refusal:
     line: str
 
 
+def flags(found: Refusal | None) -> dict[Kind, int]:
+    """Each kind of refusal, 1 for the one ``found`` (none when it is None): the values of
+    the refused-connection gauge that the sidecar and the consumer both export."""
+    return {kind: int(found is not None and found.kind is kind) for kind in Kind}
+
+
 _AUTHORIZATION_ERRORS = (
     TopicAuthorizationFailedError,
     GroupAuthorizationFailedError,

@@ -18,7 +18,8 @@ from typing import Any
 from aiokafka.errors import KafkaError
 
 from assignor import TopicPartition
-from contract.refusals import Kind, Refusal, refusal
+from contract.refusals import Refusal, refusal
+from contract.refusals import flags as refusal_flags
 from contract.stopping import finished_unless_stopped, sleep_unless_stopped
 from sidecar import metrics
 from sidecar.capacity import READING_WITHIN_S, CapacityEstimate
@@ -128,10 +129,8 @@ class Sidecar:
         """Show why Kafka refused the connection (``None``: it took it) in /status,
         /healthz and the connect-problem metric."""
         self.connect_problem = None if found is None else found.line
-        for kind in Kind:
-            metrics.KAFKA_REFUSED.labels(kind.value).set(
-                1 if found is not None and found.kind is kind else 0
-            )
+        for kind, flag in refusal_flags(found).items():
+            metrics.KAFKA_REFUSED.labels(kind.value).set(flag)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Connect, then tick every ``interval`` until ``stop`` is set."""

@@ -17,7 +17,7 @@ from aiokafka.errors import (
     UnsupportedSaslMechanismError,
 )
 
-from contract.refusals import Kind, certificate_expired, diagnose, explain
+from contract.refusals import Kind, certificate_expired, diagnose, explain, flags
 from local_kafka.apache_kafka import free_port
 from local_kafka.secured import Certificates
 
@@ -136,6 +136,9 @@ def test_authorization_and_unreachable() -> None:
     assert gone.kind is Kind.UNREACHABLE and gone.line.startswith(
         f"cannot reach Kafka at {ADDRESS}"
     )
+    # The refused-connection gauge: one kind at 1, the others at 0; all 0 once connected.
+    assert flags(gone) == {kind: int(kind is Kind.UNREACHABLE) for kind in Kind}
+    assert set(flags(None).values()) == {0} and len(flags(None)) == len(Kind)
 
 
 def test_diagnose_connects_to_each_server_and_explains_the_first() -> None:
