@@ -50,7 +50,8 @@ class Sidecar:
         self.scaler = scaler
         self.lease = lease
         self.clock = clock
-        # Read once (a password file, an SSL context) for every client of the sidecar.
+        # Read at each connection attempt (a password file rotated meanwhile, an SSL context)
+        # for every client of the sidecar: see :meth:`start`.
         self.client_options = config.kafka_client_options()
         self.monitor = Monitor(
             config.bootstrap_servers,
@@ -90,7 +91,14 @@ class Sidecar:
         self.connect_problem: str | None = None
 
     async def start(self) -> None:
-        """Connect the monitor and publisher."""
+        """Connect the monitor and publisher, with the credentials as their files say now
+        (a Secret rotated while Kafka refused the old password is taken at the next try)."""
+        try:
+            self.client_options = self.config.kafka_client_options()
+        except OSError as exc:  # mid-rotation: the file is briefly gone; keep what was read
+            log.warning("credentials not read again (%s); using the ones read before", exc)
+        self.monitor.use_options(self.client_options)
+        self.publisher.use_options(self.client_options)
         await self.monitor.start()
         await self.publisher.start()
 

@@ -135,9 +135,14 @@ class Monitor:
         self.sequence = 0
         self._bootstrap = bootstrap_servers
         # A round must not hang for aiokafka's default 40 s when a broker is down.
+        self._request_timeout_ms = request_timeout_ms
         self._options = {"request_timeout_ms": request_timeout_ms, **(client_options or {})}
         self._consumer: AIOKafkaConsumer | None = None
         self._admin: AIOKafkaAdminClient | None = None
+
+    def use_options(self, client_options: dict[str, Any]) -> None:
+        """The client options the next :meth:`start` connects with."""
+        self._options = {"request_timeout_ms": self._request_timeout_ms, **client_options}
 
     async def start(self) -> None:
         """Connect (no group membership: the monitor only reads offsets)."""

@@ -65,6 +65,10 @@ class SnapshotPublisher:
         self._options = client_options or {}
         self._producer: AIOKafkaProducer | None = None
 
+    def use_options(self, client_options: dict[str, Any]) -> None:
+        """The client options the next :meth:`start` connects with."""
+        self._options = client_options
+
     async def start(self) -> None:
         """Create the topic if missing and connect (aiokafka clients must be created inside
         the running loop)."""

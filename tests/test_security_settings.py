@@ -148,3 +148,31 @@ def test_a_bad_sidecar_security_flag_is_one_line(capsys: pytest.CaptureFixture[s
     error = capsys.readouterr().err.strip().splitlines()[-1]
     assert "--security-protocol (AUTOSCALER_SECURITY_PROTOCOL) must be one of" in error
     assert "SASL_SSL" in error and "Traceback" not in error
+
+
+def test_the_sidecar_reads_a_rotated_password_at_its_next_connection_attempt(
+    tmp_path: Path,
+) -> None:
+    from sidecar.app import Sidecar
+
+    secret = tmp_path / "password"
+    secret.write_text("first\n")
+    config = parse_args(
+        [*SIDECAR_ARGS, "--security-protocol", "SASL_PLAINTEXT", "--sasl-mechanism", "PLAIN"],
+        {"AUTOSCALER_SASL_PLAIN_USERNAME": "sidecar", "AUTOSCALER_SASL_PASSWORD_FILE": str(secret)},
+    )
+    sidecar = Sidecar(config, None, None)
+
+    async def attempt() -> None:
+        with pytest.raises(Exception):  # noqa: B017  nothing listens at k:9093
+            await asyncio.wait_for(sidecar.start(), 5)
+        await sidecar.stop()
+
+    secret.write_text("rotated\n")  # the Secret changed while Kafka refused "first"
+    asyncio.run(attempt())
+    assert sidecar.client_options["sasl_plain_password"] == "rotated"
+    assert sidecar.monitor._options["sasl_plain_password"] == "rotated"
+    assert sidecar.publisher._options["sasl_plain_password"] == "rotated"
+    secret.unlink()  # mid-rotation: the file is briefly gone; what was read is kept
+    asyncio.run(attempt())
+    assert sidecar.client_options["sasl_plain_password"] == "rotated"
