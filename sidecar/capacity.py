@@ -90,7 +90,6 @@ class CapacityEstimate:
         self.busy: float | None = None
         self.busy_at: float | None = None
         self.calibration = 1.0
-        self._per_record: float | None = 1.0
         self.rejected: Counter[str] = Counter()
         self.last_rejection: str | None = None
         self._members: dict[str, _Member] = {}
@@ -111,7 +110,6 @@ class CapacityEstimate:
         ``group_drain``: (consumers, records/s, when measured) of the group's drain while a
         backlog waited, if known; ``per_record``: the sizing unit per record (see
         :meth:`in_unit`; None when not known)."""
-        self._per_record = per_record
         if group_drain is not None:
             count, rate, at = group_drain
             if count > 0 and rate > 0 and (self.group_share_at is None or at > self.group_share_at):
@@ -150,10 +148,10 @@ class CapacityEstimate:
         self._update_busy(now, member_ids)
         if new_sample:
             self._update(now, member_ids)
-        self._choose(now)
-        self._track_difference(now)
+        self._choose(now, per_record)
+        self._track_difference(now, per_record)
 
-    def _choose(self, now: float) -> None:
+    def _choose(self, now: float, per_record: float | None) -> None:
         """The consumers' reports once there is one (they measure each member saturated);
         until then the group's drain per consumer while it was saturated (batching consumers
         that keep up with every fetch never saturate one batch, but a group far behind
@@ -175,8 +173,8 @@ class CapacityEstimate:
         if self.busy is None or self._saturated_lately(now):
             return
         floor = self.records_per_s
-        if floor is None and self._per_record:
-            floor = self.declared / self._per_record  # raise above the declared only
+        if floor is None and per_record:
+            floor = self.declared / per_record  # raise above the declared only
         lifted = self.busy * self.calibration
         if floor is not None and lifted > floor:
             self.records_per_s, self.estimated_at, self.source = lifted, self.busy_at, "busy time"
@@ -295,12 +293,12 @@ class CapacityEstimate:
         measured = self.in_unit(per_record) if self.auto else None
         return measured if measured is not None else self.declared
 
-    def _track_difference(self, now: float) -> None:
+    def _track_difference(self, now: float, per_record: float | None) -> None:
         measured = self.records_per_s
-        if self.auto or measured is None or not self._per_record:
+        if self.auto or measured is None or not per_record:
             self._differs_since = None
             return
-        declared = self.declared / self._per_record
+        declared = self.declared / per_record
         differs = abs(measured - declared) > self.tolerance * declared
         if not differs:
             self._differs_since = None

@@ -136,7 +136,7 @@ class Monitor:
         self._bootstrap = bootstrap_servers
         # A round must not hang for aiokafka's default 40 s when a broker is down.
         self._request_timeout_ms = request_timeout_ms
-        self._options = {"request_timeout_ms": request_timeout_ms, **(client_options or {})}
+        self.use_options(client_options or {})
         self._consumer: AIOKafkaConsumer | None = None
         self._admin: AIOKafkaAdminClient | None = None
 
