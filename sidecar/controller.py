@@ -48,7 +48,12 @@ with the time it was measured, and the controller reads "now" from an injected c
   the window after demand falls, and if the fall follows a scale-up closely that reversed
   it (measured on Apache Kafka: 5 -> 6 for a backlog 17 s before the step down, 6 -> 2
   74 s after it); the surplus keeps adding up meanwhile, so it goes ahead when the window
-  has passed.
+  has passed;
+* a wrong guess is undone, not stabilised: a count sized with a capacity since measured
+  ``CAPACITY_MOVED`` away (``--capacity auto`` starting from its initial value) comes down
+  after a quarter of the window of lower demand in the measured capacity, without the
+  surplus to add up or the no-reversal wait; those guard against a load that may return,
+  and the capacity was what was wrong.
 """
 
 from __future__ import annotations
@@ -75,6 +80,9 @@ SATURATED_LAG_MIN = 1_000.0
 # of the whole window: its first seconds are usually the backlog of the load that just
 # dropped being drained, and sizing for them kept consumers a whole extra window.
 RECENT_PEAK_SHARE = 0.25
+# A measured capacity this far (as a ratio) from the one the count was sized with makes that
+# count a correction to undo, not a load decision to stabilise (see _scale_down_wait).
+CAPACITY_MOVED = 1.25
 
 
 class Phase(StrEnum):
@@ -207,6 +215,10 @@ class Controller:
         self._surplus_held = 0.0
         self._scaled_down_at: float | None = None
         self._scaled_up_at: float | None = None
+        # The capacity the last scale decision sized with, and the one the lower demand
+        # since _lower_since is counted in (None: not sized here, or nothing lower).
+        self._sized_with: float | None = None
+        self._lower_with: float | None = None
         # Since when the group has been described as rebalancing (None: stable or unknown).
         self._rebalancing_since: float | None = None
         self.drain_ceiling = DrainCeiling()
@@ -217,6 +229,7 @@ class Controller:
             raise ValueError(f"actual_replicas must be an integer >= 0, got {actual_replicas!r}")
         self.replicas = actual_replicas
         self._lower_since = None
+        self._sized_with = None
         self.phase = Phase.WATCH
 
     def _guard(self, observation: Observation | None) -> Decision | None:
@@ -285,7 +298,7 @@ class Controller:
         if limit is not None and limit < demand:
             why += f" ({self.drain_ceiling.reason})"
             if current > ceiling:
-                return self._scale_down(now, current, ceiling, demand, why, planned)
+                return self._scale_down(now, current, ceiling, demand, why, planned, capacity)
         if target > current and self._reverses_scale_down(now, observation, current):
             why += (
                 f"; held: scaled down {now - (self._scaled_down_at or now):.0f} s ago and "
@@ -303,14 +316,17 @@ class Controller:
             self._lower_since = None
             self._scaled_down_at = None
             self._scaled_up_at = now
+            self._sized_with = capacity
             self.replicas = target
             return Decision(now, Action.SCALE_UP, current, target, demand, why, planned)
         if target == current:
             self._lower_since = None
             return Decision(now, Action.HOLD, current, current, demand, why, planned)
         window = self.config.scale_down_window_s
-        if self._lower_since is None:
+        if self._lower_since is None or _moved(self._lower_with, capacity):
+            # Demands counted in another capacity are not this one's: its peak starts anew.
             self._lower_since = now
+            self._lower_with = capacity
             self._lower.clear()
             self._surplus_held = 0.0
         else:
@@ -319,17 +335,11 @@ class Controller:
         self._lower.append((now, target))
         while self._lower[0][0] < now - window * RECENT_PEAK_SHARE:
             self._lower.popleft()
-        waited = now - self._lower_since
-        held = f"lower for {waited:.0f} s, {self._surplus_held:.0f} surplus consumer-s"
-        since_up = now - self._scaled_up_at if self._scaled_up_at is not None else window
-        wait = None
-        if waited < window * RECENT_PEAK_SHARE or self._surplus_held < window:
-            wait = (
-                f"{held} of {window:.0f} before scaling down "
-                f"(at least {window * RECENT_PEAK_SHARE:.0f} s)"
-            )
-        elif since_up < window:
-            wait = f"{held}, but scaled up {since_up:.0f} s ago: no reversal within {window:.0f} s"
+        held = (
+            f"lower for {now - self._lower_since:.0f} s, "
+            f"{self._surplus_held:.0f} surplus consumer-s"
+        )
+        wait = self._scale_down_wait(now, held, capacity)
         if wait is not None:
             return Decision(now, Action.HOLD, current, current, demand, f"{why}; {wait}", planned)
         return self._scale_down(
@@ -339,12 +349,45 @@ class Controller:
             demand,
             f"{why}; {held}, down to the peak of its last {window * RECENT_PEAK_SHARE:.0f} s",
             planned,
+            capacity,
         )
 
+    def _scale_down_wait(self, now: float, held: str, capacity: float) -> str | None:
+        """Why a scale-down waits now; None: it does not. A count sized with a capacity
+        since measured ``CAPACITY_MOVED`` away (the initial guess of ``--capacity auto``)
+        was a mistake, not a load that may come back: it waits only the quarter window of
+        lower demand, in the new capacity, that any scale-down waits (measured on Apache
+        Kafka: 4 consumers sized with 500/s held 93 s where 2 of the measured 900/s did)."""
+        window = self.config.scale_down_window_s
+        quarter = window * RECENT_PEAK_SHARE
+        waited = now - self._lower_since if self._lower_since is not None else 0.0
+        sized_with = self._sized_with
+        if sized_with is not None and _moved(sized_with, capacity):
+            if waited < quarter:
+                return (
+                    f"{held}; sized with a capacity of {sized_with:.0f}, measured "
+                    f"{capacity:.0f} since: down after {quarter:.0f} s"
+                )
+            return None
+        if waited < quarter or self._surplus_held < window:
+            return f"{held} of {window:.0f} before scaling down (at least {quarter:.0f} s)"
+        since_up = now - self._scaled_up_at if self._scaled_up_at is not None else window
+        if since_up < window:
+            return f"{held}, but scaled up {since_up:.0f} s ago: no reversal within {window:.0f} s"
+        return None
+
     def _scale_down(
-        self, now: float, current: int, desired: int, demand: int, why: str, planned: float
+        self,
+        now: float,
+        current: int,
+        desired: int,
+        demand: int,
+        why: str,
+        planned: float,
+        capacity: float,
     ) -> Decision:
         self._lower_since = None
+        self._sized_with = capacity
         self._scaled_down_at = now
         self.replicas = desired
         return Decision(
@@ -445,3 +488,8 @@ class Controller:
         # Nothing written and nothing owed: no consumer is needed (min_replicas decides).
         demand = bins_used(plan) if any(effective.values()) else 0
         return plan, demand, backlog
+
+
+def _moved(before: float | None, now: float) -> bool:
+    """Whether a capacity moved by ``CAPACITY_MOVED`` or more either way (None: never)."""
+    return before is not None and max(before, now) >= CAPACITY_MOVED * min(before, now)

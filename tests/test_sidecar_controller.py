@@ -410,6 +410,50 @@ def test_a_measured_capacity_in_the_observation_sizes_instead_of_the_declared_on
     assert decision.demand == 3 and f"of {2 * CAPACITY:.0f}" in decision.reason
 
 
+def _sized_then_measured(measured: float) -> tuple[list[Decision], float]:
+    """A count sized with half the capacity (8 partitions at 0.3 C: one per consumer of
+    C/2), then each round measured at ``measured``; the decisions at 10, 30, 40 and 60 s, and
+    the second at which it scaled down (inf: never within 200 s)."""
+    clock = FakeClock()
+    controller = Controller(ControllerConfig(capacity=CAPACITY, scale_down_window_s=120), clock)
+    controller.synchronise(2)
+    load = {TopicPartition("t", p): 0.3 * CAPACITY if p < 8 else 0.0 for p in range(12)}
+    assert controller.step(Observation(0.0, load, capacity=CAPACITY / 2)).desired == 8
+    decisions: list[Decision] = []
+    down = float("inf")
+    for at in range(10, 200, 5):
+        clock.now = float(at)
+        decision = controller.step(Observation(clock.now, load, capacity=measured))
+        if at in (10, 30, 40, 60):
+            decisions.append(decision)
+        if decision.action is Action.SCALE_DOWN:
+            down = min(down, float(at))
+    return decisions, down
+
+
+def test_a_count_sized_with_a_capacity_measured_since_far_off_comes_down_after_a_quarter_window() -> (
+    None
+):
+    decisions, down = _sized_then_measured(CAPACITY)
+    first, at_30, at_40, _ = decisions
+    # Measured C: 3 are needed. Not a load that fell and may come back: no surplus to add
+    # up and no "no reversal within the window" after the scale-up, a quarter window only.
+    assert first.action is Action.HOLD and first.demand == 3
+    assert f"sized with a capacity of {CAPACITY / 2:.0f}" in first.reason
+    assert at_30.action is Action.HOLD
+    assert (at_40.action, at_40.desired) == (Action.SCALE_DOWN, 3)
+    assert down == 40.0
+
+
+def test_a_capacity_that_moved_less_than_a_quarter_keeps_the_window_rules() -> None:
+    decisions, down = _sized_then_measured(CAPACITY / 2 * 1.2)
+    # 4 of 0.6 C are needed: the 4 surplus add up a window's worth in 30 s, but the window
+    # since the scale-up must pass.
+    assert all(d.action is Action.HOLD for d in decisions)
+    assert "scaled up 60 s ago" in decisions[-1].reason
+    assert down == 120.0
+
+
 def test_a_scale_up_waits_for_members_reading_and_goes_on_once_they_all_are() -> None:
     clock = FakeClock()
     controller = Controller(ControllerConfig(capacity=CAPACITY), clock)
