@@ -5,9 +5,10 @@ at most one above what the group's best measured drain needs for the high phase'
 the lag at the end of the high phase at most half its peak in that phase.
 
 The drain of a consumer count is measured from the samples themselves: over each second the
-group held that count with a backlog waiting (lag above ``BACKLOG_RECORDS``), records
-drained = records produced - growth of the lag; a count's drain is the median of its
-seconds (at least ``MIN_SECONDS`` of them). Pure: samples in, verdict out.
+group held that count with a backlog waiting (lag above ``BACKLOG_RECORDS``) and, where a
+sample says (its "ready" 0), every consumer of that count had joined, records drained =
+records produced - growth of the lag; a count's drain is over all its such seconds (at least
+``MIN_SECONDS`` of them). Pure: samples in, verdict out.
 """
 
 from __future__ import annotations
@@ -63,16 +64,29 @@ class DemoVerdict:
 def drains_by_count(samples: Sequence[Mapping[str, float]]) -> dict[int, float]:
     """Records/s drained per consumer count while a backlog waited (see the module doc):
     over all such seconds of a count, records produced minus the lag's growth, over the
-    time (a total, not a median of seconds: the lag is a saw, commits come per batch)."""
+    time (a total, not a median of seconds: the lag is a saw, commits come per batch).
+    Seconds where a sample is not "ready" (consumers of its count still starting: a
+    forming group drains nothing yet) are left out."""
     drained: dict[int, float] = {}
     seconds: dict[int, float] = {}
     for a, b in itertools.pairwise(samples):
         count, dt = int(a["running"]), b["t"] - a["t"]
-        if count <= 0 or count != int(b["running"]) or dt <= 0 or a["lag"] < BACKLOG_RECORDS:
+        if count <= 0 or count != int(b["running"]) or dt <= 0 or not draining(a) or not ready(b):
             continue
         drained[count] = drained.get(count, 0.0) + a["rate"] * dt - (b["lag"] - a["lag"])
         seconds[count] = seconds.get(count, 0.0) + dt
     return {n: drained[n] / t for n, t in seconds.items() if t >= MIN_SECONDS}
+
+
+def ready(sample: Mapping[str, float]) -> bool:
+    """Whether every consumer of the sample's count had joined (no "ready": not known, yes)."""
+    return bool(sample.get("ready", 1.0))
+
+
+def draining(sample: Mapping[str, float]) -> bool:
+    """Whether the sample's group, ready, had a backlog waiting: its drain was what it can
+    do, not its load."""
+    return ready(sample) and sample["lag"] >= BACKLOG_RECORDS
 
 
 def best_count(drains: Mapping[int, float]) -> int | None:

@@ -194,6 +194,43 @@ def test_drain_figures_find_the_best_count_and_the_time_spent_slower() -> None:
     assert "target <= best 3 + 1: MISSED" in line and "120 s: MISSED" in line
 
 
+def test_time_at_a_slower_count_counts_only_while_a_backlog_waits_and_all_have_joined() -> None:
+    from benchmarks.autoscale import drain_figures
+
+    samples = []
+    t, lag = 0.0, 5_000.0
+    # 1 consumer drains 3,000/s (its load: the lag holds); 2 drain 2,000/s: first 5 s
+    # joining (nothing drained, not counted), 30 s behind under 3,000/s, then the load
+    # stops: 25 s paying the backlog off, 200 s with none (nothing waits: not slower).
+    phases = [(1, 3_000.0, 3_000.0, 40, 1.0), (2, 0.0, 3_000.0, 5, 0.0)]
+    phases += [(2, 2_000.0, 3_000.0, 30, 1.0), (2, 2_000.0, 0.0, 225, 1.0)]
+    for replicas, drain, rate, seconds, ready in phases:
+        for _ in range(seconds):
+            sample = {"t": t, "replicas": float(replicas), "rate": rate, "lag": lag}
+            samples.append({**sample, "ready": ready})
+            lag = max(0.0, lag + rate - drain)
+            t += 1.0
+    figures = drain_figures(samples, window_s=120.0)
+    assert figures["drains"] == {"1": 3_000.0, "2": 2_000.0}
+    assert figures["best_count"] == 1
+    # 260 s at 2 consumers, but behind for the 30 s under load and the 25 s paying off.
+    assert figures["slower_than_before_s"] == pytest.approx(55.0)
+
+
+def test_the_group_has_taken_in_its_count_when_described_stable_or_seen_committing() -> None:
+    from benchmarks.autoscale import taken_in
+
+    def status(state: str | None, described: int | None, reading: int) -> dict[str, object]:
+        members = {"state": state, "described": described, "reading": reading}
+        return {"replicas": 3, "group_members": members}
+
+    assert taken_in(status("Stable", 3, 0))
+    assert not taken_in(status("PreparingRebalance", 3, 3))
+    assert not taken_in(status("Stable", 2, 3))
+    assert taken_in(status(None, None, 3))  # not described: members seen committing
+    assert not taken_in(status(None, None, 2))
+
+
 def test_a_capacity_row_is_judged_against_the_row_declared_right() -> None:
     from benchmarks.autoscale import capacity_verdict
 

@@ -26,6 +26,16 @@ def test_drains_are_measured_per_count_while_a_backlog_waits() -> None:
     assert drains[4] == pytest.approx(3_500.0, rel=0.01)
 
 
+def test_seconds_of_consumers_still_joining_are_not_a_drain() -> None:
+    # The group forming: 2 consumers asked for, none reading yet for 10 s (the lag grows at
+    # the production rate), then both drain 2,500/s.
+    run = samples([(10, 2, 1_000.0, 0.0), (20, 2, 1_000.0, 2_500.0)])
+    for sample in run[:10]:
+        sample["ready"] = 0.0
+    assert drains_by_count(run)[2] == pytest.approx(2_500.0, rel=0.01)
+    assert drains_by_count([{k: v for k, v in s.items() if k != "ready"} for s in run])[2] < 2_000
+
+
 def test_the_verdict_marks_a_peak_above_the_need_and_a_lag_not_drained() -> None:
     # 30 s low, 30 s high (3,000/s), 30 s low; 3 consumers drain 3,600/s, 6 no more.
     run = samples(
