@@ -18,6 +18,7 @@ from typing import Any
 from aiokafka.errors import KafkaError
 
 from assignor import TopicPartition
+from assignor.plugin import PROTOCOL_NAME
 from contract.refusals import Refusal, refusal
 from contract.refusals import flags as refusal_flags
 from contract.stopping import finished_unless_stopped, sleep_unless_stopped
@@ -213,6 +214,7 @@ class Sidecar:
                 capacity=self.capacity.in_use(per_record),
                 committed_total=sum(reading.committed.values()) if reading.committed else None,
                 reading_members=self.capacity.reading_members(reading.at, READING_WITHIN_S),
+                members_report=reading.group_protocol == PROTOCOL_NAME,
                 lags_known=reading.lags_known,
             )
             if speeds
@@ -346,6 +348,14 @@ class Sidecar:
             "replicas": self.controller.replicas,
             "phase": self.controller.phase.value,
             "unit": self.monitor.unit,
+            # The group as the coordinator describes it (None: not described) and the
+            # members seen committing lately: whether the last scale-up has been taken in.
+            "group_members": {
+                "state": reading.group_state if reading else None,
+                "protocol": reading.group_protocol if reading else None,
+                "described": reading.group_members if reading else None,
+                "reading": self.capacity.reading_members(self.clock(), READING_WITHIN_S),
+            },
             "capacity": self.capacity.status(self.clock(), self.monitor.per_record()),
             "drain_ceiling": {
                 "replicas": self.controller.drain_ceiling.limit(),

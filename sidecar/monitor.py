@@ -12,7 +12,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from aiokafka import AIOKafkaConsumer
 from aiokafka.admin import AIOKafkaAdminClient
@@ -42,6 +42,9 @@ class Reading:
     # members' ids; None when the description was not available.
     group_state: str | None = None
     member_ids: frozenset[str] | None = None
+    # The assignment protocol the group's members chose ("autoscaler": our consumers, which
+    # report their capacity with each commit); None when not described.
+    group_protocol: str | None = None
     # The metadata of each partition's committed offset (the consumers' capacity reports).
     commit_metadata: dict[TopicPartition, str] = field(default_factory=dict)
     # False when the end or committed offsets could not be read this round: the lags are
@@ -66,21 +69,37 @@ class Reading:
         }
 
 
-def group_description(
-    groups: Sequence[Any], group: str
-) -> tuple[str | None, frozenset[str] | None]:
-    """(state, member ids) of ``group`` in a DescribeGroups response's ``groups`` (tuples of
-    error code, group id, state, protocol type, protocol, members, ...; a member's id first);
-    (None, None) when it is missing, answered with an error, or shaped otherwise."""
+class GroupDescription(NamedTuple):
+    """What the coordinator says of a group (None each: not described)."""
+
+    state: str | None
+    member_ids: frozenset[str] | None
+    protocol: str | None
+
+
+NOT_DESCRIBED = GroupDescription(None, None, None)
+
+
+def group_description(groups: Sequence[Any], group: str) -> GroupDescription:
+    """State, member ids and protocol of ``group`` in a DescribeGroups response's ``groups``
+    (tuples of error code, group id, state, protocol type, protocol, members, ...; a
+    member's id first); ``NOT_DESCRIBED`` when it is missing, answered with an error, or
+    shaped otherwise."""
     for entry in groups:
         try:
-            error, group_id, state, members = entry[0], entry[1], entry[2], entry[5]
+            error, group_id, state, protocol, members = (
+                entry[0],
+                entry[1],
+                entry[2],
+                entry[4],
+                entry[5],
+            )
             ids = frozenset(str(member[0]) for member in members)
         except (TypeError, IndexError, KeyError):
             continue
         if group_id == group and error == 0 and isinstance(state, str):
-            return state, ids
-    return None, None
+            return GroupDescription(state, ids, protocol if isinstance(protocol, str) else None)
+    return NOT_DESCRIBED
 
 
 def lags_in_bytes(
@@ -190,7 +209,11 @@ class Monitor:
             except KafkaError as exc:
                 reading.lags_known = False
                 reading.problems.append(f"committed offsets unavailable: {exc!r}")
-        reading.group_state, reading.member_ids = await self._describe_group()
+        (
+            reading.group_state,
+            reading.member_ids,
+            reading.group_protocol,
+        ) = await self._describe_group()
         self.tracker.observe(reading.at, reading.end_offsets)
         self.tracker.forget(TopicPartition(tp.topic, tp.partition) for tp in partitions)
         if self.requested_unit == "bytes/s" and partitions and self.log_dirs_supported is not False:
@@ -201,12 +224,13 @@ class Monitor:
             log.warning("monitor: %s", problem)
         return reading
 
-    async def _describe_group(self) -> tuple[str | None, frozenset[str] | None]:
-        """The group's state and member ids; (None, None) when the coordinator does not
-        answer or the broker cannot describe groups (the controller then does not wait)."""
+    async def _describe_group(self) -> GroupDescription:
+        """The group's state, member ids and protocol; ``NOT_DESCRIBED`` when the coordinator
+        does not answer or the broker cannot describe groups (the controller then does not
+        wait)."""
         assert self._admin is not None
         if self.groups_describable is False:
-            return None, None
+            return NOT_DESCRIBED
         try:
             responses = await self._admin.describe_consumer_groups([self.group])
         except IncompatibleBrokerVersion:  # the embedded broker: not asked again
@@ -214,16 +238,16 @@ class Monitor:
             log.info(
                 "monitor: this cluster cannot describe groups; scale-ups wait the settle time only"
             )
-            return None, None
+            return NOT_DESCRIBED
         except KafkaError as exc:
             log.debug("monitor: group description unavailable: %r", exc)
-            return None, None
+            return NOT_DESCRIBED
         self.groups_describable = True
         for response in responses:
             described = group_description(getattr(response, "groups", ()), self.group)
-            if described != (None, None):
+            if described != NOT_DESCRIBED:
                 return described
-        return None, None
+        return NOT_DESCRIBED
 
     @property
     def unit(self) -> str:

@@ -185,6 +185,9 @@ def test_loop_scales_publishes_and_serves(
             base = f"http://127.0.0.1:{server.server_port}"
             status = json.loads(urllib.request.urlopen(base + "/status", timeout=10).read())
             assert status["replicas"] == 4 and status["leader"] is True
+            # Nobody consumes: no member described, none seen committing.
+            assert status["group_members"]["reading"] == 0
+            assert not status["group_members"]["described"]
             assert status["capacity"]["mode"] == "declared"
             assert status["capacity"]["declared"] == 100.0 and status["capacity"]["in_use"] == 100.0
             assert status["speeds"] == pytest.approx({f"{topic}:{p}": 90.0 for p in range(4)})

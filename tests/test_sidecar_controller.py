@@ -410,6 +410,41 @@ def test_a_measured_capacity_in_the_observation_sizes_instead_of_the_declared_on
     assert decision.demand == 3 and f"of {2 * CAPACITY:.0f}" in decision.reason
 
 
+def test_a_scale_up_waits_for_joined_members_of_our_assignor_to_start_reading() -> None:
+    clock = FakeClock()
+    controller = Controller(ControllerConfig(capacity=CAPACITY), clock)
+    controller.synchronise(0)
+    assert controller.step(Observation(0.0, speeds(2))).desired == 2
+
+    def joined(at: float, full: int, reading: int, ours: bool = True) -> Decision:
+        clock.now = at
+        return controller.step(
+            Observation(
+                at,
+                speeds(full),
+                group_stable=True,
+                group_members=2,
+                reading_members=reading,
+                members_report=ours,
+            )
+        )
+
+    # Joined, stable, not committing yet: the backlog of their start-up is theirs to drain.
+    held = joined(10.0, 4, reading=0)
+    assert held.action is Action.HOLD and "has not taken that in" in held.reason
+    assert joined(12.0, 4, reading=2).desired == 4  # both reading: the load is real
+    # Members that do not report (another assignor): joined and stable is all there is.
+    clock.now = 100.0
+    other = Controller(ControllerConfig(capacity=CAPACITY), clock)
+    other.synchronise(0)
+    assert other.step(Observation(100.0, speeds(2))).desired == 2
+    clock.now = 110.0
+    observation = Observation(
+        110.0, speeds(4), group_stable=True, group_members=2, reading_members=0
+    )
+    assert other.step(observation).desired == 4
+
+
 def _sized_then_measured(measured: float) -> tuple[list[Decision], float]:
     """A count sized with half the capacity (8 partitions at 0.3 C: one per consumer of
     C/2), then each round measured at ``measured``; the decisions at 10, 30, 40 and 60 s, and
@@ -431,9 +466,7 @@ def _sized_then_measured(measured: float) -> tuple[list[Decision], float]:
     return decisions, down
 
 
-def test_a_count_sized_with_a_capacity_measured_since_far_off_comes_down_after_a_quarter_window() -> (
-    None
-):
+def test_a_count_sized_with_a_capacity_measured_far_off_comes_down_after_a_quarter_window() -> None:
     decisions, down = _sized_then_measured(CAPACITY)
     first, at_30, at_40, _ = decisions
     # Measured C: 3 are needed. Not a load that fell and may come back: no surplus to add

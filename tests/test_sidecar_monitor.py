@@ -13,7 +13,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from assignor import TopicPartition
 from consumer_sdk.snapshot_cache import SnapshotCache
 from local_kafka.clusters import Capability, KafkaCluster
-from sidecar.monitor import Monitor, group_description, lags_in_bytes
+from sidecar.monitor import NOT_DESCRIBED, Monitor, group_description, lags_in_bytes
 from sidecar.publisher import SnapshotPublisher
 
 
@@ -235,7 +235,10 @@ def test_group_description_reads_its_group_and_nothing_else() -> None:
     assert group_description(groups, "mine") == (
         "PreparingRebalance",
         frozenset({"member-1", "member-2"}),
+        "autoscaler",
     )
-    assert group_description([(16, "mine", "", "", "", [])], "mine") == (None, None)  # error
-    assert group_description([("short",)], "mine") == (None, None)
-    assert group_description([], "mine") == (None, None)
+    assert group_description([(16, "mine", "", "", "", [])], "mine") == NOT_DESCRIBED  # error
+    assert group_description([("short",)], "mine") == NOT_DESCRIBED
+    assert group_description([], "mine") == NOT_DESCRIBED
+    # A group with no member yet has no protocol: "", not ours.
+    assert group_description([(0, "mine", "Empty", "consumer", "", [])], "mine").protocol == ""
