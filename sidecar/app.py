@@ -89,6 +89,8 @@ class Sidecar:
         self.last_reading: Reading | None = None
         self.last_decision: Decision | None = None
         self.decisions: list[Decision] = []
+        # The (current, demand) of the scale being held, to log each hold once.
+        self._held: tuple[int, int] | None = None
         self.connect_problem: str | None = None
 
     async def start(self) -> None:
@@ -221,7 +223,7 @@ class Sidecar:
             else None
         )
         decision = self.controller.step(observation)
-        self._record(decision)
+        self.record(decision)
         if decision.action in (Action.SCALE_UP, Action.SCALE_DOWN):
             try:
                 self.scaler.scale(decision.desired)
@@ -278,7 +280,9 @@ class Sidecar:
         for tp, lag in lags.items():
             metrics.LAG.labels(tp.topic, str(tp.partition)).set(lag)
 
-    def _record(self, decision: Decision) -> None:
+    def record(self, decision: Decision) -> None:
+        """Keep a decision: last and recent, metrics, and a log line for every scale and
+        for each scale-up held (once per current and demand)."""
         self.last_decision = decision
         self.decisions = [*self.decisions[-99:], decision]
         metrics.DECISIONS.labels(decision.action.value).inc()
@@ -286,10 +290,20 @@ class Sidecar:
         if decision.demand is not None:
             metrics.DEMAND.set(decision.demand)
         metrics.PLAN_RSCORE.set(decision.planned_rscore)
+        held = None
+        if decision.action is Action.HOLD and decision.demand is not None:
+            held = (
+                (decision.current, decision.demand) if decision.demand > decision.current else None
+            )
+        # A scale-up held (one round at a time, members starting, the drain ceiling) is
+        # said once when it begins or its demand changes: the log then tells why the group
+        # did not grow, without a line every tick.
+        first_hold = held is not None and held != self._held
+        self._held = held
         level = (
             logging.INFO
-            if decision.action in (Action.SCALE_UP, Action.SCALE_DOWN)
-            else (logging.DEBUG)
+            if decision.action in (Action.SCALE_UP, Action.SCALE_DOWN) or first_hold
+            else logging.DEBUG
         )
         log.log(
             level,

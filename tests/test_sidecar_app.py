@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import urllib.error
 import urllib.request
 import uuid
@@ -20,7 +21,7 @@ from consumer_sdk.snapshot_cache import SnapshotCache
 from local_kafka.clusters import Capability, KafkaCluster
 from sidecar.app import Sidecar
 from sidecar.config import SidecarConfig, parse_args
-from sidecar.controller import Action
+from sidecar.controller import Action, Decision
 from sidecar.http import serve
 from sidecar.keda import KedaController
 from sidecar.leader import FileLease
@@ -328,3 +329,26 @@ def test_keda_lag_threshold_swaps_in_the_keda_style_controller() -> None:
     assert sidecar.controller.rule.lag_threshold == 5000
     ours = Sidecar(parse_args([*BASE, "--scaler", "none"], {}), None, None)
     assert not isinstance(ours.controller, KedaController)
+
+
+def test_a_held_scale_up_is_logged_once_per_demand(caplog: pytest.LogCaptureFixture) -> None:
+    sidecar = Sidecar(parse_args([*BASE, "--scaler", "none"], {}), None, None)
+    waiting = "held: scaled up 3 s ago to 4, and the group has not taken that in yet"
+    decisions = [
+        Decision(0.0, Action.HOLD, 4, 4, 4, "4 consumer(s) needed"),
+        Decision(1.0, Action.HOLD, 4, 4, 5, waiting),
+        Decision(2.0, Action.HOLD, 4, 4, 5, waiting),  # the same hold: not again
+        Decision(3.0, Action.HOLD, 4, 4, 6, waiting),  # its demand grew: said again
+        Decision(4.0, Action.SCALE_UP, 4, 6, 6, "6 consumer(s) needed"),
+        Decision(5.0, Action.HOLD, 6, 6, 2, "lower for 1 s"),  # a scale-down waiting: debug
+    ]
+    with caplog.at_level(logging.INFO, logger="sidecar.app"):
+        for decision in decisions:
+            sidecar.record(decision)
+    said = [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO]
+    assert [line.split(":")[0] for line in said] == [
+        "hold 4 -> 4",
+        "hold 4 -> 4",
+        "scale_up 4 -> 6",
+    ]
+    assert waiting in said[0]
