@@ -622,7 +622,7 @@ class AutoscalingConsumer:
                 else:
                     await self._write_revoked(revoked)
         finally:
-            self._fetch.revoking -= revoked
+            self._fetch.revoking_ended(revoked)
 
     async def _write_revoked(self, revoked: set[KafkaTopicPartition]) -> None:
         """Write and commit what is held of ``revoked`` (caller holds ``self._lock``)."""
@@ -664,7 +664,13 @@ class AutoscalingConsumer:
         unwritten = self._pending.first_offsets(revoked)
         for tp in revoked:
             self._pending.drop(tp)
-        await self._commits.release(revoked, generation, wrote_all=wrote_all, unwritten=unwritten)
+        await self._commits.release(
+            revoked,
+            generation,
+            wrote_all=wrote_all,
+            unwritten=unwritten,
+            skipped=self._fetch.skipped,
+        )
         stamps.append(time.monotonic())
         if not revoked:
             return

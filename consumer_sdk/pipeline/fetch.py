@@ -6,7 +6,8 @@ when the member stops reading. While every write slot of the sink is taken past
 sooner, and a batch cut at the wait alone carries ``wait_time_secs`` of records per write
 however long a write takes, so a sink slower than that fell behind for good. Records of
 partitions being revoked are not taken: a cooperative member keeps fetching while its
-listener flushes them.
+listener flushes them. The first offset not taken is kept (``skipped``): the client's
+position is past it, and a release that resumed from the position would lose those records.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from aiokafka.structs import TopicPartition as KafkaTopicPartition
 from consumer_sdk import metrics
 from consumer_sdk.records.pending import PendingRecords
 from consumer_sdk.records.pending_columns import PendingColumns
+from consumer_sdk.records.record_columns import RecordColumns
 
 log = logging.getLogger(__name__)
 POLL_SLICE_MS = 200
@@ -44,6 +46,18 @@ BUSY_POLL_SLICE_MS = 50
 POLL_ERROR_PAUSE_S = 0.5
 
 AnyPending = PendingRecords[KafkaTopicPartition] | PendingColumns[KafkaTopicPartition]
+
+
+def first_offset(fetched: Sequence[Any]) -> int | None:
+    """The offset of the first record of a poll's records (or Arrow pieces) of one partition;
+    None when it holds none."""
+    for item in fetched:
+        if isinstance(item, RecordColumns):
+            if item.count:
+                return int(item.batch.column(0)[0].as_py())
+            continue
+        return int(item.offset)
+    return None
 
 
 class FetchClient(Protocol):
@@ -68,8 +82,10 @@ class BatchFiller:
         self._max_records = (
             POLL_MAX_PIECES if isinstance(pending, PendingColumns) else POLL_MAX_RECORDS
         )
-        # Partitions being revoked: what is fetched of them meanwhile is not taken.
+        # Partitions being revoked: what is fetched of them meanwhile is not taken, and the
+        # first offset not taken is kept until the revocation ends (:meth:`revoked`).
         self.revoking: set[KafkaTopicPartition] = set()
+        self.skipped: dict[KafkaTopicPartition, int] = {}
 
     async def fill(
         self,
@@ -105,4 +121,13 @@ class BatchFiller:
             for ktp, messages in fetched.items():
                 if ktp not in self.revoking:
                     self.pending.add(ktp, messages)
+                elif (first := first_offset(messages)) is not None:
+                    self.skipped.setdefault(ktp, first)
             await asyncio.sleep(0)
+
+    def revoking_ended(self, partitions: set[KafkaTopicPartition]) -> None:
+        """``partitions`` are no longer being revoked: what was skipped of them is settled
+        (their release or flush is done)."""
+        self.revoking -= partitions
+        for tp in partitions:
+            self.skipped.pop(tp, None)
