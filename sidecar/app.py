@@ -205,6 +205,7 @@ class Sidecar:
                 f"{self.config.capacity_unit}: not scaling"
             )
             return None
+        members_report = reading.group_protocol == PROTOCOL_NAME
         observation = (
             Observation(
                 reading.at,
@@ -216,7 +217,10 @@ class Sidecar:
                 capacity=self.capacity.in_use(per_record),
                 committed_total=sum(reading.committed.values()) if reading.committed else None,
                 reading_members=self.capacity.reading_members(reading.at, READING_WITHIN_S),
-                members_report=reading.group_protocol == PROTOCOL_NAME,
+                members_report=members_report,
+                saturated_members=self.capacity.saturated_members(reading.at, reading.member_ids)
+                if members_report
+                else None,
                 lags_known=reading.lags_known,
             )
             if speeds

@@ -267,6 +267,15 @@ class CapacityEstimate:
         self.rejected[reason] += 1
         self.last_rejection = why
 
+    def saturated_members(self, now: float, member_ids: frozenset[str] | None) -> int:
+        """Members (of ``member_ids`` when known) with a fresh saturated measurement: each
+        was behind, writing as fast as it can, lately."""
+        return sum(
+            1
+            for name, m in self._members.items()
+            if self._fresh(now, m) and (member_ids is None or name in member_ids)
+        )
+
     def reading_members(self, now: float, within_s: float) -> int:
         """Members whose commit counter moved in the last ``within_s`` seconds."""
         return sum(

@@ -172,6 +172,15 @@ def test_members_seen_committing_lately_are_reading() -> None:
     assert estimate.reading_members(30.0, within_s=15) == 0
 
 
+def test_members_measured_behind_lately_are_saturated() -> None:
+    estimate = CapacityEstimate(1_000.0)
+    rounds(estimate, {"a": [2_000.0] * 3, "b": [2_000.0] * 3, "c": [0.0] * 3})
+    assert estimate.reading_members(2.0, within_s=15) == 3
+    assert estimate.saturated_members(2.0, None) == 2  # c commits, never measured behind
+    assert estimate.saturated_members(2.0, frozenset({"a", "c"})) == 1  # b left the group
+    assert estimate.saturated_members(2.0 + estimate.fresh_s + 1, None) == 0
+
+
 def test_the_groups_drain_per_consumer_stands_in_when_no_consumer_saturates() -> None:
     estimate = CapacityEstimate(1_000.0, auto=True)
     estimate.observe(10.0, [], None, group_drain=(5, 3_555.0, 9.0))

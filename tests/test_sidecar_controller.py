@@ -518,15 +518,22 @@ def run_phase(
     drained: int,
     committed: int,
     lag: float = 1_000.0,
+    saturated: int | None = None,
 ) -> tuple[int, Decision]:
-    """One observation a second, ``drained`` records committed each; stops at the first
-    decision that is not a hold. Returns the committed total and the last decision."""
+    """One observation a second, ``drained`` records committed each, ``saturated`` of the
+    ``members`` measured behind (None: not known); stops at the first decision that is not
+    a hold. Returns the committed total and the last decision."""
     decision = None
     for t in seconds:
         clock.now = float(t)
         lags = dict.fromkeys(speeds(PARTITIONS), lag)
         observation = Observation(
-            clock.now, speeds(full), lags, committed_total=committed, reading_members=members
+            clock.now,
+            speeds(full),
+            lags,
+            committed_total=committed,
+            reading_members=members,
+            saturated_members=saturated,
         )
         decision = controller.step(observation)
         committed += drained
@@ -570,3 +577,17 @@ def test_added_members_left_without_work_set_no_drain_ceiling() -> None:
     # 4 asked, 2 committing (the others got no partitions), draining what 2 did.
     run_phase(clock, controller, range(41, 200), 3, 2, 100, committed)
     assert 4 not in controller.drain_ceiling.drains and controller.drain_ceiling.limit() is None
+
+
+def test_added_members_given_a_small_share_set_no_drain_ceiling() -> None:
+    clock, controller = ceiling_controller()
+    committed, _ = run_phase(clock, controller, range(0, 40), 1, 2, 100, 0, saturated=2)
+    committed, up = run_phase(clock, controller, range(40, 41), 3, 2, 100, committed, saturated=2)
+    assert up.desired == 4
+    # 4 reading, draining what 2 did, but only 2 of them behind: the others got too little
+    # work to say anything of a limit downstream.
+    run_phase(clock, controller, range(41, 200), 3, 4, 100, committed, saturated=2)
+    assert 4 not in controller.drain_ceiling.drains and controller.drain_ceiling.limit() is None
+    # All 4 behind and draining no more: that is a limit.
+    run_phase(clock, controller, range(200, 260), 3, 4, 100, committed, saturated=4)
+    assert controller.drain_ceiling.limit() == 2
