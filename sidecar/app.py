@@ -294,11 +294,9 @@ class Sidecar:
         if decision.demand is not None:
             metrics.DEMAND.set(decision.demand)
         metrics.PLAN_RSCORE.set(decision.planned_rscore)
-        held = None
-        if decision.action is Action.HOLD and decision.demand is not None:
-            held = (
-                (decision.current, decision.demand) if decision.demand > decision.current else None
-            )
+        demand, held = decision.demand, None
+        if decision.action is Action.HOLD and demand is not None and demand > decision.current:
+            held = (decision.current, demand)
         # A scale-up held (one round at a time, members starting, the drain ceiling) is
         # said once when it begins or its demand changes: the log then tells why the group
         # did not grow, without a line every tick.

@@ -83,7 +83,7 @@ class BatchFiller:
             POLL_MAX_PIECES if isinstance(pending, PendingColumns) else POLL_MAX_RECORDS
         )
         # Partitions being revoked: what is fetched of them meanwhile is not taken, and the
-        # first offset not taken is kept until the revocation ends (:meth:`revoked`).
+        # first offset not taken is kept until the revocation ends (:meth:`revoking_ended`).
         self.revoking: set[KafkaTopicPartition] = set()
         self.skipped: dict[KafkaTopicPartition, int] = {}
 
