@@ -149,6 +149,73 @@ def test_a_commit_that_never_completes_is_given_up_and_kept_owed(
     assert asyncio.run(go()).uncommitted == {P0: 10}
 
 
+class GatedClient(FakeClient):
+    """A client whose commits complete only when the test opens the gate, one at a time."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sent: list[dict[KTP, Any]] = []
+        self.gate = asyncio.Semaphore(0)
+
+    async def commit(self, offsets: dict[KTP, int]) -> None:
+        self.sent.append(dict(offsets))
+        await self.gate.acquire()
+        await super().commit(offsets)
+
+    async def sending(self, count: int) -> int:
+        """Let the loop run until ``count`` commits were sent (a bounded number of steps);
+        how many were."""
+        for _ in range(100):
+            if len(self.sent) >= count:
+                break
+            await asyncio.sleep(0)
+        return len(self.sent)
+
+
+def test_commits_coalesce_behind_the_one_in_flight_and_a_submit_never_waits() -> None:
+    async def go() -> tuple[GatedClient, list[int]]:
+        client = GatedClient()
+        commits = commits_for(client)
+        await commits.submit({P0: 10})
+        in_flight = await client.sending(1)  # held at the gate
+        await commits.submit({P0: 20})  # returns although the commit in flight has not
+        await commits.submit({P1: 5})
+        for _ in range(2):
+            client.gate.release()
+        await commits.settle()
+        return client, [in_flight, len(client.sent)]
+
+    client, counts = asyncio.run(go())
+    # Two commits for three batches: the second carries both batches owed meanwhile.
+    assert counts == [1, 2]
+    assert client.committed_offsets == [{P0: 10}, {P0: 20, P1: 5}]
+
+
+def test_a_release_marks_the_commit_after_the_one_in_flight_not_the_one_in_flight() -> None:
+    # The commit in flight was sent before the revocation (no mark) and carries an older
+    # offset of P0; the release's commit carries P0 at what the latest write owes (30), and
+    # P1, never written by this member, at the offset being committed (7), both marked.
+    async def go() -> GatedClient:
+        client = GatedClient()
+        commits = commits_for(client)
+        await commits.submit({P0: 20, P1: 7})
+        assert await client.sending(1) == 1
+        await commits.submit({P0: 30})  # the revoked partition's last write: owed
+        commits.releasing([P0, P1], generation=4)
+        release = asyncio.create_task(commits.release({P0, P1}, generation=4))
+        for _ in range(2):
+            client.gate.release()
+        await release
+        return client
+
+    in_flight, marked = asyncio.run(go()).committed_offsets
+    assert in_flight == {P0: 20, P1: 7}
+    assert {tp: (m.offset, released_generation(m.metadata)) for tp, m in marked.items()} == {
+        P0: (30, 4),
+        P1: (7, 4),
+    }
+
+
 def test_only_owned_partitions_are_committed_and_a_rejoin_defers_the_commit() -> None:
     async def go() -> tuple[FakeClient, OffsetCommits]:
         client = FakeClient()
