@@ -6,7 +6,8 @@ the broker and the code commit); ``results/headline.md`` lists them with the com
 measured and how long each took.
 
 Run it before a stop whose change touches what they measure; ``--baseline REV`` adds the
-columnar-path SDK of another commit to the throughput run, side by side. Settings are chosen so the
+columnar-path SDK of another commit to the throughput run, side by side; ``--trace DIR``
+keeps the pause run's member logs (where each hand-over's time went). Settings are chosen so the
 whole set takes at most 30 minutes on a 2-core machine; ``--only`` runs a subset by name.
 """
 
@@ -96,6 +97,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         default="",
         help="a git revision whose columnar-path SDK the throughput run measures side by side",
     )
+    parser.add_argument(
+        "--trace",
+        default="",
+        help="a directory for the pause run's member logs and ownership events (its --trace)",
+    )
     args = parser.parse_args(argv)
     chosen = [n for n in args.only.split(",") if n]
     if not chosen or any(n not in names for n in chosen):
@@ -113,6 +119,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv_used = list(headline.argv)
         if args.baseline and headline.run is consume_throughput.main:
             argv_used += ["--baseline", args.baseline]
+        if args.trace and headline.run is cooperative_rebalance.main:
+            argv_used += ["--trace", args.trace]
         status = headline.run(argv_used)
         failed |= status != 0
         rows[headline.name] = {
