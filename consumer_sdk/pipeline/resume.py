@@ -42,12 +42,9 @@ from consumer_sdk.pipeline.retry import RetryPolicy
 from consumer_sdk.sink import Sink
 
 log = logging.getLogger(__name__)
-# The pause between two reads of the committed offsets while a partition awaits its old
-# owner's release: each read is one small request per member, and a hand-over lasts tens of
-# milliseconds, so the reads follow each other almost back to back (10 ms apart, a new owner
-# started reading 11-22 ms after the release commit on average, traced on Apache Kafka on two
-# cores shared by eleven members).
-RELEASE_POLL_S = 0.002
+# How often a partition awaiting its old owner's release looks at the committed offsets: a
+# tenth of a typical commit's round trip under load, and one small request per member.
+RELEASE_POLL_S = 0.01
 
 CommittedMarks = Callable[
     [list[KafkaTopicPartition]], Awaitable[Mapping[KafkaTopicPartition, tuple[int, str | None]]]
