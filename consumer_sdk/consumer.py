@@ -644,11 +644,10 @@ class AutoscalingConsumer:
         them until the commit that marks them released (caller holds ``self._lock``, which
         it asked for at ``asked``, monotonic).
 
-        Writes in flight finish first (they hold records of ``revoked``) and hand their
-        offsets to the commit stage; what no write took yet is dropped, not written: its
-        next owner reads it again from the released offset, instead of waiting for one more
-        table write. The mark goes with the commit after the one in flight. The time each
-        step took is logged: the next owners read none of ``revoked`` meanwhile."""
+        Writes in flight finish first (they hold records of ``revoked``) and their commits
+        land; what no write took yet is dropped, not written: its next owner reads it again
+        from the released offset, instead of waiting for one more table write. The time
+        each step took is logged: the next owners read none of ``revoked`` meanwhile."""
         stamps = [asked, time.monotonic()]
         try:
             await self._writer.settle()
@@ -656,8 +655,11 @@ class AutoscalingConsumer:
         except WriteAbandoned as exc:
             log.error("%s", exc)
             wrote_all = False
+        # The commits before the release must not carry its mark (a write's commit says
+        # nothing of the writes after it), hence the settle first.
         stamps.append(time.monotonic())
-        # Only from here: an earlier write's commit says nothing of the writes after it.
+        await self._commits.settle()
+        stamps.append(time.monotonic())
         self._commits.releasing(revoked, generation)
         unwritten = self._pending.first_offsets(revoked)
         for tp in revoked:
@@ -672,15 +674,16 @@ class AutoscalingConsumer:
         stamps.append(time.monotonic())
         if not revoked:
             return
-        lock, writes, release = (b - a for a, b in itertools.pairwise(stamps))
+        lock, writes, commits, release = (b - a for a, b in itertools.pairwise(stamps))
         log.info(
             "released %d partition(s) in generation %d after %.0f ms: the lock %.0f, writes "
-            "in flight %.0f, the release commit (after the commit in flight) %.0f",
+            "in flight %.0f, commits in flight %.0f, the release commit %.0f",
             len(revoked),
             generation,
             (stamps[-1] - asked) * 1000,
             lock * 1000,
             writes * 1000,
+            commits * 1000,
             release * 1000,
         )
 

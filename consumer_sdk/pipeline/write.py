@@ -189,8 +189,8 @@ class BatchWriter:
             )
         )
         written = dataclasses.replace(written, sink_started=started, sink_done=time.monotonic())
-        # Every write succeeded: its offsets are owed to Kafka. The commit stage sends them
-        # with the commit after the one in flight, while the next batch fills.
+        # Every write succeeded: commit. The commit runs while the next batch fills (it is
+        # off the critical path); commits stay in order because each waits for the last.
         offsets = dict(written.next_offsets)
         fenced = PartitionsFenced(
             frozenset().union(*(r.partitions for r in refusals)),
