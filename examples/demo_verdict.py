@@ -90,10 +90,12 @@ def draining(sample: Mapping[str, float]) -> bool:
 
 
 def best_count(drains: Mapping[int, float]) -> int | None:
-    """The fewest consumers whose drain is within ``AS_GOOD`` of the best (None: none)."""
-    if not drains:
+    """The fewest consumers whose drain is within ``AS_GOOD`` of the best (None: none, or
+    no count drained anything: in a short run the lag can grow faster than the sampled
+    production rate, and a negative drain has no "within 5 % of")."""
+    top = max(drains.values(), default=0.0)
+    if top <= 0:
         return None
-    top = max(drains.values())
     return min(n for n, d in drains.items() if d >= top * AS_GOOD)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from examples.demo_verdict import drains_by_count, judge
+from examples.demo_verdict import best_count, drains_by_count, judge
 
 
 def samples(phases: list[tuple[int, int, float, float]]) -> list[dict[str, float]]:
@@ -51,3 +51,12 @@ def test_the_verdict_marks_a_peak_above_the_need_and_a_lag_not_drained() -> None
     lines = verdict.lines()
     assert "peak consumers 6 (target <= 4: MISSED)" in lines[2]
     assert "target <= half: holds" in lines[3]  # the lag fell from 10,000 in the high phase
+
+
+def test_no_best_count_when_no_count_drained_anything() -> None:
+    # Found by `make test` on a fresh clone: a 12 s demo on Apache Kafka measured only
+    # negative drains (the lag grew faster than the sampled production rate), and the
+    # verdict crashed looking for a count within 5 % of a negative best.
+    assert best_count({2: -300.0, 3: -120.0}) is None
+    assert best_count({}) is None
+    assert best_count({2: -300.0, 3: 1_000.0, 4: 990.0}) == 3
