@@ -6,7 +6,8 @@ Apache Kafka only).
 
 Ours runs twice: with its default one-round hand-over and with ``handover="two-round"``
 (the old owner revokes in one round, the next round hands over), so the two designs are
-compared in the same run.
+compared in the same run. ``--baseline REV`` adds ours at another commit (its members run
+that commit's code, benchmark module included), right after ours at each timing profile.
 
 A topic of 100 partitions gets a steady paced load; 10 members read it, each in a process
 of its own, as consumers run in production. Per protocol, three
@@ -46,7 +47,13 @@ from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 from aiokafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
 from confluent_kafka import Consumer, Producer
 
-from benchmarks.support.machine import add_cluster_option, broker_line, machine_line
+from benchmarks.support.machine import (
+    add_cluster_option,
+    baseline_checkout,
+    broker_line,
+    imports_from,
+    machine_line,
+)
 from benchmarks.support.report import RESULTS, publish
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.consumer import AutoscalingConsumer, OwnershipEvent
@@ -364,9 +371,9 @@ class MemberProcess:
     """The benchmark's handle on a member process: its owned partitions and log entries
     arrive through a queue, read by a thread of its own."""
 
-    def __init__(self, spec: MemberSpec, log: Ownership):
+    def __init__(self, spec: MemberSpec, log: Ownership, tree: Path | None = None):
         context = multiprocessing.get_context("spawn")
-        self.name, self._log = spec.name, log
+        self.name, self._log, self._tree = spec.name, log, tree
         self.owned: set[int] = set()
         self._queue: Any = context.Queue()
         self._stop = context.Event()
@@ -376,7 +383,8 @@ class MemberProcess:
         self._reader = threading.Thread(target=self._receive, name=f"{spec.name}-reports")
 
     def start(self) -> MemberProcess:
-        self._process.start()
+        with imports_from(self._tree):
+            self._process.start()
         self._reader.start()
         return self
 
@@ -496,10 +504,14 @@ def run(
     rate: int,
     repeats: int,
     trace_dir: Path | None = None,
+    baseline: tuple[str, Path] | None = None,
 ) -> list[dict[str, Any]]:
     """One protocol on a fresh topic: ``repeats`` scale-outs 10->11 each followed by a
     scale-in 11->10, then a rolling restart of the 10 members. ``trace_dir``: members log
-    there, and the ownership log and the scenarios' windows go to ``events.json``."""
+    there, and the ownership log and the scenarios' windows go to ``events.json``.
+    ``baseline``: (revision, its work tree) whose code the members run instead."""
+    label = f"{protocol} at {baseline[0]}" if baseline is not None else protocol
+    tree = baseline[1] if baseline is not None else None
     topic = kafka.create_topic(PARTITIONS, prefix="coop")
     bootstrap = kafka.bootstrap_servers
     delay_s = LEADER_DELAY_S.get(kafka.kind, 0.0)
@@ -508,7 +520,7 @@ def run(
     def member(name: str) -> MemberProcess:
         trace = str(trace_dir) if trace_dir is not None else None
         spec = MemberSpec(name, protocol, bootstrap, topic, delay_s, timings, trace)
-        return MemberProcess(spec, log).start()
+        return MemberProcess(spec, log, tree).start()
 
     stop_load = threading.Event()
     loader = threading.Thread(target=produce_steadily, args=(bootstrap, topic, stop_load, rate))
@@ -533,7 +545,7 @@ def run(
         steps.append(("rolling restart", rolling_restart))
         for name, act in steps:
             results.append(
-                {"protocol": protocol, "profile": timings.name, **scenario(name, log, members, act)}
+                {"protocol": label, "profile": timings.name, **scenario(name, log, members, act)}
             )
     finally:
         stop_load.set()
@@ -543,7 +555,7 @@ def run(
     if trace_dir is not None:
         with log.lock:
             events = [(at, m, sign, sorted(ps)) for at, m, sign, ps in sorted(log.events)]
-        trace = {"protocol": protocol, "profile": timings.name, "scenarios": results}
+        trace = {"protocol": label, "profile": timings.name, "scenarios": results}
         (trace_dir / "events.json").write_text(json.dumps({**trace, "events": events}))
     for r in results:  # relative times in the JSON
         r["start"], r["end"] = r["start"] - t0, r["end"] - t0
@@ -653,6 +665,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument(
+        "--baseline",
+        metavar="REV",
+        help=f"also run {OURS} at this commit (a work tree under .cache/baselines), after ours",
+    )
+    parser.add_argument(
         "--trace",
         type=Path,
         help="directory for each member's log and the ownership events (one per profile "
@@ -664,18 +681,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not asked or any(p not in PROTOCOLS for p in asked):
         parser.error(f"--protocols: a comma-separated subset of {', '.join(PROTOCOLS)}")
     chosen = [p for p in asked if p not in UNSUPPORTED.get(kind, set())]
+    runs: list[tuple[str, tuple[str, Path] | None]] = [(p, None) for p in chosen]
+    if args.baseline:
+        at = (args.baseline, baseline_checkout(args.baseline))
+        after = chosen.index(OURS) + 1 if OURS in chosen else len(chosen)
+        runs.insert(after, (OURS, at))
     rows: list[dict[str, Any]] = []
     broker = ""
     for timings in PROFILES[kind]:
-        for protocol in chosen:
+        for protocol, baseline in runs:
+            label = f"{protocol} at {baseline[0]}" if baseline is not None else protocol
             with kafka_cluster(kind, apache_settings=timings.broker_settings()) as kafka:
                 broker = broker_line(kafka)
                 trace_dir = None
                 if args.trace is not None:
-                    trace_dir = args.trace / f"{timings.name}-{protocol}".replace(" ", "_")
+                    trace_dir = args.trace / f"{timings.name}-{label}".replace(" ", "_")
                     trace_dir.mkdir(parents=True, exist_ok=True)
-                rows.extend(run(kafka, protocol, timings, args.rate, args.repeats, trace_dir))
-            print(f"{timings.name} / {protocol}: done", flush=True)
+                rows.extend(
+                    run(kafka, protocol, timings, args.rate, args.repeats, trace_dir, baseline)
+                )
+            print(f"{timings.name} / {label}: done", flush=True)
     skipped = [p for p in PROTOCOLS if p not in chosen]
     profiles = "; ".join(
         f"{t.name}: session {t.session_ms} ms, heartbeat {t.heartbeat_ms} ms"

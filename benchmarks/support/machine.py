@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import functools
 import importlib.machinery
@@ -11,6 +12,7 @@ import platform
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from local_kafka.clusters import ClusterKind, KafkaCluster
@@ -102,6 +104,21 @@ def baseline_checkout(revision: str) -> Path:
     library = source.parent.parent / f"_kafka_records{suffix}"
     subprocess.run(["cc", "-O3", "-shared", "-fPIC", "-o", str(library), str(source)], check=True)
     return tree
+
+
+@contextlib.contextmanager
+def imports_from(tree: Path | None) -> Iterator[None]:
+    """Processes spawned inside import from ``tree`` first (multiprocessing's spawn hands
+    the parent's ``sys.path`` to the child): another commit's code, its benchmark module
+    included, runs in them. None: no change."""
+    if tree is None:
+        yield
+        return
+    sys.path.insert(0, str(tree))
+    try:
+        yield
+    finally:
+        sys.path.remove(str(tree))
 
 
 def machine_line() -> str:
