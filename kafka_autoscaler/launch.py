@@ -4,7 +4,8 @@ install (exit 2) instead of failing with an ImportError's traceback.
 
 The base install carries the heuristics and the contract; ``pip install
 'kafka-autoscaler[sidecar]'`` the sidecar, ``[consumer]`` the SDK, ``[spark]`` the Spark table
-sink, ``[kubernetes]`` the sidecar's Kubernetes scaler, ``[demo]`` the demo and local brokers.
+sink, ``[kubernetes]`` the sidecar's Kubernetes scaler, ``[keda]`` its KEDA external scaler,
+``[demo]`` the demo and local brokers.
 """
 
 from __future__ import annotations

@@ -92,6 +92,7 @@ class Sidecar:
         # The (current, demand) of the scale being held, to log each hold once.
         self._held: tuple[int, int] | None = None
         self.connect_problem: str | None = None
+        self._sized: int | None = None
 
     async def start(self) -> None:
         """Connect the monitor and publisher, with the credentials as their files say now
@@ -190,6 +191,8 @@ class Sidecar:
         self.last_tick = self.clock()
         leading = self.take_lead()
         metrics.LEADER.set(1 if leading else 0)
+        if not leading:
+            self._sized = None
         if not leading or self.scaler is None:
             return None
         actual = self.scaler.replicas()
@@ -228,6 +231,8 @@ class Sidecar:
         )
         decision = self.controller.step(observation)
         self.record(decision)
+        if decision.demand is not None:
+            self._sized = decision.desired
         if decision.action in (Action.SCALE_UP, Action.SCALE_DOWN):
             try:
                 self.scaler.scale(decision.desired)
@@ -317,6 +322,11 @@ class Sidecar:
             decision.planned_rscore,
         )
 
+    def sized(self) -> int | None:
+        """The consumer count this sidecar last decided on measured data while leading;
+        None before that or while another sidecar leads (what KEDA is told)."""
+        return self._sized
+
     def healthy(self) -> bool:
         """A tick completed recently (within three intervals plus 5 s) and the scaler
         reports no problem (such as a crash-looping consumer)."""
@@ -362,6 +372,8 @@ class Sidecar:
             "leader": self.lease is None or self.lease.held,
             "healthy": self.healthy(),
             "replicas": self.controller.replicas,
+            # The count decided on measured data while leading (what KEDA is told).
+            "sized": self._sized,
             "phase": self.controller.phase.value,
             "unit": self.monitor.unit,
             # The group as the coordinator describes it (None: not described) and the

@@ -23,8 +23,8 @@ from sidecar.scalers.base import Scaler
 from sidecar.scalers.local import LocalScaler
 
 
-class HttpUnavailable(RuntimeError):
-    """The HTTP endpoint cannot listen where it was told to."""
+class CannotListen(RuntimeError):
+    """An endpoint (HTTP, or KEDA's external scaler) cannot listen where it was told to."""
 
 
 def kubernetes_client() -> Any:
@@ -50,6 +50,10 @@ def build_scaler(config: SidecarConfig) -> Scaler | None:
             max_replicas=config.max_replicas,
             lock_dir=config.lock_path.with_name(config.lock_path.name + ".members"),
         )
+    if config.scaler == "keda":
+        from sidecar.scalers.keda_target import KedaTarget
+
+        return KedaTarget()
     if config.scaler == "kubernetes":
         from sidecar.scalers.kubernetes import KubernetesScaler
 
@@ -78,10 +82,22 @@ async def run(config: SidecarConfig) -> None:
         try:
             server = serve(config.http_host, config.http_port, sidecar.endpoints())
         except OSError as exc:  # port in use, host that does not resolve or is not ours
-            raise HttpUnavailable(
+            raise CannotListen(
                 f"--http-host/--http-port (AUTOSCALER_HTTP_HOST/PORT): cannot serve on "
                 f"{config.http_host}:{config.http_port}: {exc.strerror or exc}"
             ) from None
+    keda = None
+    if config.scaler == "keda":
+        from sidecar.external_scaler.answers import Answers
+        from sidecar.external_scaler.server import ExternalScalerUnavailable, serve_keda
+
+        answers = Answers(config.scaled_object, config.namespace, config.group, sidecar.sized)
+        try:
+            keda = serve_keda(config.keda_host, config.keda_port, answers)
+        except ExternalScalerUnavailable as exc:
+            if server is not None:
+                server.shutdown()
+            raise CannotListen(str(exc)) from None
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -91,6 +107,8 @@ async def run(config: SidecarConfig) -> None:
     finally:
         if server is not None:
             server.shutdown()
+        if keda is not None:
+            keda.stop()
         if scaler is not None:
             # Consumers take a while to flush and leave; the loop stays free meanwhile.
             await asyncio.to_thread(scaler.close)
@@ -99,15 +117,18 @@ async def run(config: SidecarConfig) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point."""
     config = parse_args(argv)
-    if config.scaler == "kubernetes" and (missing := missing_modules(("kubernetes",))):
-        line = missing_extra_line("--scaler kubernetes", "kubernetes", missing)
-        print(f"kafka-autoscaler-sidecar: error: {line}", file=sys.stderr)
-        return 2
+    needs = {"kubernetes": ("kubernetes", ("kubernetes",)), "keda": ("keda", ("grpc",))}
+    if config.scaler in needs:
+        extra, modules = needs[config.scaler]
+        if missing := missing_modules(modules):
+            line = missing_extra_line(f"--scaler {config.scaler}", extra, missing)
+            print(f"kafka-autoscaler-sidecar: error: {line}", file=sys.stderr)
+            return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     quiet_repeats()  # one line a minute, not several a second, while a broker is down
     try:
         asyncio.run(run(config))
-    except HttpUnavailable as exc:
+    except CannotListen as exc:
         print(f"kafka-autoscaler-sidecar: error: {exc}", file=sys.stderr)
         return 2
     return 0

@@ -24,7 +24,7 @@ from contract.settings import (
     setting_help,
 )
 
-SCALERS = ("local", "kubernetes", "none")
+SCALERS = ("local", "kubernetes", "keda", "none")
 
 
 def flag_name(name: str) -> str:
@@ -88,8 +88,9 @@ class SidecarConfig(GroupSettings):
         0.0,
     )
     scaler: str = setting(
-        "local (consumer processes here), kubernetes (a Deployment or StatefulSet), or none "
-        "(measure and publish only)",
+        "local (consumer processes here), kubernetes (a Deployment or StatefulSet), keda "
+        "(KEDA scales the workload to the count this sidecar serves as its external scaler), "
+        "or none (measure and publish only)",
         "local",
     )
     consumer_command: str = setting(
@@ -101,7 +102,7 @@ class SidecarConfig(GroupSettings):
         "consumer",
     )
     namespace: str = setting(
-        "with --scaler kubernetes: the workload's namespace",
+        "with --scaler kubernetes or keda: the workload's (and ScaledObject's) namespace",
         "default",
     )
     workload_kind: str = setting(
@@ -111,6 +112,19 @@ class SidecarConfig(GroupSettings):
     workload_name: str = setting(
         "with --scaler kubernetes: the workload to scale (required there)",
         "",
+    )
+    scaled_object: str = setting(
+        "with --scaler keda: the ScaledObject KEDA asks about, in --namespace (empty: "
+        "--workload-name)",
+        "",
+    )
+    keda_host: str = setting(
+        "with --scaler keda: the address KEDA's external-scaler gRPC listens on",
+        "127.0.0.1",
+    )
+    keda_port: int = setting(
+        "with --scaler keda: its port, [0, 65535] (0: any free port)",
+        6000,
     )
     lock_file: str = setting(
         "leader lock of local sidecars (empty: /tmp/kafka-autoscaler-<group>.lock)",
@@ -172,10 +186,16 @@ class SidecarConfig(GroupSettings):
             fail("workload_name", "the Deployment or StatefulSet to scale (--scaler kubernetes)")
         if self.scaler == "local" and not _command_words(self.consumer_command):
             fail("consumer_command", "the consumer program to start, quoted as in a shell")
+        if self.scaler == "keda" and not (self.scaled_object or self.workload_name):
+            fail("scaled_object", "the ScaledObject's name (--scaler keda), in --namespace")
+        if not 0 <= self.keda_port <= 65535:
+            fail("keda_port", "a TCP port in [0, 65535] (0: any free port)")
         if not 0 <= self.http_port <= 65535:
             fail("http_port", "a TCP port in [0, 65535] (0: no HTTP endpoint)")
         if self.status_token_file and not _first_line(self.status_token_file):
             fail("status_token_file", "a readable file whose first line is the token")
+        if not self.scaled_object:
+            object.__setattr__(self, "scaled_object", self.workload_name)
         if not self.lock_file:
             safe = re.sub(r"[^a-zA-Z0-9._-]", "_", self.group)
             object.__setattr__(self, "lock_file", f"/tmp/kafka-autoscaler-{safe}.lock")

@@ -147,3 +147,22 @@ def test_the_consumer_without_its_extra_exits_2_in_one_line(sidecar_only: Path) 
     (line,) = ran.stderr.splitlines()
     assert line.startswith("kafka-autoscaler-consumer needs the 'consumer' extra (missing: ")
     assert "pyarrow" in line and "pip install 'kafka-autoscaler[consumer]'" in line
+
+
+def test_the_keda_scaler_without_its_extra_exits_2_in_one_line(sidecar_only: Path) -> None:
+    ran = subprocess.run(
+        [
+            str(sidecar_only / "bin/kafka-autoscaler-sidecar"),
+            *("--bootstrap-servers", "127.0.0.1:9", "--group", "g", "--topics", "t"),
+            *("--capacity", "10", "--scaler", "keda", "--scaled-object", "so"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert ran.returncode == 2
+    (line,) = ran.stderr.splitlines()
+    assert line == (
+        "kafka-autoscaler-sidecar: error: --scaler keda needs the 'keda' extra (missing: "
+        "grpc); install it with: pip install 'kafka-autoscaler[keda]'"
+    )
