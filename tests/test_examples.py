@@ -10,6 +10,7 @@ import yaml
 
 from consumer_sdk.config import ConsumerConfig
 from sidecar.config import parse_args
+from sidecar.external_scaler.answers import METRIC_NAME, Answers, ScaledObject
 
 EXAMPLES = Path(__file__).parent.parent / "examples" / "kubernetes"
 
@@ -88,3 +89,27 @@ def test_the_secured_example_mounts_each_container_its_own_secrets(tmp_path: Pat
     assert consumer.sasl_plain_username != sidecar.sasl_plain_username
     assert users["consumer"] != users["sidecar"]
     assert sidecar.status_token_file and sidecar.http_host == "0.0.0.0"
+
+
+def test_the_keda_example_asks_the_sizer_what_it_answers() -> None:
+    (configmap,) = load("configmap.yaml")
+    sizer, service = load("keda/sizer.yaml")
+    (scaled_object,) = load("keda/scaledobject.yaml")
+    (container,) = sizer["spec"]["template"]["spec"]["containers"]
+    env = container_env(container, configmap["data"])
+    env["AUTOSCALER_NAMESPACE"] = "default"  # the pod's namespace, where the example goes
+    config = parse_args([], env)
+    assert config.scaler == "keda" and config.scaled_object == scaled_object["metadata"]["name"]
+    (trigger,) = scaled_object["spec"]["triggers"]
+    assert trigger["type"] == "external" and trigger["metricType"] == "AverageValue"
+    host, port = trigger["metadata"]["scalerAddress"].rsplit(":", 1)
+    assert host.startswith(f"{service['metadata']['name']}.{config.namespace}.svc")
+    (service_port,) = service["spec"]["ports"]
+    assert int(port) == service_port["port"]
+    assert service_port["targetPort"] in {p["name"] for p in container["ports"]}
+    assert {p["name"]: p["containerPort"] for p in container["ports"]}["keda"] == config.keda_port
+    answers = Answers(config.scaled_object, config.namespace, config.group, lambda: 2)
+    ref = ScaledObject(scaled_object["metadata"]["name"], "default", trigger["metadata"])
+    assert answers.metric_value(ref, METRIC_NAME) == (METRIC_NAME, 2.0)
+    (consumers,) = load("deployment.yaml")
+    assert scaled_object["spec"]["scaleTargetRef"]["name"] == consumers["metadata"]["name"]
