@@ -5,6 +5,7 @@ reaching the metric KEDA's HPA scales on."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import struct
 import subprocess
 import sys
@@ -199,16 +200,23 @@ class KedaClient:
         return call
 
 
-@pytest.fixture
-def served() -> Iterator[tuple[list[int | None], KedaClient, ExternalScalerServer]]:
-    count: list[int | None] = [None]
+@contextlib.contextmanager
+def serving(count: list[int | None]) -> Iterator[tuple[KedaClient, ExternalScalerServer]]:
+    """The service answering with ``count[0]``, and a client calling it as KEDA does."""
     server = serve_keda("127.0.0.1", 0, answers(lambda: count[0]), poll_s=0.01)
     client = KedaClient(server.port)
     try:
-        yield count, client, server
+        yield client, server
     finally:
         client.channel.close()
         server.stop(grace_s=0)
+
+
+@pytest.fixture
+def served() -> Iterator[tuple[list[int | None], KedaClient, ExternalScalerServer]]:
+    count: list[int | None] = [None]
+    with serving(count) as (client, server):
+        yield count, client, server
 
 
 def test_the_service_answers_keda_over_grpc(
@@ -236,9 +244,7 @@ def test_the_service_answers_keda_over_grpc(
 @settings(max_examples=50, deadline=None)
 @given(payload=st.binary(max_size=64))
 def test_bytes_that_are_not_a_request_leave_the_service_serving(payload: bytes) -> None:
-    server = serve_keda("127.0.0.1", 0, answers())
-    client = KedaClient(server.port)
-    try:
+    with serving([3]) as (client, _):
         raw = client.channel.unary_unary(
             f"/{messages.SERVICE}/GetMetrics",
             request_serializer=lambda data: data,
@@ -253,9 +259,6 @@ def test_bytes_that_are_not_a_request_leave_the_service_serving(payload: bytes) 
                 grpc.StatusCode.INTERNAL,  # not a GetMetricsRequest at all
             }
         assert client.metrics() == 3.0
-    finally:
-        client.channel.close()
-        server.stop(grace_s=0)
 
 
 def test_stream_is_active_sends_the_answer_then_each_change(
