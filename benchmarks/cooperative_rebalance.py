@@ -497,6 +497,11 @@ def scenario(
     }
 
 
+def run_label(protocol: str, baseline: tuple[str, Path] | None) -> str:
+    """How a run is named in the results: the protocol, and the commit for a baseline."""
+    return f"{protocol} at {baseline[0]}" if baseline is not None else protocol
+
+
 def run(
     kafka: KafkaCluster,
     protocol: str,
@@ -510,7 +515,7 @@ def run(
     scale-in 11->10, then a rolling restart of the 10 members. ``trace_dir``: members log
     there, and the ownership log and the scenarios' windows go to ``events.json``.
     ``baseline``: (revision, its work tree) whose code the members run instead."""
-    label = f"{protocol} at {baseline[0]}" if baseline is not None else protocol
+    label = run_label(protocol, baseline)
     tree = baseline[1] if baseline is not None else None
     topic = kafka.create_topic(PARTITIONS, prefix="coop")
     bootstrap = kafka.bootstrap_servers
@@ -690,7 +695,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     broker = ""
     for timings in PROFILES[kind]:
         for protocol, baseline in runs:
-            label = f"{protocol} at {baseline[0]}" if baseline is not None else protocol
+            label = run_label(protocol, baseline)
             with kafka_cluster(kind, apache_settings=timings.broker_settings()) as kafka:
                 broker = broker_line(kafka)
                 trace_dir = None

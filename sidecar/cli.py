@@ -10,7 +10,7 @@ import signal
 import socket
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from contract.extras import missing_extra_line, missing_modules
 from contract.quiet_logs import quiet_repeats
@@ -21,6 +21,9 @@ from sidecar.http import serve
 from sidecar.leader import FileLease, Lease
 from sidecar.scalers.base import Scaler
 from sidecar.scalers.local import LocalScaler
+
+if TYPE_CHECKING:  # grpc comes with the keda extra: imported only with --scaler keda
+    from sidecar.external_scaler.server import ExternalScalerServer
 
 
 class CannotListen(RuntimeError):
@@ -73,6 +76,18 @@ def build_lease(config: SidecarConfig) -> Lease:
     return FileLease(config.lock_path)
 
 
+def serve_external_scaler(config: SidecarConfig, sidecar: Sidecar) -> ExternalScalerServer:
+    """KEDA's external scaler (``--scaler keda``), answering with the sidecar's count."""
+    from sidecar.external_scaler.answers import Answers
+    from sidecar.external_scaler.server import ExternalScalerUnavailable, serve_keda
+
+    answers = Answers(config.scaled_object, config.namespace, config.group, sidecar.sized)
+    try:
+        return serve_keda(config.keda_host, config.keda_port, answers)
+    except ExternalScalerUnavailable as exc:
+        raise CannotListen(str(exc)) from None
+
+
 async def run(config: SidecarConfig) -> None:
     """Run until SIGTERM/SIGINT; the local scaler's consumers are stopped on the way out."""
     scaler = build_scaler(config)
@@ -87,22 +102,13 @@ async def run(config: SidecarConfig) -> None:
                 f"{config.http_host}:{config.http_port}: {exc.strerror or exc}"
             ) from None
     keda = None
-    if config.scaler == "keda":
-        from sidecar.external_scaler.answers import Answers
-        from sidecar.external_scaler.server import ExternalScalerUnavailable, serve_keda
-
-        answers = Answers(config.scaled_object, config.namespace, config.group, sidecar.sized)
-        try:
-            keda = serve_keda(config.keda_host, config.keda_port, answers)
-        except ExternalScalerUnavailable as exc:
-            if server is not None:
-                server.shutdown()
-            raise CannotListen(str(exc)) from None
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     try:
+        if config.scaler == "keda":
+            keda = serve_external_scaler(config, sidecar)
         await sidecar.run(stop)
     finally:
         if server is not None:

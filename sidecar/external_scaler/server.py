@@ -119,7 +119,7 @@ def _serialize(message: Any) -> bytes:
 
 
 class ExternalScalerServer:
-    """The gRPC server: started by :func:`serve`, stopped by :meth:`stop`."""
+    """The gRPC server: started by :func:`serve_keda`, stopped by :meth:`stop`."""
 
     def __init__(self, server: grpc.Server, service: Service, port: int) -> None:
         self.server = server
