@@ -31,9 +31,10 @@ $(JARS_STAMP): $(STAMP)
 
 jars: $(JARS_STAMP)
 
-# etcd, kube-apiserver and kube-controller-manager for the tests against a real control
-# plane, built from the Go module proxy into $(KAFKA_AUTOSCALER_CACHE)/kube/bin (once: about
-# 10 minutes on 2 cores, then seconds). Without Go the kube-apiserver tests skip.
+# etcd, kube-apiserver, kube-controller-manager and KEDA (operator, metrics server) for the
+# tests against a real control plane, built from the Go module proxy into
+# $(KAFKA_AUTOSCALER_CACHE)/kube/bin (once: about 25 minutes on 2 cores, then seconds).
+# Without Go the kube-apiserver and KEDA tests skip.
 kube-binaries:
 	@if command -v go >/dev/null; then scripts/build_kube_control_plane.sh; \
 	else echo "go not installed: the kube-apiserver tests will be skipped"; fi

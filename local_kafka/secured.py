@@ -74,6 +74,14 @@ class Certificates:
             self.clients[name] = pair
         return pair
 
+    def serving(self, label: str, name: str, hosts: Iterable[str]) -> KeyPair:
+        """A certificate signed by the CA for ``hosts`` (IP addresses or DNS names), good
+        both to serve and to authenticate as a client: what a service that is also a mutual
+        TLS client needs (KEDA's operator and metrics server share one)."""
+        issuer_key, issuer_cert = _load(self.ca)
+        key, cert = _signed(issuer_key, issuer_cert, name, server=True, client=True, hosts=hosts)
+        return _write(self.directory, label, key, cert)
+
 
 @dataclass
 class SecuredListeners:
@@ -238,7 +246,14 @@ def _self_signed(name: str) -> tuple[Any, Any]:
 
 
 def _signed(
-    issuer_key: Any, issuer_cert: Any, name: str, *, server: bool, expired: bool = False
+    issuer_key: Any,
+    issuer_cert: Any,
+    name: str,
+    *,
+    server: bool,
+    client: bool = False,
+    expired: bool = False,
+    hosts: Iterable[str] = ("127.0.0.1", "localhost"),
 ) -> tuple[Any, Any]:
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes
@@ -262,19 +277,27 @@ def _signed(
         .not_valid_after(end)
         .add_extension(
             x509.ExtendedKeyUsage(
-                [ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH]
+                [ExtendedKeyUsageOID.SERVER_AUTH] * server
+                + [ExtendedKeyUsageOID.CLIENT_AUTH] * (client or not server)
             ),
             critical=False,
         )
     )
     if server:
         builder = builder.add_extension(
-            x509.SubjectAlternativeName(
-                [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]
-            ),
+            x509.SubjectAlternativeName([_subject_alternative(host) for host in hosts]),
             critical=False,
         )
     return key, builder.sign(issuer_key, hashes.SHA256())
+
+
+def _subject_alternative(host: str) -> Any:
+    from cryptography import x509
+
+    try:
+        return x509.IPAddress(ipaddress.ip_address(host))
+    except ValueError:
+        return x509.DNSName(host)
 
 
 def _write(directory: Path, label: str, key: Any, cert: Any) -> KeyPair:

@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
-# Builds etcd, kube-apiserver and kube-controller-manager from the Go module proxy into
-# $KAFKA_AUTOSCALER_CACHE/kube/bin (tests/kube_control_plane.py looks there), for the tests
-# that run the sidecar's Kubernetes path against a real control plane. Idempotent: binaries
-# built from the same go.sum are kept (bin/VERSIONS records it).
+# Builds the real control plane the tests run against from the Go module proxy into
+# $KAFKA_AUTOSCALER_CACHE/kube/bin (tests/kube_control_plane.py looks there): etcd,
+# kube-apiserver and kube-controller-manager, and KEDA's operator and metrics server
+# (keda-operator, keda-adapter; their CRDs are copied beside them into kube/keda-crds).
+# Idempotent per module: binaries built from the same go.mod and go.sum are kept (bin/VERSIONS-*
+# records them), so changing one pin rebuilds that module only.
 #
-# The versions and checksums are pinned in scripts/kube_control_plane/{kube,etcd}/go.{mod,sum}.
+# The versions and checksums are pinned in scripts/kube_control_plane/{kube,etcd,keda}/go.{mod,sum}.
 # k8s.io/kubernetes is not meant to be a dependency: its go.mod requires every k8s.io/*
 # staging module at v0.0.0 and replaces it with ./staging/src/...; a module that requires it
-# must pin each of those to the matching published v0.<minor>.<patch> itself.
-# `scripts/build_kube_control_plane.sh --update` rewrites the pins for KUBE_VERSION and
-# ETCD_VERSION that way (go mod tidy), then builds.
+# must pin each of those to the matching published v0.<minor>.<patch> itself. KEDA's go.mod has
+# one replace of its own, which a module requiring KEDA must repeat (keda/go.mod does).
+# `scripts/build_kube_control_plane.sh --update` rewrites the kube and etcd pins for
+# KUBE_VERSION and ETCD_VERSION that way (go mod tidy), then builds.
 set -euo pipefail
 
 KUBE_VERSION="${KUBE_VERSION:-v1.37.2}"
@@ -39,22 +42,36 @@ if [[ "${1:-}" == "--update" ]]; then
     (cd "$PINS/etcd" && go mod tidy)
 fi
 
-want="$(cat "$PINS"/*/go.mod "$PINS"/*/go.sum | cksum | cut -d' ' -f1)"
-if [[ "$(cat "$OUT/VERSIONS" 2>/dev/null)" == "$want" ]]; then
-    exit 0
-fi
 mkdir -p "$OUT" "$WORK"
-rm -f "$OUT/VERSIONS"
-start=$(date +%s)
-for module in kube etcd; do
+
+# build MODULE BINARY=PACKAGE...: builds each package of the pinned module into $OUT/BINARY,
+# unless they were built from these very pins.
+build() {
+    local module="$1"; shift
+    local stamp="$OUT/VERSIONS-$module" want start target
+    want="$(cat "$PINS/$module/go.mod" "$PINS/$module/go.sum" | cksum | cut -d' ' -f1)"
+    if [[ "$(cat "$stamp" 2>/dev/null)" == "$want" ]]; then
+        return 0
+    fi
+    rm -f "$stamp"
     rm -rf "${WORK:?}/$module"
     cp -r "$PINS/$module" "$WORK/$module"
-done
-cd "$WORK/kube"
-go build -trimpath -ldflags "-s -w" -o "$OUT/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
-go build -trimpath -ldflags "-s -w" -o "$OUT/kube-controller-manager" \
-    k8s.io/kubernetes/cmd/kube-controller-manager
-cd "$WORK/etcd"
-go build -trimpath -ldflags "-s -w" -o "$OUT/etcd" go.etcd.io/etcd/server/v3
-echo "$want" > "$OUT/VERSIONS"
-echo "build_kube_control_plane: kube-apiserver, kube-controller-manager and etcd built into $OUT in $(( $(date +%s) - start )) s"
+    start=$(date +%s)
+    for target in "$@"; do
+        (cd "$WORK/$module" && go build -trimpath -ldflags "-s -w" -o "$OUT/${target%%=*}" "${target#*=}")
+    done
+    echo "$want" > "$stamp"
+    echo "build_kube_control_plane: ${*%%=*} built into $OUT in $(( $(date +%s) - start )) s"
+}
+
+build kube kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver \
+    kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager
+build etcd etcd=go.etcd.io/etcd/server/v3
+build keda keda-operator=github.com/kedacore/keda/v2/cmd/operator \
+    keda-adapter=github.com/kedacore/keda/v2/cmd/adapter
+
+# The CRDs KEDA's operator serves, from the same module version as its binaries.
+keda_dir="$(cd "$WORK/keda" && go list -m -f '{{.Dir}}' github.com/kedacore/keda/v2)"
+rm -rf "$CACHE/kube/keda-crds"
+mkdir -p "$CACHE/kube/keda-crds"
+cp "$keda_dir"/config/crd/bases/*.yaml "$CACHE/kube/keda-crds/"

@@ -4,7 +4,10 @@ The binaries are built from the Go module proxy by ``make kube-binaries``
 (``scripts/build_kube_control_plane.sh``) into ``$KAFKA_AUTOSCALER_CACHE/kube/bin``, or taken
 from ``KAFKA_AUTOSCALER_KUBE_BIN``. Everything runs on 127.0.0.1 from a temporary directory:
 no nodes (pods stay Pending), RBAC authorization, a static admin token in ``system:masters``,
-and the controllers a Deployment's scale needs (serviceaccount, deployment, replicaset).
+the controllers a Deployment's scale needs (serviceaccount, deployment, replicaset) and the
+HorizontalPodAutoscaler's, and the aggregation layer (a front-proxy client certificate from a CA
+made here, :attr:`ControlPlane.certificates`), so an extension API server such as KEDA's metrics
+server can serve ``external.metrics.k8s.io`` (tests/keda_operator.py).
 """
 
 from __future__ import annotations
@@ -21,15 +24,19 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from kubernetes.client import ApiClient, Configuration
+from kubernetes.dynamic import DynamicClient
 
 from local_kafka.apache_kafka import free_port
 from local_kafka.clusters import required_legs
+from local_kafka.secured import Certificates
 
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager")
 ADMIN_TOKEN = "kafka-autoscaler-test-admin"  # a throwaway cluster's token
 START_TIMEOUT_S = 90.0
+FRONT_PROXY_CLIENT = "front-proxy-client"  # the name the aggregator proxies as
 
 
 class ControlPlaneUnavailable(RuntimeError):
@@ -58,11 +65,16 @@ def control_plane_required() -> bool:
 
 @dataclass
 class ControlPlane:
-    """A running etcd + kube-apiserver + kube-controller-manager; ``stop()`` ends them."""
+    """A running etcd + kube-apiserver + kube-controller-manager; ``stop()`` ends them.
+
+    ``hpa_sync_period_s`` is how often the HPA controller decides (Kubernetes' default: 15 s).
+    """
 
     root: Path
+    hpa_sync_period_s: float = 15.0
     api_port: int = 0
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    certificates: Certificates | None = None
 
     @property
     def server(self) -> str:
@@ -104,6 +116,8 @@ class ControlPlane:
         key = self._service_account_key()
         tokens = self.root / "tokens.csv"
         tokens.write_text(f'{ADMIN_TOKEN},admin,admin,"system:masters"\n')
+        self.certificates = Certificates.make(self.root / "pki", clients=[FRONT_PROXY_CLIENT])
+        front_proxy = self.certificates.clients[FRONT_PROXY_CLIENT]
         self.api_port = free_port()
         self._launch(
             "kube-apiserver",
@@ -122,31 +136,53 @@ class ControlPlane:
                 "--service-cluster-ip-range=10.96.0.0/24",
                 "--enable-priority-and-fairness=false",
                 "--profiling=false",
+                # The aggregation layer: requests proxied to an extension API server carry
+                # the user in headers, vouched for by this client certificate; endpoints are
+                # dialled directly (no kube-proxy here).
+                f"--requestheader-client-ca-file={self.certificates.ca.certificate}",
+                f"--requestheader-allowed-names={FRONT_PROXY_CLIENT}",
+                "--requestheader-username-headers=X-Remote-User",
+                "--requestheader-group-headers=X-Remote-Group",
+                "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+                f"--proxy-client-cert-file={front_proxy.certificate}",
+                f"--proxy-client-key-file={front_proxy.key}",
+                "--enable-aggregator-routing=true",
             ],
         )
         self._wait("kube-apiserver", f"{self.server}/readyz", deadline)
-        kubeconfig = self._kubeconfig()
+        kubeconfig = self.kubeconfig()
         self._launch(
             "kube-controller-manager",
             [
                 f"--kubeconfig={kubeconfig}",
-                "--controllers=serviceaccount,deployment,replicaset",
+                "--controllers=serviceaccount,deployment,replicaset,horizontalpodautoscaling",
                 "--leader-elect=false",
                 "--secure-port=0",
                 "--concurrent-deployment-syncs=2",
                 "--concurrent-replicaset-syncs=2",
+                f"--horizontal-pod-autoscaler-sync-period={self.hpa_sync_period_s}s",
             ],
         )
         return self
 
-    def _launch(self, name: str, args: list[str]) -> None:
+    def _launch(self, name: str, args: list[str], env: dict[str, str] | None = None) -> None:
         log = (self.root / f"{name}.log").open("wb")
         self.processes[name] = subprocess.Popen(
             [str(kube_bin_dir() / name), *args],
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            env=None if env is None else {**os.environ, **env},
         )
+
+    def launch(
+        self, name: str, args: list[str], ready_url: str, env: dict[str, str] | None = None
+    ) -> None:
+        """Start another binary from the same directory beside the control plane (stopped
+        with it) and wait until ``ready_url`` answers 200; ControlPlaneUnavailable with its
+        log tail if it does not within START_TIMEOUT_S."""
+        self._launch(name, args, env)
+        self._wait(name, ready_url, time.monotonic() + START_TIMEOUT_S)
 
     def _wait(self, name: str, url: str, deadline: float) -> None:
         context = ssl.create_default_context()
@@ -174,8 +210,11 @@ class ControlPlane:
         )
         return key
 
-    def _kubeconfig(self) -> Path:
+    def kubeconfig(self) -> Path:
+        """A kubeconfig file for the admin (written once)."""
         path = self.root / "kubeconfig"
+        if path.exists():
+            return path
         path.write_text(
             "apiVersion: v1\nkind: Config\n"
             "clusters:\n- name: test\n  cluster:\n"
@@ -207,11 +246,22 @@ class ControlPlane:
                 process.wait()
 
 
+def dynamic(admin: ApiClient) -> Any:
+    """The client for objects of any kind (what kubectl apply uses)."""
+    return DynamicClient(admin)  # type: ignore[no-untyped-call]
+
+
+def create(admin: ApiClient, namespace: str | None, body: dict[str, Any]) -> Any:
+    """Create one object of any kind (``namespace`` None: a cluster-scoped one)."""
+    resource = dynamic(admin).resources.get(api_version=body["apiVersion"], kind=body["kind"])
+    return resource.create(body=body, namespace=namespace)
+
+
 @contextlib.contextmanager
-def control_plane() -> Iterator[ControlPlane]:
+def control_plane(hpa_sync_period_s: float = 15.0) -> Iterator[ControlPlane]:
     """A started control plane in a temporary directory, stopped and removed afterwards."""
     root = Path(tempfile.mkdtemp(prefix="kube-control-plane-"))
-    plane = ControlPlane(root)
+    plane = ControlPlane(root, hpa_sync_period_s)
     try:
         yield plane.start()
     finally:

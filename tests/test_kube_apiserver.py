@@ -31,7 +31,6 @@ from kubernetes.client import (
     V1TokenRequestSpec,
 )
 from kubernetes.client.exceptions import ApiException
-from kubernetes.dynamic import DynamicClient
 
 from assignor.group_plan import removal_order
 from sidecar.config import parse_args
@@ -42,6 +41,8 @@ from tests.kube_control_plane import (
     ControlPlaneUnavailable,
     control_plane,
     control_plane_required,
+    create,
+    dynamic,
 )
 
 EXAMPLES = Path(__file__).parents[1] / "examples" / "kubernetes"
@@ -101,17 +102,6 @@ def workload(kind: str, name: str, replicas: int) -> dict[str, Any]:
     if kind == "StatefulSet":
         spec["serviceName"] = name
     return {"apiVersion": "apps/v1", "kind": kind, "metadata": {"name": name}, "spec": spec}
-
-
-def dynamic(admin: ApiClient) -> Any:
-    """The client for objects of any kind (what kubectl apply uses)."""
-    return DynamicClient(admin)  # type: ignore[no-untyped-call]
-
-
-def create(admin: ApiClient, namespace: str, body: dict[str, Any]) -> None:
-    """Create one object of any kind."""
-    resource = dynamic(admin).resources.get(api_version=body["apiVersion"], kind=body["kind"])
-    resource.create(body=body, namespace=namespace)
 
 
 def live_pods(admin: ApiClient, namespace: str, app: str) -> dict[str, dict[str, str]]:

@@ -1,0 +1,166 @@
+"""The sidecar's external scaler driven by the real KEDA and the real HPA controller.
+
+KEDA's operator and metrics server (built from kedacore/keda by ``make kube-binaries``; see
+tests/keda_operator.py) run against a real kube-apiserver whose kube-controller-manager runs
+the HPA controller. A ScaledObject made from examples/kubernetes/keda/scaledobject.yaml points
+its ``external`` trigger at the sidecar's KEDA service; the Deployment must follow the count the
+sidecar answers, up and down, through KEDA's HPA. Skipped when the binaries are missing, unless
+``KAFKA_AUTOSCALER_REQUIRE_CLUSTERS`` names ``keda`` (CI does).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes.client import AppsV1Api
+
+from local_kafka.clusters import required_legs
+from sidecar.external_scaler.answers import METRIC_NAME, Answers
+from sidecar.external_scaler.server import ExternalScalerServer, serve_keda
+from tests.keda_operator import install_keda
+from tests.kube_control_plane import (
+    ControlPlane,
+    ControlPlaneUnavailable,
+    control_plane,
+    create,
+    dynamic,
+)
+
+EXAMPLE = Path(__file__).parents[1] / "examples" / "kubernetes" / "keda" / "scaledobject.yaml"
+NAMESPACE = "shop"
+HPA_SYNC_S = 1.0  # Kubernetes decides every 15 s; the same controller, sooner
+WAIT_S = 90.0
+
+
+@pytest.fixture(scope="module")
+def plane() -> Iterator[ControlPlane]:
+    """A control plane with KEDA installed, for the module."""
+    try:
+        with control_plane(hpa_sync_period_s=HPA_SYNC_S) as started:
+            install_keda(started)
+            namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
+            create(started.client(), None, namespace)
+            yield started
+    except ControlPlaneUnavailable as exc:
+        if "keda" in required_legs():
+            pytest.fail(f"the keda leg is required here but cannot start: {exc}")
+        pytest.skip(str(exc))
+
+
+@contextlib.contextmanager
+def sidecar(name: str, count: list[int | None]) -> Iterator[ExternalScalerServer]:
+    """The sidecar's KEDA service for ScaledObject shop/``name``, answering ``count[0]``."""
+    server = serve_keda("127.0.0.1", 0, Answers(name, NAMESPACE, name, lambda: count[0]))
+    try:
+        yield server
+    finally:
+        server.stop(grace_s=0)
+
+
+def wait_for(what: str, check: Callable[[], bool], plane: ControlPlane) -> None:
+    """Wait until ``check()`` holds; fail naming ``what`` with KEDA's and the HPA's logs."""
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.25)  # KEDA and the HPA act on their own intervals; nothing to await
+    pytest.fail(
+        f"{what} within {WAIT_S} s\n--- keda-operator\n{plane.log_tail('keda-operator')}"
+        f"\n--- kube-controller-manager\n{plane.log_tail('kube-controller-manager')}"
+    )
+
+
+def deployment(name: str) -> dict[str, Any]:
+    labels = {"app": name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "containers": [{"name": "consumer", "image": "registry.invalid/consumer:1"}]
+                },
+            },
+        },
+    }
+
+
+def scaled_object(name: str, scaler_port: int, **metadata: str) -> dict[str, Any]:
+    """The example ScaledObject for Deployment ``name``, its trigger aimed at this machine."""
+    body: dict[str, Any] = copy.deepcopy(yaml.safe_load(EXAMPLE.read_text()))
+    body["metadata"] = {"name": name, "namespace": NAMESPACE}
+    body["spec"]["scaleTargetRef"] = {"name": name}
+    body["spec"]["pollingInterval"] = 1
+    trigger = body["spec"]["triggers"][0]
+    trigger["metadata"] = {
+        **trigger["metadata"],
+        "scalerAddress": f"127.0.0.1:{scaler_port}",
+        "group": name,
+        **metadata,
+    }
+    return body
+
+
+def scaled(plane: ControlPlane, body: dict[str, Any]) -> None:
+    """Create the ScaledObject ``body`` and the Deployment it names, at 1 replica."""
+    create(plane.client(), NAMESPACE, deployment(body["spec"]["scaleTargetRef"]["name"]))
+    create(plane.client(), NAMESPACE, body)
+
+
+def replicas(plane: ControlPlane, name: str) -> int:
+    scale = AppsV1Api(plane.client()).read_namespaced_deployment_scale(name, NAMESPACE)
+    assert scale.spec is not None
+    return int(scale.spec.replicas or 0)
+
+
+def test_kedas_hpa_scales_the_deployment_to_the_sidecars_count(plane: ControlPlane) -> None:
+    count: list[int | None] = [3]
+    with sidecar("orders-sink", count) as server:
+        scaled(plane, scaled_object("orders-sink", server.port))
+        wait_for("the Deployment at 3", lambda: replicas(plane, "orders-sink") == 3, plane)
+        for wanted in (10, 11, 2):
+            count[0] = wanted
+            wait_for(
+                f"the Deployment at the sidecar's {wanted}",
+                lambda: replicas(plane, "orders-sink") == count[0],
+                plane,
+            )
+
+    hpas = dynamic(plane.client()).resources.get(
+        api_version="autoscaling/v2", kind="HorizontalPodAutoscaler"
+    )
+    hpa = hpas.get(name="keda-hpa-orders-sink", namespace=NAMESPACE).to_dict()
+    (metric,) = hpa["spec"]["metrics"]
+    assert metric["external"]["metric"]["name"].endswith(METRIC_NAME)
+    assert metric["external"]["target"] == {"type": "AverageValue", "averageValue": "1"}
+
+
+def test_a_scaled_object_the_sidecar_does_not_size_is_refused_and_not_scaled(
+    plane: ControlPlane,
+) -> None:
+    count: list[int | None] = [4]
+    log = plane.root / "keda-operator.log"
+    with sidecar("orders-typo", count) as server:
+        scaled(plane, scaled_object("payments", server.port))
+        scaled(plane, scaled_object("orders-typo", server.port, groupp="orders"))
+        wait_for(
+            "KEDA's operator logging the sidecar's refusals",
+            lambda: (
+                "'shop/payments' is not sized here" in log.read_text(errors="replace")
+                and "trigger metadata 'groupp'" in log.read_text(errors="replace")
+            ),
+            plane,
+        )
+    assert replicas(plane, "payments") == 1
+    assert replicas(plane, "orders-typo") == 1
