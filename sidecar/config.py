@@ -83,8 +83,9 @@ class SidecarConfig(GroupSettings):
         10.0,
     )
     keda_lag_threshold: float = setting(
-        "> 0: size the group like KEDA's Kafka scaler instead (ceil(total lag / this), 10 % "
-        "tolerance, 300 s scale-down stabilisation), for comparisons; 0: ours",
+        "> 0: size the group like KEDA's Kafka scaler and the HPA's defaults instead "
+        "(ceil(total lag / this) every 15 s, 10 % tolerance, up by max(100 %, 4) per 15 s, "
+        "300 s scale-down stabilisation), for comparisons; 0: ours",
         0.0,
     )
     scaler: str = setting(

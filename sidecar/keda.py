@@ -1,10 +1,13 @@
 """KEDA's Kafka scaler as the HPA applies it, for side-by-side comparisons with our policy:
 the rule (pure) and a controller that drives the sidecar's scaler with it.
 
-desired = ceil(total lag / lagThreshold), capped at the partition count (KEDA's default
-``allowIdleConsumers: false``); the HPA keeps the current count while the metric's ratio to
-its target (average lag per replica / lagThreshold) is within 10 %, and scales down only to
-the highest recommendation of the last 300 s (its default stabilisation window).
+KEDA's metric is the total lag with ``lagThreshold`` as its per-replica target, so the HPA's
+recommendation is ceil(total lag / lagThreshold), capped at the partition count (KEDA's
+default ``allowIdleConsumers: false``). The HPA (Kubernetes' defaults, as in
+pkg/controller/podautoscaler) decides once per sync period (15 s), keeps the current count
+while the metric's ratio to its target (average lag per replica / lagThreshold) is within
+10 %, scales up by at most max(100 %, 4 pods) per 15 s, and scales down only to the highest
+recommendation of the last 300 s (its stabilisation window).
 """
 
 from __future__ import annotations
@@ -17,28 +20,54 @@ from sidecar.controller import Action, Controller, ControllerConfig, Decision, O
 
 HPA_TOLERANCE = 0.1
 HPA_SCALE_DOWN_STABILISATION_S = 300.0
+HPA_SYNC_PERIOD_S = 15.0
+# The default scale-up policies, the larger allowed: +4 pods or +100 % per 15 s.
+HPA_SCALE_UP_PODS = 4
+HPA_SCALE_UP_PERCENT = 100.0
+HPA_SCALE_UP_PERIOD_S = 15.0
 
 
 class KedaRule:
-    """The replica recommendation of KEDA + HPA over time (keeps its 300 s history)."""
+    """The replica count KEDA + HPA set over time (keeps the HPA's history: its
+    recommendations of the last 300 s and its scale-ups of the last 15 s)."""
 
-    def __init__(self, lag_threshold: float) -> None:
+    def __init__(self, lag_threshold: float, sync_period_s: float = HPA_SYNC_PERIOD_S) -> None:
         if not (math.isfinite(lag_threshold) and lag_threshold > 0):
             raise ValueError(f"lag_threshold must be a finite number > 0, got {lag_threshold!r}")
+        if not (math.isfinite(sync_period_s) and sync_period_s > 0):
+            raise ValueError(f"sync_period_s must be a finite number > 0, got {sync_period_s!r}")
         self.lag_threshold = lag_threshold
+        self.sync_period_s = sync_period_s
+        self.next_sync: float | None = None
         self.history: deque[tuple[float, int]] = deque()
+        self.scale_ups: deque[tuple[float, int]] = deque()
 
     def desired(self, t: float, total_lag: float, current: int, ceiling: int) -> int:
-        """Replicas for ``total_lag`` at time ``t`` (never above ``ceiling``, at least 1)."""
-        desired = max(1, min(ceiling, math.ceil(total_lag / self.lag_threshold)))
+        """Replicas at time ``t`` for ``total_lag`` (never above ``ceiling``, at least 1):
+        ``current`` between the HPA's syncs."""
+        if self.next_sync is not None and t < self.next_sync:
+            return current
+        self.next_sync = t + self.sync_period_s
+        recommended = max(1, min(ceiling, math.ceil(total_lag / self.lag_threshold)))
         if current and abs(total_lag / (current * self.lag_threshold) - 1) <= HPA_TOLERANCE:
-            desired = current
-        self.history.append((t, desired))
+            recommended = current
+        self.history.append((t, recommended))
         while self.history[0][0] < t - HPA_SCALE_DOWN_STABILISATION_S:
             self.history.popleft()
-        if desired < current:
-            desired = min(current, max(d for _, d in self.history))
-        return desired
+        while self.scale_ups and self.scale_ups[0][0] <= t - HPA_SCALE_UP_PERIOD_S:
+            self.scale_ups.popleft()
+        if recommended < current:
+            return min(current, max(d for _, d in self.history))
+        if recommended > current:
+            period_start = current - sum(added for _, added in self.scale_ups)
+            limit = max(
+                period_start + HPA_SCALE_UP_PODS,
+                math.ceil(period_start * (1 + HPA_SCALE_UP_PERCENT / 100)),
+            )
+            desired = max(current, min(recommended, limit))
+            self.scale_ups.append((t, desired - current))
+            return desired
+        return current
 
 
 class KedaController(Controller):
@@ -58,7 +87,9 @@ class KedaController(Controller):
         desired = max(self.config.min_replicas, self.rule.desired(now, total, current, ceiling))
         why = (
             f"KEDA: total lag {total:.0f} / lagThreshold {self.rule.lag_threshold:g} "
-            f"-> {desired} (HPA tolerance {HPA_TOLERANCE:.0%}, "
+            f"-> {desired} (HPA: decides every {self.rule.sync_period_s:g} s, tolerance "
+            f"{HPA_TOLERANCE:.0%}, up by max({HPA_SCALE_UP_PERCENT:.0f} %, "
+            f"{HPA_SCALE_UP_PODS} pods) per {HPA_SCALE_UP_PERIOD_S:.0f} s, "
             f"{HPA_SCALE_DOWN_STABILISATION_S:.0f} s scale-down stabilisation)"
         )
         action = (

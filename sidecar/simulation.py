@@ -203,9 +203,10 @@ class OurPolicy(Policy):
 
 
 class KedaPolicy(Policy):
-    """KEDA's Kafka scaler through the HPA: desired = ceil(total lag / lagThreshold),
-    10 % tolerance, 300 s scale-down stabilisation, capped at the partition count; the
-    group's assignment is eager range or cooperative-sticky."""
+    """KEDA's Kafka scaler through the HPA (:class:`~sidecar.keda.KedaRule`: ceil(total lag
+    / lagThreshold) every 15 s with the HPA's default ramp, tolerance and stabilisation,
+    capped at the partition count); the group's assignment is eager range or
+    cooperative-sticky."""
 
     def __init__(self, lag_threshold: float, partitions: int, cooperative: bool) -> None:
         self.lag_threshold = lag_threshold

@@ -288,13 +288,17 @@ def test_keda_style_controller_follows_total_lag_with_hpa_rules() -> None:
         decision = keda.step(Observation(at, speeds(2), lags))
         return decision.action, decision.desired
 
-    assert step(0, 5000) == (Action.SCALE_UP, 5)  # ceil(5000 / 1000)
-    assert step(1, 5400) == (Action.HOLD, 5)  # 1.08 of the target: within 10 %
-    assert step(2, 50_000) == (Action.SCALE_UP, 8)  # capped at --max-replicas
-    assert step(3, 100) == (Action.HOLD, 8)  # 300 s stabilisation: the window's highest
-    assert step(303, 100) == (Action.SCALE_DOWN, 1)
-    clock.now = 400
-    stale = keda.step(Observation(300, speeds(2), {}))
+    # ceil(50,000 / 1000) = 50, capped at --max-replicas: 8; from 2 the HPA's default
+    # scale-up policies allow max(+100 %, +4 pods) per 15 s: 6, then 8.
+    assert step(0, 50_000) == (Action.SCALE_UP, 6)
+    assert step(14, 50_000) == (Action.HOLD, 6)  # the HPA decides every 15 s
+    assert step(15, 50_000) == (Action.SCALE_UP, 8)
+    assert step(30, 8400) == (Action.HOLD, 8)  # 1.05 of the target: within 10 %
+    assert step(45, 5000) == (Action.HOLD, 8)  # 300 s stabilisation: the window's highest
+    assert step(340, 100) == (Action.SCALE_DOWN, 5)  # the window is 40-340 s: 5 from 45 s
+    assert step(360, 100) == (Action.SCALE_DOWN, 1)
+    clock.now = 460
+    stale = keda.step(Observation(360, speeds(2), {}))
     assert stale.action is Action.HOLD and "old" in stale.reason
     with pytest.raises(ValueError, match="lag_threshold must be a finite number > 0"):
         KedaRule(0.0)
