@@ -11,6 +11,7 @@ heuristic with a fake clock.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -128,8 +129,8 @@ class OurPolicy(Policy):
     ``replan``, each member asks for a re-plan when it stays overloaded
     (contract.overload, as the SDK does). The assignor packs the speeds plus backlog by
     the controller's drain rule, as the SDK's assignor does with the snapshot's ``drain``.
-    Simulated consumers commit as they read, so no lag is a batch in the making: the lag
-    allowance is 0."""
+    ``lag_allowance_s`` is the consumers' batch wait (``wait_time_secs``): lag up to that
+    many seconds of arrivals is a batch in the making, not a backlog."""
 
     def __init__(
         self,
@@ -139,6 +140,7 @@ class OurPolicy(Policy):
         scale_down_window_s: float = 120,
         drain_seconds: float = 30,
         replan: bool = True,
+        lag_allowance_s: float = 0.0,
     ) -> None:
         self.name = f"ours ({heuristic})"
         self.capacity = capacity
@@ -154,6 +156,7 @@ class OurPolicy(Policy):
                 max_replicas=partitions,
                 scale_down_window_s=scale_down_window_s,
                 drain_seconds=drain_seconds,
+                lag_allowance_s=lag_allowance_s,
                 max_data_age_s=1e9,
             ),
             lambda: self.now,
@@ -259,12 +262,40 @@ class Result:
     lag: list[float] = field(default_factory=list, repr=False)
 
 
-def oracle_consumer_seconds(rates: Rates, capacity: float, duration_s: int) -> float:
-    """The physical limit: every second, the fewest consumers that could hold the total
-    arrival rate (ceil(total speed / capacity), the bin-packing lower bound), summed."""
+def dominates(a: Result, b: Result) -> bool:
+    """Whether run ``a`` is no worse than run ``b`` on consumer-seconds and on p99 lag in
+    seconds, and better on at least one."""
+    cost, late = a.consumer_seconds, a.lag_seconds_p99
+    no_worse = cost <= b.consumer_seconds and late <= b.lag_seconds_p99
+    return no_worse and (cost < b.consumer_seconds or late < b.lag_seconds_p99)
+
+
+def frontier_cost(results: Sequence[Result], p99_s: float) -> float | None:
+    """The fewest consumer-seconds ``results`` (one policy's settings on one trace) spend at
+    a p99 lag of ``p99_s`` seconds: linear between neighbouring settings on their cost /
+    latency frontier, the cheapest setting's beyond it; None where every setting is later."""
+    frontier: list[tuple[float, float]] = []
+    for late, cost in sorted((r.lag_seconds_p99, r.consumer_seconds) for r in results):
+        if not frontier or cost < frontier[-1][1]:
+            frontier.append((late, cost))  # later settings must be cheaper to be on it
+    if not frontier or p99_s < frontier[0][0]:
+        return None
+    for (late0, cost0), (late1, cost1) in itertools.pairwise(frontier):
+        if late0 <= p99_s <= late1:
+            return cost0 + (cost1 - cost0) * (p99_s - late0) / (late1 - late0)
+    return frontier[-1][1]
+
+
+def oracle_consumer_seconds(
+    rates: Rates, capacity: float, duration_s: int, start_s: int = 0
+) -> float:
+    """The physical limit: every second from ``start_s``, the fewest consumers that could hold
+    the total arrival rate (ceil(total speed / capacity), the bin-packing lower bound), summed."""
     if not capacity > 0:
         raise ValueError(f"capacity must be > 0, got {capacity!r}")
-    return float(sum(math.ceil(float(rates(t).sum()) / capacity) for t in range(duration_s)))
+    # Every second is drawn, in order: some traces draw their noise as they are called.
+    needed = [math.ceil(float(rates(t).sum()) / capacity) for t in range(duration_s)]
+    return float(sum(needed[start_s:]))
 
 
 def work_consumer_seconds(rates: Rates, capacity: float, duration_s: int) -> float:
@@ -285,8 +316,18 @@ def simulate(
     rebalance_s: float = 3.0,
     window_s: int = 30,
     interval_s: int = 1,
+    warm_up_s: int = 0,
+    uncommitted_s: float = 0.0,
 ) -> Result:
-    """Run ``policy`` against the trace for ``duration_s`` seconds."""
+    """Run ``policy`` against the trace for ``duration_s`` seconds; what it cost and how late
+    it was are counted from ``warm_up_s`` on (every policy starts from one consumer).
+
+    Simulated consumers drain as they read; ``uncommitted_s`` seconds of each partition's
+    arrivals are added to the lag the policy sees, as records read but not yet committed (a
+    batch being built: lag as the group's committed offsets show it). The lag figures of the
+    result are what is not yet read."""
+    if not 0 <= warm_up_s < duration_s:
+        raise ValueError(f"warm_up_s must be in [0, duration_s), got {warm_up_s!r}")
     tps = [TopicPartition("t", p) for p in range(partitions)]
     lag = np.zeros(partitions)
     paused_until = np.zeros(partitions)
@@ -302,12 +343,13 @@ def simulate(
         window.append(arrivals)
         lag += arrivals
         active = paused_until <= t
-        paused += float(np.count_nonzero(~active))
+        counted = t >= warm_up_s
+        paused += float(np.count_nonzero(~active)) * counted
         demand = np.where(active, lag, 0.0)
         per_member = np.bincount(owner, weights=demand, minlength=len(members))
         share = np.where(per_member > capacity, capacity / np.maximum(per_member, 1e-12), 1.0)
         lag -= demand * share[owner]
-        consumer_seconds += len(members)
+        consumer_seconds += len(members) * counted
         total_lag = float(lag.sum())
         replicas_seen.append(len(members))
         lag_seen.append(total_lag)
@@ -316,7 +358,8 @@ def simulate(
             continue
         measured = np.mean(np.asarray(window), axis=0)
         speeds = {tp: float(s) for tp, s in zip(tps, measured, strict=True)}
-        lags = {tp: float(v) for tp, v in zip(tps, lag, strict=True)}
+        seen = lag + arrivals * uncommitted_s
+        lags = {tp: float(v) for tp, v in zip(tps, seen, strict=True)}
         desired = policy.replicas(float(t), speeds, lags, len(members))
         replan = desired == len(members) and policy.wants_replan(float(t), speeds, assignment)
         if (desired == len(members) and not replan) or desired < 1:
@@ -326,12 +369,12 @@ def simulate(
         moved = np.array([new[tp] != assignment.get(tp) for tp in tps])
         pause = moved if policy.cooperative else np.ones(partitions, dtype=bool)
         paused_until = np.where(pause, t + 1 + rebalance_s, paused_until)
-        total_rscore += rscore(assignment, new, speeds, capacity)
-        rebalances += 1
+        total_rscore += rscore(assignment, new, speeds, capacity) * counted
+        rebalances += counted
         assignment = new
         index = {m: i for i, m in enumerate(members)}
         owner = np.array([index[assignment[tp]] for tp in tps])
-    lags_arr, secs_arr = np.array(lag_seen), np.array(lag_secs)
+    lags_arr, secs_arr = np.array(lag_seen[warm_up_s:]), np.array(lag_secs[warm_up_s:])
     return Result(
         policy.name,
         consumer_seconds,

@@ -10,6 +10,9 @@ from sidecar.simulation import (
     KedaPolicy,
     OurPolicy,
     Policy,
+    Result,
+    dominates,
+    frontier_cost,
     oracle_consumer_seconds,
     random_walk,
     simulate,
@@ -136,3 +139,42 @@ def test_consumers_added_for_a_backlog_get_partitions() -> None:
 def test_traces_are_seeded() -> None:
     first, second = random_walk(5, 1000.0, 5, 3), random_walk(5, 1000.0, 5, 3)
     assert np.array_equal(first(10), second(10))
+
+
+def run(policy: str, consumer_seconds: float, p99_s: float) -> Result:
+    return Result(policy, consumer_seconds, 0, 0, 0, 0, p99_s, 0, 0, 0.0, 0.0)
+
+
+def test_dominance_needs_no_worse_on_both_and_better_on_one() -> None:
+    ours = run("ours", 1000, 5.0)
+    assert dominates(run("cheaper, as punctual", 900, 5.0), ours)
+    assert dominates(run("as cheap, more punctual", 1000, 4.0), ours)
+    assert not dominates(run("the same", 1000, 5.0), ours)
+    assert not dominates(run("cheaper, later", 900, 6.0), ours)
+
+
+def test_the_frontier_is_interpolated_between_settings_and_skips_dominated_ones() -> None:
+    settings = [
+        run("1k", 3000, 2.0),
+        run("5k", 2000, 6.0),
+        run("dominated", 2500, 7.0),  # later than 5k and dearer: not on the frontier
+        run("20k", 1000, 10.0),
+    ]
+    assert frontier_cost(settings, 1.0) is None  # no setting is that punctual
+    assert frontier_cost(settings, 2.0) == 3000
+    assert frontier_cost(settings, 4.0) == pytest.approx(2500)  # halfway from 1k to 5k
+    assert frontier_cost(settings, 8.0) == pytest.approx(1500)  # halfway from 5k to 20k
+    assert frontier_cost(settings, 30.0) == 1000  # beyond the cheapest: its cost
+    assert frontier_cost([], 5.0) is None
+
+
+def test_a_warm_up_is_left_out_of_what_a_run_cost() -> None:
+    rates = constant(10, 300.0)  # 3,000 records/s: three consumers of 1000
+    cold = simulate(rates, 10, 1000.0, OurPolicy("repair", 1000.0, 10), 200)
+    warm = simulate(rates, 10, 1000.0, OurPolicy("repair", 1000.0, 10), 200, warm_up_s=100)
+    # The start from one consumer builds a backlog the warm-up leaves out.
+    assert warm.lag_max < cold.lag_max
+    assert warm.consumer_seconds == sum(warm.replicas[100:])
+    assert oracle_consumer_seconds(rates, 1000.0, 200, start_s=100) == 3 * 100
+    with pytest.raises(ValueError, match=r"warm_up_s must be in \[0, duration_s\)"):
+        simulate(rates, 10, 1000.0, OurPolicy("repair", 1000.0, 10), 200, warm_up_s=200)
