@@ -13,7 +13,7 @@ export CONTAINERS_CONF ?= $(CURDIR)/containers/containers.conf
 LOCKS := consumer_sdk/lake/locks/spark-lake.lock local_kafka/locks/apache-kafka.lock
 JARS_STAMP := $(KAFKA_AUTOSCALER_CACHE)/.jars-$(shell cat $(LOCKS) consumer_sdk/lake/java/kafkaautoscaler/*/*.java | cksum | cut -d' ' -f1)
 
-.PHONY: demo test lint docs images test-images container-tools bench bench-headline clean jars kube-binaries fuzz-tools fuzz
+.PHONY: demo test test-setup lint docs images test-images container-tools bench bench-headline clean jars kube-binaries fuzz-tools fuzz
 
 # The install also compiles the native record-batch decoder (consumer_sdk/records/native/).
 $(STAMP): pyproject.toml consumer_sdk/records/native/kafka_records.c
@@ -80,9 +80,15 @@ docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --quiet
 
 # The whole suite: every Kafka test on the embedded broker and on Apache Kafka, and the
-# Kubernetes tests on the in-process API server and on a real kube-apiserver.
-test: lint docs $(JARS_STAMP) kube-binaries fuzz-tools test-images
+# Kubernetes tests on the in-process API server and on a real kube-apiserver with KEDA.
+# The Go builds (mostly compiling) run beside the rest of the set-up (mostly downloads),
+# which runs in order (two apt-gets must not overlap).
+test: $(STAMP)
+	$(MAKE) -j2 --output-sync=line kube-binaries test-setup
 	$(PY) -m pytest
+
+test-setup:
+	$(MAKE) -j1 lint docs $(JARS_STAMP) fuzz-tools test-images
 
 bench: $(STAMP) $(JARS_STAMP)
 	$(PY) -m benchmarks.run_all
