@@ -13,15 +13,18 @@ from __future__ import annotations
 import contextlib
 import copy
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from confluent_kafka import Consumer, Producer
+from confluent_kafka import TopicPartition as KafkaPartition
 from kubernetes.client import AppsV1Api
 
-from local_kafka.clusters import required_legs
+from local_kafka.clusters import ClusterKind, KafkaCluster, required_legs
 from sidecar.external_scaler.answers import METRIC_NAME, Answers
 from sidecar.external_scaler.server import ExternalScalerServer, serve_keda
 from tests.keda_operator import install_keda
@@ -164,3 +167,55 @@ def test_a_scaled_object_the_sidecar_does_not_size_is_refused_and_not_scaled(
         )
     assert replicas(plane, "payments") == 1
     assert replicas(plane, "orders-typo") == 1
+
+
+def test_kedas_kafka_scaler_sizes_a_deployment_by_the_groups_lag(
+    plane: ControlPlane, kafka_cluster_handle: KafkaCluster, topic_factory: Callable[..., str]
+) -> None:
+    # KEDA's own Kafka scaler, the peer of the benchmarks: replicas = ceil(total lag /
+    # lagThreshold), at most the partitions. The group has committed offset 0 everywhere;
+    # 5,000 records behind at lagThreshold 1,000 is 5 consumers (the HPA's default ramp allows
+    # 1 -> 5 in one step).
+    if kafka_cluster_handle.kind is ClusterKind.EMBEDDED:
+        pytest.skip(
+            "KEDA's Kafka client (sarama) cannot read the embedded broker's metadata answers "
+            "('error decoding packet: invalid length'): the peer runs on Apache Kafka"
+        )
+    kafka = kafka_cluster_handle.bootstrap_servers
+    topic = topic_factory(6)
+    group = f"keda-{uuid.uuid4().hex[:8]}"
+    committer = Consumer({"bootstrap.servers": kafka, "group.id": group})
+    committer.commit(offsets=[KafkaPartition(topic, p, 0) for p in range(6)], asynchronous=False)
+    committer.close()
+    producer = Producer({"bootstrap.servers": kafka})
+    for i in range(5000):
+        producer.produce(topic, value=b"x", partition=i % 6)
+    assert producer.flush(30) == 0
+    name = f"lag-{group}"
+    scaled(
+        plane,
+        {
+            "apiVersion": "keda.sh/v1alpha1",
+            "kind": "ScaledObject",
+            "metadata": {"name": name, "namespace": NAMESPACE},
+            "spec": {
+                "scaleTargetRef": {"name": name},
+                "pollingInterval": 1,
+                "minReplicaCount": 1,
+                "maxReplicaCount": 10,
+                "triggers": [
+                    {
+                        "type": "kafka",
+                        "metadata": {
+                            "bootstrapServers": kafka,
+                            "consumerGroup": group,
+                            "topic": topic,
+                            "lagThreshold": "1000",
+                            "version": "4.0.0",  # Kafka 4 refuses sarama's default 1.0's requests
+                        },
+                    }
+                ],
+            },
+        },
+    )
+    wait_for("the Deployment at ceil(5000 / 1000) = 5", lambda: replicas(plane, name) == 5, plane)
