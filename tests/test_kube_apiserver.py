@@ -11,6 +11,7 @@ The same scaler and Lease run against the in-process server in test_sidecar_kube
 from __future__ import annotations
 
 import datetime
+import sys
 import threading
 import time
 import uuid
@@ -33,6 +34,7 @@ from kubernetes.client import (
 from kubernetes.client.exceptions import ApiException
 
 from assignor.group_plan import removal_order
+from benchmarks.support.pod_runner import PodRunner
 from sidecar.config import parse_args
 from sidecar.k8s_lease import KubernetesLease
 from sidecar.scalers.kubernetes import DELETION_COST, KubernetesScaler, ScalerError
@@ -397,3 +399,70 @@ def test_the_example_role_allows_the_sidecar_and_nothing_more(
         )
     finally:
         CoreV1Api(admin).delete_namespace(other_namespace)
+
+
+# A consumer stand-in for the pod runner: says it started, and that it stopped on SIGTERM.
+POD_PROCESS = (
+    "import os, signal, sys, time\n"
+    "name = os.path.join(os.environ['MARKS'], os.environ['POD_NAME'])\n"
+    "open(name + '.started', 'w').close()\n"
+    "def stop(*_):\n"
+    "    open(name + '.stopped', 'w').close()\n"
+    "    sys.exit(0)\n"
+    "signal.signal(signal.SIGTERM, stop)\n"
+    "while True:\n"
+    "    time.sleep(1)\n"
+)
+
+
+def test_the_pod_runner_runs_one_process_per_live_pod(
+    admin: ApiClient, namespace: str, tmp_path: Path
+) -> None:
+    create(admin, namespace, workload("Deployment", "sink", 3))
+    runner = PodRunner(
+        CoreV1Api(admin),
+        namespace,
+        "app=sink",
+        [sys.executable, "-c", POD_PROCESS],
+        tmp_path / "logs",
+        env={"MARKS": str(tmp_path)},
+        poll_s=0.05,
+    )
+    runner.start()
+    try:
+        pods = pods_reach(admin, namespace, "sink", 3)
+        wait_for(
+            lambda: {p.stem for p in tmp_path.glob("*.started")} == set(pods),
+            "a process started per pod, named by its pod",
+        )
+        KubernetesScaler(admin, namespace, "deployment", "sink").scale(1)
+        (survivor,) = pods_reach(admin, namespace, "sink", 1)
+        # The deleted pods' processes got SIGTERM, and once they ended the pods were removed.
+        wait_for(
+            lambda: {p.stem for p in tmp_path.glob("*.stopped")} == set(pods) - {survivor},
+            "the deleted pods' processes stopped",
+        )
+        wait_for(
+            lambda: (
+                [
+                    pod.metadata.name
+                    for pod in CoreV1Api(admin).list_namespaced_pod(namespace).items
+                    if pod.metadata is not None
+                ]
+                == [survivor]
+            ),
+            "the deleted pods removed once their processes ended",
+        )
+        assert set(runner.running) == {survivor}
+        runner.running[survivor].process.kill()  # a crash: the pod lives, so it restarts
+        wait_for(
+            lambda: (
+                runner.running[survivor].restarts == 1
+                and runner.running[survivor].process.poll() is None
+            ),
+            "the crashed process started again",
+        )
+    finally:
+        runner.stop()
+    assert runner.running == {}
+    assert (tmp_path / f"{survivor}.stopped").exists()
