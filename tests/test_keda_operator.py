@@ -211,7 +211,6 @@ def test_kedas_kafka_scaler_sizes_a_deployment_by_the_groups_lag(
                             "consumerGroup": group,
                             "topic": topic,
                             "lagThreshold": "1000",
-                            "version": "4.0.0",  # Kafka 4 refuses sarama's default 1.0's requests
                         },
                     }
                 ],
