@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the real control plane the tests run against from the Go module proxy into
-# $KAFKA_AUTOSCALER_CACHE/kube/bin (tests/kube_control_plane.py looks there): etcd,
+# $KAFKA_AUTOSCALER_CACHE/kube/bin (local_kube/control_plane.py looks there): etcd,
 # kube-apiserver and kube-controller-manager, and KEDA's operator and metrics server
 # (keda-operator, keda-adapter; their CRDs are copied beside them into kube/keda-crds).
 # Idempotent per module: binaries built from the same go.mod and go.sum are kept (bin/VERSIONS-*

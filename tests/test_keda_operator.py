@@ -1,7 +1,7 @@
 """The sidecar's external scaler driven by the real KEDA and the real HPA controller.
 
 KEDA's operator and metrics server (built from kedacore/keda by ``make kube-binaries``; see
-tests/keda_operator.py) run against a real kube-apiserver whose kube-controller-manager runs
+local_kube/keda.py) run against a real kube-apiserver whose kube-controller-manager runs
 the HPA controller. A ScaledObject made from examples/kubernetes/keda/scaledobject.yaml points
 its ``external`` trigger at the sidecar's KEDA service; the Deployment must follow the count the
 sidecar answers, up and down, through KEDA's HPA. Skipped when the binaries are missing, unless
@@ -25,16 +25,16 @@ from confluent_kafka import TopicPartition as KafkaPartition
 from kubernetes.client import AppsV1Api
 
 from local_kafka.clusters import ClusterKind, KafkaCluster, required_legs
-from sidecar.external_scaler.answers import METRIC_NAME, Answers
-from sidecar.external_scaler.server import ExternalScalerServer, serve_keda
-from tests.keda_operator import install_keda
-from tests.kube_control_plane import (
+from local_kube.control_plane import (
     ControlPlane,
     ControlPlaneUnavailable,
     control_plane,
     create,
     dynamic,
 )
+from local_kube.keda import install_keda
+from sidecar.external_scaler.answers import METRIC_NAME, Answers
+from sidecar.external_scaler.server import ExternalScalerServer, serve_keda
 
 EXAMPLE = Path(__file__).parents[1] / "examples" / "kubernetes" / "keda" / "scaledobject.yaml"
 NAMESPACE = "shop"

@@ -2,7 +2,7 @@
 
 etcd, kube-apiserver and kube-controller-manager (deployment and replicaset controllers, so a
 Deployment's scale really creates and deletes pods) run from the binaries ``make
-kube-binaries`` builds; see tests/kube_control_plane.py. No nodes: pods stay Pending, which is
+kube-binaries`` builds; see local_kube/control_plane.py. No nodes: pods stay Pending, which is
 enough for the ReplicaSet controller to create and delete them. Skipped when the binaries are
 missing, unless ``KAFKA_AUTOSCALER_REQUIRE_CLUSTERS`` names ``kube-apiserver`` (CI does).
 The same scaler and Lease run against the in-process server in test_sidecar_kubernetes.py.
@@ -35,10 +35,7 @@ from kubernetes.client.exceptions import ApiException
 
 from assignor.group_plan import removal_order
 from benchmarks.support.pod_runner import PodRunner
-from sidecar.config import parse_args
-from sidecar.k8s_lease import KubernetesLease
-from sidecar.scalers.kubernetes import DELETION_COST, KubernetesScaler, ScalerError
-from tests.kube_control_plane import (
+from local_kube.control_plane import (
     ControlPlane,
     ControlPlaneUnavailable,
     control_plane,
@@ -46,6 +43,9 @@ from tests.kube_control_plane import (
     create,
     dynamic,
 )
+from sidecar.config import parse_args
+from sidecar.k8s_lease import KubernetesLease
+from sidecar.scalers.kubernetes import DELETION_COST, KubernetesScaler, ScalerError
 
 EXAMPLES = Path(__file__).parents[1] / "examples" / "kubernetes"
 IMAGE = "registry.invalid/kafka-autoscaler:test"  # never pulled: there are no nodes

@@ -4,7 +4,8 @@
   the contract imports only the assignor (and third-party clients); the assignor nothing of ours;
 - inside the SDK, the lake sinks never import the consumer, its pipeline or the record path
   (a sink is handed batches), and the record path never imports the consumer or the sinks;
-- the local Kafka clusters (tests, demo, benchmarks) are never imported by the product;
+- the local Kafka clusters and the local Kubernetes control plane (tests, demo, benchmarks)
+  are never imported by the product;
 - no module imports itself through others, and no folder holds more than 20 modules."""
 
 from __future__ import annotations
@@ -16,19 +17,31 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).parent.parent
-PRODUCT = ("assignor", "contract", "consumer_sdk", "sidecar", "kafka_autoscaler", "local_kafka")
+PRODUCT = (
+    "assignor",
+    "contract",
+    "consumer_sdk",
+    "sidecar",
+    "kafka_autoscaler",
+    "local_kafka",
+    "local_kube",
+)
+HARNESS = {"local_kafka", "local_kube"}
 THE_CONSUMER = {"consumer_sdk.consumer", "consumer_sdk.cli", "consumer_sdk.cooperative"}
 FORBIDDEN: dict[str, set[str]] = {
-    "assignor": {"contract", "consumer_sdk", "sidecar", "local_kafka", "kafka_autoscaler"},
-    "contract": {"consumer_sdk", "sidecar", "local_kafka", "kafka_autoscaler"},
-    "sidecar": {"consumer_sdk", "local_kafka", "kafka_autoscaler"},
-    "consumer_sdk": {"sidecar", "local_kafka", "kafka_autoscaler"},
+    "assignor": {"contract", "consumer_sdk", "sidecar", "kafka_autoscaler"} | HARNESS,
+    "contract": {"consumer_sdk", "sidecar", "kafka_autoscaler"} | HARNESS,
+    "sidecar": {"consumer_sdk", "kafka_autoscaler"} | HARNESS,
+    "consumer_sdk": {"sidecar", "kafka_autoscaler"} | HARNESS,
     "consumer_sdk.pipeline": THE_CONSUMER | {"consumer_sdk.lake"},
     "consumer_sdk.records": THE_CONSUMER | {"consumer_sdk.pipeline", "consumer_sdk.lake"},
     "consumer_sdk.lake": THE_CONSUMER | {"consumer_sdk.pipeline", "consumer_sdk.records"},
     # The launcher imports each command by name once its extra is checked, never up front.
-    "kafka_autoscaler.launch": {"consumer_sdk", "sidecar", "local_kafka"},
-    "local_kafka": {"sidecar", "kafka_autoscaler"} | THE_CONSUMER | {"consumer_sdk.pipeline"},
+    "kafka_autoscaler.launch": {"consumer_sdk", "sidecar"} | HARNESS,
+    "local_kafka": {"sidecar", "kafka_autoscaler", "local_kube"}
+    | THE_CONSUMER
+    | {"consumer_sdk.pipeline"},
+    "local_kube": {"sidecar", "kafka_autoscaler", "consumer_sdk"},
 }
 MAX_MODULES_PER_FOLDER = 20
 

@@ -7,7 +7,7 @@ no nodes (pods stay Pending), RBAC authorization, a static admin token in ``syst
 the controllers a Deployment's scale needs (serviceaccount, deployment, replicaset) and the
 HorizontalPodAutoscaler's, and the aggregation layer (a front-proxy client certificate from a CA
 made here, :attr:`ControlPlane.certificates`), so an extension API server such as KEDA's metrics
-server can serve ``external.metrics.k8s.io`` (tests/keda_operator.py).
+server can serve ``external.metrics.k8s.io`` (local_kube/keda.py).
 """
 
 from __future__ import annotations

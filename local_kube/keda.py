@@ -30,7 +30,7 @@ import yaml
 from kubernetes.client import ApiClient
 
 from local_kafka.apache_kafka import free_port
-from tests.kube_control_plane import (
+from local_kube.control_plane import (
     ControlPlane,
     ControlPlaneUnavailable,
     create,
