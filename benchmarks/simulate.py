@@ -233,7 +233,7 @@ def plot(means: dict[str, list[dict[str, Any]]], path: Any) -> None:
             zorder=3,
             label=mine["policy"],
         )
-        ax.set_xscale("log")
+        ax.set_xscale("symlog", linthresh=1.0)  # p99s of 0 s (the partitions cap) stay on it
         ax.set_title(trace)
         ax.set_xlabel("p99 lag (s of arrivals)")
         ax.set_ylabel("consumer-seconds")
