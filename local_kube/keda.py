@@ -22,7 +22,7 @@ from __future__ import annotations
 import base64
 import socket
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -69,15 +69,7 @@ def host_address() -> str:
     return address
 
 
-@dataclass(frozen=True)
-class Keda:
-    """A running KEDA: where its operator serves health and metrics."""
-
-    operator_health: str
-    metrics_server: str
-
-
-def install_keda(plane: ControlPlane) -> Keda:
+def install_keda(plane: ControlPlane) -> None:
     """Install and start KEDA on ``plane`` (stopped with it); ControlPlaneUnavailable with the
     log tail of whatever did not come up."""
     absent = missing()
@@ -145,7 +137,18 @@ def install_keda(plane: ControlPlane) -> Keda:
         env,
     )
     _register_metrics_server(plane, address, secure_port, plane.certificates.ca.certificate)
-    return Keda(f"http://127.0.0.1:{health}", f"https://{address}:{secure_port}")
+
+
+def _until(check: Callable[[], bool]) -> bool:
+    """Poll ``check`` until it holds or AVAILABLE_TIMEOUT_S pass; whether it held. The API
+    server establishes CRDs and the aggregator checks APIServices on their own schedules:
+    there is no event to await."""
+    deadline = time.monotonic() + AVAILABLE_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.2)
+    return False
 
 
 def conditions(body: Any) -> dict[str, str]:
@@ -162,13 +165,13 @@ def _apply_crds(client: ApiClient) -> None:
     crds = dynamic(client).resources.get(
         api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition"
     )
-    deadline = time.monotonic() + AVAILABLE_TIMEOUT_S
-    while time.monotonic() < deadline:
+
+    def established() -> bool:
         listed = crds.get().to_dict()["items"]
-        if sum(conditions(crd).get("Established") == "True" for crd in listed) >= len(paths):
-            return
-        time.sleep(0.2)  # the API server establishes a CRD asynchronously; no event to await
-    raise ControlPlaneUnavailable("KEDA's CRDs were not established")
+        return sum(conditions(crd).get("Established") == "True" for crd in listed) >= len(paths)
+
+    if not _until(established):
+        raise ControlPlaneUnavailable("KEDA's CRDs were not established")
 
 
 def _register_metrics_server(plane: ControlPlane, address: str, port: int, ca: Path) -> None:
@@ -211,13 +214,14 @@ def _register_metrics_server(plane: ControlPlane, address: str, port: int, ca: P
     api_services = dynamic(client).resources.get(
         api_version="apiregistration.k8s.io/v1", kind="APIService"
     )
-    deadline = time.monotonic() + AVAILABLE_TIMEOUT_S
     status: dict[str, str] = {}
-    while time.monotonic() < deadline:
-        status = conditions(api_services.get(name=EXTERNAL_METRICS).to_dict())
-        if status.get("Available") == "True":
-            return
-        time.sleep(0.2)  # the aggregator checks availability on its own schedule
+
+    def available() -> bool:
+        status.update(conditions(api_services.get(name=EXTERNAL_METRICS).to_dict()))
+        return status.get("Available") == "True"
+
+    if _until(available):
+        return
     raise ControlPlaneUnavailable(
         f"{EXTERNAL_METRICS} did not become available: {status}\n{plane.log_tail('keda-adapter')}"
     )
