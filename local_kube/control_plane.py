@@ -81,11 +81,18 @@ class ControlPlane:
         """The API server's URL."""
         return f"https://127.0.0.1:{self.api_port}"
 
+    @property
+    def ca(self) -> Path:
+        """The CA certificate the API server's serving certificate is signed by."""
+        if self.certificates is None:
+            raise ControlPlaneUnavailable("the control plane has not been started")
+        return self.certificates.ca.certificate
+
     def client(self, token: str = ADMIN_TOKEN) -> ApiClient:
         """A ``kubernetes`` client authenticated by ``token`` (the admin's by default)."""
         configuration = Configuration()
         configuration.host = self.server
-        configuration.verify_ssl = False  # the API server's self-signed serving certificate
+        configuration.ssl_ca_cert = str(self.ca)
         configuration.api_key = {"authorization": token}
         configuration.api_key_prefix = {"authorization": "Bearer"}
         return ApiClient(configuration)
@@ -118,6 +125,7 @@ class ControlPlane:
         tokens.write_text(f'{ADMIN_TOKEN},admin,admin,"system:masters"\n')
         self.certificates = Certificates.make(self.root / "pki", clients=[FRONT_PROXY_CLIENT])
         front_proxy = self.certificates.clients[FRONT_PROXY_CLIENT]
+        serving = self.certificates.serving("kube-apiserver", "kube-apiserver", ["127.0.0.1"])
         self.api_port = free_port()
         self._launch(
             "kube-apiserver",
@@ -127,7 +135,8 @@ class ControlPlane:
                 "--bind-address=127.0.0.1",
                 "--advertise-address=127.0.0.1",
                 "--endpoint-reconciler-type=none",  # a loopback address cannot be an endpoint
-                f"--cert-dir={self.root / 'certs'}",
+                f"--tls-cert-file={serving.certificate}",
+                f"--tls-private-key-file={serving.key}",
                 f"--token-auth-file={tokens}",
                 "--authorization-mode=RBAC",
                 "--service-account-issuer=https://kubernetes.default.svc",
@@ -218,7 +227,8 @@ class ControlPlane:
         path.write_text(
             "apiVersion: v1\nkind: Config\n"
             "clusters:\n- name: test\n  cluster:\n"
-            f"    server: {self.server}\n    insecure-skip-tls-verify: true\n"
+            f"    server: {self.server}\n"
+            f"    certificate-authority: {self.ca}\n"
             "users:\n- name: admin\n  user:\n"
             f"    token: {ADMIN_TOKEN}\n"
             "contexts:\n- name: test\n  context: {cluster: test, user: admin}\n"

@@ -162,25 +162,31 @@ class FakeKube:
             "apiVersion": "autoscaling/v1",
             "kind": "Scale",
             "metadata": {"name": name, "namespace": namespace, "resourceVersion": str(scale["rv"])},
-            "spec": {"replicas": scale["replicas"]},
+            # The real API omits a zero (omitempty): the spec of a workload at 0 is empty.
+            "spec": {"replicas": scale["replicas"]} if scale["replicas"] else {},
             "status": {"replicas": scale["replicas"], "selector": scale["selector"]},
         }
 
     @staticmethod
     def _patched_replicas(scale: dict[str, Any], body: Any) -> int | None:
-        """The replicas a scale PATCH sets: a JSON patch (test, then replace /spec/replicas)
-        or a merge patch; None when a test operation fails."""
+        """The replicas a scale PATCH sets: a JSON patch (test, then add or replace
+        /spec/replicas; a test of /spec) or a merge patch; None when a test operation fails."""
         if isinstance(body, dict):
             return int(body["spec"]["replicas"])
-        replicas = scale["replicas"]
+        spec = {"replicas": scale["replicas"]} if scale["replicas"] else {}
         for operation in body:
-            if operation["path"] != "/spec/replicas":
-                raise ValueError(f"unsupported JSON patch path {operation['path']!r}")
-            if operation["op"] == "test" and operation["value"] != replicas:
-                return None
-            if operation["op"] == "replace":
-                replicas = operation["value"]
-        return int(replicas)
+            path, op = operation["path"], operation["op"]
+            if path not in ("/spec", "/spec/replicas") or op not in ("test", "add", "replace"):
+                raise ValueError(f"unsupported JSON patch operation {op!r} on {path!r}")
+            present = path == "/spec" or "replicas" in spec
+            if op in ("test", "replace") and not present:
+                return None  # the path does not exist: the server answers 422
+            if op == "test":
+                if (spec if path == "/spec" else spec["replicas"]) != operation["value"]:
+                    return None
+            elif path == "/spec/replicas":
+                spec["replicas"] = operation["value"]
+        return int(spec.get("replicas", 0))
 
     def _pod_json(self, namespace: str, name: str) -> dict[str, Any]:
         pod = self.pods[(namespace, name)]

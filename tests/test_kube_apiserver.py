@@ -167,6 +167,20 @@ def test_statefulset_scales_through_its_scale_subresource(admin: ApiClient, name
     assert AppsV1Api(admin).read_namespaced_stateful_set("sink", namespace).spec.replicas == 1
 
 
+def test_a_deployment_at_zero_scales_up_and_back(admin: ApiClient, namespace: str) -> None:
+    # At 0 the scale's spec has no replicas (the API omits a zero): the guard of the write
+    # must still hold then, or a workload scaled to zero never comes back.
+    create(admin, namespace, workload("Deployment", "sink", 0))
+    scaler = KubernetesScaler(admin, namespace, "deployment", "sink")
+    scaler.scale(2)
+    assert AppsV1Api(admin).read_namespaced_deployment("sink", namespace).spec.replicas == 2
+    pods_reach(admin, namespace, "sink", 2)
+    scaler.scale(0)
+    assert scaler.replicas() == 0
+    scaler.scale(1)
+    assert scaler.replicas() == 1
+
+
 def test_replicas_changed_between_read_and_write_are_read_again(
     admin: ApiClient, namespace: str
 ) -> None:

@@ -49,6 +49,19 @@ def test_statefulset_relies_on_ordinals() -> None:
         assert not any(method == "PATCH" and "/pods/" in path for method, path, _ in kube.requests)
 
 
+def test_a_workload_at_zero_scales_up_and_back_to_zero() -> None:
+    with FakeKube() as kube:
+        kube.add_workload("deployment", "sink", 0, LABELS)
+        scaler = KubernetesScaler(kube.client(), "default", "deployment", "sink")
+        assert scaler.replicas() == 0
+        scaler.scale(2)
+        assert scaler.replicas() == 2
+        scaler.scale(0)
+        assert scaler.replicas() == 0
+        scaler.scale(1)
+        assert scaler.replicas() == 1
+
+
 def test_conflict_is_retried_after_rereading() -> None:
     with FakeKube() as kube:
         kube.add_workload("deployment", "sink", 1, LABELS)

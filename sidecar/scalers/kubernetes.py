@@ -43,11 +43,14 @@ def replicas_compare_and_set(expected: int, replicas: int) -> list[dict[str, Any
     A resourceVersion precondition would be the usual guard, but the scale's resourceVersion
     is the workload's: the controllers' status writes change it several times a second after
     every scale, so a conditional write keeps losing to them. The test operation guards only
-    what the marking of pods depends on: the replica count read."""
-    return [
-        {"op": "test", "path": "/spec/replicas", "value": expected},
-        {"op": "replace", "path": "/spec/replicas", "value": replicas},
-    ]
+    what the marking of pods depends on: the replica count read. At 0 the scale's spec has no
+    replicas at all (the API omits a zero), so the guard is then an empty spec."""
+    guard: dict[str, Any]
+    if expected == 0:
+        guard = {"op": "test", "path": "/spec", "value": {}}
+    else:
+        guard = {"op": "test", "path": "/spec/replicas", "value": expected}
+    return [guard, {"op": "add", "path": "/spec/replicas", "value": replicas}]
 
 
 class KubernetesScaler:
