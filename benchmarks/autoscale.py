@@ -21,6 +21,7 @@ writes ``results/autoscale_<cluster>.{md,json,png}``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import itertools
 import math
@@ -34,6 +35,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -43,6 +45,7 @@ import numpy as np
 
 from assignor import TopicPartition
 from benchmarks.support.autoscale_member import RATE_ENV
+from benchmarks.support.kube_workload import KubeSite, Sizing
 from benchmarks.support.machine import add_cluster_option, broker_line, machine_line
 from benchmarks.support.report import RESULTS, publish
 from consumer_sdk.config import ConsumerConfig
@@ -52,6 +55,7 @@ from examples.demo_verdict import best_count, draining, drains_by_count
 from examples.load import LoadGenerator, RateWalk
 from local_kafka.apache_kafka import free_port
 from local_kafka.clusters import ClusterKind, KafkaCluster, kafka_cluster
+from sidecar.keda import HPA_SYNC_PERIOD_S
 from sidecar.simulation import oracle_consumer_seconds, work_consumer_seconds
 
 ROOT = Path(__file__).parent.parent
@@ -73,8 +77,11 @@ CONSUMER_TIMINGS: dict[str, int] = {
     if f.name in ("session_timeout_ms", "heartbeat_interval_ms")
 }
 REPLAN = "asking the group to re-plan"  # a member above its capacity (consumer_sdk.consumer)
-# The sidecar's scale decision (sidecar.app): "scale_up 2 -> 3: ..."
-DECISION = re.compile(r"sidecar\.app (scale_up|scale_down) (\d+) -> (\d+)")
+# A scale decision: the sidecar's (sidecar.app "scale_up 2 -> 3: ..."), or on Kubernetes a
+# change of the Deployment's replicas whoever made it (benchmarks.support.kube_workload).
+DECISION = re.compile(r"(?:sidecar\.app|hpa) (scale_up|scale_down) (\d+) -> (\d+)")
+# A cooperative member's step: the partitions it gave up went to another member.
+REVOKED = re.compile(r"generation \d+: kept \d+, revoked (\d+), added \d+")
 
 
 @dataclass(frozen=True)
@@ -84,6 +91,7 @@ class Policy:
     name: str
     env: dict[str, str]
     window_s: float
+    sizing: Sizing | None = None  # who sizes the Deployment, with --platform kube
 
 
 @dataclass
@@ -102,6 +110,7 @@ class Run:
     causes: list[Cause] = field(default_factory=list)
     scale_up_waits: list[float] = field(default_factory=list)
     scale_ups_early: int = 0
+    moved: int = 0
 
 
 @dataclass
@@ -167,9 +176,15 @@ def sidecar_env(
 
 
 def run_policy(
-    kafka: KafkaCluster, kind: ClusterKind, policy: Policy, duration_s: float, seed: int
+    kafka: KafkaCluster,
+    kind: ClusterKind,
+    policy: Policy,
+    duration_s: float,
+    seed: int,
+    site: KubeSite | None = None,
 ) -> Run:
-    """One policy on fresh topics and a fresh group; returns its samples and ledgers read."""
+    """One policy on fresh topics and a fresh group; returns its samples and ledgers read.
+    With ``site``, its consumers are pods of a Deployment there (``policy.sizing``)."""
     slug = re.sub(r"[^a-z0-9]+", "-", policy.name.lower()).strip("-")
     group = f"as-{slug}-{int(time.time())}"
     topics = [f"{group}-t{i}" for i in range(TOPICS)]
@@ -183,7 +198,12 @@ def run_policy(
     log_path = out / "sidecar.log"
     walk = trace(duration_s, seed, topics)
     result = Run(policy)
-    with log_path.open("w") as log:
+    with contextlib.ExitStack() as stack, log_path.open("w") as log:
+        pods = None
+        if site is not None:
+            sizing = policy.sizing or Sizing("sidecar")
+            pods = stack.enter_context(site.workload(slug, sizing, env, out, group))
+            env |= pods.sidecar_env
         sidecar = subprocess.Popen(
             [sys.executable, "-m", "sidecar.cli"], env=env, cwd=ROOT, stdout=log, stderr=log
         )
@@ -196,6 +216,8 @@ def run_policy(
                 and load.elapsed() < duration_s + 120
             ):
                 status = fetch_status(port)
+                if pods is not None:  # what runs, whoever sized it
+                    status["replicas"] = pods.running()
                 elapsed = load.elapsed()
                 result.samples.append(
                     {
@@ -219,7 +241,8 @@ def run_policy(
     warehouse = policy.env.get("AUTOSCALER_SPARK_WAREHOUSE")
     rows = _table_rows(Path(warehouse), topics) if warehouse else _ledger_rows(out)
     _count_rows(result, rows, load.acked, duration_s)
-    log_text = log_path.read_text()
+    log_text = log_path.read_text() if pods is None else pods.merged_log(log_path)
+    result.moved = moved_partitions(log_text, stopped_at)
     result.generations = generations_before(log_text, stopped_at)
     result.replans = log_text.count(REPLAN)
     result.causes = generations_by_cause(log_text, stopped_at)
@@ -323,6 +346,17 @@ def generations_before(log_text: str, until: datetime) -> int:
         if logged is not None and logged < until:
             highest = max(highest, int(match.group(1) or match.group(2)))
     return highest
+
+
+def moved_partitions(log_text: str, until: datetime) -> int:
+    """Partitions cooperative members gave up to other members before ``until``, summed."""
+    moved = 0
+    for line in log_text.splitlines():
+        match = REVOKED.search(line)
+        logged = _logged_at(line) if match is not None else None
+        if match is not None and logged is not None and logged < until:
+            moved += int(match.group(1))
+    return moved
 
 
 def _ledger_rows(out: Path) -> list[tuple[str, int, int, int, int]]:
@@ -437,6 +471,7 @@ def summarise(result: Run, duration_s: float) -> dict[str, Any]:
         "lag_s_p99": pct(lag_s, 99),
         "lag_s_max": float(lag_s.max()),
         "latency_p50_s": pct(result.latencies_ms, 50) / 1000,
+        "latency_p90_s": pct(result.latencies_ms, 90) / 1000,
         "latency_p99_s": pct(result.latencies_ms, 99) / 1000,
         "step_latency_p99_s": pct(result.step_latencies_ms, 99) / 1000,
         "generations": result.generations,
@@ -456,6 +491,8 @@ def summarise(result: Run, duration_s: float) -> dict[str, Any]:
         "redelivered": result.redelivered,
         "missing": result.missing,
         "peak": result.peak,
+        "moved_partitions": result.moved,
+        "moved_per_hour": result.moved * 3600 / duration_s,
         **drain_figures(result.samples, result.policy.window_s),
     }
 
@@ -692,6 +729,8 @@ def start_up_line(rows: Sequence[dict[str, Any]]) -> str:
 # C declared at these multiples of what the consumers drain, with and without --capacity auto.
 MISDECLARED = (0.5, 2.0)
 POLICY_KINDS = ("ours", "eager", "keda", "fixed", "capacity", "shared")
+OURS = "ours (cooperative)"
+KEDA = "KEDA lagThreshold="
 SHARED = "shared Spark Connect sink"
 
 
@@ -714,6 +753,151 @@ def shared_sink_policy(server_url: str, warehouse: Path) -> Policy:
     )
 
 
+KUBE_POLICY_KINDS = ("ours", "ours-keda", "keda", "fixed")
+THROUGH_KEDA = "ours through KEDA's external scaler"
+
+
+def kube_policies(chosen: Sequence[str], thresholds: Sequence[int], repeats: int) -> list[Policy]:
+    """The Kubernetes comparison's policies in running order: each run of ours beside a KEDA
+    setting (run side by side, both meet the same noise), then ours through KEDA; the fixed
+    group is added once ours has run (it needs ours' peak)."""
+    ours = [
+        Policy(
+            OURS if repeats == 1 else f"{OURS} #{i + 1}",
+            {},
+            SCALE_DOWN_WINDOW_S,
+            Sizing("sidecar"),
+        )
+        for i in range(repeats if "ours" in chosen else 0)
+    ]
+    keda = [
+        Policy(f"{KEDA}{t}", {}, KEDA_STABILISATION_S, Sizing("keda-kafka", 1, t))
+        for t in (thresholds if "keda" in chosen else ())
+    ]
+    paired = [p for pair in itertools.zip_longest(ours, keda) for p in pair if p is not None]
+    if "ours-keda" in chosen:
+        paired.append(Policy(THROUGH_KEDA, {}, SCALE_DOWN_WINDOW_S, Sizing("keda-external")))
+    return paired
+
+
+def run_side_by_side(
+    policies: Sequence[Policy],
+    parallel: int,
+    run: Callable[[Policy], Run],
+    fixed: Callable[[Sequence[Run]], Policy | None] | None = None,
+) -> list[Run]:
+    """``parallel`` policies at a time, in order; the policy ``fixed(runs so far)`` fills
+    the first batch with room once it is not None (it may need a run of ours first)."""
+    runs: list[Run] = []
+    queue = list(policies)
+    with ThreadPoolExecutor(max_workers=parallel) as pool:
+        while queue or fixed is not None:
+            batch, queue = queue[:parallel], queue[parallel:]
+            if len(batch) < parallel and fixed is not None:
+                last = fixed(runs)
+                if last is not None or not batch:  # not ready with nothing left: never
+                    batch += [last] if last is not None else []
+                    fixed = None
+            runs += list(pool.map(run, batch))
+    return runs
+
+
+def kube_main(args: argparse.Namespace, kind: ClusterKind, chosen: Sequence[str]) -> int:
+    """``--platform kube``: the consumers are a Deployment's pods, sized by ours or KEDA."""
+    from benchmarks.support import keda_comparison
+    from local_kube.control_plane import control_plane
+    from local_kube.keda import install_keda
+
+    thresholds = [int(t) for t in args.keda.split(",") if t]
+    policies = kube_policies(chosen, thresholds, args.repeats)
+
+    def fixed(runs: Sequence[Run]) -> Policy | None:
+        ours = [r for r in runs if r.policy.name.startswith(OURS)]
+        if "fixed" not in chosen or ("ours" in chosen and not ours):
+            return None
+        peak = max([1, *(r.peak for r in ours)])
+        return Policy(
+            f"fixed at ours' peak ({peak})", {}, SCALE_DOWN_WINDOW_S, Sizing("fixed", peak)
+        )
+
+    with (
+        kafka_cluster(kind, apache_settings=BROKER_SETTINGS) as kafka,
+        control_plane(hpa_sync_period_s=HPA_SYNC_PERIOD_S) as plane,
+    ):
+        install_keda(plane)
+        site = KubeSite(plane, PARTITIONS * TOPICS)
+        broker = broker_line(kafka)
+        runs = run_side_by_side(
+            policies,
+            args.parallel,
+            lambda policy: run_policy(kafka, kind, policy, args.duration, args.seed, site),
+            fixed if "fixed" in chosen else None,
+        )
+    rows = [summarise(r, args.duration) for r in runs]
+    oracle = oracle_seconds(args.duration, args.seed)
+    checks = [
+        keda_comparison.model_check(
+            [(s["t"], s["replicas"]) for s in r.samples],
+            r.policy.sizing.lag_threshold,
+            _trace_rates(args.duration, args.seed),
+            PARTITIONS * TOPICS,
+            CAPACITY,
+            int(args.duration),
+        )
+        for r in runs
+        if r.policy.sizing is not None and r.policy.sizing.kind == "keda-kafka"
+    ]
+    header = kube_header(args, broker)
+    text = "\n".join(
+        [
+            header,
+            "",
+            *keda_comparison.table(rows, oracle),
+            "",
+            f"Oracle (packing lower bound, same trace): {oracle:,.0f} consumer-s.",
+            "",
+            *keda_comparison.verdicts(rows, oracle),
+            *keda_comparison.model_lines(checks),
+        ]
+    )
+    name = f"autoscale_{kind.value}_kube"
+    data = {"broker": broker, "oracle_consumer_seconds": oracle, "rows": rows, "model": checks}
+    publish(name, text, data, write=not args.no_write)
+    if not args.no_write:
+        plot(runs, RESULTS / f"{name}.png")
+    return 0
+
+
+def kube_header(args: argparse.Namespace, broker: str) -> str:
+    """What the Kubernetes run is."""
+    return "\n".join(
+        [
+            f"# Ours against the real KEDA: consumer pods on Kubernetes ({TOPICS} topics x "
+            f"{PARTITIONS} partitions, {args.duration:.0f} s trace, seed {args.seed})",
+            "",
+            machine_line(),
+            broker,
+            "Control plane: kube-apiserver and kube-controller-manager (its HPA controller "
+            f"syncing every {HPA_SYNC_PERIOD_S:g} s, Kubernetes' default) and KEDA's operator "
+            "and metrics server, built from pinned sources (make kube-binaries). Every "
+            "policy's consumers are the pods of one Deployment, run as local processes by "
+            "one pod runner (benchmarks/support/pod_runner.py: SIGTERM on deletion, 30 s "
+            f"grace), {args.parallel} policies side by side. Every consumer's downstream "
+            f"drains {CAPACITY:g} records/s, the capacity ours is told. Ours: the sidecar "
+            "(--scaler kubernetes) with its defaults. Ours through KEDA: the sidecar's "
+            "external scaler, examples/kubernetes/keda/scaledobject.yaml. KEDA "
+            "lagThreshold=N: KEDA's Kafka scaler with KEDA's and the HPA's defaults "
+            "(pollingInterval 30 s, tolerance 10 %, scale-down stabilisation 300 s, "
+            "scale-up max(100 %, 4 pods) per 15 s) but minReplicaCount 1 and "
+            "offsetResetPolicy earliest (see benchmarks/support/kube_workload.py); the "
+            "sidecar runs beside it with --scaler none, so the group is packed by our "
+            "assignor either way. Consumer-s: consumer processes alive, sampled every "
+            "second; e2e latency: ledger write - record timestamp; moved partitions: "
+            "partitions revoked from one member for another (the members' logs).",
+        ]
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run every policy on one cluster and write the results."""
     parser = argparse.ArgumentParser(description=__doc__)
@@ -730,11 +914,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         "results/autoscale_<cluster>_<subset>.*, not the full comparison)",
     )
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument(
+        "--platform",
+        choices=("local", "kube"),
+        default="local",
+        help="local: the sidecar starts consumer processes (default); kube: they are a "
+        f"Deployment's pods, sized by ours or the real KEDA (policies "
+        f"{','.join(KUBE_POLICY_KINDS)}; writes results/autoscale_<cluster>_kube.*)",
+    )
+    parser.add_argument("--repeats", type=int, default=3, help="runs of ours (kube only)")
+    parser.add_argument("--parallel", type=int, default=2, help="policies at once (kube only)")
     args = parser.parse_args(argv)
-    chosen = [p for p in args.policies.split(",") if p]
-    if not chosen or any(p not in POLICY_KINDS for p in chosen):
-        parser.error(f"--policies: a comma-separated subset of {','.join(POLICY_KINDS)}")
+    kinds = KUBE_POLICY_KINDS if args.platform == "kube" else POLICY_KINDS
+    chosen = [p for p in args.policies.split(",") if p] or list(kinds)
+    if args.platform == "kube" and args.policies == ",".join(POLICY_KINDS):
+        chosen = list(kinds)
+    if any(p not in kinds for p in chosen):
+        parser.error(f"--policies: a comma-separated subset of {','.join(kinds)}")
+    if args.repeats < 1 or args.parallel < 1:
+        parser.error("--repeats and --parallel: integers >= 1")
     kind = ClusterKind(args.cluster)
+    if args.platform == "kube":
+        return kube_main(args, kind, chosen)
     runs: list[Run] = []
     with kafka_cluster(kind, apache_settings=BROKER_SETTINGS) as kafka:
         broker = broker_line(kafka)

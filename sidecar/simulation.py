@@ -265,24 +265,35 @@ class Result:
 def dominates(a: Result, b: Result) -> bool:
     """Whether run ``a`` is no worse than run ``b`` on consumer-seconds and on p99 lag in
     seconds, and better on at least one."""
-    cost, late = a.consumer_seconds, a.lag_seconds_p99
-    no_worse = cost <= b.consumer_seconds and late <= b.lag_seconds_p99
-    return no_worse and (cost < b.consumer_seconds or late < b.lag_seconds_p99)
+    return point_dominates(
+        (a.lag_seconds_p99, a.consumer_seconds), (b.lag_seconds_p99, b.consumer_seconds)
+    )
+
+
+def point_dominates(a: tuple[float, float], b: tuple[float, float]) -> bool:
+    """Whether ``a`` (lateness, cost) is no worse than ``b`` on both and better on one."""
+    return a[0] <= b[0] and a[1] <= b[1] and a != b
 
 
 def frontier_cost(results: Sequence[Result], p99_s: float) -> float | None:
     """The fewest consumer-seconds ``results`` (one policy's settings on one trace) spend at
-    a p99 lag of ``p99_s`` seconds: linear between neighbouring settings on their cost /
-    latency frontier, the cheapest setting's beyond it; None where every setting is later."""
+    a p99 lag of ``p99_s`` seconds (see :func:`frontier_at`)."""
+    return frontier_at([(r.lag_seconds_p99, r.consumer_seconds) for r in results], p99_s)
+
+
+def frontier_at(points: Sequence[tuple[float, float]], late: float) -> float | None:
+    """The least cost of ``points`` (lateness, cost; one policy's settings) at lateness
+    ``late``: linear between neighbouring settings on their cost / lateness frontier, the
+    cheapest setting's beyond it; None where every setting is later."""
     frontier: list[tuple[float, float]] = []
-    for late, cost in sorted((r.lag_seconds_p99, r.consumer_seconds) for r in results):
+    for point_late, cost in sorted(points):
         if not frontier or cost < frontier[-1][1]:
-            frontier.append((late, cost))  # later settings must be cheaper to be on it
-    if not frontier or p99_s < frontier[0][0]:
+            frontier.append((point_late, cost))  # later settings must be cheaper to be on it
+    if not frontier or late < frontier[0][0]:
         return None
     for (late0, cost0), (late1, cost1) in itertools.pairwise(frontier):
-        if late0 <= p99_s <= late1:
-            return cost0 + (cost1 - cost0) * (p99_s - late0) / (late1 - late0)
+        if late0 <= late <= late1:
+            return cost0 + (cost1 - cost0) * (late - late0) / (late1 - late0)
     return frontier[-1][1]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
@@ -11,13 +12,18 @@ import pytest
 from assignor import TopicPartition
 from benchmarks.autoscale import (
     Cause,
+    Policy,
+    Run,
     StartUps,
     decided_scale_events,
     flaps,
     generations_before,
     generations_by_cause,
     keda_verdict,
+    kube_policies,
+    moved_partitions,
     oracle_seconds,
+    run_side_by_side,
     scale_events,
     scale_up_to_work,
     work_seconds,
@@ -241,3 +247,66 @@ def test_a_capacity_row_is_judged_against_the_row_declared_right() -> None:
     )
     missed = capacity_verdict(right, {**auto, "consumer_seconds": 1_000.0, "latency_p99_s": 30.0})
     assert "e2e p99 latency 3.00x" in missed and "MISSED" in missed
+
+
+def test_moved_partitions_sum_what_members_gave_up_before_the_stop() -> None:
+    log = "\n".join(
+        [
+            "2026-11-29 10:00:01,000 consumer_sdk.cooperative group g generation 2: kept 3, "
+            "revoked 2, added 0 partition(s)",
+            "2026-11-29 10:00:01,500 consumer_sdk.cooperative group g generation 2: kept 0, "
+            "revoked 0, added 2 partition(s)",
+            "2026-11-29 10:00:05,000 consumer_sdk.cooperative group g generation 3: kept 1, "
+            "revoked 4, added 0 partition(s)",  # the benchmark's own stop: not counted
+        ]
+    )
+    assert moved_partitions(log, datetime(2026, 11, 29, 10, 0, 4)) == 2
+
+
+def test_kubernetes_replica_changes_count_as_decisions() -> None:
+    log = "\n".join(
+        [
+            "2026-11-29 10:00:00,000 hpa scale_up 1 -> 4: Deployment scale",
+            "2026-11-29 10:00:02,000 x (generation 2)",
+            "2026-11-29 10:00:20,000 hpa scale_down 4 -> 2: Deployment scale",
+            "2026-11-29 10:00:21,000 x (generation 3)",
+        ]
+    )
+    causes = generations_by_cause(log, datetime(2026, 11, 29, 11, 0))
+    assert [(c.kind, c.detail, c.generations) for c in causes] == [
+        ("scale", "1 -> 4", 2),
+        ("scale", "4 -> 2", 1),
+    ]
+
+
+def test_ours_runs_beside_kedas_settings_and_the_fixed_group_waits_for_ours() -> None:
+    policies = kube_policies(["ours", "keda", "ours-keda"], [1000, 5000], repeats=3)
+    assert [p.name for p in policies] == [
+        "ours (cooperative) #1",
+        "KEDA lagThreshold=1000",
+        "ours (cooperative) #2",
+        "KEDA lagThreshold=5000",
+        "ours (cooperative) #3",
+        "ours through KEDA's external scaler",
+    ]
+
+    def run(policy: Policy) -> Run:
+        done = Run(policy)
+        done.peak = 6 if policy.name.startswith("ours (cooperative)") else 3
+        return done
+
+    def fixed(runs: Sequence[Run]) -> Policy | None:
+        peaks = [r.peak for r in runs if r.policy.name.startswith("ours (cooperative)")]
+        return Policy(f"fixed {max(peaks)}", {}, 0.0) if peaks else None
+
+    runs = run_side_by_side(policies, 2, run, fixed)
+    assert [r.policy.name for r in runs][-2:] == [
+        "ours through KEDA's external scaler",
+        "fixed 6",
+    ]
+    assert len(runs) == len(policies) + 1
+
+
+def test_the_fixed_group_runs_alone_when_nothing_else_was_chosen() -> None:
+    runs = run_side_by_side([], 2, Run, lambda _runs: Policy("fixed 1", {}, 0.0))
+    assert [r.policy.name for r in runs] == ["fixed 1"]

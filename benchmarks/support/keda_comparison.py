@@ -1,0 +1,167 @@
+"""The autoscaling benchmark on Kubernetes: ours against the real KEDA, and the simulator's
+KEDA model against the real KEDA's replica timeline (issue 49's targets, as lines of text).
+
+Rows are :func:`benchmarks.autoscale.summarise` rows. Ours may have run several times (the
+noise); KEDA once per lagThreshold. Lateness is the end-to-end p99 latency (record timestamp
+to the ledger write), cost the consumer-seconds over the trace.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from statistics import mean
+from typing import Any
+
+import numpy as np
+
+from sidecar.simulation import KedaPolicy, frontier_at, point_dominates, simulate
+
+OURS = "ours (cooperative)"
+KEDA = "KEDA lagThreshold="
+FRONTIER_TARGET = 2.0  # KEDA's frontier above the oracle, in multiples of ours' excess
+
+Row = Mapping[str, Any]
+
+
+def _point(row: Row) -> tuple[float, float]:
+    return (float(row["latency_p99_s"]), float(row["consumer_seconds"]))
+
+
+def table(rows: Sequence[Row], oracle: float) -> list[str]:
+    """One line per run."""
+    lines = [
+        "| policy | consumer-s | x oracle | peak | e2e p50 (s) | e2e p90 (s) | e2e p99 (s) | "
+        "step-up p99 (s) | lag p99 (s) | scale events | generations | moved partitions | "
+        "moved / h | re-delivered | missing |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['policy']} | {r['consumer_seconds']:,.0f} | "
+            f"{r['consumer_seconds'] / oracle:.2f} | {r['peak']} | {r['latency_p50_s']:.1f} | "
+            f"{r['latency_p90_s']:.1f} | {r['latency_p99_s']:.1f} | "
+            f"{r['step_latency_p99_s']:.1f} | {r['lag_s_p99']:.1f} | {r['scale_events']} | "
+            f"{r['generations']} | {r['moved_partitions']} | {r['moved_per_hour']:,.0f} | "
+            f"{r['redelivered']} | {r['missing']} |"
+        )
+    return lines
+
+
+def verdicts(rows: Sequence[Row], oracle: float) -> list[str]:
+    """Issue 49's targets on the real-process run: dominance, KEDA's frontier at ours' p99,
+    moved partitions at equal latency, nothing lost; ours' spread across its runs."""
+    ours = [r for r in rows if r["policy"].startswith(OURS)]
+    keda = [r for r in rows if r["policy"].startswith(KEDA)]
+    if not ours or not keda:
+        return ["- no verdict: the run needs ours and at least one KEDA setting"]
+    cost = mean(r["consumer_seconds"] for r in ours)
+    late = mean(r["latency_p99_s"] for r in ours)
+    costs = [r["consumer_seconds"] for r in ours]
+    lates = [r["latency_p99_s"] for r in ours]
+    lines = [
+        f"- ours over {len(ours)} runs: consumer-s {cost:,.0f} ({min(costs):,.0f}..."
+        f"{max(costs):,.0f}), e2e p99 {late:.1f} s ({min(lates):.1f}...{max(lates):.1f})"
+    ]
+    dominating = [
+        f"{k['policy']} dominates {sum(point_dominates(_point(k), _point(o)) for o in ours)} "
+        f"of ours' {len(ours)} runs"
+        for k in keda
+        if any(point_dominates(_point(k), _point(o)) for o in ours)
+    ]
+    lines.append(
+        "- no real-KEDA setting dominates ours on (consumer-s, e2e p99): "
+        + ("holds" if not dominating else "MISSED: " + "; ".join(dominating))
+    )
+    at_ours = frontier_at([_point(k) for k in keda], late)
+    if at_ours is None:
+        best = min(k["latency_p99_s"] for k in keda)
+        lines.append(
+            f"- KEDA's frontier at ours' e2e p99 ({late:.1f} s): no setting is that punctual "
+            f"(the best, {best:.1f} s): no KEDA setting tested buys ours' latency at any cost"
+        )
+    else:
+        ratio = (at_ours - oracle) / max(1.0, cost - oracle)
+        met = "holds" if ratio >= FRONTIER_TARGET else "MISSED"
+        lines.append(
+            f"- KEDA's frontier at ours' e2e p99 ({late:.1f} s): {at_ours:,.0f} consumer-s, "
+            f"{ratio:.1f}x ours above the oracle {oracle:,.0f} "
+            f"(target >= {FRONTIER_TARGET:g}x: {met})"
+        )
+    lines.append(_moved_line(ours, keda, late))
+    lost = sum(r["missing"] for r in rows)
+    again = sum(r["redelivered"] for r in rows)
+    met = "holds" if lost == 0 and again == 0 else "MISSED"
+    lines.append(f"- records lost {lost}, re-delivered {again} over every run (target 0: {met})")
+    return lines
+
+
+def _moved_line(ours: Sequence[Row], keda: Sequence[Row], late: float) -> str:
+    moved = mean(r["moved_per_hour"] for r in ours)
+    as_punctual = [k for k in keda if k["latency_p99_s"] <= late]
+    if not as_punctual:
+        cheapest = min(k["moved_per_hour"] for k in keda)
+        return (
+            f"- moved partitions per hour: ours {moved:,.0f}; no KEDA setting is as punctual "
+            f"as ours, so none is at equal latency (KEDA's fewest, at any latency: "
+            f"{cheapest:,.0f})"
+        )
+    fewest = min(k["moved_per_hour"] for k in as_punctual)
+    met = "holds" if moved <= fewest else "MISSED"
+    return (
+        f"- moved partitions per hour: ours {moved:,.0f}, the fewest of KEDA's settings at "
+        f"least as punctual as ours {fewest:,.0f} (target ours <= KEDA's: {met})"
+    )
+
+
+def model_check(
+    run_replicas: Sequence[tuple[float, float]],
+    threshold: float,
+    rates: Callable[[int], np.ndarray],
+    partitions: int,
+    capacity: float,
+    duration_s: int,
+) -> dict[str, float]:
+    """The simulator's KEDA model (cooperative-sticky, its defaults) on the run's trace,
+    against the real KEDA's replicas sampled at (t, replicas): consumer-seconds and peak of
+    each, and the mean absolute gap of the replica count, second by second."""
+    model = simulate(
+        rates, partitions, capacity, KedaPolicy(threshold, partitions, True), duration_s
+    )
+    times = np.array([t for t, _ in run_replicas])
+    counts = np.array([n for _, n in run_replicas])
+    seconds = np.arange(duration_s)
+    index = np.clip(np.searchsorted(times, seconds, side="right") - 1, 0, max(0, len(times) - 1))
+    real = counts[index] if len(counts) else np.zeros(duration_s)
+    simulated = np.array(model.replicas[:duration_s], dtype=float)
+    return {
+        "threshold": threshold,
+        "real_consumer_seconds": float(real.sum()),
+        "model_consumer_seconds": float(simulated.sum()),
+        "real_peak": float(real.max(initial=0)),
+        "model_peak": float(simulated.max(initial=0)),
+        "mean_gap": float(np.abs(real - simulated).mean()) if duration_s else math.nan,
+    }
+
+
+def model_lines(checks: Sequence[Mapping[str, float]]) -> list[str]:
+    """The model check as a table."""
+    if not checks:
+        return []
+    lines = [
+        "",
+        "The simulator's KEDA model (sidecar/keda.py through sidecar/simulation.py, "
+        "cooperative-sticky) on the same trace, against the real KEDA's replicas:",
+        "",
+        "| lagThreshold | consumer-s real | consumer-s model | model / real | peak real | "
+        "peak model | mean replica gap |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for c in checks:
+        ratio = c["model_consumer_seconds"] / max(1.0, c["real_consumer_seconds"])
+        lines.append(
+            f"| {c['threshold']:,.0f} | {c['real_consumer_seconds']:,.0f} | "
+            f"{c['model_consumer_seconds']:,.0f} | {ratio:.2f} | {c['real_peak']:.0f} | "
+            f"{c['model_peak']:.0f} | {c['mean_gap']:.2f} |"
+        )
+    return lines

@@ -1,0 +1,213 @@
+"""The autoscaling benchmark's consumers as pods of a Deployment, sized by ours or by KEDA.
+
+One control plane (kube-apiserver, kube-controller-manager with its HPA controller at
+Kubernetes' 15 s sync, KEDA's operator and metrics server; :mod:`local_kube`) serves every
+policy. Per policy, a namespace holds a Deployment ``consumers`` whose pods become consumer
+processes through one :class:`~benchmarks.support.pod_runner.PodRunner`, whoever sizes it:
+
+- ``sidecar``: our sidecar, ``--scaler kubernetes``, patches the Deployment's scale;
+- ``keda-external``: our sidecar, ``--scaler keda``, answers KEDA's external scaler; the
+  ScaledObject is the shipped example (examples/kubernetes/keda/scaledobject.yaml);
+- ``keda-kafka``: KEDA's own Kafka scaler at a ``lagThreshold``, KEDA's and the HPA's defaults
+  otherwise; our sidecar runs with ``--scaler none`` (it publishes the speeds our assignor packs
+  by, and its /status gives the lag the benchmark samples);
+- ``fixed``: nobody; the Deployment stays at its replicas.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import re
+import sys
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes.client import AppsV1Api, CoreV1Api
+
+from benchmarks.support.pod_runner import PodRunner
+from local_kafka.apache_kafka import free_port
+from local_kube.control_plane import ControlPlane, create, dynamic
+
+ROOT = Path(__file__).parents[2]
+EXAMPLE = ROOT / "examples" / "kubernetes" / "keda" / "scaledobject.yaml"
+WORKLOAD = "consumers"
+SIZINGS = ("sidecar", "keda-external", "keda-kafka", "fixed")
+GRACE_S = 30  # Kubernetes' default terminationGracePeriodSeconds
+
+
+@dataclass(frozen=True)
+class Sizing:
+    """Who sizes a policy's Deployment (one of SIZINGS), its replicas at the start, and
+    KEDA's lagThreshold for ``keda-kafka``."""
+
+    kind: str
+    replicas: int = 0
+    lag_threshold: int = 0
+
+
+@dataclass
+class Pods:
+    """A policy's Deployment while it runs: what the sidecar needs to reach it, its consumer
+    processes, and every change of its replicas seen (``hpa`` lines in the sidecar log's
+    format, so the benchmark counts KEDA's scale events as it counts the sidecar's)."""
+
+    namespace: str
+    sidecar_env: dict[str, str]
+    runner: PodRunner
+    apps: AppsV1Api
+    changes: list[str] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def running(self) -> int:
+        """Consumer processes alive, stopping ones included: what the policy pays for."""
+        return len(self.runner.running)
+
+    def _watch(self) -> None:
+        seen: int | None = None
+        while not self._stop.wait(0.25):
+            scale = self.apps.read_namespaced_deployment_scale(WORKLOAD, self.namespace)
+            replicas = int(scale.spec.replicas or 0) if scale.spec is not None else 0
+            if seen is not None and replicas != seen:
+                stamp = datetime.now().strftime("%Y-%m-%d %H:%M:%S,%f")[:23]
+                way = "scale_up" if replicas > seen else "scale_down"
+                self.changes.append(f"{stamp} hpa {way} {seen} -> {replicas}: Deployment scale")
+            seen = replicas
+
+    def merged_log(self, sidecar_log: Path) -> str:
+        """The sidecar's log, every pod's and the replica changes, in time order."""
+        sources = [sidecar_log, *sorted(self.runner.log_dir.glob("*.log"))]
+        lines = [line for path in sources for line in path.read_text(errors="replace").splitlines()]
+        stamped = [line for line in [*lines, *self.changes] if _STAMP.match(line)]
+        return "\n".join(sorted(stamped, key=lambda line: line[:23]))
+
+
+_STAMP = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} ")
+
+
+class KubeSite:
+    """The control plane with KEDA, shared by every policy's namespace."""
+
+    def __init__(self, plane: ControlPlane, max_replicas: int) -> None:
+        self.plane = plane
+        self.max_replicas = max_replicas
+
+    @contextlib.contextmanager
+    def workload(
+        self, slug: str, sizing: Sizing, env: Mapping[str, str], out: Path, group: str
+    ) -> Iterator[Pods]:
+        """Namespace ``slug`` with the Deployment and, for KEDA, its ScaledObject; the pods
+        run as processes of ``command`` with ``env`` until the block ends."""
+        if sizing.kind not in SIZINGS:
+            raise ValueError(f"sizing must be one of {', '.join(SIZINGS)}, got {sizing.kind!r}")
+        admin = self.plane.client()  # one per policy: the policies run side by side
+        namespace = slug[:63].strip("-")
+        create(
+            admin, None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+        )
+        create(admin, namespace, deployment(sizing.replicas))
+        sidecar_env = {
+            "KUBECONFIG": str(self.plane.kubeconfig()),
+            "AUTOSCALER_NAMESPACE": namespace,
+            "AUTOSCALER_WORKLOAD_NAME": WORKLOAD,
+            "AUTOSCALER_SCALER": "kubernetes" if sizing.kind == "sidecar" else "none",
+        }
+        if sizing.kind == "keda-external":
+            port = free_port()
+            sidecar_env |= {"AUTOSCALER_SCALER": "keda", "AUTOSCALER_KEDA_PORT": str(port)}
+            create(admin, namespace, external_scaled_object(port, group))
+        elif sizing.kind == "keda-kafka":
+            bootstrap = env["AUTOSCALER_BOOTSTRAP_SERVERS"]
+            body = kafka_scaled_object(bootstrap, group, sizing, self.max_replicas)
+            create(admin, namespace, body)
+        member = [sys.executable, "-m", "benchmarks.support.autoscale_member"]
+        runner = PodRunner(
+            CoreV1Api(admin),
+            namespace,
+            f"app={WORKLOAD}",
+            member,
+            out / "pods",
+            env={**env, "PYTHONPATH": str(ROOT)},
+        )
+        pods = Pods(namespace, sidecar_env, runner, AppsV1Api(admin))
+        watcher = threading.Thread(target=pods._watch, name=f"watch-{namespace}", daemon=True)
+        runner.start()
+        watcher.start()
+        try:
+            yield pods
+        finally:
+            pods._stop.set()
+            watcher.join()
+            if sizing.kind.startswith("keda"):
+                scaled_objects = dynamic(admin).resources.get(
+                    api_version="keda.sh/v1alpha1", kind="ScaledObject"
+                )
+                scaled_objects.delete(name=WORKLOAD, namespace=namespace)
+            runner.stop(grace_s=GRACE_S)
+
+
+def deployment(replicas: int) -> dict[str, Any]:
+    """The consumers' Deployment; its image is never pulled (the pod runner runs them)."""
+    labels = {"app": WORKLOAD}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": WORKLOAD},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "terminationGracePeriodSeconds": GRACE_S,
+                    "containers": [{"name": "consumer", "image": "kafka-autoscaler:bench"}],
+                },
+            },
+        },
+    }
+
+
+def external_scaled_object(port: int, group: str) -> dict[str, Any]:
+    """The shipped example ScaledObject, its trigger aimed at the sidecar on this machine."""
+    body: dict[str, Any] = copy.deepcopy(yaml.safe_load(EXAMPLE.read_text()))
+    body["metadata"] = {"name": WORKLOAD}
+    body["spec"]["scaleTargetRef"] = {"name": WORKLOAD}
+    trigger = body["spec"]["triggers"][0]
+    trigger["metadata"] = {"scalerAddress": f"127.0.0.1:{port}", "group": group}
+    return body
+
+
+def kafka_scaled_object(
+    bootstrap: str, group: str, sizing: Sizing, max_replicas: int
+) -> dict[str, Any]:
+    """KEDA's Kafka scaler on the group's lag, KEDA's and the HPA's defaults but for two
+    settings the benchmark needs: at least one consumer (with none, a fresh group has no
+    committed offsets for KEDA to find its topics by, and KEDA would never scale it up), and
+    ``offsetResetPolicy: earliest``, where the consumers start reading a partition with no
+    committed offset (so KEDA counts the backlog the consumers face)."""
+    return {
+        "apiVersion": "keda.sh/v1alpha1",
+        "kind": "ScaledObject",
+        "metadata": {"name": WORKLOAD},
+        "spec": {
+            "scaleTargetRef": {"name": WORKLOAD},
+            "minReplicaCount": max(1, sizing.replicas),
+            "maxReplicaCount": max_replicas,
+            "triggers": [
+                {
+                    "type": "kafka",
+                    "metadata": {
+                        "bootstrapServers": bootstrap,
+                        "consumerGroup": group,
+                        "lagThreshold": str(sizing.lag_threshold),
+                        "offsetResetPolicy": "earliest",
+                    },
+                }
+            ],
+        },
+    }
