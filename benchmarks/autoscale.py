@@ -64,6 +64,7 @@ TOPICS = 2
 CAPACITY = 1000.0  # records/s a consumer's downstream drains, and what every policy is told
 VALUE_BYTES = 200
 SCALE_DOWN_WINDOW_S = 120.0  # ours (the sidecar's default)
+BATCH_WAIT_S = 1.0  # AUTOSCALER_WAIT_TIME_SECS of every policy's consumers
 KEDA_STABILISATION_S = 300.0
 KEDA_THRESHOLDS = (1000, 5000, 20000)
 # Apache Kafka's default: a group forming waits this long for more members to join (the
@@ -166,7 +167,7 @@ def sidecar_env(
         "AUTOSCALER_HTTP_PORT": str(free_port()),
         "AUTOSCALER_LOCK_FILE": str(out / "sidecar.lock"),
         "AUTOSCALER_LEADER_DELAY_SECS": "0.1" if kind is ClusterKind.EMBEDDED else "0",
-        "AUTOSCALER_WAIT_TIME_SECS": "1",
+        "AUTOSCALER_WAIT_TIME_SECS": str(BATCH_WAIT_S),
         # About one second of the downstream's work per batch (the default 16 MiB would be
         # 80,000 records: 80 s of writing, which a revocation would wait for).
         "AUTOSCALER_BATCH_BYTES": str(int(CAPACITY * VALUE_BYTES)),
@@ -837,12 +838,13 @@ def kube_main(args: argparse.Namespace, kind: ClusterKind, chosen: Sequence[str]
     oracle = oracle_seconds(args.duration, args.seed)
     checks = [
         keda_comparison.model_check(
-            [(s["t"], s["replicas"]) for s in r.samples],
+            r.samples,
             r.policy.sizing.lag_threshold,
             _trace_rates(args.duration, args.seed),
             PARTITIONS * TOPICS,
             CAPACITY,
             int(args.duration),
+            uncommitted_s=BATCH_WAIT_S / 2,
         )
         for r in runs
         if r.policy.sizing is not None and r.policy.sizing.kind == "keda-kafka"
@@ -861,7 +863,17 @@ def kube_main(args: argparse.Namespace, kind: ClusterKind, chosen: Sequence[str]
         ]
     )
     name = f"autoscale_{kind.value}_kube"
-    data = {"broker": broker, "oracle_consumer_seconds": oracle, "rows": rows, "model": checks}
+    timelines = {
+        r.policy.name: [[round(s["t"], 1), s["replicas"], s["lag"]] for s in r.samples]
+        for r in runs
+    }
+    data = {
+        "broker": broker,
+        "oracle_consumer_seconds": oracle,
+        "rows": rows,
+        "model": checks,
+        "timelines (t, consumers, lag)": timelines,
+    }
     publish(name, text, data, write=not args.no_write)
     if not args.no_write:
         plot(runs, RESULTS / f"{name}.png")
