@@ -45,7 +45,7 @@ import numpy as np
 
 from assignor import TopicPartition
 from benchmarks.support.autoscale_member import RATE_ENV
-from benchmarks.support.kube_workload import KubeSite, Sizing
+from benchmarks.support.kube_workload import KubeSite, Sizing, commit_start
 from benchmarks.support.machine import add_cluster_option, broker_line, machine_line
 from benchmarks.support.report import RESULTS, publish
 from consumer_sdk.config import ConsumerConfig
@@ -202,6 +202,7 @@ def run_policy(
     with contextlib.ExitStack() as stack, log_path.open("w") as log:
         pods = None
         if site is not None:
+            commit_start(kafka.bootstrap_servers, group, topics, PARTITIONS)
             sizing = policy.sizing or Sizing("sidecar")
             pods = stack.enter_context(site.workload(slug, sizing, env, out, group))
             env |= pods.sidecar_env
@@ -901,7 +902,9 @@ def kube_header(args: argparse.Namespace, broker: str) -> str:
             "lagThreshold=N: KEDA's Kafka scaler with KEDA's and the HPA's defaults "
             "(pollingInterval 30 s, tolerance 10 %, scale-down stabilisation 300 s, "
             "scale-up max(100 %, 4 pods) per 15 s) but minReplicaCount 1 and "
-            "offsetResetPolicy earliest (see benchmarks/support/kube_workload.py); the "
+            "offsetResetPolicy earliest (see benchmarks/support/kube_workload.py). Every "
+            "group has offset 0 committed on its partitions before it starts, as a deployed "
+            "group has (without, KEDA's Kafka scaler counts every topic of the cluster). The "
             "sidecar runs beside it with --scaler none, so the group is packed by our "
             "assignor either way. Consumer-s: consumer processes alive, sampled every "
             "second; e2e latency: ledger write - record timestamp; moved partitions: "

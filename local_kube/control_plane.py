@@ -267,6 +267,26 @@ def create(admin: ApiClient, namespace: str | None, body: dict[str, Any]) -> Any
     return resource.create(body=body, namespace=namespace)
 
 
+IMAGE = "registry.invalid/kafka-autoscaler:test"  # never pulled: there is no node
+
+
+def workload(kind: str, name: str, replicas: int, grace_s: int | None = None) -> dict[str, Any]:
+    """A Deployment or StatefulSet ``name`` whose pods select ``app=<name>``, their
+    terminationGracePeriodSeconds ``grace_s`` (None: Kubernetes' default)."""
+    labels = {"app": name}
+    pod: dict[str, Any] = {"containers": [{"name": "consumer", "image": IMAGE}]}
+    if grace_s is not None:
+        pod["terminationGracePeriodSeconds"] = grace_s
+    spec: dict[str, Any] = {
+        "replicas": replicas,
+        "selector": {"matchLabels": labels},
+        "template": {"metadata": {"labels": labels}, "spec": pod},
+    }
+    if kind == "StatefulSet":
+        spec["serviceName"] = name
+    return {"apiVersion": "apps/v1", "kind": kind, "metadata": {"name": name}, "spec": spec}
+
+
 @contextlib.contextmanager
 def control_plane(hpa_sync_period_s: float = 15.0) -> Iterator[ControlPlane]:
     """A started control plane in a temporary directory, stopped and removed afterwards."""

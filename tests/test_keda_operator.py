@@ -31,6 +31,7 @@ from local_kube.control_plane import (
     control_plane,
     create,
     dynamic,
+    workload,
 )
 from local_kube.keda import install_keda
 from sidecar.external_scaler.answers import METRIC_NAME, Answers
@@ -80,25 +81,6 @@ def wait_for(what: str, check: Callable[[], bool], plane: ControlPlane) -> None:
     )
 
 
-def deployment(name: str) -> dict[str, Any]:
-    labels = {"app": name}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name},
-        "spec": {
-            "replicas": 1,
-            "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {
-                    "containers": [{"name": "consumer", "image": "registry.invalid/consumer:1"}]
-                },
-            },
-        },
-    }
-
-
 def scaled_object(name: str, scaler_port: int, **metadata: str) -> dict[str, Any]:
     """The example ScaledObject for Deployment ``name``, its trigger aimed at this machine."""
     body: dict[str, Any] = copy.deepcopy(yaml.safe_load(EXAMPLE.read_text()))
@@ -117,7 +99,8 @@ def scaled_object(name: str, scaler_port: int, **metadata: str) -> dict[str, Any
 
 def scaled(plane: ControlPlane, body: dict[str, Any]) -> None:
     """Create the ScaledObject ``body`` and the Deployment it names, at 1 replica."""
-    create(plane.client(), NAMESPACE, deployment(body["spec"]["scaleTargetRef"]["name"]))
+    name = body["spec"]["scaleTargetRef"]["name"]
+    create(plane.client(), NAMESPACE, workload("Deployment", name, 1))
     create(plane.client(), NAMESPACE, body)
 
 

@@ -42,13 +42,13 @@ from local_kube.control_plane import (
     control_plane_required,
     create,
     dynamic,
+    workload,
 )
 from sidecar.config import parse_args
 from sidecar.k8s_lease import KubernetesLease
 from sidecar.scalers.kubernetes import DELETION_COST, KubernetesScaler, ScalerError
 
 EXAMPLES = Path(__file__).parents[1] / "examples" / "kubernetes"
-IMAGE = "registry.invalid/kafka-autoscaler:test"  # never pulled: there are no nodes
 WAIT_S = 60.0
 
 
@@ -88,22 +88,6 @@ def wait_for(condition: Callable[[], Any], what: str, timeout_s: float = WAIT_S)
             return result
         time.sleep(0.2)  # the controllers act asynchronously; there is nothing to wait on
     pytest.fail(f"timed out after {timeout_s:.0f} s waiting for {what}")
-
-
-def workload(kind: str, name: str, replicas: int) -> dict[str, Any]:
-    """A Deployment or StatefulSet whose pods select ``app=<name>``."""
-    labels = {"app": name}
-    spec: dict[str, Any] = {
-        "replicas": replicas,
-        "selector": {"matchLabels": labels},
-        "template": {
-            "metadata": {"labels": labels},
-            "spec": {"containers": [{"name": "consumer", "image": IMAGE}]},
-        },
-    }
-    if kind == "StatefulSet":
-        spec["serviceName"] = name
-    return {"apiVersion": "apps/v1", "kind": kind, "metadata": {"name": name}, "spec": spec}
 
 
 def live_pods(admin: ApiClient, namespace: str, app: str) -> dict[str, dict[str, str]]:
@@ -421,6 +405,7 @@ POD_PROCESS = (
     "name = os.path.join(os.environ['MARKS'], os.environ['POD_NAME'])\n"
     "open(name + '.started', 'w').close()\n"
     "def stop(*_):\n"
+    "    time.sleep(0.5)\n"  # a consumer handing its partitions over takes a moment
     "    open(name + '.stopped', 'w').close()\n"
     "    sys.exit(0)\n"
     "signal.signal(signal.SIGTERM, stop)\n"
@@ -451,7 +436,8 @@ def test_the_pod_runner_runs_one_process_per_live_pod(
         )
         KubernetesScaler(admin, namespace, "deployment", "sink").scale(1)
         (survivor,) = pods_reach(admin, namespace, "sink", 1)
-        # The deleted pods' processes got SIGTERM, and once they ended the pods were removed.
+        # The deleted pods' processes got SIGTERM and their grace period (the API server
+        # removed these unscheduled pods at once: a SIGKILL then would leave no mark).
         wait_for(
             lambda: {p.stem for p in tmp_path.glob("*.stopped")} == set(pods) - {survivor},
             "the deleted pods' processes stopped",
@@ -467,7 +453,7 @@ def test_the_pod_runner_runs_one_process_per_live_pod(
             ),
             "the deleted pods removed once their processes ended",
         )
-        assert set(runner.running) == {survivor}
+        wait_for(lambda: set(runner.running) == {survivor}, "the ended processes forgotten")
         runner.running[survivor].process.kill()  # a crash: the pod lives, so it restarts
         wait_for(
             lambda: (

@@ -21,18 +21,20 @@ import copy
 import re
 import sys
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import yaml
+from confluent_kafka import Consumer
+from confluent_kafka import TopicPartition as KafkaPartition
 from kubernetes.client import AppsV1Api, CoreV1Api
 
 from benchmarks.support.pod_runner import PodRunner
 from local_kafka.apache_kafka import free_port
-from local_kube.control_plane import ControlPlane, create, dynamic
+from local_kube.control_plane import ControlPlane, create, dynamic, workload
 
 ROOT = Path(__file__).parents[2]
 EXAMPLE = ROOT / "examples" / "kubernetes" / "keda" / "scaledobject.yaml"
@@ -110,7 +112,7 @@ class KubeSite:
         create(
             admin, None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
         )
-        create(admin, namespace, deployment(sizing.replicas))
+        create(admin, namespace, workload("Deployment", WORKLOAD, sizing.replicas, GRACE_S))
         sidecar_env = {
             "KUBECONFIG": str(self.plane.kubeconfig()),
             "AUTOSCALER_NAMESPACE": namespace,
@@ -151,27 +153,6 @@ class KubeSite:
             runner.stop(grace_s=GRACE_S)
 
 
-def deployment(replicas: int) -> dict[str, Any]:
-    """The consumers' Deployment; its image is never pulled (the pod runner runs them)."""
-    labels = {"app": WORKLOAD}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": WORKLOAD},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {
-                    "terminationGracePeriodSeconds": GRACE_S,
-                    "containers": [{"name": "consumer", "image": "kafka-autoscaler:bench"}],
-                },
-            },
-        },
-    }
-
-
 def external_scaled_object(port: int, group: str) -> dict[str, Any]:
     """The shipped example ScaledObject, its trigger aimed at the sidecar on this machine."""
     body: dict[str, Any] = copy.deepcopy(yaml.safe_load(EXAMPLE.read_text()))
@@ -186,10 +167,9 @@ def kafka_scaled_object(
     bootstrap: str, group: str, sizing: Sizing, max_replicas: int
 ) -> dict[str, Any]:
     """KEDA's Kafka scaler on the group's lag, KEDA's and the HPA's defaults but for two
-    settings the benchmark needs: at least one consumer (with none, a fresh group has no
-    committed offsets for KEDA to find its topics by, and KEDA would never scale it up), and
-    ``offsetResetPolicy: earliest``, where the consumers start reading a partition with no
-    committed offset (so KEDA counts the backlog the consumers face)."""
+    settings: at least one consumer (the trace never idles, so scaling to zero plays no part;
+    from zero, KEDA's activation would wait for its 30 s polling) and ``offsetResetPolicy:
+    earliest``, where the consumers start reading a partition with no committed offset."""
     return {
         "apiVersion": "keda.sh/v1alpha1",
         "kind": "ScaledObject",
@@ -211,3 +191,17 @@ def kafka_scaled_object(
             ],
         },
     }
+
+
+def commit_start(bootstrap: str, group: str, topics: Sequence[str], partitions: int) -> None:
+    """Offset 0 committed for ``group`` on every partition of ``topics``: the group exists
+    before its first consumer, as a deployed group's does. KEDA's Kafka scaler without a
+    ``topic`` finds the group's topics by its committed offsets; with none it describes an
+    empty list of topics, which asks the broker for every topic in the cluster, and counts
+    their whole logs (``offsetResetPolicy: earliest``) as the group's lag."""
+    committer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        offsets = [KafkaPartition(t, p, 0) for t in topics for p in range(partitions)]
+        committer.commit(offsets=offsets, asynchronous=False)
+    finally:
+        committer.close()

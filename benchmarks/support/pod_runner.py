@@ -38,6 +38,7 @@ class Running:
 
     process: subprocess.Popen[bytes]
     output: IO[bytes]
+    grace_s: float = DEFAULT_GRACE_S
     stop_by: float | None = None
     restarts: int = 0
 
@@ -63,14 +64,15 @@ class PodRunner:
         """One pass: start what a live pod lacks, stop what a deleted pod still runs, remove
         the pods whose process has ended."""
         pods = self.core.list_namespaced_pod(self.namespace, label_selector=self.selector).items
-        live: set[str] = set()
-        grace: dict[str, float] = {}
+        live: dict[str, float] = {}  # pod name -> its terminationGracePeriodSeconds
+        grace: dict[str, float] = {}  # pods being deleted -> their grace period
         for pod in pods:
             meta = pod.metadata
             if meta is None or not meta.name:
                 continue
             if meta.deletion_timestamp is None:
-                live.add(meta.name)
+                seconds = pod.spec.termination_grace_period_seconds if pod.spec else None
+                live[meta.name] = DEFAULT_GRACE_S if seconds is None else float(seconds)
             else:
                 seconds = meta.deletion_grace_period_seconds
                 grace[meta.name] = DEFAULT_GRACE_S if seconds is None else float(seconds)
@@ -78,7 +80,7 @@ class PodRunner:
         for name in sorted(live):
             current = self.running.get(name)
             if current is None:
-                self._start(name)
+                self._start(name, live[name])
             elif current.process.poll() is not None:
                 log.warning(
                     "pod %s: its process exited (%s); starting it again",
@@ -87,13 +89,15 @@ class PodRunner:
                 )
                 current.output.close()
                 restarts = current.restarts + 1
-                self._start(name)
+                self._start(name, live[name])
                 self.running[name].restarts = restarts
         for name, current in list(self.running.items()):
             if name in live:
                 continue
             if current.stop_by is None:
-                current.stop_by = now + grace.get(name, 0.0)
+                # A pod on no node is deleted at once (the API server skips the grace of an
+                # unscheduled pod): its process still gets the grace its pod declared.
+                current.stop_by = now + grace.get(name, current.grace_s)
                 with contextlib.suppress(ProcessLookupError):
                     current.process.send_signal(signal.SIGTERM)
             elif current.process.poll() is None and now >= current.stop_by:
@@ -106,7 +110,7 @@ class PodRunner:
             if name not in self.running:
                 self._remove(name)
 
-    def _start(self, name: str) -> None:
+    def _start(self, name: str, grace_s: float) -> None:
         output = (self.log_dir / f"{name}.log").open("ab")
         process = subprocess.Popen(
             list(self.command),
@@ -115,7 +119,7 @@ class PodRunner:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-        self.running[name] = Running(process, output)
+        self.running[name] = Running(process, output, grace_s)
         self.started.append((time.time(), name))
 
     def _remove(self, name: str) -> None:
