@@ -815,7 +815,7 @@ def kube_main(args: argparse.Namespace, kind: ClusterKind, chosen: Sequence[str]
 
     def fixed(runs: Sequence[Run]) -> Policy | None:
         ours = [r for r in runs if r.policy.name.startswith(OURS)]
-        if "fixed" not in chosen or ("ours" in chosen and not ours):
+        if "ours" in chosen and not ours:
             return None
         peak = max([1, *(r.peak for r in ours)])
         return Policy(
@@ -924,9 +924,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--policies",
-        default=",".join(POLICY_KINDS),
-        help=f"comma-separated subset of {','.join(POLICY_KINDS)} (a subset writes "
-        "results/autoscale_<cluster>_<subset>.*, not the full comparison)",
+        default="",
+        help=f"comma-separated subset of {','.join(POLICY_KINDS)} (default: all; a subset "
+        "writes results/autoscale_<cluster>_<subset>.*, not the full comparison); with "
+        f"--platform kube, of {','.join(KUBE_POLICY_KINDS)}",
     )
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument(
@@ -942,8 +943,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     kinds = KUBE_POLICY_KINDS if args.platform == "kube" else POLICY_KINDS
     chosen = [p for p in args.policies.split(",") if p] or list(kinds)
-    if args.platform == "kube" and args.policies == ",".join(POLICY_KINDS):
-        chosen = list(kinds)
     if any(p not in kinds for p in chosen):
         parser.error(f"--policies: a comma-separated subset of {','.join(kinds)}")
     if args.repeats < 1 or args.parallel < 1:
