@@ -403,31 +403,35 @@ def test_the_example_role_allows_the_sidecar_and_nothing_more(
 POD_PROCESS = (
     "import os, signal, sys, time\n"
     "name = os.path.join(os.environ['MARKS'], os.environ['POD_NAME'])\n"
-    "open(name + '.started', 'w').close()\n"
     "def stop(*_):\n"
     "    time.sleep(0.5)\n"  # a consumer handing its partitions over takes a moment
     "    open(name + '.stopped', 'w').close()\n"
     "    sys.exit(0)\n"
     "signal.signal(signal.SIGTERM, stop)\n"
+    "open(name + '.started', 'w').close()\n"
     "while True:\n"
     "    time.sleep(1)\n"
 )
+
+
+def pod_runner(admin: ApiClient, namespace: str, selector: str, marks: Path) -> PodRunner:
+    """A started runner of :data:`POD_PROCESS` for the pods ``selector`` picks."""
+    return PodRunner(
+        CoreV1Api(admin),
+        namespace,
+        selector,
+        [sys.executable, "-c", POD_PROCESS],
+        marks / "logs",
+        env={"MARKS": str(marks)},
+        poll_s=0.05,
+    ).start()
 
 
 def test_the_pod_runner_runs_one_process_per_live_pod(
     admin: ApiClient, namespace: str, tmp_path: Path
 ) -> None:
     create(admin, namespace, workload("Deployment", "sink", 3))
-    runner = PodRunner(
-        CoreV1Api(admin),
-        namespace,
-        "app=sink",
-        [sys.executable, "-c", POD_PROCESS],
-        tmp_path / "logs",
-        env={"MARKS": str(tmp_path)},
-        poll_s=0.05,
-    )
-    runner.start()
+    runner = pod_runner(admin, namespace, "app=sink", tmp_path)
     try:
         pods = pods_reach(admin, namespace, "sink", 3)
         wait_for(
@@ -436,8 +440,9 @@ def test_the_pod_runner_runs_one_process_per_live_pod(
         )
         KubernetesScaler(admin, namespace, "deployment", "sink").scale(1)
         (survivor,) = pods_reach(admin, namespace, "sink", 1)
-        # The deleted pods' processes got SIGTERM and their grace period (the API server
-        # removed these unscheduled pods at once: a SIGKILL then would leave no mark).
+        # The deleted pods' processes got SIGTERM and their pod's grace period (the API server
+        # removes these unscheduled pods at once or with a grace of 0: a SIGKILL then would
+        # leave no mark).
         wait_for(
             lambda: {p.stem for p in tmp_path.glob("*.stopped")} == set(pods) - {survivor},
             "the deleted pods' processes stopped",
@@ -466,3 +471,37 @@ def test_the_pod_runner_runs_one_process_per_live_pod(
         runner.stop()
     assert runner.running == {}
     assert (tmp_path / f"{survivor}.stopped").exists()
+
+
+def test_a_pod_deleted_with_no_grace_still_gives_its_process_the_declared_grace(
+    admin: ApiClient, namespace: str, tmp_path: Path
+) -> None:
+    # The finalizer keeps the deleted pod visible, deletionGracePeriodSeconds 0 (what the API
+    # server gives a pod on no node), until the test lets it go.
+    hold = "kafka-autoscaler.test/hold"
+    pod: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "held", "labels": {"app": "held"}, "finalizers": [hold]},
+        "spec": {
+            "terminationGracePeriodSeconds": 30,
+            "containers": [{"name": "consumer", "image": "registry.invalid/none:0"}],
+        },
+    }
+    create(admin, namespace, pod)
+    core = CoreV1Api(admin)
+    runner = pod_runner(admin, namespace, "app=held", tmp_path)
+    try:
+        wait_for(lambda: (tmp_path / "held.started").exists(), "the pod's process started")
+        core.delete_namespaced_pod("held", namespace)
+        deleted = core.read_namespaced_pod("held", namespace).metadata
+        assert deleted is not None
+        assert deleted.deletion_timestamp is not None
+        assert deleted.deletion_grace_period_seconds == 0
+        wait_for(lambda: "held" not in runner.running, "the process ended")
+        assert (tmp_path / "held.stopped").exists()  # SIGTERM, and time to hand over
+    finally:
+        runner.stop()
+        core.patch_namespaced_pod(
+            "held", namespace, [{"op": "remove", "path": "/metadata/finalizers"}]
+        )

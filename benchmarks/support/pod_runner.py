@@ -65,7 +65,7 @@ class PodRunner:
         the pods whose process has ended."""
         pods = self.core.list_namespaced_pod(self.namespace, label_selector=self.selector).items
         live: dict[str, float] = {}  # pod name -> its terminationGracePeriodSeconds
-        grace: dict[str, float] = {}  # pods being deleted -> their grace period
+        deleting: set[str] = set()
         for pod in pods:
             meta = pod.metadata
             if meta is None or not meta.name:
@@ -74,8 +74,7 @@ class PodRunner:
                 seconds = pod.spec.termination_grace_period_seconds if pod.spec else None
                 live[meta.name] = DEFAULT_GRACE_S if seconds is None else float(seconds)
             else:
-                seconds = meta.deletion_grace_period_seconds
-                grace[meta.name] = DEFAULT_GRACE_S if seconds is None else float(seconds)
+                deleting.add(meta.name)
         now = time.monotonic()
         for name in sorted(live):
             current = self.running.get(name)
@@ -95,9 +94,9 @@ class PodRunner:
             if name in live:
                 continue
             if current.stop_by is None:
-                # A pod on no node is deleted at once (the API server skips the grace of an
-                # unscheduled pod): its process still gets the grace its pod declared.
-                current.stop_by = now + grace.get(name, current.grace_s)
+                # The API server deletes a pod on no node with a grace of 0, or at once; on a
+                # real node the kubelet would give it the grace its pod declared, so do we.
+                current.stop_by = now + current.grace_s
                 with contextlib.suppress(ProcessLookupError):
                     current.process.send_signal(signal.SIGTERM)
             elif current.process.poll() is None and now >= current.stop_by:
@@ -106,7 +105,7 @@ class PodRunner:
                 current.output.close()
                 del self.running[name]
                 self.ended.append((time.time(), name))
-        for name in grace:
+        for name in deleting:
             if name not in self.running:
                 self._remove(name)
 
