@@ -23,7 +23,13 @@ from tests.conftest import cluster_or_skip
 from tests.kafka_helpers import produce_tracked
 from tests.lake_readers import key_counts, table_offsets
 from tests.sdk_helpers import wait_until
-from tests.test_spark_sink import first_rows_stored, start_writer, stop, wait_for_table
+from tests.test_spark_sink import (
+    first_rows_stored,
+    start_writer,
+    stop,
+    wait_for_table,
+    writer_tails,
+)
 
 PARTITIONS = 6
 OFFSET_COMMIT = 8  # Kafka API key
@@ -80,16 +86,20 @@ def test_chaos_leaves_every_record_exactly_once_in_the_table(
             def written() -> int:
                 return sum(table_offsets(config, topic).values())
 
-            def progress_after(mark: int) -> bool:
-                return wait_until(lambda: written() > mark, timeout_s=60)
+            def progress_after(mark: int) -> None:
+                if not wait_until(lambda: written() > mark, timeout_s=60):
+                    pytest.fail(
+                        f"the table stayed at {mark} rows for 60 s; the writers:\n"
+                        + writer_tails(config)
+                    )
 
             # 1. kill -9 a consumer mid-stream, restart it.
-            assert progress_after(written())
+            progress_after(written())
             members["w-0"].kill()
             members["w-0"].wait(30)
             members["w-0"] = start_writer(kafka, group, topic, "w-0", config, *remote)
             # 2. a broker goes down and comes back.
-            assert progress_after(written())
+            progress_after(written())
             broker.broker_down(2)
             wait_until(lambda: False, timeout_s=3)  # stays down ~3 s while load goes on
             broker.broker_up(2)
@@ -97,9 +107,9 @@ def test_chaos_leaves_every_record_exactly_once_in_the_table(
             if broker.embedded is not None:
                 broker.embedded.push_request_errors(OFFSET_COMMIT, COMMIT_ERRORS)
             # 4. forced rebalances: a member joins, another leaves gracefully.
-            assert progress_after(written())
+            progress_after(written())
             members["w-3"] = start_writer(kafka, group, topic, "w-3", config, *remote)
-            assert progress_after(written())
+            progress_after(written())
             stop([members.pop("w-1")])
             # 5. kill -9 again, while the group is still settling.
             members["w-2"].kill()

@@ -192,14 +192,18 @@ def wait_for_table(
         return
     stored = table_offsets(config, topic)
     behind = {p: (stored.get(p), end) for p, end in ends.items() if stored.get(p) != end}
-    tails = [
+    pytest.fail(
+        f"table of {topic} not caught up after {timeout_s:.0f} s; partition: (stored, produced) "
+        f"{behind}\n" + writer_tails(config)
+    )
+
+
+def writer_tails(config: SparkSinkConfig) -> str:
+    """The last lines every writer process of ``config``'s warehouse logged."""
+    return "\n".join(
         f"--- {log.name} (last lines)\n"
         + "\n".join(log.read_text(errors="replace").splitlines()[-15:])
         for log in sorted(writer_logs(config).glob("*.log"))
-    ]
-    pytest.fail(
-        f"table of {topic} not caught up after {timeout_s:.0f} s; partition: (stored, produced) "
-        f"{behind}\n" + "\n".join(tails)
     )
 
 
