@@ -36,6 +36,7 @@ from kubernetes.client.exceptions import ApiException
 from assignor.group_plan import removal_order
 from benchmarks.support.pod_runner import PodRunner
 from local_kube.control_plane import (
+    IMAGE,
     ControlPlane,
     ControlPlaneUnavailable,
     control_plane,
@@ -485,7 +486,7 @@ def test_a_pod_deleted_with_no_grace_still_gives_its_process_the_declared_grace(
         "metadata": {"name": "held", "labels": {"app": "held"}, "finalizers": [hold]},
         "spec": {
             "terminationGracePeriodSeconds": 30,
-            "containers": [{"name": "consumer", "image": "registry.invalid/none:0"}],
+            "containers": [{"name": "consumer", "image": IMAGE}],
         },
     }
     create(admin, namespace, pod)
