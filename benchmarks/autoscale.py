@@ -221,15 +221,18 @@ def run_policy(
                 if pods is not None:  # what runs, whoever sized it
                     status["replicas"] = pods.running()
                 elapsed = load.elapsed()
-                result.samples.append(
-                    {
-                        "t": elapsed,
-                        "rate": sum(walk.current(elapsed).values()) if load.is_alive() else 0.0,
-                        "replicas": float(status.get("replicas") or 0),
-                        "lag": float(sum((status.get("lags") or {}).values())),
-                        "ready": float(taken_in(status)),
-                    }
-                )
+                sample = {
+                    "t": elapsed,
+                    "rate": sum(walk.current(elapsed).values()) if load.is_alive() else 0.0,
+                    "replicas": float(status.get("replicas") or 0),
+                    "lag": float(sum((status.get("lags") or {}).values())),
+                    "ready": float(taken_in(status)),
+                }
+                if pods is not None and pods.replicas is not None:
+                    sample["decided"] = float(pods.replicas)
+                if pods is not None and pods.hpa_lag is not None:
+                    sample["hpa_lag"] = pods.hpa_lag
+                result.samples.append(sample)
                 time.sleep(1.0)
         finally:
             load.stop()
@@ -865,7 +868,17 @@ def kube_main(args: argparse.Namespace, kind: ClusterKind, chosen: Sequence[str]
     )
     name = f"autoscale_{kind.value}_kube"
     timelines = {
-        r.policy.name: [[round(s["t"], 1), s["replicas"], s["lag"]] for s in r.samples]
+        r.policy.name: [
+            [
+                round(s["t"], 1),
+                s["replicas"],
+                s["lag"],
+                s["ready"],
+                s.get("decided"),
+                s.get("hpa_lag"),
+            ]
+            for s in r.samples
+        ]
         for r in runs
     }
     data = {
@@ -873,7 +886,8 @@ def kube_main(args: argparse.Namespace, kind: ClusterKind, chosen: Sequence[str]
         "oracle_consumer_seconds": oracle,
         "rows": rows,
         "model": checks,
-        "timelines (t, consumers, lag)": timelines,
+        "timelines (t, consumers, lag, group stable with all of them, Deployment replicas, "
+        "lag at the HPA's last sync)": timelines,
     }
     publish(name, text, data, write=not args.no_write)
     if not args.no_write:

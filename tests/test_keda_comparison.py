@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.support.keda_comparison import model_check, verdicts
+from benchmarks.support.keda_comparison import model_check, model_lines, verdicts
 
 
 def row(policy: str, cost: float, p99: float, moved_per_hour: float = 100.0) -> dict[str, Any]:
@@ -62,3 +62,43 @@ def test_the_rule_replayed_on_the_measured_lag_follows_the_hpas_ramp() -> None:
     assert check["replay_peak"] == 20  # 5, 10, 20: ceil(20,000 / 1,000) caps the ramp
     assert check["real_consumer_seconds"] == 60
     assert check["replay_gap"] > 0
+
+
+def test_the_rule_replayed_at_the_hpas_syncs_matches_the_replicas_the_hpa_decided() -> None:
+    # The HPA's status shows 20,000 records at every 15 s sync and the Deployment follows the
+    # ramp 5, 10, 20: the rule fed those syncs decides the same, second by second.
+    def decided(t: int) -> float:
+        return 5.0 if t < 15 else 10.0 if t < 30 else 20.0
+
+    samples = [
+        {"t": float(t), "replicas": 1.0, "lag": 0.0, "decided": decided(t), "hpa_lag": 20_000.0}
+        for t in range(60)
+    ]
+    check = model_check(
+        samples,
+        1000,
+        lambda _t: np.full(24, 10.0),
+        partitions=24,
+        capacity=1000.0,
+        duration_s=60,
+        uncommitted_s=0.0,
+    )
+    assert check["hpa_replay_peak"] == 20
+    assert check["hpa_replay_decided_gap"] == 0
+    assert check["decided_peak"] == 20
+    assert check["replay_decided_gap"] > 0  # the measured lag here (0) says 1 replica
+
+
+def test_without_the_hpas_status_the_check_says_so_instead_of_replaying_nothing() -> None:
+    samples = [{"t": float(t), "replicas": 2.0, "lag": 3000.0} for t in range(30)]
+    check = model_check(
+        samples,
+        1000,
+        lambda _t: np.full(24, 10.0),
+        partitions=24,
+        capacity=1000.0,
+        duration_s=30,
+        uncommitted_s=0.0,
+    )
+    assert "hpa_replay_peak" not in check
+    assert "not recorded" in "\n".join(model_lines([check]))

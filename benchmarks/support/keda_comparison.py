@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from sidecar.keda import KedaRule
+from sidecar.keda import HPA_SYNC_PERIOD_S, KedaRule
 from sidecar.simulation import KedaPolicy, frontier_at, point_dominates, simulate
 
 OURS = "ours (cooperative)"
@@ -125,20 +125,17 @@ def model_check(
     uncommitted_s: float,
 ) -> dict[str, float]:
     """The simulator's KEDA model against the real KEDA's replicas (``samples``: t, replicas,
-    lag, about a second apart), two ways. The rule alone (sidecar.keda.KedaRule) replayed on
-    the lag the run measured: does it decide what KEDA and the HPA decided? The whole model
-    (sidecar.simulation, cooperative-sticky, ``uncommitted_s`` of arrivals read but not yet
-    committed) on the run's trace: does its group drain as the real one does? For each:
-    consumer-seconds, peak, and the mean absolute gap of the replica count, second by
-    second, against the real run."""
+    lag, about a second apart; ``decided``, the Deployment's replicas, and ``hpa_lag``, the
+    lag at the HPA's last sync, where known), three ways. The rule alone
+    (sidecar.keda.KedaRule) replayed on the lag the run measured, and on the lag the HPA saw:
+    does it decide what KEDA and the HPA decided? The whole model (sidecar.simulation,
+    cooperative-sticky, ``uncommitted_s`` of arrivals read but not yet committed) on the
+    run's trace: does its group drain as the real one does? For each: consumer-seconds, peak,
+    and the mean absolute gap of the replica count, second by second, against the consumers
+    that ran (the rules also against the replicas decided)."""
     real = _per_second([(s["t"], s["replicas"]) for s in samples], duration_s)
-    rule = KedaRule(threshold)
-    replayed: list[tuple[float, float]] = []
-    current = 1
-    for sample in samples:
-        current = rule.desired(sample["t"], sample["lag"], current, partitions)
-        replayed.append((sample["t"], float(current)))
-    replay = _per_second(replayed, duration_s)
+    decided = _per_second([(s["t"], s.get("decided", s["replicas"])) for s in samples], duration_s)
+    replay = _per_second(_replayed(samples, "lag", threshold, partitions), duration_s)
     model = simulate(
         rates,
         partitions,
@@ -148,17 +145,68 @@ def model_check(
         uncommitted_s=uncommitted_s,
     )
     simulated = np.array(model.replicas[:duration_s], dtype=float)
-    return {
+    check = {
         "threshold": threshold,
         "real_consumer_seconds": float(real.sum()),
         "real_peak": float(real.max(initial=0)),
+        "decided_consumer_seconds": float(decided.sum()),
+        "decided_peak": float(decided.max(initial=0)),
         "replay_consumer_seconds": float(replay.sum()),
         "replay_peak": float(replay.max(initial=0)),
         "replay_gap": _gap(real, replay),
+        "replay_decided_gap": _gap(decided, replay),
         "model_consumer_seconds": float(simulated.sum()),
         "model_peak": float(simulated.max(initial=0)),
         "model_gap": _gap(real, simulated),
     }
+    synced = _syncs(samples)
+    if synced:
+        # Each sync is one decision: the rule's own period only has to be shorter than the
+        # gaps between the syncs as seen (up to a second off the HPA's 15 s).
+        syncs = _replayed(synced, "hpa_lag", threshold, partitions, HPA_SYNC_PERIOD_S / 2)
+        seen = _per_second(syncs, duration_s)
+        check |= {
+            "hpa_replay_consumer_seconds": float(seen.sum()),
+            "hpa_replay_peak": float(seen.max(initial=0)),
+            "hpa_replay_decided_gap": _gap(decided, seen),
+        }
+    return check
+
+
+def _replayed(
+    samples: Sequence[Mapping[str, float]],
+    key: str,
+    threshold: float,
+    partitions: int,
+    sync_period_s: float = HPA_SYNC_PERIOD_S,
+) -> list[tuple[float, float]]:
+    """KEDA's rule fed ``samples[key]`` as the total lag, from one replica, deciding at most
+    once per ``sync_period_s``."""
+    rule = KedaRule(threshold, sync_period_s)
+    replayed: list[tuple[float, float]] = []
+    current = 1
+    for sample in samples:
+        current = rule.desired(sample["t"], sample[key], current, partitions)
+        replayed.append((sample["t"], float(current)))
+    return replayed
+
+
+def _syncs(samples: Sequence[Mapping[str, float]]) -> list[Mapping[str, float]]:
+    """The samples at which the HPA's status showed a new sync: its lag changed, or a sync
+    period passed with the same lag (seen up to a second late: the status is read every
+    second)."""
+    syncs: list[Mapping[str, float]] = []
+    for sample in samples:
+        if "hpa_lag" not in sample:
+            continue
+        last = syncs[-1] if syncs else None
+        if (
+            last is None
+            or sample["hpa_lag"] != last["hpa_lag"]
+            or sample["t"] - last["t"] >= HPA_SYNC_PERIOD_S
+        ):
+            syncs.append(sample)
+    return syncs
 
 
 def _per_second(points: Sequence[tuple[float, float]], duration_s: int) -> np.ndarray:
@@ -177,25 +225,46 @@ def _gap(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def model_lines(checks: Sequence[Mapping[str, float]]) -> list[str]:
-    """The model check as a table."""
+    """The model check as tables: the rule against what the HPA decided, then the whole
+    simulator against the consumers that ran."""
     if not checks:
         return []
     lines = [
         "",
-        "The simulator's KEDA model against the real KEDA's replicas: its rule "
-        "(sidecar/keda.py) replayed on the lag this run measured, and the whole simulator "
-        "(sidecar/simulation.py, cooperative-sticky) on the same trace. Gap: mean absolute "
-        "difference of the replica count, second by second.",
+        "The simulator's KEDA rule (sidecar/keda.py) against the real HPA's decisions (the "
+        "Deployment's replicas): the rule replayed on the lag this run measured every second "
+        "(the sidecar's committed-offset lag), and on the lag the HPA saw at each of its syncs "
+        "(its status: KEDA's metric). Gap: mean absolute difference of the replica count, "
+        "second by second.",
         "",
-        "| lagThreshold | consumer-s real | rule replayed | simulated | peak real / replayed / "
-        "simulated | gap replayed | gap simulated |",
-        "|---:|---:|---:|---:|---:|---:|---:|",
+        "| lagThreshold | decided: consumer-s / peak | replayed on the measured lag | gap | "
+        "replayed on the HPA's lag | gap |",
+        "|---:|---:|---:|---:|---:|---:|",
+    ]
+    for c in checks:
+        seen = (
+            f"{c['hpa_replay_consumer_seconds']:,.0f} / {c['hpa_replay_peak']:.0f} | "
+            f"{c['hpa_replay_decided_gap']:.2f}"
+            if "hpa_replay_consumer_seconds" in c
+            else "not recorded | -"
+        )
+        lines.append(
+            f"| {c['threshold']:,.0f} | {c['decided_consumer_seconds']:,.0f} / "
+            f"{c['decided_peak']:.0f} | {c['replay_consumer_seconds']:,.0f} / "
+            f"{c['replay_peak']:.0f} | {c['replay_decided_gap']:.2f} | {seen} |"
+        )
+    lines += [
+        "",
+        "The whole simulator (sidecar/simulation.py, cooperative-sticky) on the same trace "
+        "against the consumer processes that ran (stopping ones included).",
+        "",
+        "| lagThreshold | consumer-s real | simulated | peak real / simulated | gap |",
+        "|---:|---:|---:|---:|---:|",
     ]
     for c in checks:
         lines.append(
             f"| {c['threshold']:,.0f} | {c['real_consumer_seconds']:,.0f} | "
-            f"{c['replay_consumer_seconds']:,.0f} | {c['model_consumer_seconds']:,.0f} | "
-            f"{c['real_peak']:.0f} / {c['replay_peak']:.0f} / {c['model_peak']:.0f} | "
-            f"{c['replay_gap']:.2f} | {c['model_gap']:.2f} |"
+            f"{c['model_consumer_seconds']:,.0f} | {c['real_peak']:.0f} / "
+            f"{c['model_peak']:.0f} | {c['model_gap']:.2f} |"
         )
     return lines

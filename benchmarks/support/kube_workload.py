@@ -30,7 +30,8 @@ from typing import Any
 import yaml
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaPartition
-from kubernetes.client import AppsV1Api, CoreV1Api
+from kubernetes.client import AppsV1Api, AutoscalingV2Api, CoreV1Api
+from kubernetes.utils import parse_quantity
 
 from benchmarks.support.pod_runner import PodRunner
 from local_kafka.apache_kafka import free_port
@@ -57,13 +58,21 @@ class Sizing:
 class Pods:
     """A policy's Deployment while it runs: what the sidecar needs to reach it, its consumer
     processes, and every change of its replicas seen (``hpa`` lines in the sidecar log's
-    format, so the benchmark counts KEDA's scale events as it counts the sidecar's)."""
+    format, so the benchmark counts KEDA's scale events as it counts the sidecar's).
+
+    ``replicas`` is the Deployment's scale as last read (what the HPA or the sidecar
+    decided, which the processes follow with a delay); ``hpa_lag`` the total of the external
+    metric at the HPA's last sync as its status reports it (KEDA's view of the lag), None
+    until an HPA has synced."""
 
     namespace: str
     sidecar_env: dict[str, str]
     runner: PodRunner
     apps: AppsV1Api
+    autoscaling: AutoscalingV2Api
     changes: list[str] = field(default_factory=list)
+    replicas: int | None = None
+    hpa_lag: float | None = None
     _stop: threading.Event = field(default_factory=threading.Event)
 
     def running(self) -> int:
@@ -72,14 +81,31 @@ class Pods:
 
     def _watch(self) -> None:
         seen: int | None = None
+        ticks = 0
         while not self._stop.wait(0.25):
+            ticks += 1
+            if ticks % 4 == 0:
+                self.hpa_lag = self._hpa_lag()
             scale = self.apps.read_namespaced_deployment_scale(WORKLOAD, self.namespace)
             replicas = int(scale.spec.replicas or 0) if scale.spec is not None else 0
+            self.replicas = replicas
             if seen is not None and replicas != seen:
                 stamp = datetime.now().strftime("%Y-%m-%d %H:%M:%S,%f")[:23]
                 way = "scale_up" if replicas > seen else "scale_down"
                 self.changes.append(f"{stamp} hpa {way} {seen} -> {replicas}: Deployment scale")
             seen = replicas
+
+    def _hpa_lag(self) -> float | None:
+        """The external metric's total at the HPA's last sync: its average per pod times
+        the pods it averaged over (the HPA's status; KEDA names its HPA keda-hpa-NAME)."""
+        hpas = self.autoscaling.list_namespaced_horizontal_pod_autoscaler(self.namespace).items
+        for status in (hpa.status for hpa in hpas if hpa.status is not None):
+            for metric in status.current_metrics or []:
+                current = metric.external.current if metric.external is not None else None
+                if current is not None and current.average_value is not None:
+                    average: Any = parse_quantity(current.average_value)  # type: ignore[no-untyped-call]
+                    return float(average) * int(status.current_replicas or 0)
+        return None
 
     def merged_log(self, sidecar_log: Path) -> str:
         """The sidecar's log, every pod's and the replica changes, in time order."""
@@ -136,7 +162,7 @@ class KubeSite:
             out / "pods",
             env={**env, "PYTHONPATH": str(ROOT)},
         )
-        pods = Pods(namespace, sidecar_env, runner, AppsV1Api(admin))
+        pods = Pods(namespace, sidecar_env, runner, AppsV1Api(admin), AutoscalingV2Api(admin))
         watcher = threading.Thread(target=pods._watch, name=f"watch-{namespace}", daemon=True)
         runner.start()
         watcher.start()
