@@ -840,6 +840,8 @@ def kube_main(args: argparse.Namespace, kind: ClusterKind, chosen: Sequence[str]
         )
     rows = [summarise(r, args.duration) for r in runs]
     oracle = oracle_seconds(args.duration, args.seed)
+    # Start-up is the pod runner's and the consumer's, the same whoever sizes the group.
+    delays = [d for r in runs for d in keda_comparison.startup_delays(r.samples)]
     checks = [
         keda_comparison.model_check(
             r.samples,
@@ -849,6 +851,7 @@ def kube_main(args: argparse.Namespace, kind: ClusterKind, chosen: Sequence[str]
             CAPACITY,
             int(args.duration),
             uncommitted_s=BATCH_WAIT_S / 2,
+            startup_s=float(np.median(delays)) if delays else None,
         )
         for r in runs
         if r.policy.sizing is not None and r.policy.sizing.kind == "keda-kafka"

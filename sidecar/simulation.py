@@ -329,6 +329,7 @@ def simulate(
     interval_s: int = 1,
     warm_up_s: int = 0,
     uncommitted_s: float = 0.0,
+    startup_s: float | None = None,
 ) -> Result:
     """Run ``policy`` against the trace for ``duration_s`` seconds; what it cost and how late
     it was are counted from ``warm_up_s`` on (every policy starts from one consumer).
@@ -336,14 +337,20 @@ def simulate(
     Simulated consumers drain as they read; ``uncommitted_s`` seconds of each partition's
     arrivals are added to the lag the policy sees, as records read but not yet committed (a
     batch being built: lag as the group's committed offsets show it). The lag figures of the
-    result are what is not yet read."""
+    result are what is not yet read. A partition moved pauses ``rebalance_s``; one given to a
+    consumer just added, ``startup_s`` (its process starting and joining; ``rebalance_s``
+    when None), while the new consumer is paid for from the decision on."""
     if not 0 <= warm_up_s < duration_s:
         raise ValueError(f"warm_up_s must be in [0, duration_s), got {warm_up_s!r}")
+    if startup_s is not None and not (math.isfinite(startup_s) and startup_s >= 0):
+        raise ValueError(f"startup_s must be a finite number >= 0, got {startup_s!r}")
+    joining_s = rebalance_s if startup_s is None else startup_s
     tps = [TopicPartition("t", p) for p in range(partitions)]
     lag = np.zeros(partitions)
     paused_until = np.zeros(partitions)
     window: deque[np.ndarray] = deque(maxlen=window_s)
     members = ["m0"]
+    ready_at = np.zeros(1)  # when each member can first read
     owner = np.zeros(partitions, dtype=int)
     assignment: Assignment = dict.fromkeys(tps, "m0")
     replicas_seen, lag_seen, lag_secs = [], [], []
@@ -375,15 +382,20 @@ def simulate(
         replan = desired == len(members) and policy.wants_replan(float(t), speeds, assignment)
         if (desired == len(members) and not replan) or desired < 1:
             continue
+        kept = len(members)
         members = [f"m{i}" for i in range(desired)]
+        ready_at = np.concatenate(
+            [ready_at[: min(kept, desired)], np.full(max(0, desired - kept), t + 1 + joining_s)]
+        )
         new = policy.assign(speeds, assignment, members, capacity)
         moved = np.array([new[tp] != assignment.get(tp) for tp in tps])
         pause = moved if policy.cooperative else np.ones(partitions, dtype=bool)
-        paused_until = np.where(pause, t + 1 + rebalance_s, paused_until)
+        index = {m: i for i, m in enumerate(members)}
+        until = np.maximum(t + 1 + rebalance_s, ready_at[[index[new[tp]] for tp in tps]])
+        paused_until = np.where(pause, until, paused_until)
         total_rscore += rscore(assignment, new, speeds, capacity) * counted
         rebalances += counted
         assignment = new
-        index = {m: i for i, m in enumerate(members)}
         owner = np.array([index[assignment[tp]] for tp in tps])
     lags_arr, secs_arr = np.array(lag_seen[warm_up_s:]), np.array(lag_secs[warm_up_s:])
     return Result(

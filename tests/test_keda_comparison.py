@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.support.keda_comparison import model_check, model_lines, verdicts
+from benchmarks.support.keda_comparison import model_check, model_lines, startup_delays, verdicts
 
 
 def row(policy: str, cost: float, p99: float, moved_per_hour: float = 100.0) -> dict[str, Any]:
@@ -82,7 +82,9 @@ def test_the_rule_replayed_at_the_hpas_syncs_matches_the_replicas_the_hpa_decide
         capacity=1000.0,
         duration_s=60,
         uncommitted_s=0.0,
+        startup_s=5.0,
     )
+    assert check["startup_s"] == 5.0 and check["started_consumer_seconds"] >= 60
     assert check["hpa_replay_peak"] == 20
     assert check["hpa_replay_decided_gap"] == 0
     assert check["decided_peak"] == 20
@@ -101,4 +103,20 @@ def test_without_the_hpas_status_the_check_says_so_instead_of_replaying_nothing(
         uncommitted_s=0.0,
     )
     assert "hpa_replay_peak" not in check
-    assert "not recorded" in "\n".join(model_lines([check]))
+    assert "started_consumer_seconds" not in check
+    text = "\n".join(model_lines([check]))
+    assert "not recorded" in text and "not measured" in text
+
+
+def test_start_up_is_timed_from_a_rise_in_the_pods_to_the_group_stable_with_them() -> None:
+    # 2 -> 4 pods at t=10, stable again at t=17; 4 -> 6 at t=30, then 6 -> 3 at t=33 before
+    # the group took the 6 in (not a start-up); 3 -> 5 at t=40, stable at t=48.
+    def pods(t: int) -> float:
+        return 2.0 if t < 10 else 4.0 if t < 30 else 6.0 if t < 33 else 3.0 if t < 40 else 5.0
+
+    stable = {range(0, 10), range(17, 30), range(36, 40), range(48, 60)}
+    samples = [
+        {"t": float(t), "replicas": pods(t), "ready": float(any(t in r for r in stable))}
+        for t in range(60)
+    ]
+    assert startup_delays(samples) == [7.0, 8.0]

@@ -103,6 +103,27 @@ def test_keda_rules() -> None:
     assert [ranged[tp] for tp in tps] == ["m0"] * 10 + ["m1"] * 10
 
 
+def test_a_new_consumer_reads_after_its_start_up_and_a_moved_partition_after_the_rebalance() -> (
+    None
+):
+    class StepUp(Policy):
+        name = "step"
+
+        def replicas(self, t: float, speeds: object, lags: object, current: int) -> int:
+            return 3 if t >= 10 else 2 if t >= 5 else current
+
+        def assign(self, speeds, previous, members, capacity):  # type: ignore[no-untyped-def]
+            # Partition 0 to the newest member each time: it moves m0 -> m1 -> m2.
+            return {tp: members[-1] if tp.partition == 0 else "m0" for tp in speeds}
+
+    result = simulate(constant(6, 10.0), 6, 1000.0, StepUp(), 40, rebalance_s=3, startup_s=10)
+    # Decided at t=5: m1 reads from t=16, so partition 0 pauses 10 s (not 3); moved again to
+    # m2 at t=10, it waits for m2's start-up, until t=21.
+    assert result.paused_partition_seconds == 21 - 6
+    with pytest.raises(ValueError, match="startup_s must be"):
+        simulate(constant(6, 10.0), 6, 1000.0, StepUp(), 40, startup_s=-1.0)
+
+
 def test_our_policy_follows_a_step_in_load() -> None:
     def step(t: int) -> np.ndarray:
         return np.full(20, 100.0 if t < 100 else 300.0)  # 2,000 -> 6,000 records/s

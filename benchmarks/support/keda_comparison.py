@@ -8,6 +8,7 @@ to the ledger write), cost the consumer-seconds over the trace.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from statistics import mean
@@ -123,28 +124,22 @@ def model_check(
     capacity: float,
     duration_s: int,
     uncommitted_s: float,
+    startup_s: float | None = None,
 ) -> dict[str, float]:
     """The simulator's KEDA model against the real KEDA's replicas (``samples``: t, replicas,
     lag, about a second apart; ``decided``, the Deployment's replicas, and ``hpa_lag``, the
     lag at the HPA's last sync, where known), three ways. The rule alone
     (sidecar.keda.KedaRule) replayed on the lag the run measured, and on the lag the HPA saw:
     does it decide what KEDA and the HPA decided? The whole model (sidecar.simulation,
-    cooperative-sticky, ``uncommitted_s`` of arrivals read but not yet committed) on the
-    run's trace: does its group drain as the real one does? For each: consumer-seconds, peak,
+    cooperative-sticky, ``uncommitted_s`` of arrivals read but not yet committed, new
+    consumers reading after ``startup_s``) on the run's trace: does its group drain as the
+    real one does? For each: consumer-seconds, peak,
     and the mean absolute gap of the replica count, second by second, against the consumers
     that ran (the rules also against the replicas decided)."""
     real = _per_second([(s["t"], s["replicas"]) for s in samples], duration_s)
     decided = _per_second([(s["t"], s.get("decided", s["replicas"])) for s in samples], duration_s)
     replay = _per_second(_replayed(samples, "lag", threshold, partitions), duration_s)
-    model = simulate(
-        rates,
-        partitions,
-        capacity,
-        KedaPolicy(threshold, partitions, True),
-        duration_s,
-        uncommitted_s=uncommitted_s,
-    )
-    simulated = np.array(model.replicas[:duration_s], dtype=float)
+    simulated = _simulated(rates, threshold, partitions, capacity, duration_s, uncommitted_s, None)
     check = {
         "threshold": threshold,
         "real_consumer_seconds": float(real.sum()),
@@ -159,6 +154,16 @@ def model_check(
         "model_peak": float(simulated.max(initial=0)),
         "model_gap": _gap(real, simulated),
     }
+    if startup_s is not None:
+        started = _simulated(
+            rates, threshold, partitions, capacity, duration_s, uncommitted_s, startup_s
+        )
+        check |= {
+            "startup_s": startup_s,
+            "started_consumer_seconds": float(started.sum()),
+            "started_peak": float(started.max(initial=0)),
+            "started_gap": _gap(real, started),
+        }
     synced = _syncs(samples)
     if synced:
         # Each sync is one decision: the rule's own period only has to be shorter than the
@@ -171,6 +176,42 @@ def model_check(
             "hpa_replay_decided_gap": _gap(decided, seen),
         }
     return check
+
+
+def _simulated(
+    rates: Callable[[int], np.ndarray],
+    threshold: float,
+    partitions: int,
+    capacity: float,
+    duration_s: int,
+    uncommitted_s: float,
+    startup_s: float | None,
+) -> np.ndarray:
+    """The simulator's replicas, second by second, under KEDA's rule on this trace."""
+    model = simulate(
+        rates,
+        partitions,
+        capacity,
+        KedaPolicy(threshold, partitions, True),
+        duration_s,
+        uncommitted_s=uncommitted_s,
+        startup_s=startup_s,
+    )
+    return np.array(model.replicas[:duration_s], dtype=float)
+
+
+def startup_delays(samples: Sequence[Mapping[str, float]]) -> list[float]:
+    """Seconds from each rise of the consumers running to the group stable with all of them
+    (``ready``), for the rises it took in before the count changed again."""
+    delays: list[float] = []
+    rise: float | None = None
+    for before, after in itertools.pairwise(samples):
+        if after["replicas"] != before["replicas"]:
+            rise = after["t"] if after["replicas"] > before["replicas"] else None
+        elif rise is not None and after["ready"]:
+            delays.append(after["t"] - rise)
+            rise = None
+    return delays
 
 
 def _replayed(
@@ -253,18 +294,33 @@ def model_lines(checks: Sequence[Mapping[str, float]]) -> list[str]:
             f"{c['decided_peak']:.0f} | {c['replay_consumer_seconds']:,.0f} / "
             f"{c['replay_peak']:.0f} | {c['replay_decided_gap']:.2f} | {seen} |"
         )
+    startup = next((c["startup_s"] for c in checks if "startup_s" in c), None)
     lines += [
         "",
         "The whole simulator (sidecar/simulation.py, cooperative-sticky) on the same trace "
-        "against the consumer processes that ran (stopping ones included).",
+        "against the consumer processes that ran (stopping ones included): as it is (a new "
+        "consumer reads 3 s after the decision, like a moved partition)"
+        + (
+            f", and with the start-up this run measured ({startup:.1f} s, the median from a "
+            "rise in the pods running to the group stable with all of them)."
+            if startup is not None
+            else "."
+        ),
         "",
-        "| lagThreshold | consumer-s real | simulated | peak real / simulated | gap |",
-        "|---:|---:|---:|---:|---:|",
+        "| lagThreshold | consumer-s real | simulated | peak real / simulated | gap | "
+        "with the start-up: consumer-s / peak | gap |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for c in checks:
+        started = (
+            f"{c['started_consumer_seconds']:,.0f} / {c['started_peak']:.0f} | "
+            f"{c['started_gap']:.2f}"
+            if "started_consumer_seconds" in c
+            else "not measured | -"
+        )
         lines.append(
             f"| {c['threshold']:,.0f} | {c['real_consumer_seconds']:,.0f} | "
             f"{c['model_consumer_seconds']:,.0f} | {c['real_peak']:.0f} / "
-            f"{c['model_peak']:.0f} | {c['model_gap']:.2f} |"
+            f"{c['model_peak']:.0f} | {c['model_gap']:.2f} | {started} |"
         )
     return lines
