@@ -84,8 +84,8 @@ class SidecarConfig(GroupSettings):
     )
     keda_lag_threshold: float = setting(
         "> 0: size the group like KEDA's Kafka scaler and the HPA's defaults instead "
-        "(ceil(total lag / this) every 15 s, 10 % tolerance, up by max(100 %, 4) per 15 s, "
-        "300 s scale-down stabilisation), for comparisons; 0: ours",
+        "(ceil(total lag / this) every 15 s, 10 % tolerance, up to at most max(2x, 4) per "
+        "decision, 300 s stabilisation: the HPA KEDA creates), for comparisons; 0: ours",
         0.0,
     )
     scaler: str = setting(

@@ -3,11 +3,16 @@ the rule (pure) and a controller that drives the sidecar's scaler with it.
 
 KEDA's metric is the total lag with ``lagThreshold`` as its per-replica target, so the HPA's
 recommendation is ceil(total lag / lagThreshold), capped at the partition count (KEDA's
-default ``allowIdleConsumers: false``). The HPA (Kubernetes' defaults, as in
-pkg/controller/podautoscaler) decides once per sync period (15 s), keeps the current count
-while the metric's ratio to its target (average lag per replica / lagThreshold) is within
-10 %, scales up by at most max(100 %, 4 pods) per 15 s, and scales down only to the highest
-recommendation of the last 300 s (its stabilisation window).
+default ``allowIdleConsumers: false``). KEDA creates its HPA without ``behavior`` (unless the
+ScaledObject sets ``advanced.horizontalPodAutoscalerConfig``), so the HPA controller
+(pkg/controller/podautoscaler, Kubernetes' defaults) takes its older path: it decides once
+per sync period (15 s), keeps the current count while the metric's ratio to its target
+(average lag per replica / lagThreshold) is within 10 %, goes to the highest recommendation
+of the last 300 s (its stabilisation window, both ways), and scales up to at most
+max(2 x the current count, 4) per decision. The highest recommendation counts even once the
+lag has fallen: a group that lagged 24 replicas' worth a minute ago keeps doubling towards
+24. (The scale-up policies of ``behavior``'s defaults, max(+100 %, +4 pods) per 15 s, apply
+only to an HPA that sets ``behavior``.)
 """
 
 from __future__ import annotations
@@ -21,15 +26,14 @@ from sidecar.controller import Action, Controller, ControllerConfig, Decision, O
 HPA_TOLERANCE = 0.1
 HPA_SCALE_DOWN_STABILISATION_S = 300.0
 HPA_SYNC_PERIOD_S = 15.0
-# The default scale-up policies, the larger allowed: +4 pods or +100 % per 15 s.
-HPA_SCALE_UP_PODS = 4
-HPA_SCALE_UP_PERCENT = 100.0
-HPA_SCALE_UP_PERIOD_S = 15.0
+# The scale-up limit of an HPA without behavior: max(2 x current, 4) per decision.
+HPA_SCALE_UP_FACTOR = 2
+HPA_SCALE_UP_MINIMUM = 4
 
 
 class KedaRule:
     """The replica count KEDA + HPA set over time (keeps the HPA's history: its
-    recommendations of the last 300 s and its scale-ups of the last 15 s)."""
+    recommendations of the last 300 s)."""
 
     def __init__(self, lag_threshold: float, sync_period_s: float = HPA_SYNC_PERIOD_S) -> None:
         if not (math.isfinite(lag_threshold) and lag_threshold > 0):
@@ -40,7 +44,6 @@ class KedaRule:
         self.sync_period_s = sync_period_s
         self.next_sync: float | None = None
         self.history: deque[tuple[float, int]] = deque()
-        self.scale_ups: deque[tuple[float, int]] = deque()
 
     def desired(self, t: float, total_lag: float, current: int, ceiling: int) -> int:
         """Replicas at time ``t`` for ``total_lag`` (never above ``ceiling``, at least 1):
@@ -51,23 +54,12 @@ class KedaRule:
         recommended = max(1, min(ceiling, math.ceil(total_lag / self.lag_threshold)))
         if current and abs(total_lag / (current * self.lag_threshold) - 1) <= HPA_TOLERANCE:
             recommended = current
-        self.history.append((t, recommended))
-        while self.history[0][0] < t - HPA_SCALE_DOWN_STABILISATION_S:
+        while self.history and self.history[0][0] < t - HPA_SCALE_DOWN_STABILISATION_S:
             self.history.popleft()
-        while self.scale_ups and self.scale_ups[0][0] <= t - HPA_SCALE_UP_PERIOD_S:
-            self.scale_ups.popleft()
-        if recommended < current:
-            return min(current, max(d for _, d in self.history))
-        if recommended > current:
-            period_start = current - sum(added for _, added in self.scale_ups)
-            limit = max(
-                period_start + HPA_SCALE_UP_PODS,
-                math.ceil(period_start * (1 + HPA_SCALE_UP_PERCENT / 100)),
-            )
-            desired = max(current, min(recommended, limit))
-            self.scale_ups.append((t, desired - current))
-            return desired
-        return current
+        self.history.append((t, recommended))
+        stabilised = max(d for _, d in self.history)
+        limit = max(HPA_SCALE_UP_FACTOR * current, HPA_SCALE_UP_MINIMUM)
+        return max(1, min(stabilised, limit, ceiling))
 
 
 class KedaController(Controller):
@@ -88,9 +80,9 @@ class KedaController(Controller):
         why = (
             f"KEDA: total lag {total:.0f} / lagThreshold {self.rule.lag_threshold:g} "
             f"-> {desired} (HPA: decides every {self.rule.sync_period_s:g} s, tolerance "
-            f"{HPA_TOLERANCE:.0%}, up by max({HPA_SCALE_UP_PERCENT:.0f} %, "
-            f"{HPA_SCALE_UP_PODS} pods) per {HPA_SCALE_UP_PERIOD_S:.0f} s, "
-            f"{HPA_SCALE_DOWN_STABILISATION_S:.0f} s scale-down stabilisation)"
+            f"{HPA_TOLERANCE:.0%}, the highest recommendation of the last "
+            f"{HPA_SCALE_DOWN_STABILISATION_S:.0f} s, up to at most max("
+            f"{HPA_SCALE_UP_FACTOR}x, {HPA_SCALE_UP_MINIMUM}) at once)"
         )
         action = (
             Action.SCALE_UP

@@ -47,8 +47,8 @@ def test_keda_frontier_is_read_at_ours_mean_p99_and_compared_above_the_oracle() 
 
 
 def test_the_rule_replayed_on_the_measured_lag_follows_the_hpas_ramp() -> None:
-    # 20,000 records behind from the start at lagThreshold 1,000: the HPA goes 1 -> 5 (+4)
-    # at its first sync, then doubles every 15 s to the 24 partitions.
+    # 20,000 records behind from the start at lagThreshold 1,000: the HPA goes 1 -> 4 at its
+    # first sync (max(2x, 4)), then doubles every 15 s up to the 20 recommended.
     samples = [{"t": float(t), "replicas": 1.0, "lag": 20_000.0} for t in range(60)]
     check = model_check(
         samples,
@@ -59,20 +59,20 @@ def test_the_rule_replayed_on_the_measured_lag_follows_the_hpas_ramp() -> None:
         duration_s=60,
         uncommitted_s=0.0,
     )
-    assert check["replay_peak"] == 20  # 5, 10, 20: ceil(20,000 / 1,000) caps the ramp
+    assert check["replay_peak"] == 20  # 4, 8, 16, 20: ceil(20,000 / 1,000) caps the ramp
     assert check["real_consumer_seconds"] == 60
     assert check["replay_gap"] > 0
 
 
 def test_the_rule_replayed_at_the_hpas_syncs_matches_the_replicas_the_hpa_decided() -> None:
     # The HPA's status shows 20,000 records at every 15 s sync and the Deployment follows the
-    # ramp 5, 10, 20: the rule fed those syncs decides the same, second by second.
+    # ramp 4, 8, 16, 20: the rule fed those syncs decides the same, second by second.
     def decided(t: int) -> float:
-        return 5.0 if t < 15 else 10.0 if t < 30 else 20.0
+        return 4.0 if t < 15 else 8.0 if t < 30 else 16.0 if t < 45 else 20.0
 
     samples = [
         {"t": float(t), "replicas": 1.0, "lag": 0.0, "decided": decided(t), "hpa_lag": 20_000.0}
-        for t in range(60)
+        for t in range(70)
     ]
     check = model_check(
         samples,
@@ -80,11 +80,11 @@ def test_the_rule_replayed_at_the_hpas_syncs_matches_the_replicas_the_hpa_decide
         lambda _t: np.full(24, 10.0),
         partitions=24,
         capacity=1000.0,
-        duration_s=60,
+        duration_s=70,
         uncommitted_s=0.0,
         startup_s=5.0,
     )
-    assert check["startup_s"] == 5.0 and check["started_consumer_seconds"] >= 60
+    assert check["startup_s"] == 5.0 and check["started_consumer_seconds"] >= 70
     assert check["hpa_replay_peak"] == 20
     assert check["hpa_replay_decided_gap"] == 0
     assert check["decided_peak"] == 20

@@ -22,7 +22,7 @@ import pytest
 import yaml
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaPartition
-from kubernetes.client import AppsV1Api
+from kubernetes.client import AppsV1Api, AutoscalingV2Api
 
 from local_kafka.clusters import ClusterKind, KafkaCluster, required_legs
 from local_kube.control_plane import (
@@ -157,8 +157,9 @@ def test_kedas_kafka_scaler_sizes_a_deployment_by_the_groups_lag(
 ) -> None:
     # KEDA's own Kafka scaler, the peer of the benchmarks: replicas = ceil(total lag /
     # lagThreshold), at most the partitions. The group has committed offset 0 everywhere;
-    # 5,000 records behind at lagThreshold 1,000 is 5 consumers (the HPA's default ramp allows
-    # 1 -> 5 in one step).
+    # 5,000 records behind at lagThreshold 1,000 is 5 consumers. KEDA's HPA has no behavior,
+    # so it ramps as sidecar/keda.py models it: at most max(2x, 4) per decision, 1 -> 4 -> 5
+    # (behavior's default policies, max(+100 %, +4 pods), would go 1 -> 5 at once).
     if kafka_cluster_handle.kind is ClusterKind.EMBEDDED:
         pytest.skip(
             "KEDA's Kafka client (sarama) cannot read the embedded broker's metadata answers "
@@ -200,4 +201,17 @@ def test_kedas_kafka_scaler_sizes_a_deployment_by_the_groups_lag(
             },
         },
     )
-    wait_for("the Deployment at ceil(5000 / 1000) = 5", lambda: replicas(plane, name) == 5, plane)
+    seen: list[int] = []
+
+    def at_five() -> bool:
+        now = replicas(plane, name)
+        if not seen or seen[-1] != now:
+            seen.append(now)
+        return now == 5
+
+    wait_for("the Deployment at ceil(5000 / 1000) = 5", at_five, plane)
+    hpa = AutoscalingV2Api(plane.client()).read_namespaced_horizontal_pod_autoscaler(
+        f"keda-hpa-{name}", NAMESPACE
+    )
+    assert hpa.spec is not None and hpa.spec.behavior is None
+    assert seen == [1, 4, 5]

@@ -288,10 +288,10 @@ def test_keda_style_controller_follows_total_lag_with_hpa_rules() -> None:
         decision = keda.step(Observation(at, speeds(2), lags))
         return decision.action, decision.desired
 
-    # ceil(50,000 / 1000) = 50, capped at --max-replicas: 8; from 2 the HPA's default
-    # scale-up policies allow max(+100 %, +4 pods) per 15 s: 6, then 8.
-    assert step(0, 50_000) == (Action.SCALE_UP, 6)
-    assert step(14, 50_000) == (Action.HOLD, 6)  # the HPA decides every 15 s
+    # ceil(50,000 / 1000) = 50, capped at --max-replicas: 8; from 2 an HPA without
+    # behavior (as KEDA creates it) goes up to at most max(2x, 4) per decision: 4, then 8.
+    assert step(0, 50_000) == (Action.SCALE_UP, 4)
+    assert step(14, 50_000) == (Action.HOLD, 4)  # the HPA decides every 15 s
     assert step(15, 50_000) == (Action.SCALE_UP, 8)
     assert step(30, 8400) == (Action.HOLD, 8)  # 1.05 of the target: within 10 %
     assert step(45, 5000) == (Action.HOLD, 8)  # 300 s stabilisation: the window's highest

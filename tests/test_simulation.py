@@ -90,15 +90,19 @@ def test_keda_rules() -> None:
     tps = [TopicPartition("t", p) for p in range(20)]
     keda = KedaPolicy(lag_threshold=100, partitions=20, cooperative=False)
     lags = dict.fromkeys(tps, 50.0)  # 1,000 in all: 10 consumers
-    assert keda.replicas(0.0, {}, lags, 1) == 5  # up by at most max(+4, +100 %) per 15 s
-    assert keda.replicas(1.0, {}, lags, 5) == 5  # the HPA decides every 15 s
-    assert keda.replicas(15.0, {}, lags, 5) == 10
-    assert keda.replicas(30.0, {}, dict.fromkeys(tps, 52.0), 10) == 10  # within 10 %
-    assert keda.replicas(45.0, {}, dict.fromkeys(tps, 10.0), 10) == 10  # stabilised for 300 s
-    assert keda.replicas(345.0, {}, dict.fromkeys(tps, 10.0), 10) == 2
-    assert keda.replicas(360.0, {}, dict.fromkeys(tps, 1e6), 2) == 6
-    assert keda.replicas(375.0, {}, dict.fromkeys(tps, 1e6), 6) == 12
-    assert keda.replicas(390.0, {}, dict.fromkeys(tps, 1e6), 12) == 20  # capped at partitions
+    # KEDA's HPA has no behavior: up to at most max(2x, 4) per decision.
+    assert keda.replicas(0.0, {}, lags, 1) == 4
+    assert keda.replicas(1.0, {}, lags, 4) == 4  # the HPA decides every 15 s
+    assert keda.replicas(15.0, {}, lags, 4) == 8
+    assert keda.replicas(30.0, {}, lags, 8) == 10
+    assert keda.replicas(45.0, {}, dict.fromkeys(tps, 52.0), 10) == 10  # within 10 %
+    assert keda.replicas(60.0, {}, dict.fromkeys(tps, 10.0), 10) == 10  # stabilised for 300 s
+    assert keda.replicas(361.0, {}, dict.fromkeys(tps, 10.0), 10) == 2
+    assert keda.replicas(376.0, {}, dict.fromkeys(tps, 1e6), 2) == 4
+    assert keda.replicas(391.0, {}, dict.fromkeys(tps, 1e6), 4) == 8
+    # The lag is gone, but the window still holds 20 (the partitions): it keeps doubling.
+    assert keda.replicas(406.0, {}, dict.fromkeys(tps, 0.0), 8) == 16
+    assert keda.replicas(421.0, {}, dict.fromkeys(tps, 0.0), 16) == 20  # capped at partitions
     ranged = keda.assign(dict.fromkeys(tps, 1.0), {}, ["m0", "m1"], 100.0)
     assert [ranged[tp] for tp in tps] == ["m0"] * 10 + ["m1"] * 10
 
