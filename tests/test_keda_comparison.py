@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
 from benchmarks.support.keda_comparison import model_check, model_lines, startup_delays, verdicts
 
@@ -120,3 +123,24 @@ def test_start_up_is_timed_from_a_rise_in_the_pods_to_the_group_stable_with_them
         for t in range(60)
     ]
     assert startup_delays(samples) == [7.0, 8.0]
+
+
+def test_the_sweep_takes_the_start_up_measured_on_consumer_pods(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from benchmarks import simulate as sweep
+
+    monkeypatch.setattr(sweep, "STARTED", tmp_path / "absent.json")
+    assert sweep.startup_calibration()[0] is None
+    measured = tmp_path / "autoscale_apache_kube.json"
+    measured.write_text(
+        json.dumps(
+            {
+                "machine": {"date_utc": "2026-12-01 19:00"},
+                "model": [{"threshold": 1000, "startup_s": 2.5}, {"threshold": 5000}],
+            }
+        )
+    )
+    monkeypatch.setattr(sweep, "STARTED", measured)
+    startup, text = sweep.startup_calibration()
+    assert startup == 2.5 and "2.5 s" in text and "2026-12-01 19:00" in text
