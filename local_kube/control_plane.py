@@ -12,12 +12,15 @@ server can serve ``external.metrics.k8s.io`` (local_kube/keda.py).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import hashlib
 import os
 import shutil
 import ssl
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -256,9 +259,20 @@ class ControlPlane:
                 process.wait()
 
 
+_DISCOVERY = Path(tempfile.mkdtemp(prefix="kafka-autoscaler-discovery-"))
+atexit.register(shutil.rmtree, _DISCOVERY, True)
+
+
 def dynamic(admin: ApiClient) -> Any:
-    """The client for objects of any kind (what kubectl apply uses)."""
-    return DynamicClient(admin)  # type: ignore[no-untyped-call]
+    """The client for objects of any kind (what kubectl apply uses).
+
+    Its discovery cache is this thread's, in a directory of this process: by default every
+    client of the machine shares one file per server address in /tmp, so clients writing it
+    at once made others read half a file ("load cache error"), and a control plane started
+    later on a reused port could read an earlier one's resources."""
+    host = hashlib.sha256(admin.configuration.host.encode()).hexdigest()[:16]
+    cache = _DISCOVERY / f"{host}-{threading.get_ident()}.json"
+    return DynamicClient(admin, cache_file=str(cache))  # type: ignore[no-untyped-call]
 
 
 def create(admin: ApiClient, namespace: str | None, body: dict[str, Any]) -> Any:
