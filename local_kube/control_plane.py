@@ -259,8 +259,8 @@ class ControlPlane:
                 process.wait()
 
 
-_DISCOVERY = Path(tempfile.mkdtemp(prefix="kafka-autoscaler-discovery-"))
-atexit.register(shutil.rmtree, _DISCOVERY, True)
+DISCOVERY_CACHE = Path(tempfile.mkdtemp(prefix="kafka-autoscaler-discovery-"))
+atexit.register(shutil.rmtree, DISCOVERY_CACHE, True)
 
 
 def dynamic(admin: ApiClient) -> Any:
@@ -270,9 +270,14 @@ def dynamic(admin: ApiClient) -> Any:
     client of the machine shares one file per server address in /tmp, so clients writing it
     at once made others read half a file ("load cache error"), and a control plane started
     later on a reused port could read an earlier one's resources."""
+    cache = str(discovery_cache(admin))
+    return DynamicClient(admin, cache_file=cache)  # type: ignore[no-untyped-call]
+
+
+def discovery_cache(admin: ApiClient) -> Path:
+    """Where this thread's dynamic clients of ``admin``'s server keep their discovery."""
     host = hashlib.sha256(admin.configuration.host.encode()).hexdigest()[:16]
-    cache = _DISCOVERY / f"{host}-{threading.get_ident()}.json"
-    return DynamicClient(admin, cache_file=str(cache))  # type: ignore[no-untyped-call]
+    return DISCOVERY_CACHE / f"{host}-{threading.get_ident()}.json"
 
 
 def create(admin: ApiClient, namespace: str | None, body: dict[str, Any]) -> Any:

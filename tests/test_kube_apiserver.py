@@ -36,12 +36,14 @@ from kubernetes.client.exceptions import ApiException
 from assignor.group_plan import removal_order
 from benchmarks.support.pod_runner import PodRunner
 from local_kube.control_plane import (
+    DISCOVERY_CACHE,
     IMAGE,
     ControlPlane,
     ControlPlaneUnavailable,
     control_plane,
     control_plane_required,
     create,
+    discovery_cache,
     dynamic,
     workload,
 )
@@ -506,3 +508,19 @@ def test_a_pod_deleted_with_no_grace_still_gives_its_process_the_declared_grace(
         core.patch_namespaced_pod(
             "held", namespace, [{"op": "remove", "path": "/metadata/finalizers"}]
         )
+
+
+def test_each_threads_dynamic_client_keeps_its_own_discovery_cache(admin: ApiClient) -> None:
+    # Clients sharing one cache file read each other's half-written JSON.
+    caches: list[Path] = []
+
+    def discover() -> None:
+        dynamic(admin)
+        caches.append(discovery_cache(admin))
+
+    discover()
+    elsewhere = threading.Thread(target=discover)
+    elsewhere.start()
+    elsewhere.join()
+    assert len(set(caches)) == 2
+    assert all(cache.parent == DISCOVERY_CACHE and cache.is_file() for cache in caches)
