@@ -13,7 +13,7 @@ export CONTAINERS_CONF ?= $(CURDIR)/containers/containers.conf
 LOCKS := consumer_sdk/lake/locks/spark-lake.lock local_kafka/locks/apache-kafka.lock
 JARS_STAMP := $(KAFKA_AUTOSCALER_CACHE)/.jars-$(shell cat $(LOCKS) consumer_sdk/lake/java/kafkaautoscaler/*/*.java | cksum | cut -d' ' -f1)
 
-.PHONY: demo test test-setup lint docs images test-images container-tools bench bench-headline clean jars kube-binaries fuzz-tools fuzz
+.PHONY: demo test test-setup lint docs images test-images container-tools monitoring-tools bench bench-headline clean jars kube-binaries fuzz-tools fuzz
 
 # The install also compiles the native record-batch decoder (consumer_sdk/records/native/).
 $(STAMP): pyproject.toml consumer_sdk/records/native/kafka_records.c
@@ -53,6 +53,19 @@ container-tools:
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq podman buildah runc mmdebstrap \
 		uidmap fuse-overlayfs slirp4netns >/dev/null; } || echo "podman/buildah not installed"; }
 
+# promtool, which checks the alert rules of examples/monitoring and runs their unit tests:
+# taken out of Debian's prometheus package into $(KAFKA_AUTOSCALER_CACHE)/promtool (apt checks
+# the package's signature; nothing is installed or started). As root the package lists are
+# refreshed first if apt has none.
+PROMTOOL := $(KAFKA_AUTOSCALER_CACHE)/promtool/usr/bin/promtool
+monitoring-tools:
+	@test -x $(PROMTOOL) || command -v promtool >/dev/null 2>&1 || { \
+		command -v apt-get >/dev/null && mkdir -p $(KAFKA_AUTOSCALER_CACHE)/promtool && \
+		{ [ "$$(id -u)" != 0 ] || ls /var/lib/apt/lists/*_Packages >/dev/null 2>&1 || apt-get update -qq; } && \
+		cd $(KAFKA_AUTOSCALER_CACHE)/promtool && apt-get download -qq prometheus 2>/dev/null && \
+		dpkg-deb -x prometheus_*.deb . && rm prometheus_*.deb usr/bin/prometheus; } || \
+		echo "promtool not available: the rule tests skip"
+
 # The sidecar and consumer images (containers/Containerfile) with buildah, from a Debian base
 # made here; no Docker daemon, no registry (scripts/build_images.sh says how).
 images: $(STAMP) $(JARS_STAMP) container-tools
@@ -88,7 +101,7 @@ test: $(STAMP)
 	$(PY) -m pytest
 
 test-setup:
-	$(MAKE) -j1 lint docs $(JARS_STAMP) fuzz-tools test-images
+	$(MAKE) -j1 lint docs $(JARS_STAMP) fuzz-tools monitoring-tools test-images
 
 bench: $(STAMP) $(JARS_STAMP)
 	$(PY) -m benchmarks.run_all
