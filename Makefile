@@ -53,18 +53,19 @@ container-tools:
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq podman buildah runc mmdebstrap \
 		uidmap fuse-overlayfs slirp4netns >/dev/null; } || echo "podman/buildah not installed"; }
 
-# promtool, which checks the alert rules of examples/monitoring and runs their unit tests:
-# taken out of Debian's prometheus package into $(KAFKA_AUTOSCALER_CACHE)/promtool (apt checks
-# the package's signature; nothing is installed or started). As root the package lists are
-# refreshed first if apt has none.
+# promtool and prometheus, which check the alert rules and dashboard of examples/monitoring
+# (promtool's checks and unit tests; a real Prometheus scraping a real run): taken out of
+# Debian's prometheus package into $(KAFKA_AUTOSCALER_CACHE)/promtool (apt checks the
+# package's signature; nothing is installed or started). As root, apt's package lists are
+# fetched first if it has none.
 PROMTOOL := $(KAFKA_AUTOSCALER_CACHE)/promtool/usr/bin/promtool
 monitoring-tools:
-	@test -x $(PROMTOOL) || command -v promtool >/dev/null 2>&1 || { \
-		command -v apt-get >/dev/null && mkdir -p $(KAFKA_AUTOSCALER_CACHE)/promtool && \
+	@test -x $(PROMTOOL) || { command -v apt-get >/dev/null && \
+		mkdir -p $(KAFKA_AUTOSCALER_CACHE)/promtool && \
 		{ [ "$$(id -u)" != 0 ] || ls /var/lib/apt/lists/*_Packages >/dev/null 2>&1 || apt-get update -qq; } && \
 		cd $(KAFKA_AUTOSCALER_CACHE)/promtool && apt-get download -qq prometheus 2>/dev/null && \
-		dpkg-deb -x prometheus_*.deb . && rm prometheus_*.deb usr/bin/prometheus; } || \
-		echo "promtool not available: the rule tests skip"
+		dpkg-deb -x prometheus_*.deb . && rm prometheus_*.deb; } || \
+		echo "prometheus's package not available: the monitoring tests skip"
 
 # The sidecar and consumer images (containers/Containerfile) with buildah, from a Debian base
 # made here; no Docker daemon, no registry (scripts/build_images.sh says how).
