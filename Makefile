@@ -32,9 +32,9 @@ $(JARS_STAMP): $(STAMP)
 jars: $(JARS_STAMP)
 
 # etcd, kube-apiserver, kube-controller-manager and KEDA (operator, metrics server) for the
-# tests against a real control plane, built from the Go module proxy into
-# $(KAFKA_AUTOSCALER_CACHE)/kube/bin (once: about 25 minutes on 2 cores, then seconds).
-# Without Go the kube-apiserver and KEDA tests skip.
+# tests against a real control plane, and Helm for the chart's, built from the Go module proxy
+# into $(KAFKA_AUTOSCALER_CACHE)/kube/bin (once: about 27 minutes on 2 cores, Helm 2 of them,
+# then seconds). Without Go the kube-apiserver, KEDA and chart tests skip.
 kube-binaries:
 	@if command -v go >/dev/null; then scripts/build_kube_control_plane.sh; \
 	else echo "go not installed: the kube-apiserver tests will be skipped"; fi

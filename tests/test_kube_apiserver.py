@@ -309,6 +309,34 @@ def test_example_manifests_pass_server_side_dry_run(admin: ApiClient, namespace:
     )  # dry run: nothing was stored
 
 
+@pytest.mark.parametrize(
+    "values",
+    [[], ["--set", "workload.kind=StatefulSet"], ["--set", "keda.enabled=true"]],
+    ids=["deployment", "statefulset", "keda"],
+)
+def test_the_charts_objects_pass_server_side_dry_run(
+    admin: ApiClient, namespace: str, values: list[str]
+) -> None:
+    from tests.test_helm_chart import render
+
+    client = dynamic(admin)
+    applied = []
+    for document in render(*values):
+        if document["kind"] == "ScaledObject":  # no KEDA CRDs on this control plane
+            continue
+        resource = client.resources.get(api_version=document["apiVersion"], kind=document["kind"])
+        client.server_side_apply(
+            resource,
+            body=document,
+            namespace=namespace,
+            field_manager="kafka-autoscaler-tests",
+            dry_run="All",
+        )
+        applied.append(document["kind"])
+    assert {"ConfigMap", "Role", "RoleBinding", "Service", "ServiceAccount"} <= set(applied)
+    assert {"Deployment", "StatefulSet"} & set(applied)
+
+
 def sidecar_token(admin: ApiClient, namespace: str, service_account: str) -> str:
     """A token of ``service_account``, as the kubelet would mount it into the pod."""
     request = AuthenticationV1TokenRequest(spec=V1TokenRequestSpec(audiences=[]))
