@@ -29,7 +29,7 @@ from consumer_sdk import metrics as consumer_metrics
 from local_kafka.apache_kafka import free_port
 from local_kafka.clusters import required_legs
 from sidecar import metrics as sidecar_metrics
-from tests.sdk_helpers import wait_until
+from tests.sdk_helpers import local_sidecar_env, wait_until
 
 ROOT = Path(__file__).parents[1]
 MONITORING = ROOT / "examples" / "monitoring"
@@ -166,33 +166,22 @@ def test_a_real_prometheus_on_a_real_run_fills_the_panels_and_evaluates_every_ru
     # or fires.
     prometheus = tool("prometheus")
     topic = topic_factory(2)
-    group = f"g-{topic}"
+    group = f"g-{topic}"  # local_sidecar_env's
     sidecar_port, consumer_port, prometheus_port = free_port(), free_port(), free_port()
     consumer = (
         f"env AUTOSCALER_METRICS_PORT={consumer_port} {shlex.quote(sys.executable)} "
         f"-m consumer_sdk.cli --sink jsonl:{tmp_path}/{{identity}}.jsonl"
     )
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(ROOT),
-        "AUTOSCALER_BOOTSTRAP_SERVERS": kafka,
-        "AUTOSCALER_GROUP": group,
-        "AUTOSCALER_TOPICS": topic,
-        "AUTOSCALER_CAPACITY": "1000",
-        "AUTOSCALER_SNAPSHOT_TOPIC": topic_factory(1, prefix="speeds"),
-        "AUTOSCALER_INTERVAL": "0.5",
-        "AUTOSCALER_WINDOW": "4",
-        "AUTOSCALER_MIN_WINDOW": "1.5",
-        "AUTOSCALER_SCALER": "local",
-        "AUTOSCALER_CONSUMER_COMMAND": consumer,
-        "AUTOSCALER_MAX_REPLICAS": "1",  # one consumer: one metrics port
-        "AUTOSCALER_HTTP_PORT": str(sidecar_port),
-        "AUTOSCALER_LOCK_FILE": str(tmp_path / "lock"),
-        "AUTOSCALER_SESSION_TIMEOUT_MS": "1500",
-        "AUTOSCALER_HEARTBEAT_INTERVAL_MS": "100",
-        "AUTOSCALER_LEADER_DELAY_SECS": "0.1",
-        "AUTOSCALER_WAIT_TIME_SECS": "0.3",
-    }
+    env = local_sidecar_env(
+        kafka,
+        topic,
+        topic_factory(1, prefix="speeds"),
+        consumer,
+        http_port=sidecar_port,
+        lock_file=str(tmp_path / "lock"),
+        capacity=1000,
+        max_replicas=1,  # one consumer: one metrics port
+    )
     config = {
         "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
         "rule_files": [str(RULES)],
