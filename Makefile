@@ -13,7 +13,7 @@ export CONTAINERS_CONF ?= $(CURDIR)/containers/containers.conf
 LOCKS := consumer_sdk/lake/locks/spark-lake.lock local_kafka/locks/apache-kafka.lock
 JARS_STAMP := $(KAFKA_AUTOSCALER_CACHE)/.jars-$(shell cat $(LOCKS) consumer_sdk/lake/java/kafkaautoscaler/*/*.java | cksum | cut -d' ' -f1)
 
-.PHONY: demo test test-setup lint docs images test-images container-tools bench bench-headline clean jars kube-binaries fuzz-tools fuzz
+.PHONY: demo test test-setup lint docs images test-images container-tools monitoring-tools bench bench-headline clean jars kube-binaries fuzz-tools fuzz
 
 # The install also compiles the native record-batch decoder (consumer_sdk/records/native/).
 $(STAMP): pyproject.toml consumer_sdk/records/native/kafka_records.c
@@ -32,9 +32,9 @@ $(JARS_STAMP): $(STAMP)
 jars: $(JARS_STAMP)
 
 # etcd, kube-apiserver, kube-controller-manager and KEDA (operator, metrics server) for the
-# tests against a real control plane, built from the Go module proxy into
-# $(KAFKA_AUTOSCALER_CACHE)/kube/bin (once: about 25 minutes on 2 cores, then seconds).
-# Without Go the kube-apiserver and KEDA tests skip.
+# tests against a real control plane, and Helm for the chart's, built from the Go module proxy
+# into $(KAFKA_AUTOSCALER_CACHE)/kube/bin (once: about 27 minutes on 2 cores, Helm 2 of them,
+# then seconds). Without Go the kube-apiserver, KEDA and chart tests skip.
 kube-binaries:
 	@if command -v go >/dev/null; then scripts/build_kube_control_plane.sh; \
 	else echo "go not installed: the kube-apiserver tests will be skipped"; fi
@@ -52,6 +52,20 @@ container-tools:
 		{ [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && { apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq podman buildah runc mmdebstrap \
 		uidmap fuse-overlayfs slirp4netns >/dev/null; } || echo "podman/buildah not installed"; }
+
+# promtool and prometheus, which check the alert rules and dashboard of examples/monitoring
+# (promtool's checks and unit tests; a real Prometheus scraping a real run): taken out of
+# Debian's prometheus package into $(KAFKA_AUTOSCALER_CACHE)/promtool (apt checks the
+# package's signature; nothing is installed or started). As root, apt's package lists are
+# fetched first if it has none.
+PROMTOOL := $(KAFKA_AUTOSCALER_CACHE)/promtool/usr/bin/promtool
+monitoring-tools:
+	@test -x $(PROMTOOL) || { command -v apt-get >/dev/null && \
+		mkdir -p $(KAFKA_AUTOSCALER_CACHE)/promtool && \
+		{ [ "$$(id -u)" != 0 ] || ls /var/lib/apt/lists/*_Packages >/dev/null 2>&1 || apt-get update -qq; } && \
+		cd $(KAFKA_AUTOSCALER_CACHE)/promtool && apt-get download -qq prometheus 2>/dev/null && \
+		dpkg-deb -x prometheus_*.deb . && rm prometheus_*.deb; } || \
+		echo "prometheus's package not available: the monitoring tests skip"
 
 # The sidecar and consumer images (containers/Containerfile) with buildah, from a Debian base
 # made here; no Docker daemon, no registry (scripts/build_images.sh says how).
@@ -88,7 +102,7 @@ test: $(STAMP)
 	$(PY) -m pytest
 
 test-setup:
-	$(MAKE) -j1 lint docs $(JARS_STAMP) fuzz-tools test-images
+	$(MAKE) -j1 lint docs $(JARS_STAMP) fuzz-tools monitoring-tools test-images
 
 bench: $(STAMP) $(JARS_STAMP)
 	$(PY) -m benchmarks.run_all

@@ -34,7 +34,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -343,29 +343,29 @@ def scale_up_to_work(log_text: str) -> StartUps:
     return StartUps(waits, early)
 
 
+def _matches_before(
+    log_text: str, pattern: re.Pattern[str], until: datetime
+) -> Iterator[re.Match[str]]:
+    """Every match of ``pattern`` on a log line stamped before ``until``."""
+    for line in log_text.splitlines():
+        match = pattern.search(line)
+        logged = _logged_at(line) if match is not None else None
+        if match is not None and logged is not None and logged < until:
+            yield match
+
+
 def generations_before(log_text: str, until: datetime) -> int:
     """The highest group generation logged before ``until``: the policy's rebalances, not
     the round the benchmark's own stop of the sidecar (and so of every member) causes."""
-    highest = 0
-    for line in log_text.splitlines():
-        match = GENERATION.search(line)
-        if match is None:
-            continue
-        logged = _logged_at(line)
-        if logged is not None and logged < until:
-            highest = max(highest, int(match.group(1) or match.group(2)))
-    return highest
+    generations = (
+        int(m.group(1) or m.group(2)) for m in _matches_before(log_text, GENERATION, until)
+    )
+    return max(generations, default=0)
 
 
 def moved_partitions(log_text: str, until: datetime) -> int:
     """Partitions cooperative members gave up to other members before ``until``, summed."""
-    moved = 0
-    for line in log_text.splitlines():
-        match = REVOKED.search(line)
-        logged = _logged_at(line) if match is not None else None
-        if match is not None and logged is not None and logged < until:
-            moved += int(match.group(1))
-    return moved
+    return sum(int(m.group(1)) for m in _matches_before(log_text, REVOKED, until))
 
 
 def _ledger_rows(out: Path) -> list[tuple[str, int, int, int, int]]:

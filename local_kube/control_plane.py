@@ -12,12 +12,15 @@ server can serve ``external.metrics.k8s.io`` (local_kube/keda.py).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import hashlib
 import os
 import shutil
 import ssl
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -256,9 +259,25 @@ class ControlPlane:
                 process.wait()
 
 
+DISCOVERY_CACHE = Path(tempfile.mkdtemp(prefix="kafka-autoscaler-discovery-"))
+atexit.register(shutil.rmtree, DISCOVERY_CACHE, True)
+
+
 def dynamic(admin: ApiClient) -> Any:
-    """The client for objects of any kind (what kubectl apply uses)."""
-    return DynamicClient(admin)  # type: ignore[no-untyped-call]
+    """The client for objects of any kind (what kubectl apply uses).
+
+    Its discovery cache is this thread's, in a directory of this process: by default every
+    client of the machine shares one file per server address in /tmp, so clients writing it
+    at once made others read half a file ("load cache error"), and a control plane started
+    later on a reused port could read an earlier one's resources."""
+    cache = str(discovery_cache(admin))
+    return DynamicClient(admin, cache_file=cache)  # type: ignore[no-untyped-call]
+
+
+def discovery_cache(admin: ApiClient) -> Path:
+    """Where this thread's dynamic clients of ``admin``'s server keep their discovery."""
+    host = hashlib.sha256(admin.configuration.host.encode()).hexdigest()[:16]
+    return DISCOVERY_CACHE / f"{host}-{threading.get_ident()}.json"
 
 
 def create(admin: ApiClient, namespace: str | None, body: dict[str, Any]) -> Any:

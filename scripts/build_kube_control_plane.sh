@@ -2,11 +2,12 @@
 # Builds the real control plane the tests run against from the Go module proxy into
 # $KAFKA_AUTOSCALER_CACHE/kube/bin (local_kube/control_plane.py looks there): etcd,
 # kube-apiserver and kube-controller-manager, and KEDA's operator and metrics server
-# (keda-operator, keda-adapter; their CRDs are copied beside them into kube/keda-crds).
+# (keda-operator, keda-adapter; their CRDs are copied beside them into kube/keda-crds), and
+# Helm (the chart's lint, template and schema checks).
 # Idempotent per module: binaries built from the same go.mod and go.sum are kept (bin/VERSIONS-*
 # records them), so changing one pin rebuilds that module only.
 #
-# The versions and checksums are pinned in scripts/kube_control_plane/{kube,etcd,keda}/go.{mod,sum}.
+# The versions and checksums are pinned in scripts/kube_control_plane/{kube,etcd,keda,helm}/go.{mod,sum}.
 # k8s.io/kubernetes is not meant to be a dependency: its go.mod requires every k8s.io/*
 # staging module at v0.0.0 and replaces it with ./staging/src/...; a module that requires it
 # must pin each of those to the matching published v0.<minor>.<patch> itself. KEDA's go.mod has
@@ -69,6 +70,7 @@ build kube kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver \
 build etcd etcd=go.etcd.io/etcd/server/v3
 build keda keda-operator=github.com/kedacore/keda/v2/cmd/operator \
     keda-adapter=github.com/kedacore/keda/v2/cmd/adapter
+build helm helm=helm.sh/helm/v4/cmd/helm
 
 # The CRDs KEDA's operator serves, from the same module version as its binaries.
 keda_dir="$(cd "$WORK/keda" && go list -m -f '{{.Dir}}' github.com/kedacore/keda/v2)"

@@ -84,6 +84,8 @@ class Sidecar:
             else Controller(controller_config, clock)
         )
         self.capacity = CapacityEstimate(config.capacity, auto=config.capacity_auto)
+        metrics.INFO.labels(config.group).set(1)
+        metrics.MAX_REPLICAS.set(config.max_replicas)
         self._warned: str | None = None
         self.last_tick: float | None = None
         self.last_reading: Reading | None = None

@@ -56,7 +56,12 @@ def build_scaler(config: SidecarConfig) -> Scaler | None:
     if config.scaler == "keda":
         from sidecar.scalers.keda_target import KedaTarget
 
-        return KedaTarget()
+        if not config.workload_name or config.workload_kind != "deployment":
+            return KedaTarget()  # StatefulSets remove the highest ordinals: nothing to mark
+        from sidecar.scalers.pod_deletion import DeploymentPods
+
+        pods = DeploymentPods(kubernetes_client(), config.namespace, config.workload_name)
+        return KedaTarget(pods)
     if config.scaler == "kubernetes":
         from sidecar.scalers.kubernetes import KubernetesScaler
 

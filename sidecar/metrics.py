@@ -26,6 +26,16 @@ PLAN_RSCORE = Gauge("autoscaler_plan_rscore", "Rscore of the latest plan", regis
 LEADER = Gauge(
     "autoscaler_leader", "1 if this sidecar scales, 0 if it only watches", registry=REGISTRY
 )
+INFO = Gauge(
+    "autoscaler_info",
+    "1, labelled with the consumer group this sidecar sizes (join on job and instance to "
+    "group the sidecar's other metrics by group)",
+    ["group"],
+    registry=REGISTRY,
+)
+MAX_REPLICAS = Gauge(
+    "autoscaler_max_replicas", "The most replicas the controller may ask for", registry=REGISTRY
+)
 CAPACITY_DECLARED = Gauge(
     "autoscaler_capacity_declared",
     "What one consumer drains as configured (--capacity, or its initial value under auto)",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 import subprocess
 import threading
@@ -11,6 +12,7 @@ import time
 import urllib.request
 from collections import Counter
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Producer
@@ -180,3 +182,41 @@ def stop_sidecar_process(process: subprocess.Popen[str]) -> str:
     errors = process.stderr.read()
     assert code == 0 and "Traceback" not in errors, errors[-2000:]
     return errors
+
+
+def local_sidecar_env(
+    kafka: str,
+    topic: str,
+    snapshot_topic: str,
+    consumer_command: str,
+    *,
+    http_port: int,
+    lock_file: str,
+    capacity: float,
+    max_replicas: int,
+) -> dict[str, str]:
+    """The environment of a sidecar CLI (``--scaler local``) sizing group ``g-<topic>`` on a
+    test broker: short measuring windows, and groups that form quickly (its consumers read
+    the same variables)."""
+    return {
+        **os.environ,
+        "PYTHONPATH": str(Path(__file__).parents[1]),
+        "AUTOSCALER_BOOTSTRAP_SERVERS": kafka,
+        "AUTOSCALER_GROUP": f"g-{topic}",
+        "AUTOSCALER_TOPICS": topic,
+        "AUTOSCALER_CAPACITY": f"{capacity:g}",
+        "AUTOSCALER_SNAPSHOT_TOPIC": snapshot_topic,
+        "AUTOSCALER_INTERVAL": "0.5",
+        "AUTOSCALER_WINDOW": "4",
+        "AUTOSCALER_MIN_WINDOW": "1.5",
+        "AUTOSCALER_SCALER": "local",
+        "AUTOSCALER_CONSUMER_COMMAND": consumer_command,
+        "AUTOSCALER_IDENTITY_PREFIX": "sink",
+        "AUTOSCALER_MAX_REPLICAS": str(max_replicas),
+        "AUTOSCALER_HTTP_PORT": str(http_port),
+        "AUTOSCALER_LOCK_FILE": lock_file,
+        "AUTOSCALER_SESSION_TIMEOUT_MS": "1500",
+        "AUTOSCALER_HEARTBEAT_INTERVAL_MS": "100",
+        "AUTOSCALER_LEADER_DELAY_SECS": "0.1",
+        "AUTOSCALER_WAIT_TIME_SECS": "0.3",
+    }

@@ -113,3 +113,8 @@ def test_the_keda_example_asks_the_sizer_what_it_answers() -> None:
     assert answers.metric_value(ref, METRIC_NAME) == (METRIC_NAME, 2.0)
     (consumers,) = load("deployment.yaml")
     assert scaled_object["spec"]["scaleTargetRef"]["name"] == consumers["metadata"]["name"]
+    # The sizer marks the pods KEDA's scale-down should take: it names the same Deployment,
+    # with the ServiceAccount whose Role lets it read that scale and annotate pods.
+    assert config.workload_name == consumers["metadata"]["name"]
+    account = sizer["spec"]["template"]["spec"]["serviceAccountName"]
+    assert account == consumers["spec"]["template"]["spec"]["serviceAccountName"]

@@ -22,7 +22,7 @@ import pytest
 import yaml
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaPartition
-from kubernetes.client import AppsV1Api, AutoscalingV2Api
+from kubernetes.client import AppsV1Api, AutoscalingV2Api, CoreV1Api
 
 from local_kafka.clusters import ClusterKind, KafkaCluster, required_legs
 from local_kube.control_plane import (
@@ -36,6 +36,8 @@ from local_kube.control_plane import (
 from local_kube.keda import install_keda
 from sidecar.external_scaler.answers import METRIC_NAME, Answers
 from sidecar.external_scaler.server import ExternalScalerServer, serve_keda
+from sidecar.scalers.keda_target import KedaTarget
+from sidecar.scalers.pod_deletion import DELETION_COST, DeploymentPods
 
 EXAMPLE = Path(__file__).parents[1] / "examples" / "kubernetes" / "keda" / "scaledobject.yaml"
 NAMESPACE = "shop"
@@ -215,3 +217,34 @@ def test_kedas_kafka_scaler_sizes_a_deployment_by_the_groups_lag(
     )
     assert hpa.spec is not None and hpa.spec.behavior is None
     assert seen == [1, 4, 5]
+
+
+def test_kedas_scale_down_deletes_the_pods_the_sidecar_marked(plane: ControlPlane) -> None:
+    # The sidecar as --scaler keda runs it: the count KEDA reads, and before it drops, the
+    # pods the assignor empties first get the lowest pod-deletion-cost. The HPA scales the
+    # Deployment down and its ReplicaSet deletes exactly those.
+    name = "refunds-sink"
+    target = KedaTarget(DeploymentPods(plane.client(), NAMESPACE, name))
+    target.scale(4)
+    core = CoreV1Api(plane.client())
+
+    def live() -> dict[str, str | None]:
+        pods = core.list_namespaced_pod(NAMESPACE, label_selector=f"app={name}").items
+        metas = [p.metadata for p in pods if p.metadata is not None and p.metadata.name]
+        return {
+            str(m.name): (m.annotations or {}).get(DELETION_COST)
+            for m in metas
+            if m.deletion_timestamp is None
+        }
+
+    server = serve_keda("127.0.0.1", 0, Answers(name, NAMESPACE, name, target.replicas))
+    try:
+        scaled(plane, scaled_object(name, server.port))
+        wait_for("4 pods", lambda: replicas(plane, name) == 4 and len(live()) == 4, plane)
+        target.scale(2)
+        marked = {pod for pod, cost in live().items() if cost not in (None, "0")}
+        assert len(marked) == 2
+        wait_for("2 pods", lambda: replicas(plane, name) == 2 and len(live()) == 2, plane)
+    finally:
+        server.stop(grace_s=0)
+    assert not marked & set(live())

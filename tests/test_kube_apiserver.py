@@ -36,12 +36,14 @@ from kubernetes.client.exceptions import ApiException
 from assignor.group_plan import removal_order
 from benchmarks.support.pod_runner import PodRunner
 from local_kube.control_plane import (
+    DISCOVERY_CACHE,
     IMAGE,
     ControlPlane,
     ControlPlaneUnavailable,
     control_plane,
     control_plane_required,
     create,
+    discovery_cache,
     dynamic,
     workload,
 )
@@ -283,10 +285,10 @@ def manifests(*, secured: bool = False) -> list[dict[str, Any]]:
     return documents
 
 
-def test_example_manifests_pass_server_side_dry_run(admin: ApiClient, namespace: str) -> None:
+def dry_run(admin: ApiClient, namespace: str, documents: list[dict[str, Any]]) -> list[str]:
+    """Server-side apply each of ``documents`` in dry-run mode; their kinds, in order."""
     client = dynamic(admin)
-    kinds = []
-    for document in manifests(secured=True):
+    for document in documents:
         resource = client.resources.get(api_version=document["apiVersion"], kind=document["kind"])
         client.server_side_apply(
             resource,
@@ -295,7 +297,11 @@ def test_example_manifests_pass_server_side_dry_run(admin: ApiClient, namespace:
             field_manager="kafka-autoscaler-tests",
             dry_run="All",
         )
-        kinds.append(document["kind"])
+    return [document["kind"] for document in documents]
+
+
+def test_example_manifests_pass_server_side_dry_run(admin: ApiClient, namespace: str) -> None:
+    kinds = dry_run(admin, namespace, manifests(secured=True))
     plain = ["ConfigMap", "Deployment", "Role", "RoleBinding", "ServiceAccount"]
     # + secured/ and keda/
     assert sorted(kinds) == sorted([*plain, "ConfigMap", "Deployment", "Deployment", "Service"])
@@ -305,6 +311,23 @@ def test_example_manifests_pass_server_side_dry_run(admin: ApiClient, namespace:
         .items
         == []
     )  # dry run: nothing was stored
+
+
+@pytest.mark.parametrize(
+    "values",
+    [[], ["--set", "workload.kind=StatefulSet"], ["--set", "keda.enabled=true"]],
+    ids=["deployment", "statefulset", "keda"],
+)
+def test_the_charts_objects_pass_server_side_dry_run(
+    admin: ApiClient, namespace: str, values: list[str]
+) -> None:
+    from tests.test_helm_chart import render
+
+    # No KEDA CRDs on this control plane: the ScaledObject is left out.
+    chart = [doc for doc in render(*values) if doc["kind"] != "ScaledObject"]
+    applied = dry_run(admin, namespace, chart)
+    assert {"ConfigMap", "Role", "RoleBinding", "Service", "ServiceAccount"} <= set(applied)
+    assert {"Deployment", "StatefulSet"} & set(applied)
 
 
 def sidecar_token(admin: ApiClient, namespace: str, service_account: str) -> str:
@@ -506,3 +529,19 @@ def test_a_pod_deleted_with_no_grace_still_gives_its_process_the_declared_grace(
         core.patch_namespaced_pod(
             "held", namespace, [{"op": "remove", "path": "/metadata/finalizers"}]
         )
+
+
+def test_each_threads_dynamic_client_keeps_its_own_discovery_cache(admin: ApiClient) -> None:
+    # Clients sharing one cache file read each other's half-written JSON.
+    caches: list[Path] = []
+
+    def discover() -> None:
+        dynamic(admin)
+        caches.append(discovery_cache(admin))
+
+    discover()
+    elsewhere = threading.Thread(target=discover)
+    elsewhere.start()
+    elsewhere.join()
+    assert len(set(caches)) == 2
+    assert all(cache.parent == DISCOVERY_CACHE and cache.is_file() for cache in caches)

@@ -19,8 +19,8 @@ import pytest
 from confluent_kafka import Producer
 
 from local_kafka.apache_kafka import free_port
+from tests.sdk_helpers import local_sidecar_env, stop_sidecar_process, wait_until
 from tests.sdk_helpers import sidecar_status as status
-from tests.sdk_helpers import stop_sidecar_process, wait_until
 
 ROOT = Path(__file__).parent.parent
 
@@ -58,29 +58,16 @@ def test_sidecar_scales_real_consumers_and_nothing_is_lost(
     consumer = (
         f"{shlex.quote(sys.executable)} -m consumer_sdk.cli --sink jsonl:{out}/{{identity}}.jsonl"
     )
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(ROOT),
-        "AUTOSCALER_BOOTSTRAP_SERVERS": kafka,
-        "AUTOSCALER_GROUP": f"g-{topic}",
-        "AUTOSCALER_TOPICS": topic,
-        "AUTOSCALER_CAPACITY": "400",  # records/s per consumer
-        "AUTOSCALER_SNAPSHOT_TOPIC": topic_factory(1, prefix="speeds"),
-        "AUTOSCALER_INTERVAL": "0.5",
-        "AUTOSCALER_WINDOW": "4",
-        "AUTOSCALER_MIN_WINDOW": "1.5",
-        "AUTOSCALER_SCALER": "local",
-        "AUTOSCALER_CONSUMER_COMMAND": consumer,
-        "AUTOSCALER_IDENTITY_PREFIX": "sink",
-        "AUTOSCALER_MAX_REPLICAS": "4",
-        "AUTOSCALER_HTTP_PORT": str(port),
-        "AUTOSCALER_LOCK_FILE": str(tmp_path / "lock"),
-        # the consumers read these too: quick groups on the embedded broker
-        "AUTOSCALER_SESSION_TIMEOUT_MS": "1500",
-        "AUTOSCALER_HEARTBEAT_INTERVAL_MS": "100",
-        "AUTOSCALER_LEADER_DELAY_SECS": "0.1",
-        "AUTOSCALER_WAIT_TIME_SECS": "0.3",
-    }
+    env = local_sidecar_env(
+        kafka,
+        topic,
+        topic_factory(1, prefix="speeds"),
+        consumer,
+        http_port=port,
+        lock_file=str(tmp_path / "lock"),
+        capacity=400,  # records/s per consumer
+        max_replicas=4,
+    )
     produced: set[tuple[int, int]] = set()
     stop_producing = threading.Event()
 

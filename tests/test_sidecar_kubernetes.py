@@ -7,7 +7,10 @@ import datetime
 import pytest
 
 from sidecar.k8s_lease import KubernetesLease
+from sidecar.metrics import REGISTRY
+from sidecar.scalers.keda_target import KedaTarget
 from sidecar.scalers.kubernetes import DELETION_COST, KubernetesScaler, ScalerError
+from sidecar.scalers.pod_deletion import DeploymentPods
 from tests.fake_kube import FakeKube
 
 LABELS = {"app": "sink"}
@@ -124,3 +127,62 @@ def test_lease_race_has_one_winner() -> None:
         assert not a.acquire()
         kube.fail_next("GET", "/leases/l", 403)
         assert not b.acquire()  # forbidden reads never make a leader
+
+
+def test_under_keda_a_lower_count_marks_the_pods_the_hpa_should_delete() -> None:
+    with FakeKube() as kube:
+        kube.add_workload("deployment", "sink", 3, LABELS)
+        for name in ("sink-5f7b-a1", "sink-5f7b-b2", "sink-5f7b-c3"):
+            kube.add_pod(name, LABELS)
+        kube.add_pod("other-pod", {"app": "other"})
+        target = KedaTarget(DeploymentPods(kube.client(), "default", "sink"))
+        target.scale(3)  # up from nothing: KEDA is told 3, no pod is marked
+        assert target.replicas() == 3
+        assert not any(pod["annotations"] for pod in kube.pods.values())
+        target.scale(1)
+        costs = {
+            name: pod["annotations"].get(DELETION_COST) for (_, name), pod in kube.pods.items()
+        }
+        assert target.replicas() == 1
+        # KEDA scales the Deployment, not the sidecar: its replicas are untouched here.
+        assert kube.scales[("default", "deployments", "sink")]["replicas"] == 3
+    assert costs == {
+        "sink-5f7b-c3": "-1000",
+        "sink-5f7b-b2": "-999",
+        "sink-5f7b-a1": "0",
+        "other-pod": None,
+    }
+
+
+def test_under_keda_a_refused_marking_still_lowers_the_count_and_is_counted() -> None:
+    errors = REGISTRY.get_sample_value("autoscaler_errors_total", {"kind": "mark_pods"}) or 0.0
+    with FakeKube() as kube:
+        kube.add_workload("deployment", "sink", 2, LABELS)
+        for name in ("sink-5f7b-a1", "sink-5f7b-b2"):
+            kube.add_pod(name, LABELS)
+        kube.fail_next("GET", "/pods", 403)
+        target = KedaTarget(DeploymentPods(kube.client(), "default", "sink"))
+        target.scale(2)
+        target.scale(1)
+        assert target.replicas() == 1
+        assert target.problems() == []  # not unhealthy: a liveness probe would restart it
+    after = REGISTRY.get_sample_value("autoscaler_errors_total", {"kind": "mark_pods"})
+    assert after == errors + 1
+    with pytest.raises(ValueError, match="replicas must be an integer >= 0"):
+        target.scale(-1)
+
+
+def test_a_scale_without_a_selector_yet_marks_no_pod() -> None:
+    # A Deployment whose controller has not written its status: an empty selector would
+    # list, and mark, every pod of the namespace.
+    with FakeKube() as kube:
+        kube.add_workload("deployment", "sink", 2, LABELS)
+        kube.scales[("default", "deployments", "sink")]["selector"] = ""
+        kube.add_pod("sink-5f7b-a1", LABELS)
+        kube.add_pod("other-pod", {"app": "other"})
+        target = KedaTarget(DeploymentPods(kube.client(), "default", "sink"))
+        target.scale(2)
+        target.scale(0)
+        assert target.replicas() == 0
+        assert not any(pod["annotations"] for pod in kube.pods.values())
+        assert not any(method == "GET" and "/pods" in path for method, path, _ in kube.requests)

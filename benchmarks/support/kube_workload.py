@@ -74,6 +74,21 @@ class Pods:
     replicas: int | None = None
     hpa_lag: float | None = None
     _stop: threading.Event = field(default_factory=threading.Event)
+    _watcher: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Start the pods' processes and the watch of the Deployment's scale and HPA."""
+        self.runner.start()
+        self._watcher = threading.Thread(
+            target=self._watch, name=f"watch-{self.namespace}", daemon=True
+        )
+        self._watcher.start()
+
+    def stop_watching(self) -> None:
+        """End the watch (the processes run on until the runner stops)."""
+        self._stop.set()
+        if self._watcher is not None:
+            self._watcher.join()
 
     def running(self) -> int:
         """Consumer processes alive, stopping ones included: what the policy pays for."""
@@ -163,14 +178,11 @@ class KubeSite:
             env={**env, "PYTHONPATH": str(ROOT)},
         )
         pods = Pods(namespace, sidecar_env, runner, AppsV1Api(admin), AutoscalingV2Api(admin))
-        watcher = threading.Thread(target=pods._watch, name=f"watch-{namespace}", daemon=True)
-        runner.start()
-        watcher.start()
+        pods.start()
         try:
             yield pods
         finally:
-            pods._stop.set()
-            watcher.join()
+            pods.stop_watching()
             if sizing.kind.startswith("keda"):
                 scaled_objects = dynamic(admin).resources.get(
                     api_version="keda.sh/v1alpha1", kind="ScaledObject"

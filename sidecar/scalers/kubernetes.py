@@ -1,10 +1,8 @@
 """The ``kubernetes`` scaler: the scale subresource of a Deployment or StatefulSet.
 
 Before a Deployment scales down, the pods the assignor empties first get the lowest
-``controller.kubernetes.io/pod-deletion-cost`` so the ReplicaSet deletes them, not pods
-still reading partitions. The order is the assignor's own (assignor.group_plan.
-removal_order on pod names, which are the members' identities). StatefulSets need no
-marking: they remove the highest ordinals, which the assignor empties first.
+pod-deletion-cost (:mod:`sidecar.scalers.pod_deletion`), so the ReplicaSet deletes them, not
+pods still reading partitions.
 """
 
 from __future__ import annotations
@@ -12,28 +10,15 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from kubernetes.client import ApiClient, AppsV1Api, CoreV1Api
+from kubernetes.client import ApiClient, AppsV1Api
 from kubernetes.client.exceptions import ApiException
 
-from assignor.group_plan import removal_order
+from sidecar.scalers.errors import ScalerError, explain
+from sidecar.scalers.pod_deletion import DELETION_COST, DeletionMarker
 
+__all__ = ["DELETION_COST", "KubernetesScaler", "ScalerError", "replicas_compare_and_set"]
 log = logging.getLogger(__name__)
-DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 CONFLICT_RETRIES = 3
-
-
-class ScalerError(RuntimeError):
-    """The platform refused to scale; the message says why and what to check."""
-
-
-def explain(exc: ApiException, what: str) -> ScalerError:
-    """A ScalerError for an API failure, with the likely fix for 403/404."""
-    hint = {
-        403: "forbidden: the sidecar's Role must allow get/patch on the workload's scale "
-        "subresource, list/patch on pods and get/create/update on leases",
-        404: "not found: check --namespace, --workload-kind and --workload-name",
-    }.get(exc.status or 0, exc.reason or "")
-    return ScalerError(f"{what} failed with HTTP {exc.status}: {hint}")
 
 
 def replicas_compare_and_set(expected: int, replicas: int) -> list[dict[str, Any]]:
@@ -60,7 +45,7 @@ class KubernetesScaler:
         if kind not in ("deployment", "statefulset"):
             raise ValueError(f"kind must be deployment or statefulset, got {kind!r}")
         self.apps = AppsV1Api(api)
-        self.core = CoreV1Api(api)
+        self.marker = DeletionMarker(api, namespace)
         self.namespace, self.kind, self.name = namespace, kind, name
 
     def _read(self) -> Any:
@@ -95,7 +80,7 @@ class KubernetesScaler:
             if replicas == current:
                 return
             if replicas < current and self.kind == "deployment":
-                self._mark_for_deletion(scale.status.selector or "", current - replicas)
+                self.marker.mark(scale.status.selector or "", replicas)
             try:
                 self._patch(replicas_compare_and_set(current, replicas))
                 log.info("scaled %s/%s from %d to %d", self.kind, self.name, current, replicas)
@@ -110,29 +95,6 @@ class KubernetesScaler:
             f"scaling {self.kind}/{self.name} kept conflicting "
             f"({CONFLICT_RETRIES} attempts); someone else is changing it"
         )
-
-    def _mark_for_deletion(self, selector: str, count: int) -> None:
-        """Lowest deletion cost on the ``count`` pods removed first; 0 on the others."""
-        try:
-            pods = self.core.list_namespaced_pod(self.namespace, label_selector=selector).items
-        except ApiException as exc:
-            raise explain(exc, "listing pods") from exc
-        live: dict[str, dict[str, str]] = {}  # pod name -> its annotations
-        for pod in pods:
-            meta = pod.metadata
-            if meta is not None and meta.name and meta.deletion_timestamp is None:
-                live[meta.name] = dict(meta.annotations or {})
-        for rank, name in enumerate(removal_order({n: n for n in live})):
-            cost = str(-1000 + rank) if rank < count else "0"
-            annotations = live[name]
-            if annotations.get(DELETION_COST) == cost:
-                continue
-            try:
-                self.core.patch_namespaced_pod(
-                    name, self.namespace, {"metadata": {"annotations": {DELETION_COST: cost}}}
-                )
-            except ApiException as exc:
-                raise explain(exc, f"annotating pod {name}") from exc
 
     def close(self) -> None:
         """Nothing to release: the workload keeps running."""

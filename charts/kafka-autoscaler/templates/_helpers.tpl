@@ -1,0 +1,40 @@
+{{/* The name of every object: the release's, at most 63 characters. */}}
+{{- define "kafka-autoscaler.fullname" -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "kafka-autoscaler.labels" -}}
+app.kubernetes.io/name: kafka-autoscaler
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{/* What selects the consumer pods. */}}
+{{- define "kafka-autoscaler.selector" -}}
+app.kubernetes.io/name: kafka-autoscaler
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: consumer
+{{- end -}}
+
+{{/* The leader's Lease (named here so the Role can name it too). */}}
+{{- define "kafka-autoscaler.lease" -}}
+{{- printf "%s-leader" (include "kafka-autoscaler.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* A number as the settings parse it: values files give every number as a float, which
+     Go would print 16777216 as 1.6777216e+07. */}}
+{{- define "kafka-autoscaler.number" -}}
+{{- if kindIs "string" . -}}
+{{- . -}}
+{{- else if eq (float64 .) (float64 (int64 .)) -}}
+{{- int64 . -}}
+{{- else -}}
+{{- . -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "kafka-autoscaler.image" -}}
+{{- printf "%s:%s" .repository .tag -}}
+{{- end -}}

@@ -1,0 +1,145 @@
+"""The Helm chart (charts/kafka-autoscaler): Helm lints and renders it, its pods configure as
+the examples' do, its values are checked by its schema with one line naming the value, and
+what it renders passes a real kube-apiserver's server-side dry run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from assignor import HEURISTIC_NAMES
+from consumer_sdk.config import ConsumerConfig
+from local_kafka.clusters import required_legs
+from local_kube.control_plane import kube_bin_dir
+from sidecar.config import parse_args
+from tests.test_examples import container_env
+
+CHART = Path(__file__).parents[1] / "charts" / "kafka-autoscaler"
+REQUIRED = [
+    "--set",
+    "kafka.bootstrapServers=kafka-0.kafka:9092\\,kafka-1.kafka:9092",
+    "--set",
+    "group=orders-sink",
+    "--set",
+    "topics={orders,payments}",
+]
+
+
+def helm() -> str:
+    """Helm from make kube-binaries (built from the Go module proxy, pinned)."""
+    binary = kube_bin_dir() / "helm"
+    if not binary.is_file():
+        reason = f"helm not in {kube_bin_dir()} (run `make kube-binaries`)"
+        if "kube-apiserver" in required_legs():
+            pytest.fail(f"helm is required with the kube-apiserver leg: {reason}")
+        pytest.skip(reason)
+    return str(binary)
+
+
+def run_helm(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([helm(), *args], capture_output=True, text=True, timeout=120)
+
+
+def render(*values: str) -> list[dict[str, Any]]:
+    """The chart's objects for release ``sink`` with the required values and ``values``."""
+    done = run_helm("template", "sink", str(CHART), *REQUIRED, *values)
+    assert done.returncode == 0, done.stderr
+    return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+
+
+def by_kind(objects: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    found: dict[str, dict[str, Any]] = {}
+    for obj in objects:
+        found.setdefault(obj["kind"], obj)
+    return found
+
+
+def test_helm_lints_the_chart() -> None:
+    done = run_helm("lint", "--strict", str(CHART), *REQUIRED)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_pods_configure_as_the_examples_do() -> None:
+    objects = by_kind(render("--set", "capacity=5000000", "--set", "capacityUnit=bytes/s"))
+    settings = objects["ConfigMap"]["data"]
+    # Numbers as the settings parse them (a values file's 16777216 is a float to Helm).
+    assert settings["AUTOSCALER_BATCH_BYTES"] == "16777216"
+    assert settings["AUTOSCALER_CAPACITY"] == "5000000"
+    pod = objects["Deployment"]["spec"]["template"]["spec"]
+    containers = {c["name"]: c for c in pod["containers"]}
+    consumer = ConsumerConfig.from_env(container_env(containers["consumer"], settings))
+    assert consumer.topics == ("orders", "payments") and consumer.metrics_port == 9100
+    sidecar = parse_args([], container_env(containers["sidecar"], settings))
+    assert sidecar.scaler == "kubernetes" and sidecar.workload_name == "sink"
+    assert sidecar.capacity == 5_000_000 and sidecar.capacity_unit == "bytes/s"
+    # The Role names what the sidecar touches: its own scale and its own Lease.
+    rules = objects["Role"]["rules"]
+    assert {"resources": ["deployments/scale"], "resourceNames": ["sink"]}.items() <= rules[
+        0
+    ].items()
+    assert any(sidecar.lease_name in rule.get("resourceNames", []) for rule in rules)
+    assert pod["serviceAccountName"] == objects["ServiceAccount"]["metadata"]["name"]
+
+
+def test_a_statefulset_gets_its_headless_service_and_its_own_scale_in_the_role() -> None:
+    objects = by_kind(render("--set", "workload.kind=StatefulSet"))
+    statefulset = objects["StatefulSet"]
+    assert statefulset["spec"]["serviceName"] == objects["Service"]["metadata"]["name"]
+    assert objects["Service"]["spec"]["clusterIP"] == "None"
+    assert objects["Role"]["rules"][0]["resources"] == ["statefulsets/scale"]
+    env = {
+        e["name"]: e.get("value")
+        for e in statefulset["spec"]["template"]["spec"]["containers"][1]["env"]
+    }
+    assert env["AUTOSCALER_WORKLOAD_KIND"] == "statefulset"
+
+
+def test_with_keda_a_sizer_serves_the_count_and_the_pods_have_no_sidecar() -> None:
+    objects = render("--set", "keda.enabled=true")
+    kinds = sorted(obj["kind"] for obj in objects)
+    assert kinds.count("Deployment") == 2 and "ScaledObject" in kinds
+    deployments = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Deployment"}
+    consumers, sizer = deployments["sink"], deployments["sink-sizer"]
+    assert [c["name"] for c in consumers["spec"]["template"]["spec"]["containers"]] == ["consumer"]
+    settings = by_kind(objects)["ConfigMap"]["data"]
+    (container,) = sizer["spec"]["template"]["spec"]["containers"]
+    config = parse_args([], container_env(container, settings))
+    assert config.scaler == "keda" and config.workload_name == "sink"
+    scaled = by_kind(objects)["ScaledObject"]["spec"]
+    assert scaled["scaleTargetRef"]["name"] == "sink"
+    address = scaled["triggers"][0]["metadata"]["scalerAddress"]
+    assert address.startswith(f"{sizer['metadata']['name']}.") and address.endswith(":6000")
+    # The sizer marks pods but never writes the scale or takes a Lease.
+    rules = by_kind(objects)["Role"]["rules"]
+    assert rules[0]["verbs"] == ["get"] and all("leases" not in r["resources"] for r in rules)
+
+
+def test_the_schema_knows_every_heuristic() -> None:
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    assert schema["properties"]["heuristic"]["enum"] == list(HEURISTIC_NAMES)
+
+
+@pytest.mark.parametrize(
+    ("value", "named"),
+    [
+        ("capacity=0", "capacity"),
+        ("heuristic=best", "heuristic"),
+        ("topics={bad topic!}", "topics"),
+        ("kafka.bootstrapServers=kafka", "bootstrapServers"),
+        ("maxReplicas=0", "maxReplicas"),
+        ("waitTimeSeconds=7200", "waitTimeSeconds"),
+        ("workload.kind=DaemonSet", "kind"),
+    ],
+)
+def test_a_bad_value_fails_the_render_naming_it(value: str, named: str) -> None:
+    done = run_helm("template", "sink", str(CHART), *REQUIRED, "--set", value)
+    assert done.returncode != 0
+    lines = [line for line in done.stderr.splitlines() if named in line]
+    assert lines, done.stderr
+    assert "goroutine" not in done.stderr and "panic" not in done.stderr
