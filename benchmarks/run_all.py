@@ -9,12 +9,11 @@ from benchmarks import (
     delta_commit_cost,
     embedded_memory,
     latency,
-    paper,
-    planner_scale,
     sidecar_cycle,
     simulate,
     spark_sink,
 )
+from benchmarks.packing import paper, planner_scale
 
 
 def main() -> int:

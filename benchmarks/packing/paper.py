@@ -2,7 +2,8 @@
 
 Per delta and heuristic: mean bins / lower bound, CBS (over the compared set) and mean
 Rscore; a markdown table, JSON, and a Pareto-front PNG per delta (bins vs Rscore) with the
-headroom curve of our heuristic. ``python -m benchmarks.paper`` (``--quick`` for a short run).
+headroom curve of our heuristic. ``python -m benchmarks.packing.paper`` (``--quick`` for a
+short run).
 """
 
 from __future__ import annotations

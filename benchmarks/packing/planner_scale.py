@@ -5,7 +5,7 @@ previous plan given, for the default heuristic and the classic best- and first-f
 
 Before the bins were indexed by load, ``repair`` took 35 s at 10,000 partitions (many
 consumers) and did not finish at 100,000. Target: 100,000 partitions, many consumers, under
-2 s. ``python -m benchmarks.planner_scale`` writes ``results/planner_scale.{md,json}``.
+2 s. ``python -m benchmarks.packing.planner_scale`` writes ``results/planner_scale.{md,json}``.
 """
 
 from __future__ import annotations
