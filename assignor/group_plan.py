@@ -13,6 +13,10 @@ The Kafka plugin (``assignor.plugin``) decodes the members' metadata, calls
 * no fresh speeds, no capacity, or a heuristic that fails: fall back to ``sticky``
   (count-balanced, sticky), which never fails a rebalance;
 * partitions of a topic go only to the members subscribed to it;
+* racks: with the default heuristic, when every member of a packing declares its rack and
+  the leader knows each partition's (``partition_racks``), the rack-aware repair packs it
+  (:mod:`assignor.racks`): a partition goes to a member in a rack it is local to where one
+  has room; otherwise the plan is rack-blind and ``rack_note`` says why;
 * speeds are packed with their backlog added when the snapshot says how the sidecar drains
   it (``SpeedView.drain``), so the consumers the sidecar added for a backlog get partitions;
   the planned Rscore is on the plain speeds (what moving costs);
@@ -35,11 +39,13 @@ from assignor.backlog import DrainRule
 from assignor.binpool import EPSILON
 from assignor.member_data import MemberData
 from assignor.metrics import consumer_loads, rscore
+from assignor.racks import RackAwareRepair, RackLayout
 from assignor.registry import HEURISTIC_NAMES, get_heuristic
 from assignor.types import Assignment, TopicPartition
 
 FALLBACK_HEURISTIC = "sticky"
 REPACK_HEURISTIC = "bfd"  # the tightest of ours, for a plan whose stickiness overloads
+RACK_AWARE_BASE = "repair"  # the heuristic the rack-aware packing extends
 _ORDINAL = re.compile(r"^(.*?)(\d+)$")
 
 
@@ -65,6 +71,7 @@ class GroupPlan:
     planned_rscore: float
     capacity: float | None
     repacked: bool = False  # a sticky plan overloaded a member; packed from scratch instead
+    rack_note: str | None = None  # racks were given but the plan is rack-blind: why
 
 
 def choose_heuristic(data: Mapping[str, MemberData | None]) -> str | None:
@@ -113,8 +120,10 @@ def plan_group(
     subscriptions: Mapping[str, set[str]],
     partitions: Mapping[str, set[int]],
     view: SpeedView | None,
+    partition_racks: Mapping[TopicPartition, frozenset[str]] | None = None,
 ) -> GroupPlan:
-    """Assign every partition of every subscribed topic to exactly one member."""
+    """Assign every partition of every subscribed topic to exactly one member;
+    ``partition_racks``: the racks each partition is local to, where the leader knows them."""
     identities = {
         m: (d.identity if d is not None and d.identity else m) for m, d in members.items()
     }
@@ -141,6 +150,8 @@ def plan_group(
             classes.setdefault(subscribers, []).append(TopicPartition(topic, p))
     result: Assignment = {}
     repacked = False
+    rack_note: str | None = None
+    member_racks = {m: d.rack for m, d in members.items() if d is not None and d.rack}
     speeds_all: dict[TopicPartition, float] = {}
     for subscribers, tps in sorted(classes.items(), key=lambda item: sorted(item[0])):
         ids = sorted(subscribers)
@@ -152,14 +163,31 @@ def plan_group(
         packed = view.drain.effective_speeds(speeds, lags or {}) if view and view.drain else speeds
         part_previous = {tp: m for tp, m in previous.items() if tp in speeds and m in subscribers}
         try:
-            part = get_heuristic(name).assign(
-                packed,
-                capacity=capacity or 1.0,
-                previous=part_previous,
-                members=ids,
-                remove_first=remove_first,
-                lags=lags,
-            )
+            part = None
+            if (
+                partition_racks is not None
+                and member_racks
+                and name == RACK_AWARE_BASE
+                and capacity
+            ):
+                rack_plan = RackAwareRepair().plan(
+                    packed,
+                    capacity=capacity,
+                    layout=RackLayout(partition_racks, member_racks),
+                    previous=part_previous,
+                    members=ids,
+                    remove_first=remove_first,
+                )
+                part, rack_note = rack_plan.assignment, rack_note or rack_plan.fallback
+            if part is None:
+                part = get_heuristic(name).assign(
+                    packed,
+                    capacity=capacity or 1.0,
+                    previous=part_previous,
+                    members=ids,
+                    remove_first=remove_first,
+                    lags=lags,
+                )
         except ValueError as exc:  # a bad snapshot value must not fail the rebalance
             reason, name = f"{name} failed: {exc}", FALLBACK_HEURISTIC
             part = get_heuristic(name).assign(
@@ -184,7 +212,7 @@ def plan_group(
     for tp, member in sorted(result.items()):
         assignment[member].append(tp)
     planned = rscore(previous, result, speeds_all, capacity) if capacity else 0.0
-    return GroupPlan(assignment, name, reason, planned, capacity, repacked)
+    return GroupPlan(assignment, name, reason, planned, capacity, repacked, rack_note)
 
 
 def overloads(

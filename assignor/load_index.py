@@ -95,6 +95,15 @@ class LoadIndex:
             if self._first is not None:
                 self._first.set(entry[1], math.inf)
 
+    def entries(self) -> Iterator[tuple[float, int, str]]:
+        """(load, opening order, bin) from the least loaded up."""
+        return iter(self._sorted)
+
+    def position(self, bin_id: str) -> tuple[float, int]:
+        """(load, opening order) of ``bin_id``."""
+        load, order, _ = self._entry[bin_id]
+        return load, order
+
     def emptiest(self) -> str | None:
         """The least loaded bin (earliest opened on ties)."""
         return self._sorted[0][2] if self._sorted else None

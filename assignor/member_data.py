@@ -4,7 +4,7 @@ Versioned compact JSON::
 
     {"v": 1, "owned": {"orders": [0, 3]}, "generation": 7, "identity": "sink-2",
      "capacity": 5000.0, "heuristic": "repair", "coop": true, "holding": true,
-     "leaving": false, "rel": true, "awaiting": {"orders": [3]}}
+     "leaving": false, "rel": true, "awaiting": {"orders": [3]}, "rack": "eu-west-1a"}
 
 ``coop``: the member rebalances cooperatively; ``holding``: it still reads ``owned`` while
 it rejoins (absent in older members: eager, holding nothing); ``leaving``: it is shutting
@@ -12,7 +12,8 @@ down and asks for nothing, so the round hands what it holds to the others while 
 reads them (absent in older members: staying); ``rel``: it hands partitions over by release
 (commits a release mark, awaits one) rather than in a second round (absent: it does not);
 ``awaiting``: partitions of ``owned`` it does not read yet, awaiting their old owner's
-release (absent: none).
+release (absent: none); ``rack``: the member's rack (zone), its ``client.rack`` (absent,
+null or not a usable name: none, and the leader's plan is rack-blind for its group).
 
 Undecodable or invalid data decodes to ``None``: the leader then treats that member as
 owning nothing, it never fails the rebalance.
@@ -44,6 +45,7 @@ class MemberData:
     leaving: bool = False
     releases: bool = False
     awaiting: tuple[TopicPartition, ...] = field(default_factory=tuple)
+    rack: str | None = None
 
     def encode(self) -> bytes:
         """Bytes for the JoinGroup user_data."""
@@ -60,9 +62,22 @@ class MemberData:
                 "leaving": self.leaving,
                 "rel": self.releases,
                 "awaiting": by_topic(self.awaiting),
+                "rack": self.rack,
             },
             separators=(",", ":"),
         ).encode()
+
+
+RACK_NAME_RULE = "1-255 characters, none of them whitespace or control characters"
+
+
+def is_rack_name(value: object) -> bool:
+    """Whether ``value`` is a usable rack (zone) name (:data:`RACK_NAME_RULE`)."""
+    return (
+        isinstance(value, str)
+        and 1 <= len(value) <= 255
+        and all(c.isprintable() and not c.isspace() for c in value)
+    )
 
 
 def by_topic(tps: Iterable[TopicPartition]) -> dict[str, list[int]]:
@@ -110,6 +125,7 @@ def decode_member_data(data: bytes | None) -> MemberData | None:
             return None
         owned = _partitions(owned_raw)
         awaiting = _partitions(raw.get("awaiting", {}))
+        rack = raw.get("rack")
         if owned is None or awaiting is None:
             return None
     except (ValueError, TypeError, KeyError, AttributeError):
@@ -125,4 +141,5 @@ def decode_member_data(data: bytes | None) -> MemberData | None:
         leaving,
         releases,
         tuple(awaiting),
+        rack if is_rack_name(rack) else None,
     )

@@ -68,7 +68,10 @@ class MemberState:
     ``one_round``: the last assignment handed moving partitions over in its own round;
     ``declared_unread``: the partitions the join in progress told the leader this member
     does not read (``awaiting`` as it was sent): the SDK must not start reading them before
-    that round's assignment (the leader may give them on with no release to wait for).
+    that round's assignment (the leader may give them on with no release to wait for);
+    ``rack``: this member's rack (its ``client.rack``), None: none; ``follower_fetching``:
+    the brokers let consumers fetch from an in-sync replica in their rack (KIP-392), so a
+    partition is local to every rack holding one, not only to its leader's.
     """
 
     identity: str
@@ -86,6 +89,8 @@ class MemberState:
     awaiting: frozenset[TopicPartition] = frozenset()
     one_round: bool = False
     declared_unread: frozenset[TopicPartition] = frozenset()
+    rack: str | None = None
+    follower_fetching: bool = False
 
 
 @dataclass
@@ -95,6 +100,7 @@ class PluginStats:
     plans: int = 0
     carried: int = 0
     fallbacks: int = 0
+    rack_blind: int = 0
     repacks: int = 0
     withheld: int = 0
     awaited: int = 0
@@ -113,6 +119,7 @@ class PluginStats:
             else:
                 self.plans += 1
                 self.fallbacks += plan.fallback_reason is not None
+                self.rack_blind += plan.rack_note is not None
                 self.repacks += plan.repacked
                 self.last_plan = plan
             self.withheld += withheld
@@ -165,6 +172,7 @@ def build_assignor(
                 state.leaving,
                 state.releases and state.cooperative,
                 tuple(sorted(state.awaiting & set(state.owned))),
+                state.rack,
             )
             state.declared_unread = frozenset(data.awaiting)
             return ConsumerProtocolMemberMetadata(cls.version, sorted(topics), data.encode())
@@ -188,13 +196,20 @@ def build_assignor(
             carried = carried_plan(memory.pending, subscriptions, partitions)
             plan: GroupPlan | None = None
             if carried is None:
-                plan = plan_group(planned_for, subscriptions, partitions, speeds())
+                racked = any(d is not None and d.rack for d in planned_for.values())
+                local = (
+                    partition_racks(cluster, topics, state.follower_fetching) if racked else None
+                )
+                plan = plan_group(planned_for, subscriptions, partitions, speeds(), local)
                 carried = plan.assignment
                 if plan.fallback_reason and plan.fallback_reason not in warned_reasons:
                     warned_reasons.add(plan.fallback_reason)
                     log.warning(
                         "assignment falls back to %s: %s", plan.heuristic, plan.fallback_reason
                     )
+                if plan.rack_note and plan.rack_note not in warned_reasons:
+                    warned_reasons.add(plan.rack_note)
+                    log.warning("assignment is rack-blind: %s", plan.rack_note)
             # Partitions another member still reads go to their new owner awaiting its
             # release, or, if some member cannot release, wait for the next round (KIP-429).
             planned = {m: carried.get(m, []) for m in decoded}
@@ -242,6 +257,25 @@ def build_assignor(
             state.declared_unread = frozenset()  # the round that was told is over
 
     return AutoscalerAssignor
+
+
+def partition_racks(
+    cluster: Any, topics: Iterable[str], follower_fetching: bool
+) -> dict[TopicPartition, frozenset[str]]:
+    """The racks each partition of ``topics`` is local to, from the cluster metadata: its
+    leader's, or with ``follower_fetching`` every in-sync replica's. A partition whose
+    brokers declare no rack is left out (the plan then says so and is rack-blind)."""
+    rack_of = {b.nodeId: b.rack for b in cluster.brokers() if b.rack}
+    # aiokafka keeps replicas only in its metadata's private map (pinned minor version).
+    described = getattr(cluster, "_partitions", {})
+    racks: dict[TopicPartition, frozenset[str]] = {}
+    for topic in topics:
+        for partition, meta in described.get(topic, {}).items():
+            nodes = meta.isr if follower_fetching else (meta.leader,)
+            local = frozenset(rack_of[n] for n in nodes if n in rack_of)
+            if local:
+                racks[TopicPartition(topic, partition)] = local
+    return racks
 
 
 def _by_topic(tps: list[TopicPartition]) -> list[tuple[str, list[int]]]:

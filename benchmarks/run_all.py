@@ -13,7 +13,7 @@ from benchmarks import (
     simulate,
     spark_sink,
 )
-from benchmarks.packing import paper, planner_scale
+from benchmarks.packing import paper, planner_scale, rack_packing
 
 
 def main() -> int:
@@ -23,6 +23,7 @@ def main() -> int:
         paper,
         latency,
         planner_scale,
+        rack_packing,
         embedded_memory,
         consume_throughput,
         spark_sink,

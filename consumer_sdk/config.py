@@ -13,6 +13,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from assignor.cooperative import COOPERATIVE, PROTOCOLS
+from assignor.member_data import RACK_NAME_RULE, is_rack_name
 from assignor.validation import is_integer
 from consumer_sdk.records.inflate import DEFAULT_MAX_RECORD_BATCH_BYTES
 from contract.settings import (
@@ -36,6 +37,7 @@ def default_identity() -> str:
 RECORD_PATHS = ("records", "columns")
 REVOKE_MODES = ("release", "flush")
 HANDOVERS = ("one-round", "two-round")
+RACK_LOCALITIES = ("leader", "replicas")
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,19 @@ class ConsumerConfig(GroupSettings):
         "this member's stable name, non-empty: name-<ordinal>, higher ordinals are emptied "
         "first; default: POD_NAME, HOSTNAME or the host name",
         default_factory=default_identity,
+    )
+    client_rack: str | None = setting(
+        "this consumer's rack (zone), Kafka's client.rack: sent to the brokers (a fetch from "
+        "an in-sync replica in it, KIP-392, where they allow it) and to the group's leader "
+        "(a partition goes to a member in a rack it is local to, where one has room); "
+        f"{RACK_NAME_RULE}; unset (or an empty variable): none",
+        None,
+    )
+    rack_locality: str = setting(
+        "where a consumer fetches a partition without leaving its rack: leader (the "
+        "partition leader's rack only) or replicas (any in-sync replica's: the brokers set "
+        "replica.selector.class to RackAwareReplicaSelector)",
+        "leader",
     )
     session_timeout_ms: int = setting("Kafka's session.timeout.ms, [1000, 300000]", 10_000)
     # 1 s rather than the Kafka clients' 3 s brings consumers a scale-up adds into work up
@@ -163,6 +178,10 @@ class ConsumerConfig(GroupSettings):
             self._fail("snapshot_max_age_secs", "a number of seconds in [1, 86400]")
         if not isinstance(self.member_identity, str) or not self.member_identity:
             self._fail("member_identity", "a non-empty string (pod name or StatefulSet ordinal)")
+        if self.client_rack is not None and not is_rack_name(self.client_rack):
+            self._fail("client_rack", f"{RACK_NAME_RULE}, or unset")
+        if self.rack_locality not in RACK_LOCALITIES:
+            self._fail("rack_locality", f"one of {', '.join(RACK_LOCALITIES)}")
         if not 1000 <= self.session_timeout_ms <= 300_000:
             self._fail("session_timeout_ms", "in [1000, 300000]")
         if not 50 <= self.heartbeat_interval_ms < self.session_timeout_ms:
@@ -223,6 +242,8 @@ def _parse(name: str, type_name: str, raw: str) -> Any:
     """Convert an environment string to the field's type, naming the variable on failure."""
     if name == "capacity" and is_capacity_auto(raw):
         return raw
+    if name == "client_rack" and not raw:
+        return None  # the downward API gives "" where the pod has no zone label
     try:
         if type_name.startswith("int"):
             return int(raw)

@@ -113,6 +113,8 @@ class AutoscalingConsumer:
             config.capacity,
             cooperative=config.rebalance_protocol == COOPERATIVE,
             releases=config.handover == "one-round",
+            rack=config.client_rack,
+            follower_fetching=config.rack_locality == "replicas",
         )
         self.plugin_stats = PluginStats()
         self.snapshots = SnapshotCache(
@@ -133,8 +135,7 @@ class AutoscalingConsumer:
         self._lock = asyncio.Lock()
         self._stopping = asyncio.Event()
         self._window_started = time.monotonic()
-        self._fallbacks_seen = 0
-        self._repacks_seen = 0
+        self._plugin_counts_seen: dict[str, int] = {}
         self.assigned: set[TopicPartition] = set()
         # Of ``assigned``, those this member reads (resumed, not waiting for a release or
         # for the sink): what the ownership log counts.
@@ -318,6 +319,7 @@ class AutoscalingConsumer:
             # Java consumer: the poll interval. A dead member still goes after its session.
             rebalance_timeout_ms=config.max_poll_interval_ms,
             fetch_max_wait_ms=100,
+            client_rack=config.client_rack,
             # Whole producer batches per partition; what the client holds ahead stays about a
             # quarter batch through the fetch budget (_change_ownership), not small asks.
             max_partition_fetch_bytes=PARTITION_FETCH_BYTES,
@@ -485,14 +487,11 @@ class AutoscalingConsumer:
         metrics.THROUGHPUT.labels(group).set(total_bytes / elapsed)
         metrics.THROUGHPUT_RECORDS.labels(group).set(total_records / elapsed)
         metrics.BATCHES.labels(group).inc()
-        fallbacks = self.plugin_stats.fallbacks
-        if fallbacks > self._fallbacks_seen:
-            metrics.ASSIGNOR_FALLBACKS.labels(group).inc(fallbacks - self._fallbacks_seen)
-            self._fallbacks_seen = fallbacks
-        repacks = self.plugin_stats.repacks
-        if repacks > self._repacks_seen:
-            metrics.ASSIGNOR_REPACKS.labels(group).inc(repacks - self._repacks_seen)
-            self._repacks_seen = repacks
+        for name, counter in metrics.PLUGIN_COUNTERS.items():
+            count, seen = getattr(self.plugin_stats, name), self._plugin_counts_seen.get(name, 0)
+            if count > seen:
+                counter.labels(group).inc(count - seen)
+                self._plugin_counts_seen[name] = count
 
     def _behind(self, next_offsets: Mapping[KafkaTopicPartition, int]) -> int:
         """Records waiting in Kafka behind a batch being cut (its partitions' high

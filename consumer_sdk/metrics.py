@@ -75,6 +75,18 @@ ASSIGNOR_REPACKS = Counter(
     "Leader assignments packed from scratch: the sticky plan overloaded a member",
     ["group"],
 )
+ASSIGNOR_RACK_BLIND = Counter(
+    "autoscaler_assignor_rack_blind_total",
+    "Leader assignments packed without racks although members declared theirs (the leader "
+    "logs why once per reason)",
+    ["group"],
+)
+# PluginStats field -> the counter that exports it.
+PLUGIN_COUNTERS = {
+    "fallbacks": ASSIGNOR_FALLBACKS,
+    "repacks": ASSIGNOR_REPACKS,
+    "rack_blind": ASSIGNOR_RACK_BLIND,
+}
 SNAPSHOTS_IGNORED = Counter(
     "autoscaler_snapshots_ignored_total", "Speed snapshots ignored", ["group", "reason"]
 )

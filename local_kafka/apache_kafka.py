@@ -21,7 +21,7 @@ import subprocess
 import tempfile
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
@@ -186,7 +186,9 @@ class ApacheKafka(BrokerHandle):
     """An Apache Kafka cluster of 1 to :data:`MAX_NODES` KRaft nodes on 127.0.0.1.
 
     Use as a context manager, or call :meth:`start` and :meth:`stop`. Node ids run from 1 to
-    ``brokers``. ``startup_seconds`` tells how long the last :meth:`start` took.
+    ``brokers``; ``racks`` gives node i the rack ``racks[i - 1]`` (and consumers may fetch
+    from a replica in their own rack). ``startup_seconds`` tells how long the last
+    :meth:`start` took.
     """
 
     def __init__(
@@ -197,6 +199,7 @@ class ApacheKafka(BrokerHandle):
         work_dir: Path | None = None,
         settings: Mapping[str, str] | None = None,
         secured: SecuredListeners | None = None,
+        racks: Sequence[str] | None = None,
     ) -> None:
         if not isinstance(brokers, int) or isinstance(brokers, bool):
             raise ValueError(f"brokers must be an integer in [1, {MAX_NODES}], got {brokers!r}")
@@ -204,7 +207,17 @@ class ApacheKafka(BrokerHandle):
             raise ValueError(f"brokers must be an integer in [1, {MAX_NODES}], got {brokers!r}")
         if not isinstance(heap_mb, int) or not 128 <= heap_mb <= 16384:
             raise ValueError(f"heap_mb must be an integer in [128, 16384], got {heap_mb!r}")
+        if racks is not None and (
+            isinstance(racks, str)
+            or len(racks) != brokers
+            or not all(isinstance(r, str) and r and r.isprintable() and " " not in r for r in racks)
+        ):
+            raise ValueError(
+                f"racks must name one rack per broker ({brokers}), each a non-empty name "
+                f"without spaces, got {racks!r}"
+            )
         self.brokers = brokers
+        self.racks = tuple(racks) if racks is not None else None
         self.heap_mb = heap_mb
         self.settings = dict(settings or {})  # node properties over node_properties()
         self.secured = secured
@@ -244,6 +257,7 @@ class ApacheKafka(BrokerHandle):
                 properties = {
                     **node_properties(node, voters, self.brokers),
                     **self._secured_properties(node),
+                    **self._rack_properties(node),
                     **self.settings,
                 }
                 node.config_path.write_text("".join(f"{k}={v}\n" for k, v in properties.items()))
@@ -284,6 +298,16 @@ class ApacheKafka(BrokerHandle):
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
             )
+
+    def _rack_properties(self, node: _Node) -> dict[str, str]:
+        """``broker.rack``, and consumers fetch from an in-sync replica in their own rack
+        (KIP-392), when the cluster was given racks."""
+        if self.racks is None:
+            return {}
+        return {
+            "broker.rack": self.racks[node.node_id - 1],
+            "replica.selector.class": "org.apache.kafka.common.replica.RackAwareReplicaSelector",
+        }
 
     def _secured_properties(self, node: _Node) -> dict[str, str]:
         """The secured listeners beside PLAINTEXT and CONTROLLER (none if not secured)."""

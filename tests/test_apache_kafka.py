@@ -39,6 +39,9 @@ def test_node_properties_for_three_combined_nodes(tmp_path: Path) -> None:
         ({"brokers": 0}, "brokers must be"),
         ({"brokers": 6}, "brokers must be"),
         ({"heap_mb": 10}, "heap_mb must be"),
+        ({"brokers": 2, "racks": ["a"]}, r"racks must name one rack per broker \(2\)"),
+        ({"racks": ["a b"]}, "racks must name one rack per broker"),
+        ({"racks": "a"}, "racks must name one rack per broker"),
     ],
 )
 def test_handle_rejects_bad_sizes(kwargs: dict[str, Any], message: str) -> None:

@@ -50,6 +50,20 @@ def test_environment_fills_what_arguments_leave_out() -> None:
     assert config.member_identity == "sink-3"
 
 
+def test_a_zone_from_the_downward_api_is_the_rack_and_an_empty_one_is_none() -> None:
+    env = {
+        "AUTOSCALER_BOOTSTRAP_SERVERS": "k:9092",
+        "AUTOSCALER_GROUP": "g",
+        "AUTOSCALER_TOPICS": "a",
+        "AUTOSCALER_CAPACITY": "10",
+        "AUTOSCALER_CLIENT_RACK": "eu-west-1a",
+        "AUTOSCALER_RACK_LOCALITY": "replicas",
+    }
+    config = ConsumerConfig.from_env(env)
+    assert config.client_rack == "eu-west-1a" and config.rack_locality == "replicas"
+    assert ConsumerConfig.from_env({**env, "AUTOSCALER_CLIENT_RACK": ""}).client_rack is None
+
+
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
@@ -95,6 +109,9 @@ def test_environment_fills_what_arguments_leave_out() -> None:
         ({"bootstrap_servers": "host:0"}, r"bootstrap_servers .* port in \[1, 65535\]"),
         ({"topics": ("..",)}, r"topics .* not '\.' or '\.\.'"),
         ({"max_poll_interval_ms": 10}, r"max_poll_interval_ms .* >= 1000"),
+        ({"client_rack": ""}, r"client_rack \(AUTOSCALER_CLIENT_RACK\) must be 1-255 characters"),
+        ({"client_rack": "eu west"}, r"client_rack .* none of them whitespace"),
+        ({"rack_locality": "follower"}, r"rack_locality .* must be one of leader, replicas"),
         (
             {"ssl_cafile": "/no/such/ca.pem", "security_protocol": "SSL"},
             r"ssl_cafile \(AUTOSCALER_SSL_CAFILE\) must be a readable file \(PEM\)"

@@ -120,6 +120,22 @@ def test_with_keda_a_sizer_serves_the_count_and_the_pods_have_no_sidecar() -> No
     assert rules[0]["verbs"] == ["get"] and all("leases" not in r["resources"] for r in rules)
 
 
+def test_with_racks_the_consumers_declare_their_zone_and_spread_over_zones() -> None:
+    objects = by_kind(render("--set", "racks.enabled=true", "--set", "racks.locality=replicas"))
+    pod = objects["Deployment"]["spec"]["template"]["spec"]
+    consumer = next(c for c in pod["containers"] if c["name"] == "consumer")
+    env = {e["name"]: e for e in consumer["env"]}
+    zone = env["AUTOSCALER_CLIENT_RACK"]["valueFrom"]["fieldRef"]["fieldPath"]
+    assert zone == "metadata.labels['topology.kubernetes.io/zone']"
+    config = ConsumerConfig.from_env(container_env(consumer, objects["ConfigMap"]["data"]))
+    assert config.client_rack and config.rack_locality == "replicas"
+    (spread,) = pod["topologySpreadConstraints"]
+    assert spread["topologyKey"] == "topology.kubernetes.io/zone" and spread["maxSkew"] == 1
+    plain = by_kind(render())["Deployment"]["spec"]["template"]["spec"]
+    assert "topologySpreadConstraints" not in plain
+    assert all(e["name"] != "AUTOSCALER_CLIENT_RACK" for c in plain["containers"] for e in c["env"])
+
+
 def test_the_schema_knows_every_heuristic() -> None:
     schema = json.loads((CHART / "values.schema.json").read_text())
     assert schema["properties"]["heuristic"]["enum"] == list(HEURISTIC_NAMES)
@@ -135,6 +151,7 @@ def test_the_schema_knows_every_heuristic() -> None:
         ("maxReplicas=0", "maxReplicas"),
         ("waitTimeSeconds=7200", "waitTimeSeconds"),
         ("workload.kind=DaemonSet", "kind"),
+        ("racks.locality=nearest", "locality"),
     ],
 )
 def test_a_bad_value_fails_the_render_naming_it(value: str, named: str) -> None:

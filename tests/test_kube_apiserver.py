@@ -315,8 +315,13 @@ def test_example_manifests_pass_server_side_dry_run(admin: ApiClient, namespace:
 
 @pytest.mark.parametrize(
     "values",
-    [[], ["--set", "workload.kind=StatefulSet"], ["--set", "keda.enabled=true"]],
-    ids=["deployment", "statefulset", "keda"],
+    [
+        [],
+        ["--set", "workload.kind=StatefulSet"],
+        ["--set", "keda.enabled=true"],
+        ["--set", "racks.enabled=true"],
+    ],
+    ids=["deployment", "statefulset", "keda", "racks"],
 )
 def test_the_charts_objects_pass_server_side_dry_run(
     admin: ApiClient, namespace: str, values: list[str]
