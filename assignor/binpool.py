@@ -53,8 +53,12 @@ class BinPool:
         self._next_index = 0  # lowest "cN" not known to be open
         self._order: dict[str, int] = {}  # opening order: ties go to the earliest opened
         self._opened = 0
-        self._index = LoadIndex()  # the open bins that fit rules may choose
+        self._index = self._new_index()  # the open bins that fit rules may choose
         self.slowest_placed = float("inf")  # a lower bound of the speeds in the pool
+
+    def _new_index(self) -> LoadIndex:
+        """The load index of the open bins (a subclass may index them otherwise)."""
+        return LoadIndex()
 
     # opening ----------------------------------------------------------------------------
     @property

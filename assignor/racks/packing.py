@@ -106,10 +106,11 @@ class RackAwareRepair:
             return self._rack_blind(problem, layout, reason)
         racks = {tp: frozenset(layout.partition_racks[tp]) for tp in problem.speeds}
         budget = self._budget(problem)
-        pool = self._shed(problem, layout, racks)
+        pool, away = self._shed(problem, layout, racks)
         limit = problem.capacity * (1.0 - self.headroom)
-        self._bring_home(pool, problem, layout, racks, limit, budget)
-        order = decreasing([tp for tp in problem.speeds if tp not in pool.placed], problem.speeds)
+        self._bring_home(pool, away, problem, layout, racks, limit, budget)
+        placed = pool.assignment()
+        order = decreasing([tp for tp in problem.speeds if tp not in placed], problem.speeds)
         targets: dict[TopicPartition, str] = {}
         if self.targets is not None:
             targets = self.targets(
@@ -159,8 +160,11 @@ class RackAwareRepair:
 
     def _shed(
         self, problem: Problem, layout: RackLayout, racks: dict[TopicPartition, frozenset[str]]
-    ) -> _Pool:
-        pool = _Pool(problem.capacity, problem.speeds, problem.members, problem.previous)
+    ) -> tuple[RackPool, list[TopicPartition]]:
+        """The pool after each consumer kept the most of its local partitions that fits, and
+        the partitions it held across a rack."""
+        pool = RackPool(problem.capacity, problem.speeds, problem.members, problem.previous)
+        away: list[TopicPartition] = []
         for consumer, tps in group_by_owner(problem.previous).items():
             rack = layout.member_racks.get(consumer) or _likeliest_rack(tps, problem.speeds, racks)
             # Partitions that cross a rack are placed again, local first: whatever room the
@@ -168,13 +172,13 @@ class RackAwareRepair:
             local = [tp for tp in tps if rack in racks[tp]]
             kept = keep_most(local, problem.speeds, problem.capacity)
             pool.open_in(consumer, rack, kept)
-            pool.placed.update(kept)
-            pool.away.extend(tp for tp in tps if rack not in racks[tp])
-        return pool
+            away.extend(tp for tp in tps if rack not in racks[tp])
+        return pool, away
 
     def _bring_home(
         self,
-        pool: _Pool,
+        pool: RackPool,
+        away: list[TopicPartition],
         problem: Problem,
         layout: RackLayout,
         racks: Racks,
@@ -184,7 +188,7 @@ class RackAwareRepair:
         """Partitions that crossed a rack, fastest first, go to a local consumer with room
         (an idle member of a local rack, with members), else back where they were (no move for
         nothing); those that fit neither are placed with the rest."""
-        for tp in decreasing(pool.away, problem.speeds):
+        for tp in decreasing(away, problem.speeds):
             speed = problem.speeds[tp]
             host = pool.choose_in(speed, racks[tp], limit)
             if host is None and problem.members is not None and len(pool.load) < budget:
@@ -194,7 +198,6 @@ class RackAwareRepair:
                 host = owner
             if host is not None:
                 pool.add(host, tp)
-                pool.placed.add(tp)
 
     @staticmethod
     def _room(
@@ -211,7 +214,7 @@ class RackAwareRepair:
 
     def _place(
         self,
-        pool: _Pool,
+        pool: RackPool,
         problem: Problem,
         layout: RackLayout,
         tp: TopicPartition,
@@ -299,21 +302,6 @@ class RackAwareRepair:
             lightest = [c for _, c in itertools.islice(pool.ascending(), CONSOLIDATION_ATTEMPTS)]
             if not any(_try_empty(pool, c, racks, limit, local_only) for c in lightest):
                 return
-
-
-class _Pool(RackPool):
-    """A rack pool that remembers which partitions the shed step kept."""
-
-    def __init__(
-        self,
-        capacity: float,
-        speeds: dict[TopicPartition, float],
-        members: tuple[str, ...] | None,
-        previous: dict[TopicPartition, str],
-    ) -> None:
-        super().__init__(capacity, speeds, members, previous)
-        self.placed: set[TopicPartition] = set()
-        self.away: list[TopicPartition] = []  # kept partitions that crossed a rack
 
 
 def _likeliest_rack(

@@ -89,18 +89,15 @@ class RackIndex(LoadIndex):
 class RackPool(BinPool):
     """Open bins with their loads and racks."""
 
-    def __init__(
-        self,
-        capacity: float,
-        speeds: dict[TopicPartition, float],
-        members: tuple[str, ...] | None,
-        previous: dict[TopicPartition, str],
-    ) -> None:
-        super().__init__(capacity, speeds, members, previous)
-        self.rack: dict[str, str] = {}
-        self._racks = RackIndex(self.rack)
-        self._index = self._racks
+    rack: dict[str, str]
+    """Bin -> its rack."""
+
+    def _new_index(self) -> LoadIndex:
+        # Called by BinPool's constructor: the racks are set up with the index.
+        self.rack = {}
         self._count: Counter[str] = Counter()
+        self._racks = RackIndex(self.rack)
+        return self._racks
 
     def open_in(self, bin_id: str, rack: str, tps: Iterable[TopicPartition] = ()) -> None:
         """Open ``bin_id`` in ``rack``, empty or holding ``tps``."""
