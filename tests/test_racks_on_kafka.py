@@ -9,9 +9,9 @@ import uuid
 from assignor import TopicPartition
 from consumer_sdk.sink import CallbackSink
 from contract.snapshot import PartitionStat, Snapshot
-from local_kafka.apache_kafka import ApacheKafka, ApacheKafkaUnavailable
+from local_kafka.apache_kafka import ApacheKafka
 from local_kafka.clusters import ClusterKind
-from tests.conftest import _skip_or_fail, skip_unless_runnable
+from tests.conftest import skip_unless_runnable
 from tests.kafka_helpers import produce_numbered
 from tests.sdk_helpers import (
     SeenRecords,
@@ -28,10 +28,7 @@ PARTITIONS = 6
 
 def test_members_read_the_partitions_led_in_their_own_rack() -> None:
     skip_unless_runnable(ClusterKind.APACHE)
-    try:
-        cluster = ApacheKafka(brokers=3, racks=RACKS).start()
-    except ApacheKafkaUnavailable as exc:
-        _skip_or_fail(ClusterKind.APACHE, exc)
+    cluster = ApacheKafka(brokers=3, racks=RACKS).start()
     members: list[ThreadedMember] = []
     try:
         bootstrap = cluster.bootstrap_servers
