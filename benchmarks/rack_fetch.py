@@ -8,9 +8,11 @@ same bytes, not the same number of partitions: a count-balanced assignor (4 part
 consumer) must send two of rack a's partitions to another rack even when it knows racks.
 
 Rows: ours with racks (the SDK with ``client_rack``, a speed snapshot with the same weights),
-ours without, confluent-kafka's cooperative-sticky with ``client.rack`` (librdkafka's
-rack-aware assignors, KIP-881), and KIP-848 (``group.protocol=consumer``, the broker's
-assignor) with ``client.rack``. The group settles first, then the records are produced, then
+ours without, Kafka's Java consumer with its cooperative-sticky assignor and ``client.rack``
+(KIP-881; ``support/java/RackConsumer.java``, compiled here against the brokers' own
+jars), confluent-kafka's cooperative-sticky with ``client.rack`` (librdkafka's port of the
+same), and KIP-848 (``group.protocol=consumer``, the broker's assignor) with
+``client.rack``. The group settles first, then the records are produced, then
 each consumer reads until everything was read; bytes each consumer fetched, per partition,
 are counted as it reads them. With replication factor 3 over the three racks and follower
 fetching (KIP-392) every rack holds a replica of every partition and no fetch crosses
@@ -23,11 +25,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
+import os
+import shutil
+import subprocess
 import threading
 import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -38,9 +45,10 @@ from benchmarks.support.machine import machine_line
 from benchmarks.support.report import publish
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.consumer import AutoscalingConsumer
+from consumer_sdk.lake.jar_lock import cache_dir
 from consumer_sdk.sink import CallbackSink, Record
 from contract.snapshot import PartitionStat, Snapshot
-from local_kafka.apache_kafka import ApacheKafka
+from local_kafka.apache_kafka import ApacheKafka, java_executable, kafka_classpath
 
 RACKS = ("a", "b", "c")
 JOIN_ORDER = ("c", "a", "b")  # not the racks' order: a rack-blind plan does not line up by luck
@@ -105,6 +113,57 @@ class ConfluentReader(Reader):
                 self.owned = {tp.partition for tp in consumer.assignment()}
         finally:
             consumer.close()
+
+
+JAVA_SOURCE = Path(__file__).parent / "support" / "java" / "RackConsumer.java"
+
+
+def java_consumer_classpath() -> str:
+    """RackConsumer compiled (once per source) against the locked Kafka jars, and the
+    classpath to run it with."""
+    source = JAVA_SOURCE.read_bytes()
+    classes = cache_dir() / "bench-java" / hashlib.sha256(source).hexdigest()[:16]
+    jars = kafka_classpath()
+    if not (classes / "RackConsumer.class").is_file():
+        javac = shutil.which("javac")
+        if javac is None:
+            raise RuntimeError("javac not found: the Java consumer row needs a JDK 17")
+        command = [javac, "--release", "17", "-nowarn", "-cp", jars, "-d", str(classes)]
+        subprocess.run([*command, str(JAVA_SOURCE)], check=True, capture_output=True)
+    return os.pathsep.join([str(classes), jars])
+
+
+class JavaReader(Reader):
+    """Kafka's Java consumer (the same version as the brokers), cooperative-sticky with
+    ``client.rack`` (KIP-881), as a process printing what it owns and reads."""
+
+    def __init__(self, name: str, rack: str, command: list[str]) -> None:
+        super().__init__(name, rack)
+        self.command = command
+        self.process: subprocess.Popen[str] | None = None
+
+    def run(self) -> None:
+        self.process = subprocess.Popen(
+            self.command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+        )
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            kind, *words = line.split()
+            if kind == "owned":
+                self.owned = {int(word) for word in words}
+            elif kind == "read":
+                for word in words:
+                    partition, size = word.split(":")
+                    self.count(int(partition), int(size))
+
+    def close(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+        self.thread.join(30)
 
 
 class OursReader(Reader):
@@ -185,9 +244,19 @@ def confluent(kip848: bool) -> Row:
     return make
 
 
+def java_cooperative_sticky(bootstrap: str, group: str, topic: str, _speeds: str) -> list[Reader]:
+    """Three Java consumers with ``client.rack``."""
+    base = [java_executable(), "-Xmx256m", "-cp", java_consumer_classpath(), "RackConsumer"]
+    return [
+        JavaReader(f"java-{rack}", rack, [*base, bootstrap, group, topic, rack])
+        for rack in JOIN_ORDER
+    ]
+
+
 ROWS: dict[str, Row] = {
     "ours, racks declared": ours(True),
     "ours, no racks": ours(False),
+    "Java consumer 4.3.1 cooperative-sticky, client.rack (KIP-881)": java_cooperative_sticky,
     "confluent-kafka cooperative-sticky, client.rack": confluent(False),
     "KIP-848 (broker's assignor), client.rack": confluent(True),
 }
