@@ -63,6 +63,7 @@ class Sidecar:
             unit=config.capacity_unit,
             clock=clock,
             client_options=self.client_options,
+            rack_locality=config.rack_locality,
         )
         self.publisher = SnapshotPublisher(
             config.bootstrap_servers, config.snapshot_topic, self.client_options
@@ -227,6 +228,7 @@ class Sidecar:
                 if members_report
                 else None,
                 lags_known=reading.lags_known,
+                partition_racks=reading.partition_racks,
             )
             if speeds
             else None

@@ -25,6 +25,7 @@ from contract.settings import (
 )
 
 SCALERS = ("local", "kubernetes", "keda", "none")
+SIZING_RACK_LOCALITIES = ("none", "leader", "replicas")
 
 
 def flag_name(name: str) -> str:
@@ -87,6 +88,13 @@ class SidecarConfig(GroupSettings):
         "(ceil(total lag / this) every 15 s, 10 % tolerance, up to at most max(2x, 4) per "
         "decision, 300 s stabilisation: the HPA KEDA creates), for comparisons; 0: ours",
         0.0,
+    )
+    rack_locality: str = setting(
+        "size the group with the consumers' racks: none (rack-blind), or where a consumer "
+        "fetches without leaving its rack, as the consumers' rack_locality: leader or "
+        "replicas; the count then leaves each rack room for its partitions (at most one "
+        "consumer more than rack-blind)",
+        "none",
     )
     scaler: str = setting(
         "local (consumer processes here), kubernetes (a Deployment or StatefulSet), keda "
@@ -181,6 +189,8 @@ class SidecarConfig(GroupSettings):
             fail("max_replicas", "an integer >= max(1, --min-replicas)")
         if self.scaler not in SCALERS:
             fail("scaler", f"one of {', '.join(SCALERS)}")
+        if self.rack_locality not in SIZING_RACK_LOCALITIES:
+            fail("rack_locality", f"one of {', '.join(SIZING_RACK_LOCALITIES)}")
         if self.workload_kind not in WORKLOAD_KINDS:
             fail("workload_kind", f"one of {', '.join(WORKLOAD_KINDS)}")
         if self.scaler == "kubernetes" and not self.workload_name:

@@ -6,8 +6,11 @@ with the time it was measured, and the controller reads "now" from an injected c
 * synchronise: until the scaler reports the actual replica count, nothing is decided;
 * watch: no data, or data older than ``max_data_age_s``, means hold (never act on stale data);
 * plan: the chosen heuristic packs the partitions (members=None, starting from its last
-  plan, so the plan stays sticky) on *effective* speeds (assignor.backlog: speed plus the
-  backlog beyond ``lag_allowance_s`` of arrivals, paid off within ``drain_seconds``), the
+  plan, so the plan stays sticky; with the default heuristic and the partitions' racks in
+  the observation, the rack-aware repair, whose count leaves each rack room for what it
+  leads, at most one consumer more than rack-blind) on *effective* speeds
+  (assignor.backlog: speed plus the backlog beyond ``lag_allowance_s`` of arrivals, paid
+  off within ``drain_seconds``), the
   same rule the group's assignor packs by, so the consumers a backlog adds get work;
 * scale: clamp to [min_replicas, min(max_replicas, partitions)] (the partition count wins
   over min_replicas: extra members would sit idle); scale up at once; scale down, to the
@@ -66,6 +69,8 @@ from enum import StrEnum
 from assignor import DEFAULT_HEURISTIC, Assignment, TopicPartition, bins_used, get_heuristic
 from assignor import rscore as plan_rscore
 from assignor.backlog import DrainRule
+from assignor.group_plan import RACK_AWARE_BASE
+from assignor.racks import RackAwareRepair, RackLayout
 from assignor.validation import is_finite_number, is_integer
 from sidecar.drain_ceiling import DrainCeiling
 
@@ -175,6 +180,8 @@ class Observation:
     # Of them, those with a fresh saturated measurement (None: unknown, members that do not
     # report): a count is evidence of a bottleneck downstream only if all were behind.
     saturated_members: int | None = None
+    # The racks each partition is local to: the plan is then rack-aware (None: rack-blind).
+    partition_racks: Mapping[TopicPartition, frozenset[str]] | None = None
 
     def group_holds(self, replicas: int) -> bool | None:
         """Whether the group is stable with at least ``replicas`` members; None: unknown, or
@@ -214,6 +221,10 @@ class Controller:
         self.phase = Phase.SYNCHRONISE
         self.replicas: int | None = None
         self.plan: Assignment = {}
+        # The rack of each consumer of the plan (rack-aware sizing), and why the last plan
+        # with racks given was rack-blind (None: it was not).
+        self.plan_racks: dict[str, str] = {}
+        self.rack_note: str | None = None
         self._lower_since: float | None = None
         # (time, target) of the lower demand since _lower_since, for the recent peak.
         self._lower: deque[tuple[float, int]] = deque()
@@ -508,7 +519,17 @@ class Controller:
         backlog = rule.total_backlog(observation.speeds, observation.lags)
         heuristic = get_heuristic(self.config.heuristic)
         previous = {tp: c for tp, c in self.plan.items() if tp in effective}
-        plan = heuristic.assign(effective, capacity=self._capacity(observation), previous=previous)
+        capacity = self._capacity(observation)
+        racks = observation.partition_racks
+        if racks is not None and self.config.heuristic == RACK_AWARE_BASE:
+            layout = RackLayout(racks, self.plan_racks)
+            rack_plan = RackAwareRepair().plan(
+                effective, capacity=capacity, layout=layout, previous=previous
+            )
+            plan, self.plan_racks = rack_plan.assignment, rack_plan.consumer_racks
+            self.rack_note = rack_plan.fallback
+        else:
+            plan = heuristic.assign(effective, capacity=capacity, previous=previous)
         # Nothing written and nothing owed: no consumer is needed (min_replicas decides).
         demand = bins_used(plan) if any(effective.values()) else 0
         return plan, demand, backlog

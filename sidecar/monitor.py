@@ -21,6 +21,7 @@ from aiokafka.structs import TopicPartition as KafkaTopicPartition
 
 from assignor import TopicPartition
 from assignor.backlog import DrainRule
+from assignor.plugin import partition_racks
 from contract.metadata import topic_partitions
 from contract.snapshot import UNITS, PartitionStat, Snapshot
 from sidecar.log_dirs import DescribeLogDirsRequest, partition_sizes
@@ -50,6 +51,8 @@ class Reading:
     # False when the end or committed offsets could not be read this round: the lags are
     # not known (a failed committed read is not "nothing committed", the whole log).
     lags_known: bool = True
+    # The racks each partition is local to (Monitor(rack_locality=...)); None: not asked.
+    partition_racks: dict[TopicPartition, frozenset[str]] | None = None
 
     @property
     def group_members(self) -> int | None:
@@ -138,12 +141,14 @@ class Monitor:
         request_timeout_ms: int = 10_000,
         client_options: dict[str, Any] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        rack_locality: str = "none",
     ) -> None:
         if not topics:
             raise ValueError("topics must name at least one topic")
         if unit not in UNITS:
             raise ValueError(f"unit must be one of {', '.join(UNITS)}, got {unit!r}")
         self.requested_unit = unit
+        self.rack_locality = rack_locality  # none, leader or replicas (SidecarConfig's)
         self.log_dirs_supported: bool | None = None  # unknown until asked
         self.groups_describable: bool | None = None  # DescribeGroups; unknown until asked
         self.size_tracker = SpeedTracker(window_s, min_span_s)
@@ -183,6 +188,11 @@ class Monitor:
         assert self._consumer is not None and self._admin is not None, "call start() first"
         reading = Reading(at=self.clock())
         partitions = await self._partitions(reading)
+        if self.rack_locality != "none" and partitions:
+            # The metadata the partitions were just read from: leaders, replicas, racks.
+            reading.partition_racks = partition_racks(
+                self._consumer._client.cluster, self.topics, self.rack_locality == "replicas"
+            )
         if partitions:
             try:
                 ends = await self._consumer.end_offsets(partitions)

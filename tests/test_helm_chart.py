@@ -129,6 +129,9 @@ def test_with_racks_the_consumers_declare_their_zone_and_spread_over_zones() -> 
     assert zone == "metadata.labels['topology.kubernetes.io/zone']"
     config = ConsumerConfig.from_env(container_env(consumer, objects["ConfigMap"]["data"]))
     assert config.client_rack and config.rack_locality == "replicas"
+    sidecar = next(c for c in pod["containers"] if c["name"] == "sidecar")
+    sizing = parse_args([], container_env(sidecar, objects["ConfigMap"]["data"]))
+    assert sizing.rack_locality == "replicas"
     (spread,) = pod["topologySpreadConstraints"]
     assert spread["topologyKey"] == "topology.kubernetes.io/zone" and spread["maxSkew"] == 1
     plain = by_kind(render())["Deployment"]["spec"]["template"]["spec"]

@@ -27,6 +27,7 @@ from assignor.racks import (
 from assignor.racks.packing import Room
 from assignor.racks.pool import RackPool
 from assignor.validation import make_problem
+from sidecar.controller import Action, Controller, ControllerConfig, Observation
 
 C = 100.0
 RACKS = ("a", "b", "c")
@@ -247,3 +248,37 @@ def test_partition_racks_come_from_the_leader_or_the_in_sync_replicas() -> None:
     }
     assert partition_racks(cluster, ["t"], follower_fetching=False) == {tp(0): frozenset({"a"})}
     assert partition_racks(cluster, ["t"], follower_fetching=True) == {tp(0): frozenset({"a", "b"})}
+
+
+# the sidecar's sizing -----------------------------------------------------------------
+
+
+def test_the_sidecar_sizes_with_racks_leaving_each_rack_room_for_what_it_leads() -> None:
+    # Six partitions of 0.4 C, four led in rack a and two in b: rack-blind, three consumers
+    # hold them (two each); by rack, a needs two (0.8 + 0.8) and b one.
+    speeds = {tp(i): 40.0 for i in range(6)}
+    racks = {tp(i): frozenset({"a" if i < 4 else "b"}) for i in range(6)}
+    clock = iter(float(t) for t in range(100))
+    controller = Controller(ControllerConfig(capacity=C), lambda: next(clock))
+    controller.synchronise(1)
+    decision = controller.step(Observation(0.0, speeds, partition_racks=racks))
+    assert decision.action is Action.SCALE_UP and decision.desired == 3
+    assert controller.rack_note is None
+    assert sorted(controller.plan_racks.values()) == ["a", "a", "b"]
+    for consumer, rack in controller.plan_racks.items():
+        held = [p for p, c in controller.plan.items() if c == consumer]
+        assert all(rack in racks[p] for p in held)
+
+
+def test_the_sidecar_is_rack_blind_without_racks_and_says_why_with_bad_ones() -> None:
+    speeds = {tp(i): 40.0 for i in range(6)}
+    clock = iter(float(t) for t in range(100))
+    controller = Controller(ControllerConfig(capacity=C), lambda: next(clock))
+    controller.synchronise(1)
+    decision = controller.step(Observation(0.0, speeds, partition_racks={tp(0): frozenset({"a"})}))
+    assert controller.rack_note == "partition t:1 has no rack"
+    assert decision.desired == len(set(Repair().assign(speeds, capacity=C).values()))
+    blind = Controller(ControllerConfig(capacity=C), lambda: 0.0)
+    blind.synchronise(1)
+    blind.step(Observation(0.0, speeds))
+    assert blind.rack_note is None and blind.plan_racks == {}

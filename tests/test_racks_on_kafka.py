@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 
@@ -11,6 +12,7 @@ from consumer_sdk.sink import CallbackSink
 from contract.snapshot import PartitionStat, Snapshot
 from local_kafka.apache_kafka import ApacheKafka
 from local_kafka.clusters import ClusterKind
+from sidecar.monitor import Monitor, Reading
 from tests.conftest import skip_unless_runnable
 from tests.kafka_helpers import produce_numbered
 from tests.sdk_helpers import (
@@ -23,6 +25,17 @@ from tests.sdk_helpers import (
 )
 
 RACKS = ("a", "b", "c")
+
+
+async def monitor_reading(bootstrap: str, group: str, topic: str) -> Reading:
+    monitor = Monitor(bootstrap, group, [topic], rack_locality="leader")
+    await monitor.start()
+    try:
+        return await monitor.poll()
+    finally:
+        await monitor.stop()
+
+
 PARTITIONS = 6
 
 
@@ -75,6 +88,11 @@ def test_members_read_the_partitions_led_in_their_own_rack() -> None:
             if m.consumer is not None and m.consumer.plugin_stats.last_plan is not None
         ]
         assert plans and all(p.heuristic == "repair" and p.rack_note is None for p in plans)
+        # The sidecar's monitor reads the same racks, for its rack-aware count.
+        reading = asyncio.run(monitor_reading(bootstrap, group, topic))
+        assert reading.partition_racks == {
+            TopicPartition(topic, p): frozenset({rack}) for p, rack in leader_rack.items()
+        }
         produced = produce_numbered(bootstrap, topic, 600, PARTITIONS)
         assert wait_until(lambda: seen.total() == len(produced), timeout_s=60)
     finally:
