@@ -52,6 +52,7 @@ def build_scaler(config: SidecarConfig) -> Scaler | None:
             env={**without_credentials(os.environ), **config.shared_environment()},
             max_replicas=config.max_replicas,
             lock_dir=config.lock_path.with_name(config.lock_path.name + ".members"),
+            racks=config.racks(),
         )
     if config.scaler == "keda":
         from sidecar.scalers.keda_target import KedaTarget

@@ -14,6 +14,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from assignor.member_data import RACK_NAME_RULE, is_rack_name
 from contract.settings import (
     ConfigError,
     GroupSettings,
@@ -110,6 +111,12 @@ class SidecarConfig(GroupSettings):
         "with --scaler local: member identities are PREFIX-ORDINAL",
         "consumer",
     )
+    local_racks: str = setting(
+        "with --scaler local: the racks (zones) the consumers are in, comma-separated, by "
+        "ordinal in turn (PREFIX-0 in the first, PREFIX-1 in the second, ...), each a rack "
+        "name of 1-255 characters without whitespace; empty: none",
+        "",
+    )
     namespace: str = setting(
         "with --scaler kubernetes or keda: the workload's (and ScaledObject's) namespace",
         "default",
@@ -189,6 +196,8 @@ class SidecarConfig(GroupSettings):
             fail("max_replicas", "an integer >= max(1, --min-replicas)")
         if self.scaler not in SCALERS:
             fail("scaler", f"one of {', '.join(SCALERS)}")
+        if not all(is_rack_name(r) for r in self.racks()):
+            fail("local_racks", f"comma-separated rack names ({RACK_NAME_RULE})")
         if self.rack_locality not in SIZING_RACK_LOCALITIES:
             fail("rack_locality", f"one of {', '.join(SIZING_RACK_LOCALITIES)}")
         if self.workload_kind not in WORKLOAD_KINDS:
@@ -218,6 +227,10 @@ class SidecarConfig(GroupSettings):
     def lock_path(self) -> Path:
         """The local leader lock."""
         return Path(self.lock_file)
+
+    def racks(self) -> tuple[str, ...]:
+        """``--local-racks`` as a list (empty: none)."""
+        return tuple(r.strip() for r in self.local_racks.split(",")) if self.local_racks else ()
 
 
 def _first_line(path: str) -> str:

@@ -22,6 +22,9 @@ def main() -> int:
 
     signal.signal(signal.SIGTERM, on_term)
     (folder / f"{identity}.started").write_text(str(os.getpid()))
+    rack = os.environ.get("AUTOSCALER_CLIENT_RACK")
+    if rack is not None:
+        (folder / f"{identity}.rack").write_text(rack)
     while True:
         time.sleep(0.05)
 

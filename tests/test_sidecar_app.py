@@ -82,6 +82,11 @@ def test_the_local_scaler_hands_the_shared_settings_to_its_consumers() -> None:
             "--keda-lag-threshold (AUTOSCALER_KEDA_LAG_THRESHOLD) must be a number of records",
         ),
         (
+            [*BASE, "--local-racks", "a,,b"],
+            {},
+            "--local-racks (AUTOSCALER_LOCAL_RACKS) must be comma-separated rack names",
+        ),
+        (
             [*BASE, "--rack-locality", "nearest"],
             {},
             "--rack-locality (AUTOSCALER_RACK_LOCALITY) must be one of none, leader, replicas",

@@ -17,13 +17,17 @@ from tests.sdk_helpers import wait_until
 ROOT = Path(__file__).parent.parent
 
 
-def scaler_for(folder: Path, *extra: str, stop_timeout_s: float = 30.0) -> LocalScaler:
+def scaler_for(
+    folder: Path, *extra: str, stop_timeout_s: float = 30.0, racks: tuple[str, ...] = ()
+) -> LocalScaler:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("AUTOSCALER_CLIENT_RACK", None)
     return LocalScaler(
         [sys.executable, "-m", "tests.fake_consumer", str(folder), *extra],
         identity_prefix="sink",
         env=env,
         stop_timeout_s=stop_timeout_s,
+        racks=racks,
     )
 
 
@@ -50,6 +54,26 @@ def test_scale_up_and_down_by_ordinal(tmp_path: Path) -> None:
     finally:
         scaler.close()
     assert scaler.replicas() == 0
+
+
+def test_consumers_get_racks_by_ordinal_in_turn(tmp_path: Path) -> None:
+    scaler = scaler_for(tmp_path, racks=("a", "b"))
+    try:
+        scaler.scale(3)
+        assert wait_until(lambda: len(list(tmp_path.glob("*.rack"))) == 3)
+    finally:
+        scaler.close()
+    racks = {p.stem: p.read_text() for p in tmp_path.glob("*.rack")}
+    assert racks == {"sink-0": "a", "sink-1": "b", "sink-2": "a"}
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    scaler = scaler_for(plain)
+    try:
+        scaler.scale(1)
+        assert wait_until(lambda: started(plain) == {"sink-0"})
+    finally:
+        scaler.close()
+    assert not list(plain.glob("*.rack"))
 
 
 def test_crashed_consumer_is_noticed(tmp_path: Path) -> None:

@@ -68,6 +68,7 @@ class LocalScaler:
         max_replicas: int = 64,
         lock_dir: Path | None = None,
         clock: Callable[[], float] = time.monotonic,
+        racks: Sequence[str] = (),
     ) -> None:
         if not command:
             raise ValueError("command must name the consumer program to run")
@@ -82,6 +83,9 @@ class LocalScaler:
         # sidecar finds its predecessor's consumers); a private one when not given.
         self.lock_dir = lock_dir or Path(tempfile.mkdtemp(prefix="kafka-autoscaler-members-"))
         self.clock = clock
+        # Consumer ORDINAL is in rack racks[ORDINAL % len(racks)] (AUTOSCALER_CLIENT_RACK), as
+        # a Deployment spread over zones puts its pods in turn; empty: no rack.
+        self.racks = tuple(racks)
         self.running: dict[int, _Running] = {}
         self.stopping: dict[int, tuple[subprocess.Popen[bytes], float]] = {}
         self.crashes: dict[int, _Crashes] = {}
@@ -196,6 +200,8 @@ class LocalScaler:
             PARENT_ENV: str(os.getpid()),
             IDENTITY_LOCK_ENV: str(self.identity_lock(ordinal)),
         }
+        if self.racks:
+            env["AUTOSCALER_CLIENT_RACK"] = self.racks[ordinal % len(self.racks)]
         process = subprocess.Popen(self.command, env=env)
         self.running[ordinal] = _Running(process, now)
         log.info("started consumer %s (pid %d)", self.identity(ordinal), process.pid)
