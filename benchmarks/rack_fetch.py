@@ -15,8 +15,9 @@ same), and KIP-848 (``group.protocol=consumer``, the broker's assignor) with
 ``client.rack``. The group settles first, then the records are produced, then
 each consumer reads until everything was read; bytes each consumer fetched, per partition,
 are counted as it reads them. With replication factor 3 over the three racks and follower
-fetching (KIP-392) every rack holds a replica of every partition and no fetch crosses
-whatever the assignment: that case has nothing to measure.
+fetching (KIP-392) every rack holds a replica of every partition and no fetch needs to cross
+whatever the assignment: the second table shows it with librdkafka's own count of the bytes
+it received from each broker.
 
 ``python -m benchmarks.rack_fetch`` writes ``results/rack_fetch.{md,json}``.
 """
@@ -26,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -54,6 +56,14 @@ RACKS = ("a", "b", "c")
 JOIN_ORDER = ("c", "a", "b")  # not the racks' order: a rack-blind plan does not line up by luck
 LEADER_NODE = [1] * 6 + [2] * 3 + [3] * 3  # partition -> node id (node i is in RACKS[i - 1])
 WEIGHT = [1] * 6 + [2] * 6  # units of bytes per partition
+
+
+def replicas(partition: int, replication: int) -> list[int]:
+    """The partition's replicas: its leader (:data:`LEADER_NODE`), then the next nodes."""
+    leader = LEADER_NODE[partition]
+    return [(leader - 1 + i) % len(RACKS) + 1 for i in range(replication)]
+
+
 VALUE = b"x" * 1024
 CAPACITY = 7.0  # in the snapshot's units: the 18 units need three consumers
 SETTLE_S, READ_S = 60.0, 120.0
@@ -94,12 +104,22 @@ class ConfluentReader(Reader):
             "client.rack": rack,
             "auto.offset.reset": "earliest",
             "enable.auto.commit": True,
+            # Bytes received from each broker (librdkafka's statistics): where fetches went.
+            "statistics.interval.ms": 500,
+            "stats_cb": self.on_stats,
         }
+        self.received: dict[int, int] = {}  # node id -> bytes received from it
         if kip848:
             self.settings["group.protocol"] = "consumer"
         else:
             self.settings["partition.assignment.strategy"] = "cooperative-sticky"
         self.topic = topic
+
+    def on_stats(self, stats: str) -> None:
+        brokers = json.loads(stats).get("brokers", {})
+        self.received = {
+            int(b["nodeid"]): int(b["rxbytes"]) for b in brokers.values() if b.get("nodeid", -1) > 0
+        }
 
     def run(self) -> None:
         consumer = Consumer(self.settings)
@@ -253,6 +273,12 @@ def java_cooperative_sticky(bootstrap: str, group: str, topic: str, _speeds: str
     ]
 
 
+# Replication factor 3 and follower fetching: every rack holds a replica of every partition.
+FOLLOWER_ROWS: dict[str, Row] = {
+    "KIP-848 (broker's assignor), client.rack": confluent(True),
+    "confluent-kafka cooperative-sticky, client.rack": confluent(False),
+}
+
 ROWS: dict[str, Row] = {
     "ours, racks declared": ours(True),
     "ours, no racks": ours(False),
@@ -316,8 +342,8 @@ def produce(bootstrap: str, topic: str, records_per_unit: int) -> int:
     return total
 
 
-async def create_topics(bootstrap: str, topic: str, speeds_topic: str) -> None:
-    """The row's topic, each partition's one replica on the node :data:`LEADER_NODE` names
+async def create_topics(bootstrap: str, topic: str, speeds_topic: str, replication: int) -> None:
+    """The row's topic, each partition led by the node :data:`LEADER_NODE` names
     (through aiokafka's admin client: confluent-kafka 2.x refuses any replica assignment
     with "a default partition count and a replica assignment are mutually exclusive"), and
     its speeds topic."""
@@ -326,7 +352,7 @@ async def create_topics(bootstrap: str, topic: str, speeds_topic: str) -> None:
     try:
         await admin.create_topics(
             [
-                NewTopic(topic, -1, -1, {p: [node] for p, node in enumerate(LEADER_NODE)}),
+                NewTopic(topic, -1, -1, {p: replicas(p, replication) for p in range(len(WEIGHT))}),
                 NewTopic(speeds_topic, 1, 1),
             ]
         )
@@ -334,11 +360,13 @@ async def create_topics(bootstrap: str, topic: str, speeds_topic: str) -> None:
         await admin.close()
 
 
-def run_row(name: str, make: Row, cluster: ApacheKafka, records_per_unit: int) -> dict[str, Any]:
+def run_row(
+    name: str, make: Row, cluster: ApacheKafka, records_per_unit: int, replication: int = 1
+) -> dict[str, Any]:
     """One group on a fresh topic: settle, produce, read everything; bytes per rack."""
     topic = f"rack-{uuid.uuid4().hex[:8]}"
     speeds_topic = f"{topic}-speeds"
-    asyncio.run(create_topics(cluster.bootstrap_servers, topic, speeds_topic))
+    asyncio.run(create_topics(cluster.bootstrap_servers, topic, speeds_topic, replication))
     group = f"g-{topic}"
     publisher = SnapshotPublisher(cluster.bootstrap_servers, group, topic, speeds_topic)
     readers = make(cluster.bootstrap_servers, group, topic, speeds_topic)
@@ -357,10 +385,19 @@ def run_row(name: str, make: Row, cluster: ApacheKafka, records_per_unit: int) -
             if time.monotonic() > deadline:
                 break
             time.sleep(0.2)
+        time.sleep(1.5)  # a last round of the clients' statistics
     finally:
         for reader in readers:
             reader.close()
         publisher.close()
+    received = [
+        (r.rack, node, size)
+        for r in readers
+        if isinstance(r, ConfluentReader)
+        for node, size in r.received.items()
+    ]
+    received_total = sum(size for _, _, size in received)
+    received_across = sum(size for rack, node, size in received if RACKS[node - 1] != rack)
     read = sum(sum(r.read.values()) for r in readers)
     cross = sum(
         size
@@ -376,6 +413,10 @@ def run_row(name: str, make: Row, cluster: ApacheKafka, records_per_unit: int) -
         "read_bytes": read,
         "cross_rack_bytes": cross,
         "cross_rack_share": cross / read if read else 0.0,
+        "replication": replication,
+        # From the clients' own statistics (confluent-kafka rows): None elsewhere.
+        "received_bytes": received_total if received else None,
+        "received_across_share": received_across / received_total if received_total else None,
     }
     print(f"{name}: cross-rack {row['cross_rack_share']:.1%} of {read:,} bytes", flush=True)
     return row
@@ -399,7 +440,7 @@ def render(rows: list[dict[str, Any]], cluster: ApacheKafka) -> str:
         "|---|---:|---|---:|---|",
     ]
     for name in ROWS:
-        runs = [r for r in rows if r["row"] == name]
+        runs = [r for r in rows if r["row"] == name and r["replication"] == 1]
         owned = " / ".join(
             ",".join(map(str, runs[0]["owned"].get(rack, []))) or "-" for rack in RACKS
         )
@@ -408,6 +449,29 @@ def render(rows: list[dict[str, Any]], cluster: ApacheKafka) -> str:
         lines.append(
             f"| {name} | {len(runs)} | {'yes' if all(r['settled'] for r in runs) else 'NO'} | "
             f"{sum(shares) / len(shares):.1%} ({each}) | {owned} |"
+        )
+    lines += [
+        "",
+        "## Replication factor 3, follower fetching",
+        "",
+        "The same partitions and leaders, each with a replica in every rack. 'Led elsewhere': "
+        "bytes a consumer read of partitions led in another rack (what would cross fetching "
+        "from leaders); 'received from another rack': bytes the client received from brokers "
+        "in another rack, from librdkafka's own statistics (fetches, and the little else a "
+        "client asks).",
+        "",
+        "| assignor | runs | led elsewhere, mean | received from another rack, mean (each run) |",
+        "|---|---:|---:|---:|",
+    ]
+    for name in FOLLOWER_ROWS:
+        runs = [r for r in rows if r["row"] == name and r["replication"] == 3]
+        if not runs:
+            continue
+        led = sum(r["cross_rack_share"] for r in runs) / len(runs)
+        shares = [r["received_across_share"] or 0.0 for r in runs]
+        each = ", ".join(f"{share:.1%}" for share in shares)
+        lines.append(
+            f"| {name} | {len(runs)} | {led:.1%} | {sum(shares) / len(shares):.1%} ({each}) |"
         )
     return "\n".join(lines)
 
@@ -424,6 +488,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             run_row(name, make, cluster, args.records_per_unit)
             for _ in range(args.repeats)
             for name, make in ROWS.items()
+        ]
+        rows += [
+            run_row(name, make, cluster, args.records_per_unit, replication=3)
+            for _ in range(args.repeats)
+            for name, make in FOLLOWER_ROWS.items()
         ]
         table = render(rows, cluster)
     publish("rack_fetch", table, {"rows": rows, "args": vars(args)}, write=not args.no_write)
