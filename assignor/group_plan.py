@@ -39,13 +39,12 @@ from assignor.backlog import DrainRule
 from assignor.binpool import EPSILON
 from assignor.member_data import MemberData
 from assignor.metrics import consumer_loads, rscore
-from assignor.racks import RackAwareRepair, RackLayout
+from assignor.racks import RACK_AWARE_BASE, RackAwareRepair, RackLayout
 from assignor.registry import HEURISTIC_NAMES, get_heuristic
 from assignor.types import Assignment, TopicPartition
 
 FALLBACK_HEURISTIC = "sticky"
 REPACK_HEURISTIC = "bfd"  # the tightest of ours, for a plan whose stickiness overloads
-RACK_AWARE_BASE = "repair"  # the heuristic the rack-aware packing extends
 _ORDINAL = re.compile(r"^(.*?)(\d+)$")
 
 
@@ -163,7 +162,6 @@ def plan_group(
         packed = view.drain.effective_speeds(speeds, lags or {}) if view and view.drain else speeds
         part_previous = {tp: m for tp, m in previous.items() if tp in speeds and m in subscribers}
         try:
-            part = None
             if (
                 partition_racks is not None
                 and member_racks
@@ -179,7 +177,7 @@ def plan_group(
                     remove_first=remove_first,
                 )
                 part, rack_note = rack_plan.assignment, rack_note or rack_plan.fallback
-            if part is None:
+            else:
                 part = get_heuristic(name).assign(
                     packed,
                     capacity=capacity or 1.0,

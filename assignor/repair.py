@@ -20,6 +20,7 @@ room for the next drift (fewer moves later) at the price of more consumers.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 
 from assignor.base import Heuristic
 from assignor.binpool import EPSILON, BinPool, Fit, decreasing, group_by_owner
@@ -170,55 +171,71 @@ class Repair(Heuristic):
 
     def _place_in_open(self, pool: BinPool, tp: TopicPartition, limit: float) -> bool:
         """Put ``tp`` into an open consumer, directly or by ejection; False if impossible."""
-        speed = pool.speeds[tp]
-        direct = pool.choose(speed, Fit.BEST, limit)
-        if direct is not None:
-            pool.add(direct, tp)
-            return True
-        planned = plan_ejection(pool, speed, limit, self.max_eject, pool.slowest_placed)
+        planned = fit_or_eject(pool, pool.speeds[tp], limit, self.max_eject)
         if planned is None:
             return False
         host, moves = planned
-        for move in moves:
-            self._apply(pool, move)
+        apply_moves(pool, moves)
         pool.add(host, tp)
         return True
 
     def _consolidate(self, pool: BinPool, limit: float) -> None:
-        floor = lower_bound(pool.speeds, pool.capacity)
-        while len(pool.load) > floor:
-            lightest = [c for _, c in itertools.islice(pool.ascending(), CONSOLIDATION_ATTEMPTS)]
-            if not any(self._try_empty(pool, c, limit) for c in lightest):
-                return
+        def place(tp: TopicPartition) -> tuple[str, list[Move]] | None:
+            return fit_or_eject(pool, pool.speeds[tp], limit, self.max_eject)
 
-    def _try_empty(self, pool: BinPool, victim: str, limit: float) -> bool:
-        """Move all of ``victim``'s partitions elsewhere and close it, or change nothing."""
-        pool.set_aside(victim)
-        saved: dict[str, float] = {}  # exact loads of touched consumers, put back on failure
-        applied: list[Move] = []
-        for tp in decreasing(list(pool.items[victim]), pool.speeds):
-            speed = pool.speeds[tp]
-            host = pool.choose(speed, Fit.BEST, limit)
-            moves: list[Move] = []
-            if host is None:
-                planned = plan_ejection(pool, speed, limit, self.max_eject, pool.slowest_placed)
-                if planned is not None:
-                    host, moves = planned
-            if host is None:
-                for move in reversed(applied):
-                    self._apply(pool, Move(move.tp, move.target, move.source))
-                pool.set_loads(saved)
-                pool.restore(victim)
-                return False
-            for move in [*moves, Move(tp, victim, host)]:
-                for consumer in (move.source, move.target):
-                    saved.setdefault(consumer, pool.load[consumer])
-                self._apply(pool, move)
-                applied.append(move)
-        pool.close(victim)
-        return True
+        consolidate_pool(pool, lower_bound(pool.speeds, pool.capacity), place)
 
-    @staticmethod
-    def _apply(pool: BinPool, move: Move) -> None:
+
+Placement = Callable[[TopicPartition], "tuple[str, list[Move]] | None"]
+"""Where a partition of a consumer being emptied goes: (host, ejection moves), or None."""
+
+
+def fit_or_eject(
+    pool: BinPool, speed: float, limit: float, max_eject: int
+) -> tuple[str, list[Move]] | None:
+    """The fullest consumer ``speed`` fits in below ``limit`` (no moves), else one that
+    takes it after ejecting up to ``max_eject`` slower partitions, and those moves; None if
+    neither exists."""
+    direct = pool.choose(speed, Fit.BEST, limit)
+    if direct is not None:
+        return direct, []
+    return plan_ejection(pool, speed, limit, max_eject, pool.slowest_placed)
+
+
+def apply_moves(pool: BinPool, moves: list[Move]) -> None:
+    """Carry out ``moves`` in order."""
+    for move in moves:
         pool.remove(move.source, move.tp)
         pool.add(move.target, move.tp)
+
+
+def consolidate_pool(pool: BinPool, floor: int, place: Placement) -> None:
+    """While more than ``floor`` consumers are open, empty one of the
+    ``CONSOLIDATION_ATTEMPTS`` lightest whose partitions ``place`` can all put elsewhere."""
+    while len(pool.load) > floor:
+        lightest = [c for _, c in itertools.islice(pool.ascending(), CONSOLIDATION_ATTEMPTS)]
+        if not any(try_empty(pool, c, place) for c in lightest):
+            return
+
+
+def try_empty(pool: BinPool, victim: str, place: Placement) -> bool:
+    """Move all of ``victim``'s partitions where ``place`` says (fastest first) and close
+    it, or change nothing."""
+    pool.set_aside(victim)
+    saved: dict[str, float] = {}  # exact loads of touched consumers, put back on failure
+    applied: list[Move] = []
+    for tp in decreasing(list(pool.items[victim]), pool.speeds):
+        planned = place(tp)
+        if planned is None:
+            apply_moves(pool, [Move(m.tp, m.target, m.source) for m in reversed(applied)])
+            pool.set_loads(saved)
+            pool.restore(victim)
+            return False
+        host, moves = planned
+        for move in [*moves, Move(tp, victim, host)]:
+            for consumer in (move.source, move.target):
+                saved.setdefault(consumer, pool.load[consumer])
+            apply_moves(pool, [move])
+            applied.append(move)
+    pool.close(victim)
+    return True

@@ -69,8 +69,7 @@ from enum import StrEnum
 from assignor import DEFAULT_HEURISTIC, Assignment, TopicPartition, bins_used, get_heuristic
 from assignor import rscore as plan_rscore
 from assignor.backlog import DrainRule
-from assignor.group_plan import RACK_AWARE_BASE
-from assignor.racks import RackAwareRepair, RackLayout
+from assignor.racks import RACK_AWARE_BASE, RackAwareRepair, RackLayout
 from assignor.validation import is_finite_number, is_integer
 from sidecar.drain_ceiling import DrainCeiling
 

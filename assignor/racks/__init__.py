@@ -6,9 +6,10 @@ Pure, like the rest of :mod:`assignor`. The greedy rule is :class:`RackAwareRepa
 
 from assignor.racks.flow import flow_targets
 from assignor.racks.layout import RackLayout, cross_rack_share, cross_rack_speed, layout_problem
-from assignor.racks.packing import RackAwareRepair, RackPlan
+from assignor.racks.packing import RACK_AWARE_BASE, RackAwareRepair, RackPlan
 
 __all__ = [
+    "RACK_AWARE_BASE",
     "RackAwareRepair",
     "RackLayout",
     "RackPlan",

@@ -20,20 +20,22 @@ from scratch at most): locality costs at most one consumer.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from assignor.binpool import Fit, decreasing, group_by_owner
-from assignor.ejection import plan_ejection
+from assignor.binpool import decreasing, group_by_owner
+from assignor.ejection import Move
 from assignor.members import settle_members
 from assignor.metrics import bins_used, lower_bound
 from assignor.racks.layout import RackLayout, layout_problem
 from assignor.racks.pool import RackPool
-from assignor.repair import CONSOLIDATION_ATTEMPTS, Repair, keep_most
+from assignor.repair import Repair, apply_moves, consolidate_pool, fit_or_eject, keep_most
 from assignor.types import Assignment, TopicPartition
 from assignor.validation import Problem, make_problem
 
+RACK_AWARE_BASE = "repair"
+"""The heuristic the rack-aware packing extends: the group's leader and the sidecar pack
+with racks only when it is the one chosen."""
 # Ejection chains as the rack-blind repair's (up to two slower partitions leave a consumer).
 MAX_EJECT = 2
 
@@ -134,11 +136,8 @@ class RackAwareRepair:
         assignment = self.blind.pack(problem, None)
         if problem.members is not None:
             assignment = settle_members(assignment, problem)
-        owned: dict[str, list[TopicPartition]] = {}
-        for tp, consumer in assignment.items():
-            owned.setdefault(consumer, []).append(tp)
         consumer_racks: dict[str, str] = {}
-        for consumer, tps in owned.items():
+        for consumer, tps in group_by_owner(assignment).items():
             rack = layout.member_racks.get(consumer) or _likeliest_rack(
                 tps, problem.speeds, layout.partition_racks
             )
@@ -242,14 +241,10 @@ class RackAwareRepair:
         ):
             host = owner  # no local room: staying where it was costs no move
         if host is None:
-            host = pool.choose(speed, Fit.BEST, limit)
-        if host is None:
-            planned = plan_ejection(pool, speed, limit, MAX_EJECT, pool.slowest_placed)
+            planned = fit_or_eject(pool, speed, limit, MAX_EJECT)
             if planned is not None:
                 host, moves = planned
-                for move in moves:
-                    pool.remove(move.source, move.tp)
-                    pool.add(move.target, move.tp)
+                apply_moves(pool, moves)
         if host is None:
             host = self._open_local(pool, problem, layout, tp, preferred, target is not None)
         if host is None and problem.members is not None:
@@ -289,8 +284,8 @@ class RackAwareRepair:
                 return spare
         return None
 
+    @staticmethod
     def _consolidate(
-        self,
         pool: RackPool,
         racks: dict[TopicPartition, frozenset[str]],
         limit: float,
@@ -298,10 +293,17 @@ class RackAwareRepair:
         *,
         local_only: bool,
     ) -> None:
-        while len(pool.load) > floor:
-            lightest = [c for _, c in itertools.islice(pool.ascending(), CONSOLIDATION_ATTEMPTS)]
-            if not any(_try_empty(pool, c, racks, limit, local_only) for c in lightest):
-                return
+        """Empty consumers while more than ``floor`` are open: their partitions go to a
+        local rack, or, unless ``local_only``, anywhere as repair places them."""
+
+        def place(tp: TopicPartition) -> tuple[str, list[Move]] | None:
+            speed = pool.speeds[tp]
+            local = pool.choose_in(speed, racks[tp], limit)
+            if local is not None:
+                return local, []
+            return None if local_only else fit_or_eject(pool, speed, limit, MAX_EJECT)
+
+        consolidate_pool(pool, floor, place)
 
 
 def _likeliest_rack(
@@ -316,45 +318,3 @@ def _likeliest_rack(
             if isinstance(rack, str) and rack:
                 weight[rack] = weight.get(rack, 0.0) + speeds[tp]
     return min(weight, key=lambda r: (-weight[r], r)) if weight else ""
-
-
-def _try_empty(
-    pool: RackPool,
-    victim: str,
-    racks: Mapping[TopicPartition, frozenset[str]],
-    limit: float,
-    local_only: bool,
-) -> bool:
-    """Move every partition of ``victim`` into other consumers (local racks first; only
-    local ones with ``local_only``) and close it, or change nothing."""
-    pool.set_aside(victim)
-    saved: dict[str, float] = {victim: pool.load[victim]}
-    moved: list[tuple[TopicPartition, str, str]] = []  # (partition, from, to)
-    for tp in decreasing(list(pool.items[victim]), pool.speeds):
-        speed = pool.speeds[tp]
-        host = pool.choose_in(speed, racks[tp], limit)
-        if host is None and not local_only:
-            host = pool.choose(speed, Fit.BEST, limit)
-        if host is None and not local_only:
-            planned = plan_ejection(pool, speed, limit, MAX_EJECT, pool.slowest_placed)
-            if planned is not None:
-                host, moves = planned
-                for move in moves:
-                    saved.setdefault(move.target, pool.load[move.target])
-                    saved.setdefault(move.source, pool.load[move.source])
-                    pool.remove(move.source, move.tp)
-                    pool.add(move.target, move.tp)
-                    moved.append((move.tp, move.source, move.target))
-        if host is None:
-            for undone, source, target in reversed(moved):
-                pool.remove(target, undone)
-                pool.add(source, undone)
-            pool.set_loads(saved)
-            pool.restore(victim)
-            return False
-        saved.setdefault(host, pool.load[host])
-        pool.remove(victim, tp)
-        pool.add(host, tp)
-        moved.append((tp, victim, host))
-    pool.close(victim)
-    return True
