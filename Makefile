@@ -11,7 +11,7 @@ export KAFKA_AUTOSCALER_CACHE ?= $(CURDIR)/.cache
 export CONTAINERS_CONF ?= $(CURDIR)/containers/containers.conf
 # The locked jars: Spark's lake formats (the SDK) and Apache Kafka (the local clusters).
 LOCKS := consumer_sdk/lake/locks/spark-lake.lock local_kafka/locks/apache-kafka.lock
-JARS_STAMP := $(KAFKA_AUTOSCALER_CACHE)/.jars-$(shell cat $(LOCKS) consumer_sdk/lake/java/kafkaautoscaler/*/*.java | cksum | cut -d' ' -f1)
+JARS_STAMP := $(KAFKA_AUTOSCALER_CACHE)/.jars-$(shell cat $(LOCKS) consumer_sdk/lake/java/kafkaautoscaler/*/*.java assignor/broker/java/kafkaautoscaler/*/*.java | cksum | cut -d' ' -f1)
 
 .PHONY: demo test test-setup lint docs images test-images container-tools monitoring-tools bench bench-headline clean jars kube-binaries fuzz-tools fuzz
 
@@ -23,10 +23,12 @@ $(STAMP): pyproject.toml consumer_sdk/records/native/kafka_records.c
 	touch $(STAMP)
 
 # Fetches the locked jars from Maven Central and checks their sha256 (no Maven needed), then
-# builds our commit checks against them (consumer_sdk/lake/commit_checks.py; needs javac).
+# builds our commit checks (consumer_sdk/lake/commit_checks.py) and the broker-side assignor
+# (local_kafka/broker_assignor.py) against them; needs javac.
 $(JARS_STAMP): $(STAMP)
 	$(PY) -m consumer_sdk.lake.jar_lock fetch $(LOCKS)
 	$(PY) -m consumer_sdk.lake.commit_checks
+	$(PY) -m local_kafka.broker_assignor
 	touch $(JARS_STAMP)
 
 jars: $(JARS_STAMP)

@@ -27,10 +27,11 @@ from pathlib import Path
 from typing import Any, Self
 
 from consumer_sdk.lake.jar_lock import JarLockError, ensure_jars, read_lock
+from local_kafka.broker_assignor import broker_properties, ensure_broker_assignor_jar
 from local_kafka.embedded import BrokerHandle, EmbeddedKafkaError, check_new_topic
+from local_kafka.kafka_jars import KAFKA_LOCK
 from local_kafka.secured import SecuredListeners
 
-KAFKA_LOCK = Path(__file__).resolve().parent / "locks" / "apache-kafka.lock"
 MAX_NODES = 5
 _READY_TIMEOUT_S = 60.0
 _STOP_TIMEOUT_S = 20.0
@@ -41,7 +42,7 @@ _JVM_OPTIONS = (
     "-XX:+ExplicitGCInvokesConcurrent",
     "-Djava.awt.headless=true",
 )
-# Quiet logs (warnings and errors) to each node's server.log.
+# Quiet logs (warnings and errors) to each node's server.log; our broker assignor's at INFO.
 _LOG4J2 = """Configuration:
   Appenders:
     Console:
@@ -49,6 +50,12 @@ _LOG4J2 = """Configuration:
       PatternLayout:
         pattern: "[%d] %p %m (%c)%n"
   Loggers:
+    Logger:
+      - name: kafkaautoscaler
+        level: INFO
+        additivity: false
+        AppenderRef:
+          - ref: STDOUT
     Root:
       level: WARN
       AppenderRef:
@@ -187,8 +194,9 @@ class ApacheKafka(BrokerHandle):
 
     Use as a context manager, or call :meth:`start` and :meth:`stop`. Node ids run from 1 to
     ``brokers``; ``racks`` gives node i the rack ``racks[i - 1]`` (and consumers may fetch
-    from a replica in their own rack). ``startup_seconds`` tells how long the last
-    :meth:`start` took.
+    from a replica in their own rack); ``broker_assignor`` loads our KIP-848 assignor
+    (:mod:`local_kafka.broker_assignor`) reading plans from this cluster.
+    ``startup_seconds`` tells how long the last :meth:`start` took.
     """
 
     def __init__(
@@ -200,6 +208,7 @@ class ApacheKafka(BrokerHandle):
         settings: Mapping[str, str] | None = None,
         secured: SecuredListeners | None = None,
         racks: Sequence[str] | None = None,
+        broker_assignor: bool = False,
     ) -> None:
         if not isinstance(brokers, int) or isinstance(brokers, bool):
             raise ValueError(f"brokers must be an integer in [1, {MAX_NODES}], got {brokers!r}")
@@ -221,6 +230,7 @@ class ApacheKafka(BrokerHandle):
         self.heap_mb = heap_mb
         self.settings = dict(settings or {})  # node properties over node_properties()
         self.secured = secured
+        self.broker_assignor = broker_assignor
         self._work_dir = work_dir
         self._owns_work_dir = False
         self._nodes: list[_Node] = []
@@ -238,6 +248,9 @@ class ApacheKafka(BrokerHandle):
         started = time.monotonic()
         self._java = java_executable()
         self._classpath = kafka_classpath()
+        if self.broker_assignor:
+            jar = ensure_broker_assignor_jar([Path(p) for p in self._classpath.split(os.pathsep)])
+            self._classpath = os.pathsep.join([self._classpath, str(jar)])
         if self._work_dir is None:
             self._work_dir = Path(tempfile.mkdtemp(prefix="apache-kafka-"))
             self._owns_work_dir = True
@@ -251,6 +264,7 @@ class ApacheKafka(BrokerHandle):
         voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in nodes)
         cluster_id = _cluster_id()
         self._nodes = nodes
+        plans_bootstrap = ",".join(f"127.0.0.1:{n.broker_port}" for n in nodes)
         try:
             for node in nodes:
                 node.directory.mkdir(parents=True, exist_ok=True)
@@ -258,6 +272,7 @@ class ApacheKafka(BrokerHandle):
                     **node_properties(node, voters, self.brokers),
                     **self._secured_properties(node),
                     **self._rack_properties(node),
+                    **(broker_properties(plans_bootstrap) if self.broker_assignor else {}),
                     **self.settings,
                 }
                 node.config_path.write_text("".join(f"{k}={v}\n" for k, v in properties.items()))
@@ -418,6 +433,14 @@ class ApacheKafka(BrokerHandle):
         if not isinstance(broker_id, int) or not 1 <= broker_id <= len(self._nodes):
             raise ValueError(f"broker_id must be in [1, {len(self._nodes)}], got {broker_id!r}")
         return self._nodes[broker_id - 1]
+
+    def node_log(self, broker_id: int) -> str:
+        """Everything node ``broker_id`` has logged so far (warnings and errors, and our broker
+        assignor's lines)."""
+        try:
+            return self._node(broker_id).log_path.read_text(errors="replace")
+        except OSError:
+            return ""
 
     def node_pid(self, broker_id: int) -> int | None:
         """Process id of a running node, or None if it is down."""

@@ -19,7 +19,7 @@ from consumer_sdk.lake.jar_lock import (
     read_lock,
     render_lock,
 )
-from local_kafka.apache_kafka import KAFKA_LOCK
+from local_kafka.kafka_jars import KAFKA_LOCK
 
 
 def _repository_with(tmp_path: Path, jar: LockedJar, content: bytes) -> Path:

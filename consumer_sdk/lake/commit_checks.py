@@ -27,50 +27,29 @@ reused. Building needs ``javac`` (a JDK 17).
 
 from __future__ import annotations
 
-import hashlib
-import os
-import shutil
-import subprocess
 import sys
-import tempfile
-import zipfile
 from collections.abc import Mapping, Sequence
-from importlib import resources
-from importlib.resources.abc import Traversable
 from pathlib import Path
 
-from consumer_sdk.lake.jar_lock import cache_dir, lake_jars
+from consumer_sdk.lake.jar_lock import lake_jars
+from consumer_sdk.lake.java_build import build_jar, built_jar_path, packaged_java_sources
 from contract.settings import ConfigError
 
 LOG_STORE_CLASS = "kafkaautoscaler.delta.ExclusiveLocalLogStore"
 # Spark's key naming the log store of a path scheme (Delta's DelegatingLogStore reads it).
 LOG_STORE_KEY = "spark.delta.logStore.file.impl"
 ICEBERG_CATALOG_IMPL = "kafkaautoscaler.iceberg.FencedJdbcCatalog"
-_JAVA_ROOT = "java"
-_JAVAC_TIMEOUT_S = 300
+_JAR_NAME = "kafka-autoscaler-commit-checks"
 
 
 def java_sources() -> dict[str, bytes]:
     """The packaged Java sources, by path under ``java/``."""
-    found: dict[str, bytes] = {}
-
-    def walk(node: Traversable, prefix: str) -> None:
-        for child in node.iterdir():
-            if child.is_dir():
-                walk(child, f"{prefix}{child.name}/")
-            elif child.name.endswith(".java"):
-                found[prefix + child.name] = child.read_bytes()
-
-    walk(resources.files("consumer_sdk.lake").joinpath(_JAVA_ROOT), "")
-    return dict(sorted(found.items()))
+    return packaged_java_sources("consumer_sdk.lake")
 
 
 def commit_checks_jar_path(sources: Mapping[str, bytes]) -> Path:
     """Where the jar built from ``sources`` lives in the jar cache."""
-    digest = hashlib.sha256()
-    for name, text in sorted(sources.items()):
-        digest.update(name.encode() + b"\0" + hashlib.sha256(text).digest())
-    return cache_dir() / "built" / f"kafka-autoscaler-commit-checks-{digest.hexdigest()[:16]}.jar"
+    return built_jar_path(_JAR_NAME, sources)
 
 
 # The lake jars the classes compile against (Spark's own jars besides).
@@ -92,43 +71,9 @@ def ensure_commit_checks_jar(lake_jars: Sequence[Path]) -> Path:
     if jar.is_file():
         return jar
     needed = [_one_jar(lake_jars, prefix) for prefix in _COMPILE_AGAINST]
-    javac = shutil.which("javac")
-    if javac is None:
-        raise ConfigError(
-            "commit checks: javac not found; Delta and Iceberg tables written by several "
-            "processes need a JDK 17 (for example Debian's openjdk-17-jdk-headless) to build "
-            "them once"
-        )
-    classpath = os.pathsep.join([*(str(path) for path in needed), str(spark_jar_dir() / "*")])
-    jar.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=jar.parent) as work:
-        files = []
-        for name, text in sources.items():
-            source_file = Path(work, "src", name)
-            source_file.parent.mkdir(parents=True, exist_ok=True)
-            source_file.write_bytes(text)
-            files.append(str(source_file))
-        classes = Path(work, "classes")
-        command = [javac, "--release", "17", "-nowarn", "-cp", classpath, "-d", str(classes)]
-        try:
-            subprocess.run(
-                [*command, *files],
-                check=True,
-                capture_output=True,
-                text=True,
-                timeout=_JAVAC_TIMEOUT_S,
-            )
-        except subprocess.CalledProcessError as exc:
-            first = (exc.stderr or exc.stdout or "").strip().splitlines()[:1]
-            raise ConfigError(f"commit checks: javac failed: {' '.join(first)}") from None
-        except subprocess.TimeoutExpired:
-            raise ConfigError(f"commit checks: javac ran over {_JAVAC_TIMEOUT_S} s") from None
-        staged = Path(work, jar.name)
-        with zipfile.ZipFile(staged, "w", zipfile.ZIP_DEFLATED) as archive:
-            for compiled in sorted(classes.rglob("*.class")):
-                archive.write(compiled, compiled.relative_to(classes).as_posix())
-        os.replace(staged, jar)  # processes building at once each put a whole, equal jar
-    return jar
+    classpath = [*(str(path) for path in needed), str(spark_jar_dir() / "*")]
+    what = "commit checks (Delta and Iceberg tables written by several processes)"
+    return build_jar(_JAR_NAME, sources, classpath, what=what)
 
 
 def _one_jar(jars: Sequence[Path], prefix: str) -> Path:

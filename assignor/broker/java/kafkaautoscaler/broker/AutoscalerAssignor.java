@@ -1,0 +1,181 @@
+package kafkaautoscaler.broker;
+
+import java.io.Closeable;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.Set;
+import org.apache.kafka.common.Configurable;
+import org.apache.kafka.common.Uuid;
+import org.apache.kafka.coordinator.group.api.assignor.ConsumerGroupPartitionAssignor;
+import org.apache.kafka.coordinator.group.api.assignor.GroupAssignment;
+import org.apache.kafka.coordinator.group.api.assignor.GroupSpec;
+import org.apache.kafka.coordinator.group.api.assignor.MemberAssignment;
+import org.apache.kafka.coordinator.group.api.assignor.SubscribedTopicDescriber;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The broker-side (KIP-848) assignor {@code autoscaler}: a group's members get the partitions
+ * of the plan the kafka-autoscaler sidecar published for exactly these members (the sidecar's
+ * speed-aware packing), and a sticky, even spread when no such plan is fresh.
+ *
+ * <p>Enable it on every broker with {@code group.consumer.assignors=uniform,range,
+ * kafkaautoscaler.broker.AutoscalerAssignor} (other groups keep {@code uniform}) and {@code
+ * autoscaler.plans.bootstrap.servers}; consumers choose it with {@code
+ * group.remote.assignor=autoscaler}. It runs on the coordinator's threads: it never blocks
+ * (plans are read by a thread of its own) and never throws (a failure keeps every member's
+ * current partitions and is logged once).
+ */
+public final class AutoscalerAssignor
+    implements ConsumerGroupPartitionAssignor, Configurable, Closeable {
+  public static final String NAME = "autoscaler";
+  public static final String BOOTSTRAP_CONFIG = "autoscaler.plans.bootstrap.servers";
+  public static final String TOPIC_CONFIG = "autoscaler.plans.topic";
+  public static final String MAX_AGE_CONFIG = "autoscaler.plans.max.age.ms";
+  /** Settings under this prefix go to the plans reader's client (security, for example). */
+  public static final String CLIENT_PREFIX = "autoscaler.plans.client.";
+  public static final String DEFAULT_TOPIC = "_autoscaler_plans";
+  public static final long DEFAULT_MAX_AGE_MS = 600_000;
+  /** Members whose instance id starts so are the sidecar's: they get no partitions. */
+  public static final String CONTROL_PREFIX = "autoscaler-control";
+
+  private static final Logger LOG = LoggerFactory.getLogger(AutoscalerAssignor.class);
+  // A broker may construct its assignors more than once (its configuration is built more
+  // than once): instances configured alike share one book and one reader thread.
+  private static final Map<String, PlanBook> BOOKS = new HashMap<>();
+  private static final Map<String, PlanReader> READERS = new HashMap<>();
+  private PlanBook book = new PlanBook(LOG, DEFAULT_MAX_AGE_MS);
+
+  @Override
+  public String name() {
+    return NAME;
+  }
+
+  @Override
+  public void configure(Map<String, ?> configs) {
+    long maxAgeMs = DEFAULT_MAX_AGE_MS;
+    Object age = configs.get(MAX_AGE_CONFIG);
+    if (age != null) {
+      try {
+        maxAgeMs = Long.parseLong(age.toString().trim());
+      } catch (NumberFormatException e) {
+        maxAgeMs = -1;
+      }
+      if (maxAgeMs < 1000 || maxAgeMs > 86_400_000) {
+        throw new org.apache.kafka.common.config.ConfigException(
+            MAX_AGE_CONFIG, age, "must be an integer in [1000, 86400000] (milliseconds)");
+      }
+    }
+    Object bootstrap = configs.get(BOOTSTRAP_CONFIG);
+    if (bootstrap == null || bootstrap.toString().isBlank()) {
+      book = new PlanBook(LOG, maxAgeMs);
+      LOG.warn(
+          "autoscaler assignor: {} is not set, so no plans are read: groups choosing "
+              + "'autoscaler' get the sticky even spread",
+          BOOTSTRAP_CONFIG);
+      return;
+    }
+    Object topic = configs.get(TOPIC_CONFIG);
+    Map<String, String> client = new HashMap<>();
+    configs.forEach(
+        (key, value) -> {
+          if (key.startsWith(CLIENT_PREFIX) && value != null) {
+            client.put(key.substring(CLIENT_PREFIX.length()), value.toString());
+          }
+        });
+    String topicName =
+        topic == null || topic.toString().isBlank() ? DEFAULT_TOPIC : topic.toString();
+    String source = bootstrap + "|" + topicName + "|" + maxAgeMs + "|" + new java.util.TreeMap<>(client);
+    synchronized (BOOKS) {
+      book = BOOKS.get(source);
+      if (book == null) {
+        book = new PlanBook(LOG, maxAgeMs);
+        PlanReader reader = new PlanReader(bootstrap.toString(), topicName, client, book);
+        BOOKS.put(source, book);
+        READERS.put(source, reader);
+        reader.start();
+      }
+    }
+  }
+
+  @Override
+  public GroupAssignment assign(GroupSpec spec, SubscribedTopicDescriber topics) {
+    try {
+      return place(spec, topics);
+    } catch (RuntimeException e) {
+      book.failures.incrementAndGet();
+      book.warnOnce(
+          "assign-failed",
+          "autoscaler assignor: assign() failed ({}); every member keeps its partitions "
+              + "({} failures so far; further ones are counted, not logged)",
+          e.toString(),
+          book.failures.get());
+      return keepEverything(spec);
+    }
+  }
+
+  private GroupAssignment place(GroupSpec spec, SubscribedTopicDescriber topics) {
+    Map<String, Optional<String>> instances = new HashMap<>();
+    List<String> control = new java.util.ArrayList<>();
+    for (String member : spec.memberIds()) {
+      Optional<String> instance = spec.memberSubscription(member).instanceId();
+      if (instance.filter(id -> id.startsWith(CONTROL_PREFIX)).isPresent()) {
+        control.add(member);
+      } else {
+        instances.put(member, instance);
+      }
+    }
+    List<String> members = instances.keySet().stream().sorted().toList();
+    Placement placement = new Placement(spec, topics, members);
+    long now = System.currentTimeMillis();
+    Optional<Plan> plan = book.matching(instances, now);
+    if (plan.isPresent()) {
+      book.plansFollowed.incrementAndGet();
+      placement.follow(plan.get(), PlanBook.keysFor(plan.get(), instances).orElseThrow());
+    } else {
+      book.fallbacks.incrementAndGet();
+      book.warnOnce(
+          "no-plan",
+          "autoscaler assignor: no fresh plan names a group's members; it gets the sticky "
+              + "even spread (counted from now on, logged once)");
+      placement.keepCurrent();
+    }
+    placement.placeRest();
+    Map<String, MemberAssignment> result = new HashMap<>();
+    placement.result().forEach((member, owned) -> result.put(member, new Assigned(owned)));
+    for (String member : control) {
+      result.put(member, new Assigned(Map.of()));
+    }
+    LOG.info(
+        "autoscaler assignor: {} members, {}; plans followed {}, fallbacks {}, records "
+            + "refused {}",
+        members.size(),
+        plan.map(p -> "following the plan of group " + p.group()).orElse("no plan"),
+        book.plansFollowed.get(),
+        book.fallbacks.get(),
+        book.recordsRefused.get());
+    return new GroupAssignment(result);
+  }
+
+  private static GroupAssignment keepEverything(GroupSpec spec) {
+    Map<String, MemberAssignment> result = new HashMap<>();
+    for (String member : spec.memberIds()) {
+      MemberAssignment current = spec.memberAssignment(member);
+      Map<Uuid, Set<Integer>> owned = current == null ? Map.of() : current.partitions();
+      result.put(member, new Assigned(owned));
+    }
+    return new GroupAssignment(result);
+  }
+
+  /** Stops the plans readers (the broker is shutting down). */
+  @Override
+  public void close() {
+    synchronized (BOOKS) {
+      READERS.values().forEach(PlanReader::close);
+      READERS.clear();
+      BOOKS.clear();
+    }
+  }
+}

@@ -1,0 +1,103 @@
+package kafkaautoscaler.broker;
+
+import java.util.HashSet;
+import java.util.Map;
+import java.util.Optional;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicLong;
+import org.slf4j.Logger;
+
+/**
+ * The newest plan of each group, written by the reader thread and read by the coordinator
+ * threads (so every field is safe to share), with the counts an operator reads in the log.
+ */
+final class PlanBook {
+  private final Map<String, Plan> latest = new ConcurrentHashMap<>();
+  private final Set<String> loggedReasons = ConcurrentHashMap.newKeySet();
+  private final Logger log;
+  final long maxAgeMs;
+  final AtomicLong recordsRead = new AtomicLong();
+  final AtomicLong recordsRefused = new AtomicLong();
+  final AtomicLong plansFollowed = new AtomicLong();
+  final AtomicLong fallbacks = new AtomicLong();
+  final AtomicLong failures = new AtomicLong();
+
+  PlanBook(Logger log, long maxAgeMs) {
+    this.log = log;
+    this.maxAgeMs = maxAgeMs;
+  }
+
+  /** Reads one record of the plans topic: a plan replaces its group's, anything else is counted. */
+  void offer(byte[] key, byte[] value, String where, long nowMs) {
+    recordsRead.incrementAndGet();
+    String reason;
+    try {
+      Plan plan = Plan.parse(key, value, nowMs, maxAgeMs);
+      latest.put(plan.group(), plan);
+      log.info(
+          "autoscaler assignor: took the plan of group {} written at {} ms ({} members) from {}",
+          plan.group(),
+          plan.writtenMs(),
+          plan.members().size(),
+          where);
+      return;
+    } catch (Plan.Refused refused) {
+      reason = refused.reason;
+    } catch (RuntimeException unexpected) {
+      // Never let one record stop the reader (it would read the same record again forever).
+      reason = "unreadable (" + unexpected.getClass().getSimpleName() + ")";
+    }
+    recordsRefused.incrementAndGet();
+    warnOnce(
+        "refused:" + reason,
+        "autoscaler assignor: ignored the plan record at {}: {} ({} refused so far; "
+            + "further ones for this reason are counted, not logged)",
+        where,
+        reason,
+        recordsRefused.get());
+  }
+
+  /**
+   * The newest fresh plan naming exactly the group's members: each member is named once, by
+   * its instance id or else its member id, and the plan names no one else.
+   */
+  Optional<Plan> matching(Map<String, Optional<String>> instanceIdByMember, long nowMs) {
+    Plan best = null;
+    for (Plan plan : latest.values()) {
+      boolean fresh = plan.writtenMs() >= nowMs - maxAgeMs;
+      if (fresh
+          && keysFor(plan, instanceIdByMember).isPresent()
+          && (best == null || plan.writtenMs() > best.writtenMs())) {
+        best = plan;
+      }
+    }
+    return Optional.ofNullable(best);
+  }
+
+  /** Each member's key in {@code plan}, if the plan names exactly these members. */
+  static Optional<Map<String, String>> keysFor(
+      Plan plan, Map<String, Optional<String>> instanceIdByMember) {
+    Map<String, String> keys = new java.util.HashMap<>();
+    Set<String> used = new HashSet<>();
+    for (Map.Entry<String, Optional<String>> member : instanceIdByMember.entrySet()) {
+      String instance = member.getValue().orElse(null);
+      String key =
+          instance != null && plan.members().containsKey(instance)
+              ? instance
+              : plan.members().containsKey(member.getKey()) ? member.getKey() : null;
+      if (key == null || !used.add(key)) {
+        return Optional.empty();
+      }
+      keys.put(member.getKey(), key);
+    }
+    return used.size() == plan.members().size() ? Optional.of(keys) : Optional.empty();
+  }
+
+  /** Logs a warning the first time {@code reason} happens, never again after. */
+  void warnOnce(String reason, String format, Object... arguments) {
+    if (loggedReasons.add(reason)) {
+      log.warn(format, arguments);
+    }
+  }
+}

@@ -1,0 +1,125 @@
+package kafkaautoscaler.broker;
+
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.common.PartitionInfo;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.errors.WakeupException;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+
+/**
+ * Reads the plans topic from its start into the book, on a daemon thread with its own client,
+ * so that assign() never waits on the network. Any error is logged once, then retried.
+ */
+final class PlanReader implements Runnable {
+  private static final Duration POLL = Duration.ofMillis(500);
+  private static final long RETRY_MS = 1000;
+  private final Properties client = new Properties();
+  private final String topic;
+  private final PlanBook book;
+  private final Thread thread;
+  private volatile boolean stopping;
+  private volatile KafkaConsumer<byte[], byte[]> consumer;
+
+  PlanReader(String bootstrap, String topic, Map<String, String> clientSettings, PlanBook book) {
+    this.topic = topic;
+    this.book = book;
+    client.putAll(clientSettings);
+    client.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+    client.put(ConsumerConfig.CLIENT_ID_CONFIG, "autoscaler-assignor-plans");
+    client.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+    client.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+    // Reading must never create the topic (the broker may auto-create topics for clients).
+    client.put(ConsumerConfig.ALLOW_AUTO_CREATE_TOPICS_CONFIG, "false");
+    // The broker itself may still be starting: retry gently, not every 50 ms.
+    client.put(ConsumerConfig.RECONNECT_BACKOFF_MS_CONFIG, "1000");
+    client.put(ConsumerConfig.RECONNECT_BACKOFF_MAX_MS_CONFIG, "10000");
+    client.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+    client.put(
+        ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+    thread = new Thread(this, "autoscaler-assignor-plans");
+    thread.setDaemon(true);
+  }
+
+  void start() {
+    thread.start();
+  }
+
+  @Override
+  public void run() {
+    while (!stopping) {
+      try (KafkaConsumer<byte[], byte[]> reader = new KafkaConsumer<>(client)) {
+        consumer = reader;
+        readFrom(reader);
+      } catch (WakeupException e) {
+        return;
+      } catch (RuntimeException e) {
+        book.warnOnce(
+            "reader:" + e.getClass().getName(),
+            "autoscaler assignor: reading {} failed ({}); retrying every {} ms, groups get "
+                + "the balanced fallback until a plan arrives",
+            topic,
+            e.toString(),
+            RETRY_MS);
+        pause();
+      } finally {
+        consumer = null;
+      }
+    }
+  }
+
+  private void readFrom(KafkaConsumer<byte[], byte[]> reader) {
+    List<TopicPartition> partitions = List.of();
+    while (!stopping && partitions.isEmpty()) {
+      List<PartitionInfo> found = reader.partitionsFor(topic, Duration.ofSeconds(10));
+      partitions =
+          found == null
+              ? List.of()
+              : found.stream().map(p -> new TopicPartition(topic, p.partition())).toList();
+      if (partitions.isEmpty()) {
+        book.warnOnce(
+            "reader:no-topic",
+            "autoscaler assignor: no topic {} yet; waiting for the sidecar to create it",
+            topic);
+        pause();
+      }
+    }
+    reader.assign(partitions);
+    reader.seekToBeginning(partitions);
+    while (!stopping) {
+      for (ConsumerRecord<byte[], byte[]> record : reader.poll(POLL)) {
+        String where = record.topic() + "-" + record.partition() + "@" + record.offset();
+        book.offer(record.key(), record.value(), where, System.currentTimeMillis());
+      }
+    }
+  }
+
+  private void pause() {
+    try {
+      Thread.sleep(RETRY_MS);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      stopping = true;
+    }
+  }
+
+  /** Stops the thread and waits for it a little (the broker is shutting down). */
+  void close() {
+    stopping = true;
+    KafkaConsumer<byte[], byte[]> current = consumer;
+    if (current != null) {
+      current.wakeup();
+    }
+    thread.interrupt();
+    try {
+      thread.join(5000);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+  }
+}

@@ -1,0 +1,312 @@
+"""The broker-side assignor (KIP-848): confluent-kafka consumers with
+``group.protocol=consumer`` and ``group.remote.assignor=autoscaler``, and no code of ours,
+get the partitions of the plan published on the plans topic, on Apache Kafka."""
+
+from __future__ import annotations
+
+import random
+import re
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicCollection
+
+import assignor.broker as broker
+from assignor import TopicPartition
+from assignor.registry import get_heuristic
+from contract.broker_plans import PLANS_TOPIC, PlanError, check_topic_id, encode_plan
+from local_kafka.apache_kafka import ApacheKafka
+from local_kafka.clusters import ClusterKind
+from tests.conftest import skip_unless_runnable
+from tests.sdk_helpers import wait_until
+
+JAVA = Path(broker.__file__).parent / "java" / "kafkaautoscaler" / "broker"
+SETTLE_S = 60.0
+Plan = Mapping[str, Sequence[TopicPartition]]  # member key -> its partitions
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[ApacheKafka]:
+    skip_unless_runnable(ClusterKind.APACHE)
+    with ApacheKafka(broker_assignor=True) as apache:
+        apache.create_topic(PLANS_TOPIC, 1, 1)
+        yield apache
+
+
+class Kip848Members:
+    """KIP-848 consumers, each polled on a thread of its own (a confluent-kafka consumer is
+    not to be shared between threads), recording the partitions each owns."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str) -> None:
+        self.bootstrap, self.group, self.topic = bootstrap, group, topic
+        self.owned: dict[str, set[int]] = {}
+        self._stops: dict[str, threading.Event] = {}
+        self._threads: dict[str, threading.Thread] = {}
+
+    def join(self, instance_id: str) -> None:
+        stop = threading.Event()
+        self.owned[instance_id] = set()
+        thread = threading.Thread(target=self._run, args=(instance_id, stop), daemon=True)
+        self._stops[instance_id], self._threads[instance_id] = stop, thread
+        thread.start()
+
+    def leave(self, instance_id: str) -> None:
+        self._stops[instance_id].set()
+        self._threads[instance_id].join(timeout=30)
+        del self.owned[instance_id]
+
+    def _run(self, instance_id: str, stop: threading.Event) -> None:
+        consumer = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": self.group,
+                "group.protocol": "consumer",
+                "group.remote.assignor": broker.ASSIGNOR_NAME,
+                "group.instance.id": instance_id,
+                "enable.auto.commit": False,
+            }
+        )
+        consumer.subscribe([self.topic])
+        try:
+            while not stop.is_set():
+                consumer.poll(0.1)
+                self.owned[instance_id] = {tp.partition for tp in consumer.assignment()}
+        finally:
+            consumer.close()
+
+    def close(self) -> None:
+        for instance_id in list(self.owned):
+            self.leave(instance_id)
+
+    def holds(self, expected: Mapping[str, set[int]]) -> bool:
+        return {k: set(v) for k, v in self.owned.items()} == dict(expected)
+
+
+def topic_id(cluster: ApacheKafka, topic: str) -> str:
+    described = cluster.admin_client().describe_topics(TopicCollection([topic]))[topic].result()
+    return check_topic_id(str(described.topic_id))
+
+
+def publish(cluster: ApacheKafka, records: Sequence[tuple[bytes, bytes]]) -> None:
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers})
+    for key, value in records:
+        producer.produce(PLANS_TOPIC, value=value, key=key)
+    assert producer.flush(30) == 0
+
+
+def took(cluster: ApacheKafka, group: str, written_ms: int) -> bool:
+    return f"took the plan of group {group} written at {written_ms} ms" in cluster.node_log(1)
+
+
+def publish_plan(cluster: ApacheKafka, group: str, plan: Plan, topic: str) -> None:
+    """Publishes ``plan`` and waits until the broker's assignor has read it."""
+    written_ms = int(time.time() * 1000)
+    ids = {topic: topic_id(cluster, topic)}
+    assignment = {tp: member for member, owned in plan.items() for tp in owned}
+    publish(cluster, [encode_plan(group, assignment, list(plan), ids, written_ms=written_ms)])
+    assert wait_until(lambda: took(cluster, group, written_ms), timeout_s=SETTLE_S)
+
+
+def by_partition(plan: Plan) -> dict[str, set[int]]:
+    return {member: {tp.partition for tp in owned} for member, owned in plan.items()}
+
+
+# Uneven speeds: the speed-aware packing gives the members unequal partition counts, which no
+# count-balancing assignor would.
+SPEEDS = (60.0, 35.0, 30.0, 25.0, 20.0, 15.0, 10.0, 5.0, 5.0, 5.0, 5.0, 5.0)
+CAPACITY = 100.0
+
+
+def test_kip848_consumers_get_the_sidecars_packing(cluster: ApacheKafka) -> None:
+    topic = f"orders-{uuid.uuid4().hex[:6]}"
+    cluster.create_topic(topic, len(SPEEDS), 1)
+    group = f"g-{topic}"
+    names = [f"{group}-{i}" for i in range(3)]
+    speeds = {TopicPartition(topic, p): s for p, s in enumerate(SPEEDS)}
+    packed = get_heuristic("repair").assign(speeds, capacity=CAPACITY, members=names)
+    plan = {name: sorted(tp for tp, owner in packed.items() if owner == name) for name in names}
+    assert sorted(len(owned) for owned in plan.values()) != [4, 4, 4]  # not an even spread
+    publish_plan(cluster, group, plan, topic)
+    members = Kip848Members(cluster.bootstrap_servers, group, topic)
+    try:
+        for name in names:
+            members.join(name)
+        assert wait_until(lambda: members.holds(by_partition(plan)), timeout_s=SETTLE_S), (
+            members.owned
+        )
+        for owned in members.owned.values():
+            assert sum(SPEEDS[p] for p in owned) <= CAPACITY
+    finally:
+        members.close()
+
+
+def test_without_a_plan_the_spread_is_even_and_sticky(cluster: ApacheKafka) -> None:
+    topic = f"plain-{uuid.uuid4().hex[:6]}"
+    cluster.create_topic(topic, 9, 1)
+    group = f"g-{topic}"
+    members = Kip848Members(cluster.bootstrap_servers, group, topic)
+
+    def spread() -> list[int]:
+        return sorted(len(owned) for owned in members.owned.values())
+
+    try:
+        for i in range(3):
+            members.join(f"{group}-{i}")
+        assert wait_until(lambda: spread() == [3, 3, 3], timeout_s=SETTLE_S), members.owned
+        before = {name: set(owned) for name, owned in members.owned.items()}
+        members.join(f"{group}-3")
+        assert wait_until(lambda: spread() == [2, 2, 2, 3], timeout_s=SETTLE_S), members.owned
+        for name, owned in before.items():
+            assert members.owned[name] <= owned  # kept, never swapped
+    finally:
+        members.close()
+
+
+def test_bad_plan_records_are_refused_counted_and_the_next_plan_is_followed(
+    cluster: ApacheKafka,
+) -> None:
+    topic = f"bad-{uuid.uuid4().hex[:6]}"
+    cluster.create_topic(topic, 4, 1)
+    group = f"g-{topic}"
+    names = [f"{group}-0", f"{group}-1"]
+    ids = {topic: topic_id(cluster, topic)}
+    now_ms = int(time.time() * 1000)
+    one = {TopicPartition(topic, 0): names[0]}
+    _, future = encode_plan(group, one, names, ids, written_ms=now_ms + 3_600_000)
+    _, stale = encode_plan(group, one, names, ids, written_ms=now_ms - 86_400_000)
+    key = group.encode()
+    bad = [
+        (key, b"\x00\xffnot json"),
+        (key, b"[1, 2]"),
+        (key, b'{"format": 2}'),
+        (key, future),
+        (key, stale),
+        (b"another-group", future.replace(b"written_ms", b"x")),
+        (
+            key,
+            b'{"format":1,"group":"%s","written_ms":%d,"members":{"m":{"nope":[0]}}}'
+            % (group.encode(), now_ms),
+        ),
+        (key, b"[" * 100_000),
+    ]
+    # Seeded mutations of a valid plan: flipped bytes, cuts and repeats (the reader's parser
+    # is fed bytes from the network).
+    _, valid = encode_plan(group, one, names, ids, written_ms=now_ms)
+    chance = random.Random(20261203)
+    for _ in range(300):
+        mutated = bytearray(valid)
+        for _ in range(chance.randint(1, 4)):
+            at = chance.randrange(len(mutated))
+            kind = chance.randrange(3)
+            if kind == 0:
+                mutated[at] = chance.randrange(256)
+            elif kind == 1:
+                del mutated[at:]
+                mutated.extend(b"x")
+            else:
+                mutated[at:at] = mutated[at : at + chance.randint(1, 40)]
+        bad.append((key, bytes(mutated)))
+    publish(cluster, bad)
+    plan = {
+        names[0]: [TopicPartition(topic, p) for p in (0, 1, 2)],
+        names[1]: [TopicPartition(topic, 3)],
+    }
+    publish_plan(cluster, group, plan, topic)
+    members = Kip848Members(cluster.bootstrap_servers, group, topic)
+    try:
+        for name in names:
+            members.join(name)
+        assert wait_until(lambda: members.holds(by_partition(plan)), timeout_s=SETTLE_S)
+    finally:
+        members.close()
+    log = cluster.node_log(1)
+    assert "unreadable" not in log  # every refusal had a reason the parser names
+    for reason in (
+        "value is not JSON",
+        "value is not a JSON object",
+        "format is not 1",
+        r"written_ms is more than \d+ ms in the future",
+        r"older than autoscaler.plans.max.age.ms \(\d+\)",
+        "a topic id is not a Kafka topic id",
+    ):
+        assert (
+            len(re.findall(rf"ignored the plan record at {PLANS_TOPIC}-0@\d+: {reason}", log)) == 1
+        )
+
+
+def test_a_control_member_joining_makes_the_broker_apply_a_new_plan(cluster: ApacheKafka) -> None:
+    topic = f"drift-{uuid.uuid4().hex[:6]}"
+    cluster.create_topic(topic, 6, 1)
+    group = f"g-{topic}"
+    names = [f"{group}-0", f"{group}-1"]
+    first = {
+        names[0]: [TopicPartition(topic, p) for p in range(5)],
+        names[1]: [TopicPartition(topic, 5)],
+    }
+    second = {
+        names[0]: [TopicPartition(topic, 0)],
+        names[1]: [TopicPartition(topic, p) for p in range(1, 6)],
+    }
+    publish_plan(cluster, group, first, topic)
+    members = Kip848Members(cluster.bootstrap_servers, group, topic)
+    try:
+        for name in names:
+            members.join(name)
+        assert wait_until(lambda: members.holds(by_partition(first)), timeout_s=SETTLE_S)
+        publish_plan(cluster, group, second, topic)  # speeds drifted; no member changed
+        control = f"{broker.CONTROL_INSTANCE_PREFIX}-{group}"
+        members.join(control)
+        expected = {**by_partition(second), control: set()}
+        assert wait_until(lambda: members.holds(expected), timeout_s=SETTLE_S), members.owned
+        members.leave(control)
+        assert members.holds(by_partition(second))
+    finally:
+        members.close()
+
+
+def test_the_java_side_names_what_the_python_side_names() -> None:
+    source = (JAVA / "AutoscalerAssignor.java").read_text()
+    for constant, value in (
+        ("NAME", broker.ASSIGNOR_NAME),
+        ("BOOTSTRAP_CONFIG", broker.BOOTSTRAP_PROPERTY),
+        ("TOPIC_CONFIG", broker.TOPIC_PROPERTY),
+        ("MAX_AGE_CONFIG", broker.MAX_AGE_PROPERTY),
+        ("CLIENT_PREFIX", broker.CLIENT_PROPERTY_PREFIX),
+        ("DEFAULT_TOPIC", PLANS_TOPIC),
+        ("CONTROL_PREFIX", broker.CONTROL_INSTANCE_PREFIX),
+    ):
+        assert f'String {constant} = "{value}";' in source
+    assert broker.ASSIGNOR_CLASS == "kafkaautoscaler.broker.AutoscalerAssignor"
+    assert "package kafkaautoscaler.broker;" in source
+
+
+@pytest.mark.parametrize(
+    ("group", "assignment", "members", "why"),
+    [
+        ("", {}, ["m"], "group"),
+        ("g", {}, [], "members"),
+        ("g", {}, [""], "member key"),
+        ("g", {}, ["m" * 256], "member key"),
+        ("g", {TopicPartition("t", 0): "other"}, ["m"], "not a member"),
+        ("g", {TopicPartition("unknown", 0): "m"}, ["m"], "no topic id"),
+    ],
+)
+def test_a_plan_the_broker_would_refuse_is_not_encoded(
+    group: str, assignment: dict[TopicPartition, str], members: list[str], why: str
+) -> None:
+    with pytest.raises(PlanError, match=why):
+        encode_plan(group, assignment, members, {"t": "AAAAAAAAAAAAAAAAAAAAAA"}, written_ms=0)
+
+
+@pytest.mark.parametrize("bad", ["", "short", "A" * 23, "AAAAAAAAAAAAAAAAAAAA==", "!" * 22])
+def test_a_malformed_topic_id_is_refused(bad: str) -> None:
+    with pytest.raises(PlanError, match="22 characters of base64"):
+        check_topic_id(bad)
+
+
+def test_topic_ids_are_written_in_kafkas_url_safe_alphabet() -> None:
+    assert check_topic_id("lUxO2+QJTCaD6fNrrg9/Jw") == "lUxO2-QJTCaD6fNrrg9_Jw"
