@@ -13,7 +13,7 @@ from pathlib import Path
 
 from assignor.broker import ASSIGNOR_CLASS, BOOTSTRAP_PROPERTY, TOPIC_PROPERTY
 from consumer_sdk.lake.jar_lock import JarLockError, ensure_jars, read_lock
-from consumer_sdk.lake.java_build import build_jar, packaged_java_sources
+from consumer_sdk.lake.java_build import build_jar, packaged_java_sources, print_built_jar
 from contract.broker_plans import PLANS_TOPIC
 from contract.settings import ConfigError
 from local_kafka.kafka_jars import KAFKA_LOCK
@@ -56,12 +56,7 @@ def broker_properties(plans_bootstrap: str, *, topic: str = PLANS_TOPIC) -> dict
 
 def main() -> int:
     """Build the jar (``make jars`` does it) and print its path."""
-    try:
-        print(ensure_broker_assignor_jar())
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    return 0
+    return print_built_jar(ensure_broker_assignor_jar)
 
 
 if __name__ == "__main__":

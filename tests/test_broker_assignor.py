@@ -115,6 +115,22 @@ def by_partition(plan: Plan) -> dict[str, set[int]]:
     return {member: {tp.partition for tp in owned} for member, owned in plan.items()}
 
 
+def members_on_plan(cluster: ApacheKafka, group: str, topic: str, plan: Plan) -> Kip848Members:
+    """Publishes ``plan``, starts the members it names, and waits until they hold it."""
+    publish_plan(cluster, group, plan, topic)
+    members = Kip848Members(cluster.bootstrap_servers, group, topic)
+    try:
+        for name in plan:
+            members.join(name)
+        assert wait_until(lambda: members.holds(by_partition(plan)), timeout_s=SETTLE_S), (
+            members.owned
+        )
+    except BaseException:
+        members.close()
+        raise
+    return members
+
+
 # Uneven speeds: the speed-aware packing gives the members unequal partition counts, which no
 # count-balancing assignor would.
 SPEEDS = (60.0, 35.0, 30.0, 25.0, 20.0, 15.0, 10.0, 5.0, 5.0, 5.0, 5.0, 5.0)
@@ -130,14 +146,8 @@ def test_kip848_consumers_get_the_sidecars_packing(cluster: ApacheKafka) -> None
     packed = get_heuristic("repair").assign(speeds, capacity=CAPACITY, members=names)
     plan = {name: sorted(tp for tp, owner in packed.items() if owner == name) for name in names}
     assert sorted(len(owned) for owned in plan.values()) != [4, 4, 4]  # not an even spread
-    publish_plan(cluster, group, plan, topic)
-    members = Kip848Members(cluster.bootstrap_servers, group, topic)
+    members = members_on_plan(cluster, group, topic, plan)
     try:
-        for name in names:
-            members.join(name)
-        assert wait_until(lambda: members.holds(by_partition(plan)), timeout_s=SETTLE_S), (
-            members.owned
-        )
         for owned in members.owned.values():
             assert sum(SPEEDS[p] for p in owned) <= CAPACITY
     finally:
@@ -215,14 +225,7 @@ def test_bad_plan_records_are_refused_counted_and_the_next_plan_is_followed(
         names[0]: [TopicPartition(topic, p) for p in (0, 1, 2)],
         names[1]: [TopicPartition(topic, 3)],
     }
-    publish_plan(cluster, group, plan, topic)
-    members = Kip848Members(cluster.bootstrap_servers, group, topic)
-    try:
-        for name in names:
-            members.join(name)
-        assert wait_until(lambda: members.holds(by_partition(plan)), timeout_s=SETTLE_S)
-    finally:
-        members.close()
+    members_on_plan(cluster, group, topic, plan).close()
     log = cluster.node_log(1)
     assert "unreadable" not in log  # every refusal had a reason the parser names
     for reason in (
@@ -251,12 +254,8 @@ def test_a_control_member_joining_makes_the_broker_apply_a_new_plan(cluster: Apa
         names[0]: [TopicPartition(topic, 0)],
         names[1]: [TopicPartition(topic, p) for p in range(1, 6)],
     }
-    publish_plan(cluster, group, first, topic)
-    members = Kip848Members(cluster.bootstrap_servers, group, topic)
+    members = members_on_plan(cluster, group, topic, first)
     try:
-        for name in names:
-            members.join(name)
-        assert wait_until(lambda: members.holds(by_partition(first)), timeout_s=SETTLE_S)
         publish_plan(cluster, group, second, topic)  # speeds drifted; no member changed
         control = f"{broker.CONTROL_INSTANCE_PREFIX}-{group}"
         members.join(control)

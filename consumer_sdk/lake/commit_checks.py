@@ -32,7 +32,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from consumer_sdk.lake.jar_lock import lake_jars
-from consumer_sdk.lake.java_build import build_jar, built_jar_path, packaged_java_sources
+from consumer_sdk.lake.java_build import (
+    build_jar,
+    built_jar_path,
+    packaged_java_sources,
+    print_built_jar,
+)
 from contract.settings import ConfigError
 
 LOG_STORE_CLASS = "kafkaautoscaler.delta.ExclusiveLocalLogStore"
@@ -85,12 +90,7 @@ def _one_jar(jars: Sequence[Path], prefix: str) -> Path:
 
 def main() -> int:
     """Build the classes' jar into the cache (``make jars``); print its path."""
-    try:
-        print(ensure_commit_checks_jar(lake_jars()))
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    return 0
+    return print_built_jar(lambda: ensure_commit_checks_jar(lake_jars()))
 
 
 if __name__ == "__main__":

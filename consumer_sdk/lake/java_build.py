@@ -11,9 +11,10 @@ import hashlib
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import zipfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
@@ -90,3 +91,13 @@ def build_jar(
                 archive.write(compiled, compiled.relative_to(classes).as_posix())
         os.replace(staged, jar)  # processes building at once each put a whole, equal jar
     return jar
+
+
+def print_built_jar(build: Callable[[], Path]) -> int:
+    """A build command's body: build the jar, print its path (0), or the error in one line (1)."""
+    try:
+        print(build())
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
