@@ -267,6 +267,53 @@ def test_a_control_member_joining_makes_the_broker_apply_a_new_plan(cluster: Apa
         members.close()
 
 
+def test_scale_out_waits_for_the_planned_member_and_nobody_moves_before(
+    cluster: ApacheKafka,
+) -> None:
+    topic = f"out-{uuid.uuid4().hex[:6]}"
+    cluster.create_topic(topic, 6, 1)
+    group = f"g-{topic}"
+    a, b, c = (f"{group}-{i}" for i in range(3))
+    tps = [TopicPartition(topic, p) for p in range(6)]
+    members = members_on_plan(cluster, group, topic, {a: tps[:5], b: tps[5:]})
+    try:
+        publish_plan(cluster, group, {a: tps[:2], b: tps[5:], c: tps[2:5]}, topic)
+        control = f"{broker.CONTROL_INSTANCE_PREFIX}-{group}"
+        members.join(control)  # an assign() before c joins: the plan waits for c
+        assert wait_until(
+            lambda: "2 members and 1 control, no plan" in cluster.node_log(1), timeout_s=SETTLE_S
+        )
+        assert members.holds({a: set(range(5)), b: {5}, control: set()})
+        members.leave(control)
+        members.join(c)
+        expected = {a: {0, 1}, b: {5}, c: {2, 3, 4}}
+        assert wait_until(lambda: members.holds(expected), timeout_s=SETTLE_S), members.owned
+    finally:
+        members.close()
+
+
+def test_scale_in_empties_the_member_before_it_stops(cluster: ApacheKafka) -> None:
+    topic = f"in-{uuid.uuid4().hex[:6]}"
+    cluster.create_topic(topic, 6, 1)
+    group = f"g-{topic}"
+    a, b, c = (f"{group}-{i}" for i in range(3))
+    tps = [TopicPartition(topic, p) for p in range(6)]
+    members = members_on_plan(cluster, group, topic, {a: tps[:2], b: tps[2:4], c: tps[4:]})
+    try:
+        emptied = {a: tps[:3], b: tps[3:], c: []}
+        publish_plan(cluster, group, emptied, topic)
+        control = f"{broker.CONTROL_INSTANCE_PREFIX}-{group}"
+        members.join(control)
+        expected = {**by_partition(emptied), control: set()}
+        assert wait_until(lambda: members.holds(expected), timeout_s=SETTLE_S), members.owned
+        members.leave(control)
+        members.leave(c)  # it owns nothing: its leaving pauses no partition
+        survivors = {a: {0, 1, 2}, b: {3, 4, 5}}
+        assert wait_until(lambda: members.holds(survivors), timeout_s=SETTLE_S), members.owned
+    finally:
+        members.close()
+
+
 def test_the_java_side_names_what_the_python_side_names() -> None:
     source = (JAVA / "AutoscalerAssignor.java").read_text()
     for constant, value in (

@@ -134,13 +134,18 @@ public final class AutoscalerAssignor
     if (plan.isPresent()) {
       book.plansFollowed.incrementAndGet();
       placement.follow(plan.get(), PlanBook.keysFor(plan.get(), instances).orElseThrow());
+    } else if (book.anyPlanNames(instances, now)) {
+      // Between two plans of the sidecar's (a member it plans for has not joined yet):
+      // nobody moves, whatever the spread; only partitions without an owner are placed.
+      book.fallbacks.incrementAndGet();
+      placement.keepCurrent(Integer.MAX_VALUE);
     } else {
       book.fallbacks.incrementAndGet();
       book.warnOnce(
           "no-plan",
           "autoscaler assignor: no fresh plan names a group's members; it gets the sticky "
               + "even spread (counted from now on, logged once)");
-      placement.keepCurrent();
+      placement.keepCurrent(0);
     }
     placement.placeRest();
     Map<String, MemberAssignment> result = new HashMap<>();
@@ -149,9 +154,10 @@ public final class AutoscalerAssignor
       result.put(member, new Assigned(Map.of()));
     }
     LOG.info(
-        "autoscaler assignor: {} members, {}; plans followed {}, fallbacks {}, records "
-            + "refused {}",
+        "autoscaler assignor: {} members and {} control, {}; plans followed {}, fallbacks {}, "
+            + "records refused {}",
         members.size(),
+        control.size(),
         plan.map(p -> "following the plan of group " + p.group()).orElse("no plan"),
         book.plansFollowed.get(),
         book.fallbacks.get(),

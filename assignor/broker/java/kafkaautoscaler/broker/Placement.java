@@ -63,19 +63,19 @@ final class Placement {
   }
 
   /**
-   * Keeps each member's current partitions up to its even share (of P partitions over N
-   * members, P mod N members may keep one more: those holding most now), lowest partitions
-   * first: the sticky half of the fallback.
+   * Keeps each member's current partitions up to its even share plus {@code slack} (of P
+   * partitions over N members, P mod N members may keep one more: those holding most now),
+   * lowest partitions first: the sticky half of the fallback.
    */
-  void keepCurrent() {
+  void keepCurrent(int slack) {
     int total = assignable().size();
-    int base = total / Math.max(1, members.size());
+    long base = (long) total / Math.max(1, members.size()) + slack;
     int extra = total % Math.max(1, members.size());
     List<String> byHolding = new ArrayList<>(members);
     byHolding.sort(Comparator.comparingInt(this::currentCount).reversed());
     for (int rank = 0; rank < byHolding.size(); rank++) {
       String member = byHolding.get(rank);
-      int share = base + (rank < extra ? 1 : 0);
+      long share = base + (rank < extra ? 1 : 0);
       MemberAssignment current = spec.memberAssignment(member);
       if (current == null) {
         continue;

@@ -59,14 +59,14 @@ final class PlanBook {
   }
 
   /**
-   * The newest fresh plan naming exactly the group's members: each member is named once, by
-   * its instance id or else its member id, and the plan names no one else.
+   * The newest fresh plan for the group's members: each member is named once, by its instance
+   * id or else its member id, and any member the plan names beyond them is given nothing (a
+   * member the sidecar emptied before stopping it, gone or still leaving).
    */
   Optional<Plan> matching(Map<String, Optional<String>> instanceIdByMember, long nowMs) {
     Plan best = null;
     for (Plan plan : latest.values()) {
-      boolean fresh = plan.writtenMs() >= nowMs - maxAgeMs;
-      if (fresh
+      if (fresh(plan, nowMs)
           && keysFor(plan, instanceIdByMember).isPresent()
           && (best == null || plan.writtenMs() > best.writtenMs())) {
         best = plan;
@@ -75,7 +75,26 @@ final class PlanBook {
     return Optional.ofNullable(best);
   }
 
-  /** Each member's key in {@code plan}, if the plan names exactly these members. */
+  /** Whether a fresh plan names any of these members (the group is the sidecar's). */
+  boolean anyPlanNames(Map<String, Optional<String>> instanceIdByMember, long nowMs) {
+    for (Plan plan : latest.values()) {
+      if (fresh(plan, nowMs)) {
+        for (Map.Entry<String, Optional<String>> member : instanceIdByMember.entrySet()) {
+          if (plan.members().containsKey(member.getKey())
+              || member.getValue().filter(plan.members()::containsKey).isPresent()) {
+            return true;
+          }
+        }
+      }
+    }
+    return false;
+  }
+
+  private boolean fresh(Plan plan, long nowMs) {
+    return plan.writtenMs() >= nowMs - maxAgeMs;
+  }
+
+  /** Each member's key in {@code plan}, if the plan is for exactly these members. */
   static Optional<Map<String, String>> keysFor(
       Plan plan, Map<String, Optional<String>> instanceIdByMember) {
     Map<String, String> keys = new java.util.HashMap<>();
@@ -91,7 +110,14 @@ final class PlanBook {
       }
       keys.put(member.getKey(), key);
     }
-    return used.size() == plan.members().size() ? Optional.of(keys) : Optional.empty();
+    for (Map.Entry<String, Map<org.apache.kafka.common.Uuid, Set<Integer>>> named :
+        plan.members().entrySet()) {
+      boolean holdsSome = named.getValue().values().stream().anyMatch(p -> !p.isEmpty());
+      if (!used.contains(named.getKey()) && holdsSome) {
+        return Optional.empty(); // it waits for a member that has not joined yet
+      }
+    }
+    return Optional.of(keys);
   }
 
   /** Logs a warning the first time {@code reason} happens, never again after. */
