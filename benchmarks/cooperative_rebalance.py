@@ -47,6 +47,11 @@ from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 from aiokafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
 from confluent_kafka import Consumer, Producer
 
+from assignor import TopicPartition
+from assignor.broker import ASSIGNOR_NAME, CONTROL_INSTANCE_PREFIX
+from assignor.group_plan import FALLBACK_HEURISTIC
+from assignor.registry import get_heuristic
+from benchmarks.support.kip848_members import kafka_topic_id
 from benchmarks.support.machine import (
     add_cluster_option,
     baseline_checkout,
@@ -58,6 +63,7 @@ from benchmarks.support.report import RESULTS, publish
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.consumer import AutoscalingConsumer, OwnershipEvent
 from consumer_sdk.sink import CallbackSink, Record
+from contract.broker_plans import PLANS_TOPIC, encode_plan
 from local_kafka.clusters import ClusterKind, KafkaCluster, kafka_cluster
 
 PARTITIONS = 100
@@ -92,9 +98,20 @@ OURS = "cooperative (ours)"
 OURS_TWO_ROUND = "cooperative two-round (ours)"  # no comma: --protocols splits on them
 LIBRDKAFKA = "librdkafka cooperative-sticky"
 KIP848 = "KIP-848 consumer protocol"
-PROTOCOLS = ("eager-range", "eager-sticky", OURS, OURS_TWO_ROUND, LIBRDKAFKA, KIP848)
+# KIP-848 members (confluent-kafka, no code of ours) choosing our broker-side assignor, with
+# the benchmark publishing the plans the sidecar would (assignor/broker).
+KIP848_OURS = "KIP-848 + autoscaler"
+PROTOCOLS = (
+    "eager-range",
+    "eager-sticky",
+    OURS,
+    OURS_TWO_ROUND,
+    LIBRDKAFKA,
+    KIP848,
+    KIP848_OURS,
+)
 # The embedded broker does not implement the KIP-848 ConsumerGroupHeartbeat API.
-UNSUPPORTED = {ClusterKind.EMBEDDED: {KIP848}}
+UNSUPPORTED = {ClusterKind.EMBEDDED: {KIP848, KIP848_OURS}}
 
 
 @dataclass
@@ -234,7 +251,7 @@ class Member:
     async def _main(self) -> None:
         if self.protocol in (OURS, OURS_TWO_ROUND):
             await self._run_sdk()
-        elif self.protocol in (LIBRDKAFKA, KIP848):
+        elif self.protocol in (LIBRDKAFKA, KIP848, KIP848_OURS):
             self._run_confluent()
         elif self.protocol in ("eager-range", "eager-sticky"):
             await self._run_plain()
@@ -253,6 +270,10 @@ class Member:
         }
         if self.protocol == KIP848:
             settings["group.protocol"] = "consumer"
+        elif self.protocol == KIP848_OURS:
+            settings["group.protocol"] = "consumer"
+            settings["group.remote.assignor"] = ASSIGNOR_NAME
+            settings["group.instance.id"] = self.name  # what the plans name
         else:
             settings.update(
                 {
@@ -427,6 +448,46 @@ def produce_steadily(kafka: str, topic: str, stop: threading.Event, rate: int) -
     producer.flush(30)
 
 
+class BrokerPlans:
+    """The sidecar's part in the KIP-848 + autoscaler row: before each scale event, the plan
+    for the members the group will have, packed by the same ``sticky`` heuristic our own
+    members fall back to without speeds (so both rows move the same partitions), published
+    for the broker's assignor. A member to be removed is emptied first: a control member
+    joining makes the coordinator assign, the member then stops owning nothing."""
+
+    def __init__(self, kafka: KafkaCluster, topic: str) -> None:
+        self.kafka, self.topic, self.group = kafka, topic, f"bench-{topic}"
+        kafka.broker_handle().create_topic(PLANS_TOPIC, 1, 1)
+        self.topic_ids = {topic: kafka_topic_id(kafka.bootstrap_servers, topic)}
+        self.producer = Producer({"bootstrap.servers": kafka.bootstrap_servers})
+        self.controls = 0
+
+    def publish(self, current: Mapping[int, str], names: Sequence[str], emptied: str = "") -> None:
+        """Publish the plan for ``names`` (plus ``emptied``, given nothing) from ``current``."""
+        speeds = {TopicPartition(self.topic, p): 1.0 for p in range(PARTITIONS)}
+        previous = {TopicPartition(self.topic, p): owner for p, owner in current.items()}
+        plan = get_heuristic(FALLBACK_HEURISTIC).assign(
+            speeds, capacity=float(PARTITIONS), previous=previous, members=list(names)
+        )
+        members = [*names, emptied] if emptied else list(names)
+        key, value = encode_plan(
+            self.group, plan, members, self.topic_ids, written_ms=int(time.time() * 1000)
+        )
+        self.producer.produce(PLANS_TOPIC, value=value, key=key)
+        assert self.producer.flush(30) == 0, "the plan was not written"
+
+    def empty_then_stop(self, victim: MemberProcess, start: Any) -> None:
+        """Kick the coordinator with a control member until ``victim`` owns nothing, then
+        stop it and the control member."""
+        self.controls += 1
+        control = start(f"{CONTROL_INSTANCE_PREFIX}-{self.controls}")
+        end = time.monotonic() + 60
+        while victim.owned and time.monotonic() < end:
+            time.sleep(0.05)
+        victim.stop()
+        control.stop()
+
+
 def owners(members: Iterable[MemberProcess]) -> dict[int, str]:
     return {p: m.name for m in members for p in m.owned}
 
@@ -527,9 +588,12 @@ def run(
         spec = MemberSpec(name, protocol, bootstrap, topic, delay_s, timings, trace)
         return MemberProcess(spec, log, tree).start()
 
+    plans = BrokerPlans(kafka, topic) if protocol == KIP848_OURS else None
     stop_load = threading.Event()
     loader = threading.Thread(target=produce_steadily, args=(bootstrap, topic, stop_load, rate))
     loader.start()
+    if plans is not None:
+        plans.publish({}, [f"m-{i}" for i in range(MEMBERS)])
     members = [member(f"m-{i}") for i in range(MEMBERS)]
     t0 = time.monotonic()
     results: list[dict[str, Any]] = []
@@ -540,13 +604,28 @@ def run(
         def rolling_restart() -> None:
             for i in range(MEMBERS):
                 members[i].stop()
-                members[i] = member(f"m-{i}-r")
+                # Static members (the plans name them) come back as themselves.
+                members[i] = member(f"m-{i}" if plans is not None else f"m-{i}-r")
                 settled(members)
+
+        def scale_out(k: int) -> None:
+            name = f"m-extra-{k}"
+            if plans is not None:
+                plans.publish(owners(members), [m.name for m in members] + [name])
+            members.append(member(name))
+
+        def scale_in() -> None:
+            if plans is None:
+                members.pop().stop()
+                return
+            victim = members.pop()
+            plans.publish(owners([*members, victim]), [m.name for m in members], victim.name)
+            plans.empty_then_stop(victim, member)
 
         steps: list[tuple[str, Any]] = []
         for k in range(repeats):
-            steps.append(("scale-out 10->11", lambda k=k: members.append(member(f"m-extra-{k}"))))
-            steps.append(("scale-in 11->10", lambda: members.pop().stop()))
+            steps.append(("scale-out 10->11", lambda k=k: scale_out(k)))
+            steps.append(("scale-in 11->10", scale_in))
         steps.append(("rolling restart", rolling_restart))
         for name, act in steps:
             results.append(
@@ -627,8 +706,8 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return summary
 
 
-def report(summary: list[dict[str, Any]], header: str) -> str:
-    """Per profile: the table and our pause against every other protocol's."""
+def report(summary: list[dict[str, Any]], header: str, reference: str = OURS) -> str:
+    """Per profile: the table and ``reference``'s pause against every other protocol's."""
     lines = [header]
     for profile in dict.fromkeys(r["profile"] for r in summary):
         rows = [r for r in summary if r["profile"] == profile]
@@ -647,13 +726,17 @@ def report(summary: list[dict[str, Any]], header: str) -> str:
                 f"{r['settle_s']:.1f} | {r['redelivered']} | {r['redelivered_unmoved']} |"
             )
         pause = {(r["protocol"], r["scenario"]): r["pause_partition_s"] for r in rows}
-        lines += ["", "Pause of each protocol / pause of ours (above 1: ours pauses less):", ""]
+        lines += [
+            "",
+            f"Pause of each protocol / pause of {reference} (above 1: {reference} pauses less):",
+            "",
+        ]
         for scenario_name in dict.fromkeys(r["scenario"] for r in rows):
-            ours = pause.get((OURS, scenario_name), 0.0)
+            ours = pause.get((reference, scenario_name), 0.0)
             ratios = [
                 f"{p} {pause[(p, scenario_name)] / ours:.2f}x"
                 for p, s in pause
-                if s == scenario_name and p != OURS and ours > 0
+                if s == scenario_name and p != reference and ours > 0
             ]
             lines.append(f"- {scenario_name}: " + ", ".join(ratios))
     return "\n".join(lines)
@@ -669,6 +752,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--protocols", default=",".join(PROTOCOLS), help="comma-separated subset to run"
     )
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument(
+        "--output",
+        help="results name (default cooperative_rebalance_<cluster>): a comparison of a few "
+        "protocols beside the full table, e.g. the KIP-848 pair",
+    )
     parser.add_argument(
         "--baseline",
         metavar="REV",
@@ -696,7 +784,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     for timings in PROFILES[kind]:
         for protocol, baseline in runs:
             label = run_label(protocol, baseline)
-            with kafka_cluster(kind, apache_settings=timings.broker_settings()) as kafka:
+            with kafka_cluster(
+                kind,
+                apache_settings=timings.broker_settings(),
+                apache_broker_assignor=protocol == KIP848_OURS,
+            ) as kafka:
                 broker = broker_line(kafka)
                 trace_dir = None
                 if args.trace is not None:
@@ -721,12 +813,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"Timings, the same for every protocol ({profiles}). Scale-out and scale-in: mean "
             f"of {args.repeats} runs; re-delivered: summed. Our members run without a speed "
             "snapshot (sticky fallback of the assignor)."
+            + (
+                f" {KIP848_OURS}: static members (group.instance.id) with our broker-side "
+                "assignor; before each event the benchmark publishes the plan the sidecar "
+                "would, packed by the same sticky heuristic, and a scale-in first empties the "
+                "member through a control member."
+                if KIP848_OURS in chosen
+                else ""
+            )
             + (f" Not run on this cluster: {', '.join(skipped)}." if skipped else ""),
         ]
     )
     summary = summarise(rows)
-    table = report(summary, header)
-    name = f"cooperative_rebalance_{kind.value}"
+    reference = OURS if OURS in chosen else chosen[-1]
+    table = report(summary, header, reference)
+    name = args.output or f"cooperative_rebalance_{kind.value}"
     publish(
         name, table, {"broker": broker, "summary": summary, "rows": rows}, write=not args.no_write
     )

@@ -6,18 +6,18 @@ from __future__ import annotations
 
 import random
 import re
-import threading
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicCollection
+from confluent_kafka import Producer
 
 import assignor.broker as broker
 from assignor import TopicPartition
 from assignor.registry import get_heuristic
+from benchmarks.support.kip848_members import Kip848Members, kafka_topic_id
 from contract.broker_plans import PLANS_TOPIC, PlanError, check_topic_id, encode_plan
 from local_kafka.apache_kafka import ApacheKafka
 from local_kafka.clusters import ClusterKind
@@ -37,58 +37,12 @@ def cluster() -> Iterator[ApacheKafka]:
         yield apache
 
 
-class Kip848Members:
-    """KIP-848 consumers, each polled on a thread of its own (a confluent-kafka consumer is
-    not to be shared between threads), recording the partitions each owns."""
-
-    def __init__(self, bootstrap: str, group: str, topic: str) -> None:
-        self.bootstrap, self.group, self.topic = bootstrap, group, topic
-        self.owned: dict[str, set[int]] = {}
-        self._stops: dict[str, threading.Event] = {}
-        self._threads: dict[str, threading.Thread] = {}
-
-    def join(self, instance_id: str) -> None:
-        stop = threading.Event()
-        self.owned[instance_id] = set()
-        thread = threading.Thread(target=self._run, args=(instance_id, stop), daemon=True)
-        self._stops[instance_id], self._threads[instance_id] = stop, thread
-        thread.start()
-
-    def leave(self, instance_id: str) -> None:
-        self._stops[instance_id].set()
-        self._threads[instance_id].join(timeout=30)
-        del self.owned[instance_id]
-
-    def _run(self, instance_id: str, stop: threading.Event) -> None:
-        consumer = Consumer(
-            {
-                "bootstrap.servers": self.bootstrap,
-                "group.id": self.group,
-                "group.protocol": "consumer",
-                "group.remote.assignor": broker.ASSIGNOR_NAME,
-                "group.instance.id": instance_id,
-                "enable.auto.commit": False,
-            }
-        )
-        consumer.subscribe([self.topic])
-        try:
-            while not stop.is_set():
-                consumer.poll(0.1)
-                self.owned[instance_id] = {tp.partition for tp in consumer.assignment()}
-        finally:
-            consumer.close()
-
-    def close(self) -> None:
-        for instance_id in list(self.owned):
-            self.leave(instance_id)
-
-    def holds(self, expected: Mapping[str, set[int]]) -> bool:
-        return {k: set(v) for k, v in self.owned.items()} == dict(expected)
-
-
 def topic_id(cluster: ApacheKafka, topic: str) -> str:
-    described = cluster.admin_client().describe_topics(TopicCollection([topic]))[topic].result()
-    return check_topic_id(str(described.topic_id))
+    return kafka_topic_id(cluster.bootstrap_servers, topic)
+
+
+def kip848_members(cluster: ApacheKafka, group: str, topic: str) -> Kip848Members:
+    return Kip848Members(cluster.bootstrap_servers, group, topic, assignor=broker.ASSIGNOR_NAME)
 
 
 def publish(cluster: ApacheKafka, records: Sequence[tuple[bytes, bytes]]) -> None:
@@ -118,7 +72,7 @@ def by_partition(plan: Plan) -> dict[str, set[int]]:
 def members_on_plan(cluster: ApacheKafka, group: str, topic: str, plan: Plan) -> Kip848Members:
     """Publishes ``plan``, starts the members it names, and waits until they hold it."""
     publish_plan(cluster, group, plan, topic)
-    members = Kip848Members(cluster.bootstrap_servers, group, topic)
+    members = kip848_members(cluster, group, topic)
     try:
         for name in plan:
             members.join(name)
@@ -158,7 +112,7 @@ def test_without_a_plan_the_spread_is_even_and_sticky(cluster: ApacheKafka) -> N
     topic = f"plain-{uuid.uuid4().hex[:6]}"
     cluster.create_topic(topic, 9, 1)
     group = f"g-{topic}"
-    members = Kip848Members(cluster.bootstrap_servers, group, topic)
+    members = kip848_members(cluster, group, topic)
 
     def spread() -> list[int]:
         return sorted(len(owned) for owned in members.owned.values())
