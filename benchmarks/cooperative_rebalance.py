@@ -59,6 +59,7 @@ from benchmarks.support.machine import (
     imports_from,
     machine_line,
 )
+from benchmarks.support.polling import wait_for
 from benchmarks.support.report import RESULTS, publish
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.consumer import AutoscalingConsumer, OwnershipEvent
@@ -481,9 +482,7 @@ class BrokerPlans:
         stop it and the control member."""
         self.controls += 1
         control = start(f"{CONTROL_INSTANCE_PREFIX}-{self.controls}")
-        end = time.monotonic() + 60
-        while victim.owned and time.monotonic() < end:
-            time.sleep(0.05)
+        wait_for(lambda: not victim.owned, 60)
         victim.stop()
         control.stop()
 

@@ -47,6 +47,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from benchmarks.support.machine import baseline_checkout, broker_line, machine_line
+from benchmarks.support.polling import wait_for
 from benchmarks.support.report import publish
 from consumer_sdk.records.inflate import ZSTD
 from local_kafka.clusters import ClusterKind, KafkaCluster, kafka_cluster
@@ -182,16 +183,6 @@ def landed(path: Path) -> tuple[set[int], list[dict[str, Any]], int]:
     return good, other, large
 
 
-def wait_for(condition: Callable[[], bool], timeout_s: float) -> bool:
-    """Poll ``condition`` every 100 ms until true or ``timeout_s``."""
-    end = time.monotonic() + timeout_s
-    while time.monotonic() < end:
-        if condition():
-            return True
-        time.sleep(0.1)
-    return condition()
-
-
 def run_one(
     kafka: KafkaCluster, name: str, work: Path, code: tuple[str, Path] = ("this", ROOT)
 ) -> dict[str, Any]:
@@ -225,7 +216,7 @@ def run_one(
     )
     sampler = RssSampler(consumer.pid)
     try:
-        assert wait_for(lambda: len(landed(out)[0]) >= GOOD, 120), "the good records before"
+        assert wait_for(lambda: len(landed(out)[0]) >= GOOD, 120, 0.1), "the good records before"
         time.sleep(2)  # settle: the steady size is read over the next two seconds
         steady_from = time.monotonic()
         time.sleep(2)
@@ -234,7 +225,7 @@ def run_one(
         for batch in batches:
             produce_raw(bootstrap, topic, batch)
         produce_good(bootstrap, topic, GOOD)
-        after_landed = wait_for(lambda: len(landed(out)[0]) >= 2 * GOOD, 180)
+        after_landed = wait_for(lambda: len(landed(out)[0]) >= 2 * GOOD, 180, 0.1)
         alive = consumer.poll() is None
         peak = max(sampler.since(hostile_from), default=0)
     finally:

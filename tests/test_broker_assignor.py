@@ -37,6 +37,13 @@ def cluster() -> Iterator[ApacheKafka]:
         yield apache
 
 
+def new_group(cluster: ApacheKafka, prefix: str, partitions: int) -> tuple[str, str]:
+    """A fresh topic of ``partitions`` and the name of a group of its own."""
+    topic = f"{prefix}-{uuid.uuid4().hex[:6]}"
+    cluster.create_topic(topic, partitions, 1)
+    return topic, f"g-{topic}"
+
+
 def topic_id(cluster: ApacheKafka, topic: str) -> str:
     return kafka_topic_id(cluster.bootstrap_servers, topic)
 
@@ -92,9 +99,7 @@ CAPACITY = 100.0
 
 
 def test_kip848_consumers_get_the_sidecars_packing(cluster: ApacheKafka) -> None:
-    topic = f"orders-{uuid.uuid4().hex[:6]}"
-    cluster.create_topic(topic, len(SPEEDS), 1)
-    group = f"g-{topic}"
+    topic, group = new_group(cluster, "orders", len(SPEEDS))
     names = [f"{group}-{i}" for i in range(3)]
     speeds = {TopicPartition(topic, p): s for p, s in enumerate(SPEEDS)}
     packed = get_heuristic("repair").assign(speeds, capacity=CAPACITY, members=names)
@@ -109,9 +114,7 @@ def test_kip848_consumers_get_the_sidecars_packing(cluster: ApacheKafka) -> None
 
 
 def test_without_a_plan_the_spread_is_even_and_sticky(cluster: ApacheKafka) -> None:
-    topic = f"plain-{uuid.uuid4().hex[:6]}"
-    cluster.create_topic(topic, 9, 1)
-    group = f"g-{topic}"
+    topic, group = new_group(cluster, "plain", 9)
     members = kip848_members(cluster, group, topic)
 
     def spread() -> list[int]:
@@ -133,9 +136,7 @@ def test_without_a_plan_the_spread_is_even_and_sticky(cluster: ApacheKafka) -> N
 def test_bad_plan_records_are_refused_counted_and_the_next_plan_is_followed(
     cluster: ApacheKafka,
 ) -> None:
-    topic = f"bad-{uuid.uuid4().hex[:6]}"
-    cluster.create_topic(topic, 4, 1)
-    group = f"g-{topic}"
+    topic, group = new_group(cluster, "bad", 4)
     names = [f"{group}-0", f"{group}-1"]
     ids = {topic: topic_id(cluster, topic)}
     now_ms = int(time.time() * 1000)
@@ -196,9 +197,7 @@ def test_bad_plan_records_are_refused_counted_and_the_next_plan_is_followed(
 
 
 def test_a_control_member_joining_makes_the_broker_apply_a_new_plan(cluster: ApacheKafka) -> None:
-    topic = f"drift-{uuid.uuid4().hex[:6]}"
-    cluster.create_topic(topic, 6, 1)
-    group = f"g-{topic}"
+    topic, group = new_group(cluster, "drift", 6)
     names = [f"{group}-0", f"{group}-1"]
     first = {
         names[0]: [TopicPartition(topic, p) for p in range(5)],
@@ -224,9 +223,7 @@ def test_a_control_member_joining_makes_the_broker_apply_a_new_plan(cluster: Apa
 def test_scale_out_waits_for_the_planned_member_and_nobody_moves_before(
     cluster: ApacheKafka,
 ) -> None:
-    topic = f"out-{uuid.uuid4().hex[:6]}"
-    cluster.create_topic(topic, 6, 1)
-    group = f"g-{topic}"
+    topic, group = new_group(cluster, "out", 6)
     a, b, c = (f"{group}-{i}" for i in range(3))
     tps = [TopicPartition(topic, p) for p in range(6)]
     members = members_on_plan(cluster, group, topic, {a: tps[:5], b: tps[5:]})
@@ -247,9 +244,7 @@ def test_scale_out_waits_for_the_planned_member_and_nobody_moves_before(
 
 
 def test_scale_in_empties_the_member_before_it_stops(cluster: ApacheKafka) -> None:
-    topic = f"in-{uuid.uuid4().hex[:6]}"
-    cluster.create_topic(topic, 6, 1)
-    group = f"g-{topic}"
+    topic, group = new_group(cluster, "in", 6)
     a, b, c = (f"{group}-{i}" for i in range(3))
     tps = [TopicPartition(topic, p) for p in range(6)]
     members = members_on_plan(cluster, group, topic, {a: tps[:2], b: tps[2:4], c: tps[4:]})

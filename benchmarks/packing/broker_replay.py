@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any
 
@@ -31,6 +31,7 @@ from assignor.metrics import consumer_loads
 from assignor.types import Assignment
 from benchmarks.support.kip848_members import Kip848Members, kafka_topic_id
 from benchmarks.support.machine import broker_line, machine_line
+from benchmarks.support.polling import wait_for
 from benchmarks.support.report import publish
 from benchmarks.support.streams import Measurement, paper_stream
 from contract.broker_plans import PLANS_TOPIC, encode_plan
@@ -38,16 +39,6 @@ from local_kafka.clusters import ClusterKind, kafka_cluster
 
 CAPACITY = 100.0
 SETTLE_S = 60.0
-
-
-def wait_for(condition: Callable[[], bool], timeout_s: float = SETTLE_S) -> bool:
-    """Poll ``condition`` every 50 ms until it holds or ``timeout_s`` passed."""
-    end = time.monotonic() + timeout_s
-    while time.monotonic() < end:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return condition()
 
 
 def observed(members: Kip848Members, topic: str) -> Assignment:
@@ -97,9 +88,9 @@ def replay_ours(bootstrap: str, topic: str, stream: Sequence[Measurement]) -> li
             if not new and changed:
                 control = f"{CONTROL_INSTANCE_PREFIX}-{group}-{index}"
                 members.join(control)
-                wait_for(partial(members.holds, {**expected, control: set()}))
+                wait_for(partial(members.holds, {**expected, control: set()}), SETTLE_S)
                 members.leave(control)
-            settled = wait_for(partial(members.holds, expected))
+            settled = wait_for(partial(members.holds, expected), SETTLE_S)
             for c in gone:
                 members.leave(names[c])
             now = observed(members, topic)
@@ -151,7 +142,7 @@ def replay_uniform(
                 owned = [len(p) for p in members.owned.values()]
                 return sum(owned) == partitions == len(members.owners()) and all(owned)
 
-            settled = wait_for(spread)
+            settled = wait_for(spread, SETTLE_S)
             now = observed(members, topic)
             loads = consumer_loads(now, speeds)
             rounds.append(

@@ -25,6 +25,7 @@ final class Placement {
   private final Map<String, Map<Uuid, Set<Integer>>> owned = new HashMap<>();
   private final Map<String, Integer> counts = new HashMap<>();
   private final Map<Uuid, Set<Integer>> placed = new HashMap<>();
+  private final List<Slot> assignable;
 
   Placement(GroupSpec spec, SubscribedTopicDescriber topics, List<String> members) {
     this.spec = spec;
@@ -34,6 +35,7 @@ final class Placement {
       owned.put(member, new TreeMap<>());
       counts.put(member, 0);
     }
+    assignable = listAssignable();
   }
 
   /** Gives {@code member} the partition if it is valid for it and nobody has it yet. */
@@ -68,7 +70,7 @@ final class Placement {
    * lowest partitions first: the sticky half of the fallback.
    */
   void keepCurrent(int slack) {
-    int total = assignable().size();
+    int total = assignable.size();
     long base = (long) total / Math.max(1, members.size()) + slack;
     int extra = total % Math.max(1, members.size());
     List<String> byHolding = new ArrayList<>(members);
@@ -99,7 +101,7 @@ final class Placement {
 
   /** Every partition nobody has yet goes to its subscriber holding fewest partitions. */
   void placeRest() {
-    for (Slot slot : assignable()) {
+    for (Slot slot : assignable) {
       if (placed.getOrDefault(slot.topic(), Set.of()).contains(slot.partition())) {
         continue;
       }
@@ -111,7 +113,7 @@ final class Placement {
   }
 
   /** Every assignable partition of a topic some member subscribes to, in a fixed order. */
-  private List<Slot> assignable() {
+  private List<Slot> listAssignable() {
     Set<Uuid> subscribed = new TreeSet<>();
     for (String member : members) {
       subscribed.addAll(spec.memberSubscription(member).subscribedTopicIds());
