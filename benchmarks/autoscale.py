@@ -50,10 +50,10 @@ from benchmarks.support.machine import add_cluster_option, broker_line, machine_
 from benchmarks.support.report import RESULTS, publish
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.lake.spark_connect import SparkConnectServer
+from contract.local_ports import free_port
 from examples.demo import fetch_status
 from examples.demo_verdict import best_count, draining, drains_by_count
 from examples.load import LoadGenerator, RateWalk
-from local_kafka.apache_kafka import free_port
 from local_kafka.clusters import ClusterKind, KafkaCluster, kafka_cluster
 from sidecar.keda import HPA_SYNC_PERIOD_S
 from sidecar.simulation import oracle_consumer_seconds, work_consumer_seconds

@@ -41,11 +41,12 @@ from consumer_sdk.lake.spark_connect import SparkConnectServer
 from consumer_sdk.lake.spark_sink import SparkTableSink
 from consumer_sdk.lake.spark_tables import table_root
 from consumer_sdk.sink import Record, records_table
+from contract.local_ports import free_port
 from examples.demo_secured import SecuredDemo
 from examples.demo_verdict import judge
 from examples.demo_view import moved, plain_line, screen
 from examples.load import LoadGenerator, RateWalk
-from local_kafka.apache_kafka import ApacheKafka, free_port
+from local_kafka.apache_kafka import ApacheKafka
 from local_kafka.clusters import ClusterKind, kafka_cluster
 
 ROOT = Path(__file__).parent.parent

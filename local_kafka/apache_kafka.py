@@ -16,7 +16,6 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Any, Self
 
 from consumer_sdk.lake.jar_lock import JarLockError, ensure_jars, read_lock
+from contract.local_ports import free_port
 from local_kafka.broker_assignor import broker_properties, ensure_broker_assignor_jar
 from local_kafka.embedded import BrokerHandle, EmbeddedKafkaError, check_new_topic
 from local_kafka.kafka_jars import KAFKA_LOCK
@@ -95,14 +95,6 @@ def kafka_classpath() -> str:
     except JarLockError as exc:
         raise ApacheKafkaUnavailable(f"Apache Kafka jars unavailable: {exc}") from None
     return os.pathsep.join(str(p) for p in paths)
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _cluster_id() -> str:

@@ -32,7 +32,7 @@ from typing import Any
 from kubernetes.client import ApiClient, Configuration
 from kubernetes.dynamic import DynamicClient
 
-from local_kafka.apache_kafka import free_port
+from contract.local_ports import free_port
 from local_kafka.clusters import required_legs
 from local_kafka.secured import Certificates
 

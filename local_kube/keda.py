@@ -29,7 +29,7 @@ from typing import Any
 import yaml
 from kubernetes.client import ApiClient
 
-from local_kafka.apache_kafka import free_port
+from contract.local_ports import free_port
 from local_kube.control_plane import (
     ControlPlane,
     ControlPlaneUnavailable,

@@ -128,7 +128,7 @@ def test_sigterm_flushes_commits_and_exits(
 
 
 def test_a_consumer_that_cannot_reach_kafka_stops_at_once_on_sigterm(tmp_path: Path) -> None:
-    from local_kafka.apache_kafka import free_port
+    from contract.local_ports import free_port
 
     env = {
         **os.environ,

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import threading
 import urllib.error
@@ -23,6 +22,7 @@ import pytest
 from confluent_kafka import Consumer
 
 from consumer_sdk.lake.spark_config import SparkSinkConfig
+from contract.local_ports import free_port
 from local_kafka.clusters import ClusterKind, KafkaCluster, required_legs
 from tests.kafka_helpers import produce_tracked
 from tests.lake_readers import key_counts
@@ -81,13 +81,6 @@ def container() -> Iterator[Callable[..., str]]:
     yield run
     for name in names:
         podman("rm", "--force", "--time=0", name, check=False)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def http_status(url: str) -> int:

@@ -20,7 +20,7 @@ from confluent_kafka import Producer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from local_kafka.apache_kafka import free_port
+from contract.local_ports import free_port
 from sidecar.app import Sidecar
 from sidecar.config import SidecarConfig, parse_args
 from sidecar.external_scaler import messages

@@ -26,7 +26,7 @@ from confluent_kafka import Producer
 from prometheus_client.metrics import MetricWrapperBase
 
 from consumer_sdk import metrics as consumer_metrics
-from local_kafka.apache_kafka import free_port
+from contract.local_ports import free_port
 from local_kafka.clusters import required_legs
 from sidecar import metrics as sidecar_metrics
 from tests.sdk_helpers import local_sidecar_env, wait_until

@@ -17,8 +17,8 @@ from aiokafka.errors import (
     UnsupportedSaslMechanismError,
 )
 
+from contract.local_ports import free_port
 from contract.refusals import Kind, certificate_expired, diagnose, explain, flags
-from local_kafka.apache_kafka import free_port
 from local_kafka.secured import Certificates
 
 ADDRESS = "broker-1:9093"

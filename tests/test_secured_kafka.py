@@ -21,10 +21,11 @@ from prometheus_client import REGISTRY
 
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.sink import CallbackSink
+from contract.local_ports import free_port
 from contract.refusals import Kind, Refusal, refusal
 from contract.settings import env_name
 from contract.snapshot import speeds_topic
-from local_kafka.apache_kafka import ApacheKafka, free_port
+from local_kafka.apache_kafka import ApacheKafka
 from local_kafka.clusters import ClusterKind
 from local_kafka.secured import Certificates, KeyPair, SecuredListeners, grant_group
 from sidecar.config import SidecarConfig

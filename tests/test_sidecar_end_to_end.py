@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
-from local_kafka.apache_kafka import free_port
+from contract.local_ports import free_port
 from tests.sdk_helpers import local_sidecar_env, stop_sidecar_process, wait_until
 from tests.sdk_helpers import sidecar_status as status
 

@@ -11,8 +11,8 @@ import pytest
 from assignor import TopicPartition
 from assignor.backlog import DrainRule
 from consumer_sdk.snapshot_cache import MAX_CLOCK_SKEW_S, SnapshotCache
+from contract.local_ports import free_port
 from contract.snapshot import PartitionStat, Snapshot, SnapshotError, decode, speeds_topic
-from local_kafka.apache_kafka import free_port
 
 TP = TopicPartition("orders", 3)
 

@@ -52,9 +52,10 @@ from benchmarks.support.report import RESULTS, publish
 from consumer_sdk.lake.spark_config import SparkSinkConfig
 from consumer_sdk.lake.spark_connect import SparkConnectServer
 from consumer_sdk.lake.spark_tables import table_root
+from contract.local_ports import free_port
 from examples.demo import capacity_settings
 from examples.load import LoadGenerator, RateWalk
-from local_kafka.apache_kafka import ApacheKafka, free_port
+from local_kafka.apache_kafka import ApacheKafka
 from local_kafka.clusters import ClusterKind, KafkaCluster, kafka_cluster
 
 ROOT = Path(__file__).parent.parent.parent

@@ -34,7 +34,7 @@ from kubernetes.client import AppsV1Api, AutoscalingV2Api, CoreV1Api
 from kubernetes.utils import parse_quantity
 
 from benchmarks.support.pod_runner import PodRunner
-from local_kafka.apache_kafka import free_port
+from contract.local_ports import free_port
 from local_kube.control_plane import ControlPlane, create, dynamic, workload
 
 ROOT = Path(__file__).parents[2]

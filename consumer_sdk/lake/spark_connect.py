@@ -17,15 +17,10 @@ import pyspark
 from consumer_sdk.lake.jvm_appends import COMMAND_CLASS
 from consumer_sdk.lake.lake_session import lake_conf
 from consumer_sdk.lake.spark_tables import DEFAULT_CONF, SESSION_CONF
+from contract.local_ports import free_port
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 PLUGIN_KEY = "spark.connect.extensions.command.classes"
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 class SparkConnectServer:
@@ -45,7 +40,7 @@ class SparkConnectServer:
         self.master = master
         # 1g (Spark's default) runs out with 64 MiB Arrow batches from several clients.
         self.driver_memory = driver_memory
-        self.port = _free_port()
+        self.port = free_port()
         self.log_file = log_file or warehouse / f"connect-server-{self.port}.log"
         self.iceberg_catalog = iceberg_catalog
         self.file_appends = file_appends  # False: a server as users' own ones without our plugin
@@ -85,8 +80,11 @@ class SparkConnectServer:
             )
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            if self._process.poll() is not None:
-                raise RuntimeError(f"Spark Connect server exited; see {self.log_file}")
+            if (code := self._process.poll()) is not None:
+                raise RuntimeError(
+                    f"Spark Connect server exited with {code}: {self._last_error()}"
+                    f" (its log: {self.log_file})"
+                )
             try:
                 socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
                 return
@@ -94,6 +92,16 @@ class SparkConnectServer:
                 time.sleep(0.2)
         self.stop()
         raise TimeoutError(f"Spark Connect server not listening after {timeout_s} s")
+
+    def _last_error(self) -> str:
+        """The last line of the server's log that names an error, for the message that
+        reports its exit (a CI run once kept only the message)."""
+        try:
+            lines = self.log_file.read_text(errors="replace").splitlines()
+        except OSError:
+            return "its log cannot be read"
+        errors = [line for line in lines if "Exception" in line or "ERROR" in line]
+        return (errors or lines or ["its log is empty"])[-1].strip()
 
     def stop(self) -> None:
         """Stop the server (its JVM and children)."""
