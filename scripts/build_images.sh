@@ -62,7 +62,7 @@ context() {
         | grep -v -e BuildBackendWarning -e 'config = read_configuration' >&2 || true
     rm -rf build  # setuptools' build folder in the checkout
     pip_wheel
-    wheelhouse sidecar sidecar kubernetes keda
+    wheelhouse sidecar sidecar kubernetes keda kip848
     wheelhouse consumer consumer spark
     # The lake jars as the lock lists them (checked, from the jar cache) and the commit
     # checks' jar built against them from the sources in the wheel, in the cache's layout.

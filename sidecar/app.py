@@ -18,11 +18,13 @@ from typing import Any
 from aiokafka.errors import KafkaError
 
 from assignor import TopicPartition
+from assignor.group_plan import SpeedView
 from assignor.plugin import PROTOCOL_NAME
 from contract.refusals import Refusal, refusal
 from contract.refusals import flags as refusal_flags
 from contract.stopping import finished_unless_stopped, sleep_unless_stopped
 from sidecar import metrics
+from sidecar.broker_plans.planner import BrokerPlanner
 from sidecar.capacity import READING_WITHIN_S, CapacityEstimate
 from sidecar.config import SidecarConfig
 from sidecar.controller import Action, Controller, ControllerConfig, Decision, Observation
@@ -46,8 +48,12 @@ class Sidecar:
         lease: Lease | None,
         *,
         clock: Callable[[], float] = time.monotonic,
+        planner: BrokerPlanner | None = None,
     ) -> None:
         self.config = config
+        # --group-protocol consumer: plans for the brokers' assignor (its scaler empties a
+        # member before removing it).
+        self.planner = planner
         self.scaler = scaler
         self.lease = lease
         self.clock = clock
@@ -211,7 +217,10 @@ class Sidecar:
                 f"{self.config.capacity_unit}: not scaling"
             )
             return None
+        if self.planner is not None:
+            self.planner.describe_into(reading)
         members_report = reading.group_protocol == PROTOCOL_NAME
+        observation_capacity = self.capacity.in_use(per_record)
         observation = (
             Observation(
                 reading.at,
@@ -220,7 +229,7 @@ class Sidecar:
                 record_lags=lags,
                 group_stable=reading.group_stable,
                 group_members=reading.group_members,
-                capacity=self.capacity.in_use(per_record),
+                capacity=observation_capacity,
                 committed_total=sum(reading.committed.values()) if reading.committed else None,
                 reading_members=self.capacity.reading_members(reading.at, READING_WITHIN_S),
                 members_report=members_report,
@@ -237,6 +246,15 @@ class Sidecar:
         self.record(decision)
         if decision.demand is not None:
             self._sized = decision.desired
+        if self.planner is not None:
+            # Before the scale: a member joining finds its plan waiting; one leaving is
+            # emptied by this plan before the scaler stops it.
+            view = SpeedView(
+                speeds, unit_lags, self.controller.config.drain_rule, observation_capacity
+            )
+            await self.planner.step(
+                decision.desired, partitions_of(reading), view, observation_capacity
+            )
         if decision.action in (Action.SCALE_UP, Action.SCALE_DOWN):
             try:
                 self.scaler.scale(decision.desired)
@@ -406,6 +424,7 @@ class Sidecar:
             if reading
             else {},
             "problems": self.problems(),
+            "broker_plans": None if self.planner is None else self.planner.status(),
             "last_decision": None
             if decision is None
             else {
@@ -417,6 +436,14 @@ class Sidecar:
                 "planned_rscore": decision.planned_rscore,
             },
         }
+
+
+def partitions_of(reading: Reading) -> dict[str, set[int]]:
+    """Topic -> its partitions, as the reading found them."""
+    found: dict[str, set[int]] = {}
+    for tp in reading.end_offsets:
+        found.setdefault(tp.topic, set()).add(tp.partition)
+    return found
 
 
 def _by_consumer(plan: dict[TopicPartition, str]) -> dict[str, list[str]]:

@@ -97,7 +97,21 @@ def serve_external_scaler(config: SidecarConfig, sidecar: Sidecar) -> ExternalSc
 async def run(config: SidecarConfig) -> None:
     """Run until SIGTERM/SIGINT; the local scaler's consumers are stopped on the way out."""
     scaler = build_scaler(config)
-    sidecar = Sidecar(config, scaler, build_lease(config))
+    planner = None
+    if config.group_protocol == "consumer" and scaler is not None:
+        from sidecar.broker_plans.planner import BrokerPlanner
+        from sidecar.broker_plans.scaler import EmptyFirstScaler
+
+        planner = BrokerPlanner(
+            config.bootstrap_servers,
+            config.group,
+            list(config.topics),
+            heuristic=config.heuristic,
+            identity=config.member_name,
+            plans_topic=config.plans_topic,
+        )
+        scaler = EmptyFirstScaler(scaler, planner)
+    sidecar = Sidecar(config, scaler, build_lease(config), planner=planner)
     server = None
     if config.http_port:
         try:
@@ -130,10 +144,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point."""
     config = parse_args(argv)
     needs = {"kubernetes": ("kubernetes", ("kubernetes",)), "keda": ("keda", ("grpc",))}
-    if config.scaler in needs:
-        extra, modules = needs[config.scaler]
+    wanted = (
+        [(f"--scaler {config.scaler}", *needs[config.scaler])] if config.scaler in needs else []
+    )
+    if config.group_protocol == "consumer":
+        wanted.append(("--group-protocol consumer", "kip848", ("confluent_kafka",)))
+    for flag, extra, modules in wanted:
         if missing := missing_modules(modules):
-            line = missing_extra_line(f"--scaler {config.scaler}", extra, missing)
+            line = missing_extra_line(flag, extra, missing)
             print(f"kafka-autoscaler-sidecar: error: {line}", file=sys.stderr)
             return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from assignor.member_data import RACK_NAME_RULE, is_rack_name
+from contract.broker_plans import PLANS_TOPIC
 from contract.settings import (
     ConfigError,
     GroupSettings,
@@ -40,6 +41,7 @@ def flag_label(name: str) -> str:
 
 
 WORKLOAD_KINDS = ("deployment", "statefulset")
+GROUP_PROTOCOLS = ("classic", "consumer")
 
 
 @dataclass(frozen=True)
@@ -104,7 +106,9 @@ class SidecarConfig(GroupSettings):
         "local",
     )
     consumer_command: str = setting(
-        "with --scaler local: the consumer to start, quoted as in a shell",
+        "with --scaler local: the consumer to start, quoted as in a shell; {identity} in it "
+        "becomes the member's identity (PREFIX-ORDINAL: a KIP-848 consumer's "
+        "group.instance.id), which every consumer also finds in AUTOSCALER_MEMBER_IDENTITY",
         f"{shlex.quote(sys.executable)} -m consumer_sdk.cli",
     )
     identity_prefix: str = setting(
@@ -116,6 +120,19 @@ class SidecarConfig(GroupSettings):
         "ordinal in turn (PREFIX-0 in the first, PREFIX-1 in the second, ...), each a rack "
         "name of 1-255 characters without whitespace; empty: none",
         "",
+    )
+    group_protocol: str = setting(
+        "classic (the group's members are our SDK consumers, which pack themselves) or consumer"
+        " (KIP-848 consumers of any client with group.remote.assignor=autoscaler: the brokers'"
+        " assignor follows the plans this sidecar publishes to --plans-topic); consumer needs "
+        "--scaler local or a kubernetes statefulset (members are named before they join) and a "
+        "PLAINTEXT cluster",
+        "classic",
+    )
+    plans_topic: str = setting(
+        "with --group-protocol consumer: the compacted topic the brokers' assignor reads plans"
+        " from (its autoscaler.plans.topic)",
+        PLANS_TOPIC,
     )
     namespace: str = setting(
         "with --scaler kubernetes or keda: the workload's (and ScaledObject's) namespace",
@@ -214,6 +231,18 @@ class SidecarConfig(GroupSettings):
             fail("http_port", "a TCP port in [0, 65535] (0: no HTTP endpoint)")
         if self.status_token_file and not _first_line(self.status_token_file):
             fail("status_token_file", "a readable file whose first line is the token")
+        if self.group_protocol not in GROUP_PROTOCOLS:
+            fail("group_protocol", f"one of {', '.join(GROUP_PROTOCOLS)}")
+        if self.group_protocol == "consumer" and not self.names_members():
+            fail(
+                "group_protocol",
+                "classic unless the members are named before they join (--scaler local, or "
+                "kubernetes with --workload-kind statefulset)",
+            )
+        if self.group_protocol == "consumer" and self.security_protocol != "PLAINTEXT":
+            fail("group_protocol", "classic on secured clusters (KIP-848 plans: PLAINTEXT only)")
+        if not self.plans_topic.strip():
+            fail("plans_topic", "a topic name")
         if not self.scaled_object:
             object.__setattr__(self, "scaled_object", self.workload_name)
         if not self.lock_file:
@@ -222,6 +251,18 @@ class SidecarConfig(GroupSettings):
         if not self.lease_name:
             safe = re.sub(r"[^a-z0-9-]", "-", self.group.lower())[:50].strip("-") or "group"
             object.__setattr__(self, "lease_name", f"kafka-autoscaler-{safe}")
+
+    def names_members(self) -> bool:
+        """Whether the scaler's members have names known before they join (their
+        ``group.instance.id``): local consumers and StatefulSet pods."""
+        return self.scaler == "local" or (
+            self.scaler == "kubernetes" and self.workload_kind == "statefulset"
+        )
+
+    def member_name(self, ordinal: int) -> str:
+        """The name (``group.instance.id``) of the scaler's member ``ordinal``."""
+        prefix = self.identity_prefix if self.scaler == "local" else self.workload_name
+        return f"{prefix}-{ordinal}"
 
     @property
     def lock_path(self) -> Path:

@@ -17,7 +17,8 @@ from typing import NoReturn
 
 import pytest
 
-from local_kafka.apache_kafka import ApacheKafkaUnavailable
+from contract.broker_plans import PLANS_TOPIC
+from local_kafka.apache_kafka import ApacheKafka, ApacheKafkaUnavailable
 from local_kafka.clusters import (
     Capability,
     ClusterKind,
@@ -91,3 +92,12 @@ def kafka(kafka_cluster_handle: KafkaCluster) -> str:
 def topic_factory(kafka_cluster_handle: KafkaCluster) -> Callable[..., str]:
     """``topic_factory(partitions, prefix="t", replication=1)`` creates a unique topic."""
     return kafka_cluster_handle.create_topic
+
+
+@pytest.fixture(scope="session")
+def apache_with_assignor() -> Iterator[ApacheKafka]:
+    """An Apache Kafka node that loads our broker-side assignor, with the plans topic."""
+    skip_unless_runnable(ClusterKind.APACHE)
+    with ApacheKafka(broker_assignor=True) as apache:
+        apache.create_topic(PLANS_TOPIC, 1, 1)
+        yield apache

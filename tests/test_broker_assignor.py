@@ -8,7 +8,7 @@ import random
 import re
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -20,8 +20,6 @@ from assignor.registry import get_heuristic
 from benchmarks.support.kip848_members import Kip848Members, kafka_topic_id
 from contract.broker_plans import PLANS_TOPIC, PlanError, check_topic_id, encode_plan
 from local_kafka.apache_kafka import ApacheKafka
-from local_kafka.clusters import ClusterKind
-from tests.conftest import skip_unless_runnable
 from tests.sdk_helpers import wait_until
 
 JAVA = Path(broker.__file__).parent / "java" / "kafkaautoscaler" / "broker"
@@ -29,12 +27,9 @@ SETTLE_S = 60.0
 Plan = Mapping[str, Sequence[TopicPartition]]  # member key -> its partitions
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[ApacheKafka]:
-    skip_unless_runnable(ClusterKind.APACHE)
-    with ApacheKafka(broker_assignor=True) as apache:
-        apache.create_topic(PLANS_TOPIC, 1, 1)
-        yield apache
+@pytest.fixture
+def cluster(apache_with_assignor: ApacheKafka) -> ApacheKafka:
+    return apache_with_assignor
 
 
 def new_group(cluster: ApacheKafka, prefix: str, partitions: int) -> tuple[str, str]:

@@ -73,6 +73,22 @@ def test_the_local_scaler_hands_the_shared_settings_to_its_consumers() -> None:
         ([*BASE, "--capacity", "-1"], {}, "--capacity (AUTOSCALER_CAPACITY) must be a finite"),
         ([*BASE, "--min-window", "60"], {}, "--min-window (AUTOSCALER_MIN_WINDOW) must be in"),
         ([*BASE, "--heuristic", "best"], {}, "--heuristic (AUTOSCALER_HEURISTIC) must be one of"),
+        (
+            [*BASE, "--group-protocol", "kip848"],
+            {},
+            "--group-protocol (AUTOSCALER_GROUP_PROTOCOL) must be one of classic, consumer",
+        ),
+        (
+            [*BASE, "--group-protocol", "consumer", "--scaler", "kubernetes"],
+            {"AUTOSCALER_WORKLOAD_NAME": "sinks"},
+            "--group-protocol (AUTOSCALER_GROUP_PROTOCOL) must be classic unless the members are "
+            "named before they join",
+        ),
+        (
+            [*BASE, "--group-protocol", "consumer", "--security-protocol", "SSL"],
+            {"AUTOSCALER_SSL_CAFILE": __file__},
+            "--group-protocol (AUTOSCALER_GROUP_PROTOCOL) must be classic on secured clusters",
+        ),
         ([*BASE, "--scaler", "kubernetes"], {}, "--workload-name (AUTOSCALER_WORKLOAD_NAME)"),
         ([*BASE, "--min-replicas", "5", "--max-replicas", "2"], {}, "--max-replicas"),
         ([*BASE, "--http-port", "99999"], {}, "--http-port (AUTOSCALER_HTTP_PORT) must be"),

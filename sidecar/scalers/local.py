@@ -1,6 +1,8 @@
 """The ``local`` scaler: SDK consumer processes on this machine, one per replica.
 
-Replicas are numbered like StatefulSet pods: member identity ``<prefix>-<ordinal>``. Scaling
+Replicas are numbered like StatefulSet pods: member identity ``<prefix>-<ordinal>``, in the
+environment (``AUTOSCALER_MEMBER_IDENTITY``) and wherever the command says ``{identity}`` (a
+KIP-848 consumer's ``group.instance.id``, which the sidecar's plans name it by). Scaling
 up starts the lowest free ordinals; scaling down stops the highest first, which are the
 members the assignor empties first (assignor.group_plan.removal_order). Stopping sends
 SIGTERM (the consumer flushes, commits and leaves the group) and does not wait: a stopping
@@ -35,6 +37,7 @@ from sidecar import metrics
 
 log = logging.getLogger(__name__)
 
+IDENTITY_FIELD = "{identity}"  # in the command: the member's identity (its group.instance.id)
 HEALTHY_RUN_S = 30.0
 BACKOFF_S = (1.0, 60.0)  # after the first crash, and the longest
 CRASH_LOOP = 3  # crashes in a row that make a member crash-looping
@@ -202,7 +205,9 @@ class LocalScaler:
         }
         if self.racks:
             env["AUTOSCALER_CLIENT_RACK"] = self.racks[ordinal % len(self.racks)]
-        process = subprocess.Popen(self.command, env=env)
+        identity = self.identity(ordinal)
+        command = [word.replace(IDENTITY_FIELD, identity) for word in self.command]
+        process = subprocess.Popen(command, env=env)
         self.running[ordinal] = _Running(process, now)
         log.info("started consumer %s (pid %d)", self.identity(ordinal), process.pid)
 
