@@ -16,7 +16,9 @@ Every member logs when it starts and stops reading partitions (ours: when it sto
 revoked partition, before flushing and committing it, and when its resume stage lets a new
 one be read, after the old owner's release; the others: their rebalance callbacks); the
 pause of a partition is the time inside the scenario's window when no member read it,
-summed over partitions. Each protocol runs on a broker of its own, started fresh, so none
+summed over partitions. The window closes once no ownership changed for a heartbeat interval
+and a second (a KIP-848 group looks settled half-way through its reconciliation). Each
+protocol runs on a broker of its own, started fresh, so none
 inherits another's topics, groups or heap (on two cores, what ran before changed the pauses
 of what ran after by a third).
 Next to it, the pause predicted from what moved (the Rscore view): partitions that changed
@@ -528,16 +530,30 @@ def pause_seconds(log: Ownership, start: float, end: float) -> float:
     return total
 
 
+def quiet_since(log: Ownership, quiet_s: float, cap_s: float = 30.0) -> float:
+    """Wait until no member's ownership changed for ``quiet_s`` (at most ``cap_s``); now."""
+    end = time.monotonic() + cap_s
+    while (now := time.monotonic()) < end:
+        with log.lock:
+            last = max((at for at, *_ in log.events[-50:]), default=float("-inf"))
+        if now - last >= quiet_s:
+            return now
+        time.sleep(0.05)
+    return time.monotonic()
+
+
 def scenario(
     name: str, log: Ownership, members: list[MemberProcess], act: Any, *, tail_s: float = 2.0
 ) -> dict[str, Any]:
-    """Run ``act`` (which changes ``members``), wait until settled, measure the window."""
+    """Run ``act`` (which changes ``members``), wait until settled, measure the window. The
+    window closes once no ownership changed for ``tail_s``: a KIP-848 group can look settled
+    (every partition owned, every member owning some) half-way through its reconciliation,
+    with moves still to come a heartbeat later."""
     before = owners(members)
     start = time.monotonic()
     act()
     ok = settled(members)
-    end = time.monotonic() + tail_s
-    time.sleep(tail_s)  # the window closes a little after the group settled
+    end = quiet_since(log, tail_s)
     after = owners(members)
     moved = sum(before.get(p) != owner for p, owner in after.items())
     with log.lock:
@@ -628,7 +644,12 @@ def run(
         steps.append(("rolling restart", rolling_restart))
         for name, act in steps:
             results.append(
-                {"protocol": label, "profile": timings.name, **scenario(name, log, members, act)}
+                {
+                    "protocol": label,
+                    "profile": timings.name,
+                    # Quiet for a heartbeat and a second: KIP-848 moves come with heartbeats.
+                    **scenario(name, log, members, act, tail_s=timings.heartbeat_ms / 1000 + 1),
+                }
             )
     finally:
         stop_load.set()

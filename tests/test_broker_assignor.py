@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 import re
+import subprocess
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -19,7 +20,7 @@ from assignor import TopicPartition
 from assignor.registry import get_heuristic
 from benchmarks.support.kip848_members import Kip848Members, kafka_topic_id
 from contract.broker_plans import PLANS_TOPIC, PlanError, check_topic_id, encode_plan
-from local_kafka.apache_kafka import ApacheKafka
+from local_kafka.apache_kafka import ApacheKafka, java_executable
 from tests.sdk_helpers import wait_until
 
 JAVA = Path(broker.__file__).parent / "java" / "kafkaautoscaler" / "broker"
@@ -106,6 +107,46 @@ def test_kip848_consumers_get_the_sidecars_packing(cluster: ApacheKafka) -> None
             assert sum(SPEEDS[p] for p in owned) <= CAPACITY
     finally:
         members.close()
+
+
+def assignor_counts(cluster: ApacheKafka) -> dict[str, int]:
+    """The assignor's JMX counts in the node's JVM (attached to: no JMX port needed)."""
+    pid = cluster.node_pid(1)
+    assert pid is not None
+    reader = Path(__file__).parent / "java" / "MBeanAttributes.java"
+    pattern = "kafkaautoscaler.broker:type=AutoscalerAssignor,*"
+    printed = subprocess.run(
+        [java_executable(), str(reader), str(pid), pattern],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert printed.returncode == 0, printed.stderr
+    counts: dict[str, int] = {}
+    for line in printed.stdout.splitlines():
+        attribute, _, value = line.rpartition(" ")[2].partition("=")
+        counts[attribute] = counts.get(attribute, 0) + int(value)
+    return counts
+
+
+def test_the_counts_are_on_jmx(cluster: ApacheKafka) -> None:
+    before = assignor_counts(cluster)
+    assert set(before) == {
+        "RecordsRead",
+        "RecordsRefused",
+        "PlansFollowed",
+        "Fallbacks",
+        "Failures",
+        "GroupsWithPlans",
+    }
+    topic, group = new_group(cluster, "jmx", 2)
+    plan = {f"{group}-0": [TopicPartition(topic, 0), TopicPartition(topic, 1)]}
+    members_on_plan(cluster, group, topic, plan).close()
+    after = assignor_counts(cluster)
+    assert after["RecordsRead"] > before["RecordsRead"]
+    assert after["PlansFollowed"] > before["PlansFollowed"]
+    assert after["GroupsWithPlans"] > before["GroupsWithPlans"]
+    assert after["Failures"] == before["Failures"]
 
 
 def test_without_a_plan_the_spread_is_even_and_sticky(cluster: ApacheKafka) -> None:

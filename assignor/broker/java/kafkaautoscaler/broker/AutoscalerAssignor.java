@@ -46,6 +46,7 @@ public final class AutoscalerAssignor
   // than once): instances configured alike share one book and one reader thread.
   private static final Map<String, PlanBook> BOOKS = new HashMap<>();
   private static final Map<String, PlanReader> READERS = new HashMap<>();
+  private static final Map<String, PlanCounts> COUNTS = new HashMap<>();
   private PlanBook book = new PlanBook(LOG, DEFAULT_MAX_AGE_MS);
 
   @Override
@@ -95,6 +96,7 @@ public final class AutoscalerAssignor
         PlanReader reader = new PlanReader(bootstrap.toString(), topicName, client, book);
         BOOKS.put(source, book);
         READERS.put(source, reader);
+        COUNTS.put(source, PlanCounts.register(book, topicName, LOG));
         reader.start();
       }
     }
@@ -181,6 +183,8 @@ public final class AutoscalerAssignor
     synchronized (BOOKS) {
       READERS.values().forEach(PlanReader::close);
       READERS.clear();
+      COUNTS.values().forEach(PlanCounts::unregister);
+      COUNTS.clear();
       BOOKS.clear();
     }
   }

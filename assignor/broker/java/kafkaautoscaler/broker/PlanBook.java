@@ -28,6 +28,11 @@ final class PlanBook {
     this.maxAgeMs = maxAgeMs;
   }
 
+  /** How many groups have a plan in hand. */
+  int groups() {
+    return latest.size();
+  }
+
   /** Reads one record of the plans topic: a plan replaces its group's, anything else is counted. */
   void offer(byte[] key, byte[] value, String where, long nowMs) {
     recordsRead.incrementAndGet();
