@@ -22,7 +22,13 @@ from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.consumer import AutoscalingConsumer
 from consumer_sdk.sink import CallbackSink, Record, Sink
 from contract.extras import missing_extra_line, missing_modules
-from contract.lifeline import IDENTITY_LOCK_ENV, PARENT_ENV, die_with_parent, hold_identity_lock
+from contract.lifeline import (
+    IDENTITY_FIELD,
+    IDENTITY_LOCK_ENV,
+    PARENT_ENV,
+    die_with_parent,
+    hold_identity_lock,
+)
 from contract.quiet_logs import quiet_repeats
 from contract.settings import ConfigError
 
@@ -76,7 +82,7 @@ def parse_sink(spec: str, identity: str = "") -> Sink:
             return SparkTableSink(SparkSinkConfig.from_env(warehouse=target))
         return SparkTableSink(SparkSinkConfig.from_env())
     if kind == "jsonl" and sep and target:
-        path = Path(target.replace("{identity}", identity))
+        path = Path(target.replace(IDENTITY_FIELD, identity))
         if not path.parent.is_dir():
             raise ConfigError(
                 f"--sink (AUTOSCALER_SINK) jsonl:PATH needs an existing directory, "

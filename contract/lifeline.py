@@ -21,6 +21,8 @@ from typing import IO
 
 PARENT_ENV = "AUTOSCALER_PARENT_PID"
 IDENTITY_LOCK_ENV = "AUTOSCALER_IDENTITY_LOCK"
+# In a consumer's command or its --sink path: the member's identity (its group.instance.id).
+IDENTITY_FIELD = "{identity}"
 _PR_SET_PDEATHSIG = 1
 
 

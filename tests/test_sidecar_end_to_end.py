@@ -19,7 +19,12 @@ import pytest
 from confluent_kafka import Producer
 
 from contract.local_ports import free_port
-from tests.sdk_helpers import local_sidecar_env, stop_sidecar_process, wait_until
+from tests.sdk_helpers import (
+    local_sidecar_env,
+    processes_mentioning,
+    stop_sidecar_process,
+    wait_until,
+)
 from tests.sdk_helpers import sidecar_status as status
 
 ROOT = Path(__file__).parent.parent
@@ -27,14 +32,7 @@ ROOT = Path(__file__).parent.parent
 
 def consumers_running(folder: Path) -> list[int]:
     """Pids of live processes whose command line mentions ``folder``."""
-    pids = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            if str(folder).encode() in cmdline.read_bytes():
-                pids.append(int(cmdline.parent.name))
-        except OSError:
-            continue
-    return pids
+    return list(processes_mentioning(str(folder)))
 
 
 def rows(folder: Path) -> dict[str, set[tuple[int, int]]]:

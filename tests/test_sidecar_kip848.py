@@ -23,7 +23,12 @@ from contract.local_ports import free_port
 from local_kafka.apache_kafka import ApacheKafka
 from local_kafka.clusters import ClusterKind, KafkaCluster
 from sidecar.broker_plans.group import ASSIGNORS_CONFIG
-from tests.sdk_helpers import local_sidecar_env, stop_sidecar_process, wait_until
+from tests.sdk_helpers import (
+    local_sidecar_env,
+    processes_mentioning,
+    stop_sidecar_process,
+    wait_until,
+)
 from tests.sdk_helpers import sidecar_status as status
 
 ROOT = Path(__file__).parent.parent
@@ -44,15 +49,11 @@ def rows(folder: Path) -> set[tuple[int, int]]:
 
 def running(folder: Path) -> list[str]:
     """The members (by instance id) whose consumer process writes into ``folder`` and runs."""
-    found = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            words = cmdline.read_bytes().decode().split("\0")
-        except OSError:
-            continue
-        if str(CONSUMER) in words and any(str(folder) in word for word in words):
-            found.append(words[words.index("--instance-id") + 1])
-    return sorted(found)
+    return sorted(
+        words[words.index("--instance-id") + 1]
+        for words in processes_mentioning(str(folder)).values()
+        if str(CONSUMER) in words
+    )
 
 
 def member_loads(page: dict[str, Any]) -> dict[str, float]:

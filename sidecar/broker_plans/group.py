@@ -20,17 +20,9 @@ class DescribedGroup:
     """A group as its coordinator describes it: each member (by its ``group.instance.id``,
     else its member id) and the partitions it reads now."""
 
-    state: str
-    kind: str  # "consumer" (KIP-848), "classic", or what the coordinator says
-    assignor: str
     owned: Mapping[str, frozenset[TopicPartition]]
     # What the last assignment gave each member (KIP-848: the members reconcile towards it).
     targets: Mapping[str, frozenset[TopicPartition]]
-
-
-def _name(value: Any) -> str:
-    """An enum's name in lower case (confluent-kafka's states and group types)."""
-    return str(getattr(value, "name", value)).lower()
 
 
 def described_group(description: Any) -> DescribedGroup:
@@ -42,13 +34,7 @@ def described_group(description: Any) -> DescribedGroup:
         owned[key] = _partitions(member.assignment)
         target = getattr(member, "target_assignment", None)
         targets[key] = _partitions(target) if target is not None else owned[key]
-    return DescribedGroup(
-        _name(description.state),
-        _name(description.type),
-        str(description.partition_assignor or ""),
-        owned,
-        targets,
-    )
+    return DescribedGroup(owned, targets)
 
 
 def _partitions(assignment: Any) -> frozenset[TopicPartition]:

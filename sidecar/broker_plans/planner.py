@@ -36,7 +36,7 @@ REQUEST_TIMEOUT_S = 10.0
 
 class BrokerPlanner:
     """See the module docstring. ``identity(ordinal)``: the ``group.instance.id`` of the
-    scaler's replica ``ordinal`` (None: no scaler; the plan is for the members there are)."""
+    scaler's replica ``ordinal``."""
 
     def __init__(
         self,
@@ -45,11 +45,11 @@ class BrokerPlanner:
         topics: list[str],
         *,
         heuristic: str,
-        identity: Callable[[int], str] | None,
+        identity: Callable[[int], str],
         plans_topic: str = PLANS_TOPIC,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.bootstrap, self.group, self.topics = bootstrap, group, topics
+        self.bootstrap, self.group = bootstrap, group
         self.heuristic, self.identity = heuristic, identity
         self.plans_topic, self.clock = plans_topic, clock
         self.controls = ControlMembers(bootstrap, group, topics)
@@ -101,9 +101,7 @@ class BrokerPlanner:
 
     def wanted(self, replicas: int) -> list[str]:
         """The members a group of ``replicas`` consists of."""
-        if self.identity is not None:
-            return [self.identity(ordinal) for ordinal in range(replicas)]
-        return sorted(self.members())
+        return [self.identity(ordinal) for ordinal in range(replicas)]
 
     def status(self) -> dict[str, Any]:
         """What /status shows of the plans."""

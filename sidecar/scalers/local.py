@@ -32,12 +32,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from contract.lifeline import IDENTITY_LOCK_ENV, PARENT_ENV, identity_free
+from contract.lifeline import IDENTITY_FIELD, IDENTITY_LOCK_ENV, PARENT_ENV, identity_free
 from sidecar import metrics
 
 log = logging.getLogger(__name__)
 
-IDENTITY_FIELD = "{identity}"  # in the command: the member's identity (its group.instance.id)
 HEALTHY_RUN_S = 30.0
 BACKOFF_S = (1.0, 60.0)  # after the first crash, and the longest
 CRASH_LOOP = 3  # crashes in a row that make a member crash-looping
@@ -209,7 +208,7 @@ class LocalScaler:
         command = [word.replace(IDENTITY_FIELD, identity) for word in self.command]
         process = subprocess.Popen(command, env=env)
         self.running[ordinal] = _Running(process, now)
-        log.info("started consumer %s (pid %d)", self.identity(ordinal), process.pid)
+        log.info("started consumer %s (pid %d)", identity, process.pid)
 
     def _stop(self, ordinals: Sequence[int]) -> None:
         deadline = self.clock() + self.stop_timeout_s
