@@ -11,17 +11,24 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from assignor.broker import ASSIGNOR_CLASS, BOOTSTRAP_PROPERTY, TOPIC_PROPERTY
+from assignor.broker import (
+    ASSIGNOR_CLASS,
+    BOOTSTRAP_PROPERTY,
+    SHARE_ASSIGNOR_CLASS,
+    SHARE_TOPIC_PROPERTY,
+    TOPIC_PROPERTY,
+)
 from consumer_sdk.lake.jar_lock import JarLockError, ensure_jars, read_lock
 from consumer_sdk.lake.java_build import build_jar, packaged_java_sources, print_built_jar
 from contract.broker_plans import PLANS_TOPIC
 from contract.settings import ConfigError
+from contract.share_loads import SHARE_LOADS_TOPIC
 from local_kafka.kafka_jars import KAFKA_LOCK
 
 JAR_NAME = "kafka-autoscaler-broker-assignor"
 # The broker's jars the classes compile against; a broker of any Kafka 4.x ships them.
 _COMPILE_AGAINST = (
-    "kafka-group-coordinator-api-",
+    "kafka-group-coordinator-",  # the API, and Kafka's simple share assignor (the fallback)
     "kafka-clients-",
     "jackson-databind-",
     "jackson-core-",
@@ -44,13 +51,19 @@ def ensure_broker_assignor_jar(kafka_jars: Sequence[Path] | None = None) -> Path
     return build_jar(JAR_NAME, sources, classpath, what="broker assignor")
 
 
-def broker_properties(plans_bootstrap: str, *, topic: str = PLANS_TOPIC) -> dict[str, str]:
-    """A broker's properties enabling the assignor beside Kafka's own (``uniform`` stays the
-    default of every group that does not ask for ``autoscaler``)."""
+def broker_properties(
+    plans_bootstrap: str, *, topic: str = PLANS_TOPIC, share_topic: str = SHARE_LOADS_TOPIC
+) -> dict[str, str]:
+    """A broker's properties enabling both assignors: the KIP-848 one beside Kafka's own
+    (``uniform`` stays the default of every group that does not ask for ``autoscaler``), and the
+    share-group one (a broker takes one: share groups without published loads get Kafka's
+    ``simple`` assignment from it)."""
     return {
         "group.consumer.assignors": f"uniform,range,{ASSIGNOR_CLASS}",
+        "group.share.assignors": SHARE_ASSIGNOR_CLASS,
         BOOTSTRAP_PROPERTY: plans_bootstrap,
         TOPIC_PROPERTY: topic,
+        SHARE_TOPIC_PROPERTY: share_topic,
     }
 
 

@@ -301,16 +301,17 @@ def test_scale_in_empties_the_member_before_it_stops(cluster: ApacheKafka) -> No
 
 def test_the_java_side_names_what_the_python_side_names() -> None:
     source = (JAVA / "AutoscalerAssignor.java").read_text()
-    for constant, value in (
-        ("NAME", broker.ASSIGNOR_NAME),
-        ("BOOTSTRAP_CONFIG", broker.BOOTSTRAP_PROPERTY),
-        ("TOPIC_CONFIG", broker.TOPIC_PROPERTY),
-        ("MAX_AGE_CONFIG", broker.MAX_AGE_PROPERTY),
-        ("CLIENT_PREFIX", broker.CLIENT_PROPERTY_PREFIX),
-        ("DEFAULT_TOPIC", PLANS_TOPIC),
-        ("CONTROL_PREFIX", broker.CONTROL_INSTANCE_PREFIX),
+    shared = (JAVA / "SourceSettings.java").read_text()  # read by both broker assignors
+    for text, constant, value in (
+        (source, "NAME", broker.ASSIGNOR_NAME),
+        (shared, "BOOTSTRAP_CONFIG", broker.BOOTSTRAP_PROPERTY),
+        (source, "TOPIC_CONFIG", broker.TOPIC_PROPERTY),
+        (shared, "MAX_AGE_CONFIG", broker.MAX_AGE_PROPERTY),
+        (shared, "CLIENT_PREFIX", broker.CLIENT_PROPERTY_PREFIX),
+        (source, "DEFAULT_TOPIC", PLANS_TOPIC),
+        (source, "CONTROL_PREFIX", broker.CONTROL_INSTANCE_PREFIX),
     ):
-        assert f'String {constant} = "{value}";' in source
+        assert f'String {constant} = "{value}";' in text
     assert broker.ASSIGNOR_CLASS == "kafkaautoscaler.broker.AutoscalerAssignor"
     assert "package kafkaautoscaler.broker;" in source
 

@@ -1,4 +1,5 @@
-"""The broker-side assignor for KIP-848 groups (``group.protocol=consumer``).
+"""The broker-side assignors: for KIP-848 groups (``group.protocol=consumer``) and for KIP-932
+share groups.
 
 Its Java sources live under ``java/`` (package ``kafkaautoscaler.broker``) and are compiled
 against the brokers' own Kafka jars (``local_kafka.broker_assignor`` builds the jar). Inside a
@@ -21,3 +22,8 @@ MAX_AGE_PROPERTY = "autoscaler.plans.max.age.ms"
 CLIENT_PROPERTY_PREFIX = "autoscaler.plans.client."
 # Members whose group.instance.id starts so get no partitions (the sidecar's own members).
 CONTROL_INSTANCE_PREFIX = "autoscaler-control"
+# The share-group assignor: its class (what brokers set as group.share.assignors) and the
+# broker property naming the topic of loads it reads (beside the shared ones above).
+SHARE_ASSIGNOR_NAME = "autoscaler-share"
+SHARE_ASSIGNOR_CLASS = "kafkaautoscaler.broker.ShareAssignor"
+SHARE_TOPIC_PROPERTY = "autoscaler.share.loads.topic"

@@ -31,13 +31,11 @@ import org.slf4j.LoggerFactory;
 public final class AutoscalerAssignor
     implements ConsumerGroupPartitionAssignor, Configurable, Closeable {
   public static final String NAME = "autoscaler";
-  public static final String BOOTSTRAP_CONFIG = "autoscaler.plans.bootstrap.servers";
+  public static final String BOOTSTRAP_CONFIG = SourceSettings.BOOTSTRAP_CONFIG;
   public static final String TOPIC_CONFIG = "autoscaler.plans.topic";
-  public static final String MAX_AGE_CONFIG = "autoscaler.plans.max.age.ms";
-  /** Settings under this prefix go to the plans reader's client (security, for example). */
-  public static final String CLIENT_PREFIX = "autoscaler.plans.client.";
+  public static final String MAX_AGE_CONFIG = SourceSettings.MAX_AGE_CONFIG;
+  public static final String CLIENT_PREFIX = SourceSettings.CLIENT_PREFIX;
   public static final String DEFAULT_TOPIC = "_autoscaler_plans";
-  public static final long DEFAULT_MAX_AGE_MS = 600_000;
   /** Members whose instance id starts so are the sidecar's: they get no partitions. */
   public static final String CONTROL_PREFIX = "autoscaler-control";
 
@@ -47,7 +45,7 @@ public final class AutoscalerAssignor
   private static final Map<String, PlanBook> BOOKS = new HashMap<>();
   private static final Map<String, PlanReader> READERS = new HashMap<>();
   private static final Map<String, PlanCounts> COUNTS = new HashMap<>();
-  private PlanBook book = new PlanBook(LOG, DEFAULT_MAX_AGE_MS);
+  private PlanBook book = new PlanBook(LOG, SourceSettings.DEFAULT_MAX_AGE_MS);
 
   @Override
   public String name() {
@@ -56,47 +54,24 @@ public final class AutoscalerAssignor
 
   @Override
   public void configure(Map<String, ?> configs) {
-    long maxAgeMs = DEFAULT_MAX_AGE_MS;
-    Object age = configs.get(MAX_AGE_CONFIG);
-    if (age != null) {
-      try {
-        maxAgeMs = Long.parseLong(age.toString().trim());
-      } catch (NumberFormatException e) {
-        maxAgeMs = -1;
-      }
-      if (maxAgeMs < 1000 || maxAgeMs > 86_400_000) {
-        throw new org.apache.kafka.common.config.ConfigException(
-            MAX_AGE_CONFIG, age, "must be an integer in [1000, 86400000] (milliseconds)");
-      }
-    }
-    Object bootstrap = configs.get(BOOTSTRAP_CONFIG);
-    if (bootstrap == null || bootstrap.toString().isBlank()) {
-      book = new PlanBook(LOG, maxAgeMs);
+    SourceSettings source = SourceSettings.read(configs, TOPIC_CONFIG, DEFAULT_TOPIC);
+    if (source.bootstrap() == null) {
+      book = new PlanBook(LOG, source.maxAgeMs());
       LOG.warn(
           "autoscaler assignor: {} is not set, so no plans are read: groups choosing "
               + "'autoscaler' get the sticky even spread",
           BOOTSTRAP_CONFIG);
       return;
     }
-    Object topic = configs.get(TOPIC_CONFIG);
-    Map<String, String> client = new HashMap<>();
-    configs.forEach(
-        (key, value) -> {
-          if (key.startsWith(CLIENT_PREFIX) && value != null) {
-            client.put(key.substring(CLIENT_PREFIX.length()), value.toString());
-          }
-        });
-    String topicName =
-        topic == null || topic.toString().isBlank() ? DEFAULT_TOPIC : topic.toString();
-    String source = bootstrap + "|" + topicName + "|" + maxAgeMs + "|" + new java.util.TreeMap<>(client);
     synchronized (BOOKS) {
-      book = BOOKS.get(source);
+      book = BOOKS.get(source.key());
       if (book == null) {
-        book = new PlanBook(LOG, maxAgeMs);
-        PlanReader reader = new PlanReader(bootstrap.toString(), topicName, client, book);
-        BOOKS.put(source, book);
-        READERS.put(source, reader);
-        COUNTS.put(source, PlanCounts.register(book, topicName, LOG));
+        book = new PlanBook(LOG, source.maxAgeMs());
+        PlanReader reader =
+            new PlanReader(source.bootstrap(), source.topic(), source.client(), book);
+        BOOKS.put(source.key(), book);
+        READERS.put(source.key(), reader);
+        COUNTS.put(source.key(), PlanCounts.register(book, source.topic(), LOG));
         reader.start();
       }
     }

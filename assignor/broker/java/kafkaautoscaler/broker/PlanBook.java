@@ -12,7 +12,7 @@ import org.slf4j.Logger;
  * The newest plan of each group, written by the reader thread and read by the coordinator
  * threads (so every field is safe to share), with the counts an operator reads in the log.
  */
-final class PlanBook {
+final class PlanBook implements RecordBook {
   private final Map<String, Plan> latest = new ConcurrentHashMap<>();
   private final Set<String> loggedReasons = ConcurrentHashMap.newKeySet();
   private final Logger log;
@@ -34,7 +34,8 @@ final class PlanBook {
   }
 
   /** Reads one record of the plans topic: a plan replaces its group's, anything else is counted. */
-  void offer(byte[] key, byte[] value, String where, long nowMs) {
+  @Override
+  public void offer(byte[] key, byte[] value, String where, long nowMs) {
     recordsRead.incrementAndGet();
     String reason;
     try {
@@ -125,8 +126,8 @@ final class PlanBook {
     return Optional.of(keys);
   }
 
-  /** Logs a warning the first time {@code reason} happens, never again after. */
-  void warnOnce(String reason, String format, Object... arguments) {
+  @Override
+  public void warnOnce(String reason, String format, Object... arguments) {
     if (loggedReasons.add(reason)) {
       log.warn(format, arguments);
     }

@@ -13,7 +13,7 @@ import org.apache.kafka.common.errors.WakeupException;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 
 /**
- * Reads the plans topic from its start into the book, on a daemon thread with its own client,
+ * Reads a topic of the sidecar's (plans, or share loads) from its start into a book, on a daemon thread with its own client,
  * so that assign() never waits on the network. Any error is logged once, then retried.
  */
 final class PlanReader implements Runnable {
@@ -21,17 +21,18 @@ final class PlanReader implements Runnable {
   private static final long RETRY_MS = 1000;
   private final Properties client = new Properties();
   private final String topic;
-  private final PlanBook book;
+  private final RecordBook book;
   private final Thread thread;
   private volatile boolean stopping;
   private volatile KafkaConsumer<byte[], byte[]> consumer;
 
-  PlanReader(String bootstrap, String topic, Map<String, String> clientSettings, PlanBook book) {
+  PlanReader(
+      String bootstrap, String topic, Map<String, String> clientSettings, RecordBook book) {
     this.topic = topic;
     this.book = book;
     client.putAll(clientSettings);
     client.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
-    client.put(ConsumerConfig.CLIENT_ID_CONFIG, "autoscaler-assignor-plans");
+    client.put(ConsumerConfig.CLIENT_ID_CONFIG, "autoscaler-assignor-" + topic);
     client.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
     client.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
     // Reading must never create the topic (the broker may auto-create topics for clients).
@@ -42,7 +43,7 @@ final class PlanReader implements Runnable {
     client.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
     client.put(
         ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
-    thread = new Thread(this, "autoscaler-assignor-plans");
+    thread = new Thread(this, "autoscaler-assignor-" + topic);
     thread.setDaemon(true);
   }
 
@@ -62,7 +63,7 @@ final class PlanReader implements Runnable {
         book.warnOnce(
             "reader:" + e.getClass().getName(),
             "autoscaler assignor: reading {} failed ({}); retrying every {} ms, groups get "
-                + "the balanced fallback until a plan arrives",
+                + "the fallback until a record arrives",
             topic,
             e.toString(),
             RETRY_MS);
