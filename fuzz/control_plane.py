@@ -1,28 +1,40 @@
 """atheris harness for what the sidecar and the consumers read from each other through Kafka:
 the capacity report in offset-commit metadata (contract.capacity) and the speed snapshot
-(contract.snapshot), hostile or broken.
+(contract.snapshot), hostile or broken; and the share-group responses the sidecar reads from
+the brokers (sidecar.share_groups.requests).
 
-The first input byte picks the decoder, the rest is the record. Each decoder must return a
-value or raise its own error (CapacityReportError, SnapshotError), nothing else; the sidecar's
-capacity estimate must take any metadata in without raising and never end with a capacity
-that is not a finite number > 0. Run by fuzz/run.py: ``python -m fuzz.control_plane
+The first input byte picks the decoder (its value mod 4: report, snapshot, share offsets,
+share group description), the rest is the record. Each decoder must return a value or raise
+its own error (CapacityReportError, SnapshotError, ShareResponseError; aiokafka's decoding
+refuses with ValueError or struct.error), nothing else; the sidecar's capacity estimate must
+take any metadata in without raising and never end with a capacity that is not a finite
+number > 0. Run by fuzz/run.py: ``python -m fuzz.control_plane
 [libFuzzer flags] CORPUS...``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
 import math
+import struct
 import sys
 
 import atheris
 
-with atheris.instrument_imports(include=["contract", "sidecar.capacity"]):
+with atheris.instrument_imports(include=["contract", "sidecar.capacity", "sidecar.share_groups"]):
     from contract.capacity import CapacityReportError
     from contract.capacity import decode as decode_report
     from contract.snapshot import SnapshotError
     from contract.snapshot import decode as decode_snapshot
     from sidecar.capacity import CapacityEstimate
+    from sidecar.share_groups.requests import (
+        DescribeShareGroupOffsetsResponse_v1,
+        ShareGroupDescribeResponse_v1,
+        ShareResponseError,
+        share_group_description,
+        share_offsets,
+    )
 
 
 def test_one_input(data: bytes) -> None:
@@ -30,9 +42,23 @@ def test_one_input(data: bytes) -> None:
     if not data:
         return
     body = data[1:]
-    if data[0] % 2:
+    kind = data[0] % 4
+    if kind == 1:
         with contextlib.suppress(SnapshotError):
             decode_snapshot(body)
+        return
+    if kind in (2, 3):
+        response, parse = (
+            (DescribeShareGroupOffsetsResponse_v1, share_offsets)
+            if kind == 2
+            else (ShareGroupDescribeResponse_v1, share_group_description)
+        )
+        try:
+            decoded = response.decode(io.BytesIO(body))
+        except (ValueError, struct.error):
+            return  # aiokafka's decoder refused the bytes
+        with contextlib.suppress(ShareResponseError):
+            parse(decoded, "g")
         return
     text = body.decode("utf-8", errors="replace")
     with contextlib.suppress(CapacityReportError):

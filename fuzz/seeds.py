@@ -94,8 +94,9 @@ def section_seeds() -> list[bytes]:
 
 
 def control_plane_seeds() -> list[bytes]:
-    """The control-plane harness's inputs: a selector byte, then a capacity report (even)
-    or a speed snapshot (odd), as the sidecar and the consumers write them."""
+    """The control-plane harness's inputs: a selector byte, then a capacity report (0), a
+    speed snapshot (1), as the sidecar and the consumers write them, or a share group's
+    offsets (2) or description (3), as the brokers answer them."""
     from assignor import TopicPartition
     from assignor.backlog import DrainRule
     from contract.capacity import CapacityReport
@@ -114,7 +115,33 @@ def control_plane_seeds() -> list[bytes]:
         DrainRule(30.0, 5.0),
         2310.5,
     )
-    return [b"\x00" + r.encode().encode() for r in reports] + [b"\x01" + snapshot.encode()]
+    from sidecar.share_groups.requests import (
+        DescribeShareGroupOffsetsResponse_v1,
+        ShareGroupDescribeResponse_v1,
+    )
+
+    topic_id = "AAECAwQFBgcICQoLDA0ODw"
+    offsets = DescribeShareGroupOffsetsResponse_v1(
+        0, [("g", [("t", topic_id, [(0, 40, 0, 7, 0, None, {})], {})], 0, None, {})], {}
+    )
+    member: tuple[object, ...] = (
+        "m1",
+        None,
+        3,
+        "c",
+        "/h",
+        ["t"],
+        ([(topic_id, "t", [0], {})], {}),
+        {},
+    )
+    described = ShareGroupDescribeResponse_v1(
+        0, [(0, None, "g", "Stable", 3, 3, "simple", [member], 0, {})], {}
+    )
+    return (
+        [b"\x00" + r.encode().encode() for r in reports]
+        + [b"\x01" + snapshot.encode()]
+        + [b"\x02" + offsets.encode(), b"\x03" + described.encode()]
+    )
 
 
 def write(directory: Path, seeds: list[bytes]) -> Path:

@@ -34,6 +34,8 @@ from sidecar.leader import Lease
 from sidecar.monitor import Monitor, Reading
 from sidecar.publisher import SnapshotPublisher
 from sidecar.scalers.base import Scaler
+from sidecar.share_groups.loads import partition_loads
+from sidecar.share_groups.publisher import ShareLoadsPublisher
 
 log = logging.getLogger(__name__)
 
@@ -70,9 +72,22 @@ class Sidecar:
             clock=clock,
             client_options=self.client_options,
             rack_locality=config.rack_locality,
+            group_type=config.group_type,
         )
         self.publisher = SnapshotPublisher(
             config.bootstrap_servers, config.snapshot_topic, self.client_options
+        )
+        # --group-type share: the partition loads for the brokers' share assignor.
+        self.share_loads = (
+            ShareLoadsPublisher(
+                config.bootstrap_servers,
+                config.share_loads_topic,
+                config.group,
+                self.client_options,
+                clock=clock,
+            )
+            if config.group_type == "share"
+            else None
         )
         controller_config = ControllerConfig(
             capacity=config.capacity,
@@ -84,6 +99,7 @@ class Sidecar:
             lag_allowance_s=config.wait_time_secs,
             max_data_age_s=config.max_data_age,
             scale_up_settle_s=config.scale_up_settle,
+            group_type=config.group_type,
         )
         self.controller: Controller = (
             KedaController(controller_config, clock, config.keda_lag_threshold)
@@ -114,10 +130,15 @@ class Sidecar:
         self.publisher.use_options(self.client_options)
         await self.monitor.start()
         await self.publisher.start()
+        if self.share_loads is not None:
+            self.share_loads.use_options(self.client_options)
+            await self.share_loads.start()
 
     async def stop(self) -> None:
         """Disconnect; release leadership; the scaler's consumers are left to the caller."""
         await self.publisher.stop()
+        if self.share_loads is not None:
+            await self.share_loads.stop()
         await self.monitor.stop()
         if self.lease is not None:
             self.lease.release()
@@ -238,6 +259,7 @@ class Sidecar:
                 else None,
                 lags_known=reading.lags_known,
                 partition_racks=reading.partition_racks,
+                max_members=self.share_loads.max_size if self.share_loads else None,
             )
             if speeds
             else None
@@ -254,6 +276,14 @@ class Sidecar:
             )
             await self.planner.step(
                 decision.desired, partitions_of(reading), view, observation_capacity
+            )
+        if self.share_loads is not None and observation is not None and reading.topic_ids:
+            # Before the scale: members joining find the loads the broker splits them by.
+            effective = self.controller.config.drain_rule.effective_speeds(speeds, unit_lags)
+            await self.share_loads.publish(
+                partition_loads(effective, observation_capacity),
+                {topic: len(ps) for topic, ps in partitions_of(reading).items()},
+                reading.topic_ids,
             )
         if decision.action in (Action.SCALE_UP, Action.SCALE_DOWN):
             try:
@@ -362,6 +392,8 @@ class Sidecar:
             reasons.append(self.connect_problem or "starting: no tick yet")
         elif (age := self.clock() - self.last_tick) > 3 * interval + 5:
             reasons.append(f"no tick for {age:.0f} s (interval {interval:g} s)")
+        if self.monitor.share_unsupported:
+            reasons.append(self.monitor.share_unsupported)
         return reasons + self.scaler_problems()
 
     def scaler_problems(self) -> list[str]:
@@ -376,11 +408,13 @@ class Sidecar:
 
     def problems(self) -> list[str]:
         """What is wrong now, a line each: the last reading's, the connection's, the
-        scaler's."""
+        share loads', the scaler's."""
         reading = self.last_reading
+        share = self.share_loads.problem if self.share_loads is not None else None
         return (
             (reading.problems if reading else [])
             + ([self.connect_problem] if self.connect_problem else [])
+            + ([share] if share else [])
             + self.scaler_problems()
         )
 
@@ -425,6 +459,7 @@ class Sidecar:
             else {},
             "problems": self.problems(),
             "broker_plans": None if self.planner is None else self.planner.status(),
+            "share_group": None if self.share_loads is None else self.share_loads.status(),
             "last_decision": None
             if decision is None
             else {

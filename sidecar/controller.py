@@ -12,6 +12,9 @@ with the time it was measured, and the controller reads "now" from an injected c
   (assignor.backlog: speed plus the backlog beyond ``lag_allowance_s`` of arrivals, paid
   off within ``drain_seconds``), the
   same rule the group's assignor packs by, so the consumers a backlog adds get work;
+* share groups (KIP-932, ``group_type="share"``): members share partitions, so the count
+  is the effective load over one consumer's capacity, rounded up, whatever the partitions,
+  and the partition count is no cap (the broker's ``group.share.max.size`` is);
 * scale: clamp to [min_replicas, min(max_replicas, partitions)] (the partition count wins
   over min_replicas: extra members would sit idle); scale up at once; scale down, to the
   highest demand of the last quarter of ``scale_down_window_s``, once the consumers above
@@ -61,6 +64,7 @@ with the time it was measured, and the controller reads "now" from an injected c
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -87,6 +91,8 @@ RECENT_PEAK_SHARE = 0.25
 # A measured capacity this far (as a ratio) from the one the count was sized with makes that
 # count a correction to undo, not a load decision to stabilise (see _scale_down_wait).
 CAPACITY_MOVED = 1.25
+# consumer: a partition has one member; share: KIP-932 share groups, members share partitions.
+GROUP_TYPES = ("consumer", "share")
 
 
 class Phase(StrEnum):
@@ -120,6 +126,8 @@ class ControllerConfig:
     lag_allowance_s: float = 0.0
     max_data_age_s: float = 10.0
     scale_up_settle_s: float = 0.0
+    # "consumer" (a partition has one member) or "share" (KIP-932: members share partitions).
+    group_type: str = "consumer"
 
     def __post_init__(self) -> None:
         get_heuristic(self.heuristic)  # ValueError listing the valid names
@@ -143,6 +151,8 @@ class ControllerConfig:
             fail("--max-data-age", "a number of seconds > 0", self.max_data_age_s)
         if not (is_finite_number(self.scale_up_settle_s) and self.scale_up_settle_s >= 0):
             fail("--scale-up-settle", "a number of seconds >= 0", self.scale_up_settle_s)
+        if self.group_type not in GROUP_TYPES:
+            fail("--group-type", f"one of {', '.join(GROUP_TYPES)}", self.group_type)
 
     @property
     def drain_rule(self) -> DrainRule:
@@ -181,6 +191,9 @@ class Observation:
     saturated_members: int | None = None
     # The racks each partition is local to: the plan is then rack-aware (None: rack-blind).
     partition_racks: Mapping[TopicPartition, frozenset[str]] | None = None
+    # The most members the group may have (a share group's group.share.max.size; None: the
+    # partition count for a consumer group, no cap of its own for a share group).
+    max_members: int | None = None
 
     def group_holds(self, replicas: int) -> bool | None:
         """Whether the group is stable with at least ``replicas`` members; None: unknown, or
@@ -299,7 +312,7 @@ class Controller:
             ready=self._all_reading(now, observation, current)
             and self._all_saturated(observation, current),
         )
-        ceiling = max(1, min(self.config.max_replicas, len(observation.speeds)))
+        ceiling = max(1, min(self.config.max_replicas, self._member_cap(observation)))
         limit = self.drain_ceiling.limit()
         if limit is not None:
             ceiling = max(self.config.min_replicas, min(ceiling, limit))
@@ -507,15 +520,28 @@ class Controller:
         since = self._scaled_down_at
         if since is None or now - since >= self.config.scale_down_window_s:
             return False
+        capacity = self._capacity(observation)
+        if self.config.group_type == "share":
+            return share_demand(observation.speeds, capacity) <= current
         heuristic = get_heuristic(self.config.heuristic)
-        packed = heuristic.assign(observation.speeds, capacity=self._capacity(observation))
+        packed = heuristic.assign(observation.speeds, capacity=capacity)
         needed = bins_used(packed) if any(observation.speeds.values()) else 0
         return needed <= current
+
+    def _member_cap(self, observation: Observation) -> int:
+        """The most members that can be at work: the partition count for a consumer group;
+        for a share group, the broker's cap (or none)."""
+        if self.config.group_type == "share":
+            return observation.max_members or self.config.max_replicas
+        return len(observation.speeds)
 
     def _plan(self, observation: Observation) -> tuple[Assignment, int, float]:
         rule = self.config.drain_rule
         effective = rule.effective_speeds(observation.speeds, observation.lags)
         backlog = rule.total_backlog(observation.speeds, observation.lags)
+        if self.config.group_type == "share":
+            # No partition plan: the broker's share assignor splits partitions by load.
+            return {}, share_demand(effective, self._capacity(observation)), backlog
         heuristic = get_heuristic(self.config.heuristic)
         previous = {tp: c for tp, c in self.plan.items() if tp in effective}
         capacity = self._capacity(observation)
@@ -532,6 +558,13 @@ class Controller:
         # Nothing written and nothing owed: no consumer is needed (min_replicas decides).
         demand = bins_used(plan) if any(effective.values()) else 0
         return plan, demand, backlog
+
+
+def share_demand(loads: Mapping[TopicPartition, float], capacity: float) -> int:
+    """Members a share group needs: its load over one consumer's capacity, rounded up (members
+    share partitions, so no partition is an indivisible item); 0 when nothing is written."""
+    total = sum(loads.values())
+    return math.ceil(total / capacity - 1e-9) if total > 0 else 0
 
 
 def _moved(before: float | None, now: float) -> bool:

@@ -1,5 +1,7 @@
 """The monitor: end offsets (ListOffsets) and the group's committed offsets (OffsetFetch)
-of every partition of the group's topics, turned into speeds and lags.
+of every partition of the group's topics, turned into speeds and lags. For a share group
+(KIP-932), the share-partition start offsets and lags (DescribeShareGroupOffsets) instead of
+committed offsets, and ShareGroupDescribe instead of DescribeGroups.
 
 One :meth:`Monitor.poll` per ``--interval``. Whatever cannot be read this round (a broker
 down, a topic deleted, a leader moving) is reported in :attr:`Reading.problems` and the
@@ -25,9 +27,19 @@ from assignor.plugin import partition_racks
 from contract.metadata import topic_partitions
 from contract.snapshot import UNITS, PartitionStat, Snapshot
 from sidecar.log_dirs import DescribeLogDirsRequest, partition_sizes
+from sidecar.share_groups.requests import (
+    DescribeShareGroupOffsetsRequest,
+    ShareGroupDescribeRequest,
+    ShareResponseError,
+    share_group_description,
+    share_offsets,
+)
 from sidecar.speed import SpeedTracker
 
 log = logging.getLogger(__name__)
+
+# A problem that lasts is logged again this often (seconds).
+PROBLEM_REPEAT_S = 60.0
 
 
 @dataclass
@@ -53,6 +65,12 @@ class Reading:
     lags_known: bool = True
     # The racks each partition is local to (Monitor(rack_locality=...)); None: not asked.
     partition_racks: dict[TopicPartition, frozenset[str]] | None = None
+    # A share group's lag per partition (the broker's, else end minus the share-partition
+    # start offset, else 0: not read yet, a share group starts at the end); None: not a
+    # share group. ``committed`` then holds the start offsets.
+    share_lags: dict[TopicPartition, float] | None = None
+    # Topic name -> id, where the round learnt them (share groups).
+    topic_ids: dict[str, str] = field(default_factory=dict)
 
     @property
     def group_members(self) -> int | None:
@@ -65,7 +83,10 @@ class Reading:
         return None if self.group_state is None else self.group_state == "Stable"
 
     def lags(self) -> dict[TopicPartition, float]:
-        """End offset minus committed offset (the whole log if nothing was committed)."""
+        """End offset minus committed offset (the whole log if nothing was committed); a share
+        group's lags as measured."""
+        if self.share_lags is not None:
+            return dict(self.share_lags)
         return {
             tp: float(max(0, end - self.committed.get(tp, 0)))
             for tp, end in self.end_offsets.items()
@@ -142,6 +163,7 @@ class Monitor:
         client_options: dict[str, Any] | None = None,
         clock: Callable[[], float] = time.monotonic,
         rack_locality: str = "none",
+        group_type: str = "consumer",
     ) -> None:
         if not topics:
             raise ValueError("topics must name at least one topic")
@@ -149,6 +171,10 @@ class Monitor:
             raise ValueError(f"unit must be one of {', '.join(UNITS)}, got {unit!r}")
         self.requested_unit = unit
         self.rack_locality = rack_locality  # none, leader or replicas (SidecarConfig's)
+        self.group_type = group_type  # consumer or share (SidecarConfig's)
+        # Why this cluster cannot serve a share group (None: it can, or not known yet).
+        self.share_unsupported: str | None = None
+        self._said: dict[str, float] = {}  # problem -> when it was last logged
         self.log_dirs_supported: bool | None = None  # unknown until asked
         self.groups_describable: bool | None = None  # DescribeGroups; unknown until asked
         self.size_tracker = SpeedTracker(window_s, min_span_s)
@@ -202,37 +228,110 @@ class Monitor:
             except KafkaError as exc:
                 reading.lags_known = False
                 reading.problems.append(f"end offsets unavailable: {exc!r}")
-            try:
-                committed = await self._admin.list_consumer_group_offsets(
-                    self.group, partitions=partitions
-                )
-                reading.committed = {
-                    TopicPartition(tp.topic, tp.partition): int(meta.offset)
-                    for tp, meta in committed.items()
-                    if meta.offset >= 0
-                }
-                reading.commit_metadata = {
-                    TopicPartition(tp.topic, tp.partition): meta.metadata
-                    for tp, meta in committed.items()
-                    if meta.offset >= 0 and isinstance(meta.metadata, str) and meta.metadata
-                }
-            except KafkaError as exc:
-                reading.lags_known = False
-                reading.problems.append(f"committed offsets unavailable: {exc!r}")
+            if self.group_type == "share":
+                await self._share_offsets(partitions, reading)
+            else:
+                await self._committed(partitions, reading)
         (
             reading.group_state,
             reading.member_ids,
             reading.group_protocol,
-        ) = await self._describe_group()
+        ) = await (
+            self._describe_share_group() if self.group_type == "share" else self._describe_group()
+        )
         self.tracker.observe(reading.at, reading.end_offsets)
         self.tracker.forget(TopicPartition(tp.topic, tp.partition) for tp in partitions)
         if self.requested_unit == "bytes/s" and partitions and self.log_dirs_supported is not False:
             sizes = await self._sizes(partitions, reading)
             self.size_tracker.observe(reading.at, sizes)
             self.size_tracker.forget(TopicPartition(tp.topic, tp.partition) for tp in partitions)
-        for problem in reading.problems:
-            log.warning("monitor: %s", problem)
+        self._log_problems(reading)
         return reading
+
+    def _log_problems(self, reading: Reading) -> None:
+        """Each problem when it appears, and once a minute while it lasts (a cluster without
+        share groups, a topic not found: every round says so, the log once)."""
+        for problem in reading.problems:
+            said = self._said.get(problem)
+            if said is None or reading.at - said >= PROBLEM_REPEAT_S:
+                log.warning("monitor: %s", problem)
+                self._said[problem] = reading.at
+        for gone in set(self._said) - set(reading.problems):
+            del self._said[gone]
+
+    async def _committed(self, partitions: list[KafkaTopicPartition], reading: Reading) -> None:
+        """The group's committed offsets and their metadata (the capacity reports)."""
+        assert self._admin is not None
+        try:
+            committed = await self._admin.list_consumer_group_offsets(
+                self.group, partitions=partitions
+            )
+        except KafkaError as exc:
+            reading.lags_known = False
+            reading.problems.append(f"committed offsets unavailable: {exc!r}")
+            return
+        reading.committed = {
+            TopicPartition(tp.topic, tp.partition): int(meta.offset)
+            for tp, meta in committed.items()
+            if meta.offset >= 0
+        }
+        reading.commit_metadata = {
+            TopicPartition(tp.topic, tp.partition): meta.metadata
+            for tp, meta in committed.items()
+            if meta.offset >= 0 and isinstance(meta.metadata, str) and meta.metadata
+        }
+
+    async def _share_offsets(self, partitions: list[KafkaTopicPartition], reading: Reading) -> None:
+        """A share group's start offsets and lags, and the topics' ids (DescribeShareGroupOffsets
+        at the group's coordinator)."""
+        assert self._admin is not None
+        request = DescribeShareGroupOffsetsRequest(
+            self.group, ((tp.topic, tp.partition) for tp in partitions)
+        )
+        try:
+            coordinator = await self._admin.find_coordinator(self.group)
+            offsets = share_offsets(
+                await self._admin._client.send(coordinator, request), self.group
+            )
+        except IncompatibleBrokerVersion:
+            self.share_unsupported = (
+                "--group-type share: this cluster has no share groups (no "
+                "DescribeShareGroupOffsets): they need Apache Kafka 4.1 or later"
+            )
+            reading.lags_known = False
+            reading.problems.append(self.share_unsupported)
+            return
+        except (KafkaError, ShareResponseError) as exc:
+            reading.lags_known = False
+            reading.problems.append(f"share-group offsets unavailable: {exc!r}")
+            return
+        self.share_unsupported = None
+        reading.committed = dict(offsets.start)
+        reading.topic_ids = dict(offsets.topic_ids)
+        lags: dict[TopicPartition, float] = {}
+        for tp, end in reading.end_offsets.items():
+            if tp in offsets.lag:
+                lags[tp] = float(offsets.lag[tp])
+            elif tp in offsets.start:
+                lags[tp] = float(max(0, end - offsets.start[tp]))
+            else:
+                lags[tp] = 0.0  # not read yet: a share group starts at the log's end
+        reading.share_lags = lags
+
+    async def _describe_share_group(self) -> GroupDescription:
+        """A share group's state and member ids (ShareGroupDescribe); ``NOT_DESCRIBED`` when
+        the coordinator does not answer."""
+        assert self._admin is not None
+        try:
+            coordinator = await self._admin.find_coordinator(self.group)
+            response = await self._admin._client.send(
+                coordinator, ShareGroupDescribeRequest([self.group])
+            )
+            described = share_group_description(response, self.group)
+        except (KafkaError, ShareResponseError) as exc:
+            log.debug("monitor: share group description unavailable: %r", exc)
+            return NOT_DESCRIBED
+        return GroupDescription(described.state, described.member_ids, described.assignor)
 
     async def _describe_group(self) -> GroupDescription:
         """The group's state, member ids and protocol; ``NOT_DESCRIBED`` when the coordinator

@@ -24,11 +24,16 @@ SPEEDS_TOPIC_CONFIG = {
 
 
 async def ensure_speeds_topic(
-    bootstrap_servers: str, topic: str, client_options: dict[str, Any] | None = None
+    bootstrap_servers: str,
+    topic: str,
+    client_options: dict[str, Any] | None = None,
+    *,
+    what: str = "speeds topic",
 ) -> bool:
-    """Create the speeds topic (one partition, replication min(3, brokers), compacted with a
-    day's retention) unless it exists. Returns whether it was created. A cluster without the
-    CreateTopics API (the embedded broker) is told about it in a log line, not an error."""
+    """Create the speeds topic (or another of the sidecar's topics, named ``what`` in the
+    log: one partition, replication min(3, brokers), compacted with a day's retention)
+    unless it exists. Returns whether it was created. A cluster without the CreateTopics API
+    (the embedded broker) is told about it in a log line, not an error."""
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers, **(client_options or {}))
     await admin.start()
     try:
@@ -43,12 +48,12 @@ async def ensure_speeds_topic(
             if code == TopicAlreadyExistsError.errno:
                 return False
             if code != 0:
-                log.warning("could not create the speeds topic %s: error code %d", name, code)
+                log.warning("could not create the %s %s: error code %d", what, name, code)
                 return False
-        log.info("created the speeds topic %s (replication %d)", topic, replication)
+        log.info("created the %s %s (replication %d)", what, topic, replication)
         return True
     except KafkaError as exc:
-        log.warning("could not create the speeds topic %s: %r", topic, exc)
+        log.warning("could not create the %s %s: %r", what, topic, exc)
         return False
     finally:
         await admin.close()

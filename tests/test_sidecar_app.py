@@ -89,6 +89,26 @@ def test_the_local_scaler_hands_the_shared_settings_to_its_consumers() -> None:
             {"AUTOSCALER_SSL_CAFILE": __file__},
             "--group-protocol (AUTOSCALER_GROUP_PROTOCOL) must be classic on secured clusters",
         ),
+        (
+            [*BASE, "--group-type", "queue"],
+            {},
+            "--group-type (AUTOSCALER_GROUP_TYPE) must be one of consumer, share",
+        ),
+        (
+            [*BASE, "--group-type", "share", "--group-protocol", "consumer"],
+            {},
+            "--group-type (AUTOSCALER_GROUP_TYPE) must be consumer with --group-protocol consumer",
+        ),
+        (
+            [*BASE, "--group-type", "share", "--keda-lag-threshold", "1000"],
+            {},
+            "--group-type (AUTOSCALER_GROUP_TYPE) must be consumer with --keda-lag-threshold",
+        ),
+        (
+            [*BASE, "--group-type", "share", "--share-loads-topic", " "],
+            {},
+            "--share-loads-topic (AUTOSCALER_SHARE_LOADS_TOPIC) must be a topic name",
+        ),
         ([*BASE, "--scaler", "kubernetes"], {}, "--workload-name (AUTOSCALER_WORKLOAD_NAME)"),
         ([*BASE, "--min-replicas", "5", "--max-replicas", "2"], {}, "--max-replicas"),
         ([*BASE, "--http-port", "99999"], {}, "--http-port (AUTOSCALER_HTTP_PORT) must be"),
