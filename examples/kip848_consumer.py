@@ -1,7 +1,9 @@
 """A KIP-848 consumer with no code of kafka-autoscaler in it: plain confluent-kafka with
 ``group.protocol=consumer``, ``group.remote.assignor=autoscaler`` and a ``group.instance.id``
-(the name the sidecar's plans give it). It appends each record's partition and offset to a
-JSON-lines file and commits after writing; SIGTERM closes it (it leaves the group).
+(the name the sidecar's plans give it). Each record costs ``1 / --records-per-second`` seconds
+of work (a consumer's capacity; 0: none); it appends each record's partition, offset, write
+time and when its work was done to a JSON-lines file and commits after writing; SIGTERM closes
+it (it leaves the group).
 
     kafka-autoscaler-sidecar --group-protocol consumer --scaler local \\
         --consumer-command "python examples/kip848_consumer.py --bootstrap-servers HOST:9092 \\
@@ -14,10 +16,23 @@ import argparse
 import json
 import signal
 import sys
+import time
 from collections.abc import Sequence
 from types import FrameType
+from typing import Any
 
-from confluent_kafka import Consumer, KafkaException
+from confluent_kafka import Consumer, KafkaException, Message
+
+
+def row(record: Message) -> dict[str, Any]:
+    """What the output file keeps of a record: where it was, when it was written (ms) and when
+    its work was done (s)."""
+    return {
+        "partition": record.partition(),
+        "offset": record.offset(),
+        "ts": record.timestamp()[1],
+        "done": time.time(),
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -28,7 +43,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--topic", required=True)
     parser.add_argument("--instance-id", required=True)
     parser.add_argument("--out", required=True, help="JSON-lines file the records go to")
+    parser.add_argument("--records-per-second", type=float, default=0.0, help="0: no work")
     args = parser.parse_args(argv)
+    if args.records_per_second < 0:
+        parser.error("--records-per-second must be >= 0 (0: no work)")
+    cost = 1.0 / args.records_per_second if args.records_per_second else 0.0
     stopping = False
 
     def stop(_signal: int, _frame: FrameType | None) -> None:
@@ -52,12 +71,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with open(args.out, "a", encoding="utf-8") as out:
             while not stopping:
+                started = time.monotonic()
                 records = consumer.consume(500, 0.2)
                 good = [r for r in records if r.error() is None]
+                if good:
+                    # The work: the batch's cost, less the time polling took.
+                    time.sleep(max(0.0, cost * len(good) - (time.monotonic() - started)))
                 for record in good:
-                    out.write(
-                        json.dumps({"partition": record.partition(), "offset": record.offset()})
-                    )
+                    out.write(json.dumps(row(record)))
                     out.write("\n")
                 if good:
                     out.flush()

@@ -1,7 +1,8 @@
 """A share-group (KIP-932) consumer with no code of kafka-autoscaler in it: confluent-kafka's
 ``ShareConsumer`` (preview in librdkafka 2.16), explicit acknowledgement after the work. Each
 record costs ``1 / --records-per-second`` seconds of work (a consumer's capacity C); each
-acknowledged record's partition and offset is appended to a JSON-lines file. SIGTERM closes it.
+acknowledged record's partition, offset, write time and when its work was done are appended to
+a JSON-lines file (the format of ``kip848_consumer.py``). SIGTERM closes it.
 
     kafka-autoscaler-sidecar --group-type share --scaler local --capacity 200 \\
         --consumer-command "python examples/share_consumer.py --bootstrap-servers HOST:9092 \\
@@ -17,8 +18,20 @@ import sys
 import time
 from collections.abc import Sequence
 from types import FrameType
+from typing import Any
 
-from confluent_kafka import KafkaException, ShareConsumer
+from confluent_kafka import KafkaException, Message, ShareConsumer
+
+
+def row(record: Message) -> dict[str, Any]:
+    """Where a record was, when it was written (ms) and when its work was done (s). (Each
+    example stands alone, so this is kip848_consumer.py's own.)"""
+    return {
+        "partition": record.partition(),
+        "offset": record.offset(),
+        "ts": record.timestamp()[1],
+        "done": time.time(),
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -54,15 +67,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             while not stopping:
                 started = time.monotonic()
                 records = [r for r in consumer.poll(0.2) if r.error() is None]
+                if records:
+                    # The work: the batch's cost, less the time polling took.
+                    time.sleep(max(0.0, cost * len(records) - (time.monotonic() - started)))
                 for record in records:
-                    out.write(
-                        json.dumps({"partition": record.partition(), "offset": record.offset()})
-                    )
+                    out.write(json.dumps(row(record)))
                     out.write("\n")
                 if records:
                     out.flush()
-                    # The work: the batch's cost, less the time polling took.
-                    time.sleep(max(0.0, cost * len(records) - (time.monotonic() - started)))
                     for record in records:
                         consumer.acknowledge(record)
                     consumer.commit_sync()

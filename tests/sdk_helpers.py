@@ -220,16 +220,3 @@ def local_sidecar_env(
         "AUTOSCALER_LEADER_DELAY_SECS": "0.1",
         "AUTOSCALER_WAIT_TIME_SECS": "0.3",
     }
-
-
-def processes_mentioning(text: str) -> dict[int, list[str]]:
-    """The command lines (their words) of live processes that mention ``text``, by pid."""
-    found = {}
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            raw = cmdline.read_bytes()
-        except OSError:  # gone meanwhile
-            continue
-        if text.encode() in raw:
-            found[int(cmdline.parent.name)] = raw.decode(errors="replace").split("\0")
-    return found

@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
+from benchmarks.support.polling import processes_mentioning
 from contract.local_ports import free_port
 from tests.sdk_helpers import (
     local_sidecar_env,
-    processes_mentioning,
     stop_sidecar_process,
     wait_until,
 )

@@ -19,13 +19,13 @@ import pytest
 from confluent_kafka import Producer
 
 from assignor.broker import ASSIGNOR_CLASS
+from benchmarks.support.polling import processes_mentioning
 from contract.local_ports import free_port
 from local_kafka.apache_kafka import ApacheKafka
 from local_kafka.clusters import ClusterKind, KafkaCluster
 from sidecar.broker_plans.group import ASSIGNORS_CONFIG
 from tests.sdk_helpers import (
     local_sidecar_env,
-    processes_mentioning,
     stop_sidecar_process,
     wait_until,
 )

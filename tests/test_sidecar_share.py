@@ -17,20 +17,14 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import (  # type: ignore[attr-defined]
-    AdminClient,
-    AlterConfigOpType,
-    ConfigEntry,
-    ConfigResource,
-    ResourceType,
-)
 
+from benchmarks.support.polling import processes_mentioning
+from benchmarks.support.share_members import read_from_the_start
 from contract.local_ports import free_port
 from local_kafka.apache_kafka import ApacheKafka
 from local_kafka.clusters import ClusterKind, KafkaCluster
 from tests.sdk_helpers import (
     local_sidecar_env,
-    processes_mentioning,
     stop_sidecar_process,
     wait_until,
 )
@@ -80,18 +74,6 @@ def share_sidecar(
     return subprocess.Popen(
         [sys.executable, "-m", "sidecar.cli"], env=env, cwd=ROOT, stderr=subprocess.PIPE, text=True
     )
-
-
-def read_from_the_start(bootstrap: str, group: str) -> None:
-    """The group's share.auto.offset.reset=earliest (a share group starts at the end by
-    default), so every record written is owed to it."""
-    earliest = ConfigEntry(
-        "share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET
-    )
-    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[earliest])
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.incremental_alter_configs([resource]).values():
-        future.result(timeout=30)
 
 
 @pytest.fixture

@@ -1,5 +1,6 @@
 """Share-group (KIP-932) members: confluent-kafka ``ShareConsumer`` (no code of ours) in
-threads, recording from which partitions each received records in a window."""
+threads, recording from which partitions each received records in a window; and a share
+group's start at the log's beginning."""
 
 from __future__ import annotations
 
@@ -8,6 +9,25 @@ import time
 from collections import Counter
 
 from confluent_kafka import ShareConsumer
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ResourceType,
+)
+
+
+def read_from_the_start(bootstrap: str, group: str) -> None:
+    """The group's share.auto.offset.reset=earliest (a share group starts at the log's end by
+    default), so every record written is owed to it."""
+    earliest = ConfigEntry(
+        "share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET
+    )
+    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[earliest])
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # alive until the answer is in
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(timeout=30)
 
 
 class ShareMembers:
