@@ -14,6 +14,7 @@ from benchmarks import (
     spark_sink,
 )
 from benchmarks.packing import paper, planner_scale, rack_packing
+from benchmarks.share_groups import __main__ as share_groups
 
 
 def main() -> int:
@@ -31,6 +32,7 @@ def main() -> int:
         cooperative_rebalance,
         sidecar_cycle,
         simulate,
+        share_groups,
     ):
         print(f"== {module.__name__}", flush=True)
         status |= module.main([])

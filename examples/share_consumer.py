@@ -2,7 +2,8 @@
 ``ShareConsumer`` (preview in librdkafka 2.16), explicit acknowledgement after the work. Each
 record costs ``1 / --records-per-second`` seconds of work (a consumer's capacity C); each
 acknowledged record's partition, offset, write time and when its work was done are appended to
-a JSON-lines file (the format of ``kip848_consumer.py``). SIGTERM closes it.
+a JSON-lines file (the format of ``kip848_consumer.py``). A poll returns half a second of work
+at most (see ``--max-poll-records``). SIGTERM closes it.
 
     kafka-autoscaler-sidecar --group-type share --scaler local --capacity 200 \\
         --consumer-command "python examples/share_consumer.py --bootstrap-servers HOST:9092 \\
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import signal
 import sys
 import time
@@ -42,6 +44,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--topic", required=True)
     parser.add_argument("--records-per-second", type=float, default=0.0, help="0: no work")
     parser.add_argument("--out", required=True, help="JSON-lines file the records go to")
+    parser.add_argument(
+        "--max-poll-records",
+        type=int,
+        default=0,
+        help="records a poll returns at most (0: half a second of work, at least 1)",
+    )
     args = parser.parse_args(argv)
     if args.records_per_second < 0:
         parser.error("--records-per-second must be >= 0 (0: no work)")
@@ -54,13 +62,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    consumer = ShareConsumer(
-        {
-            "bootstrap.servers": args.bootstrap_servers,
-            "group.id": args.group,
-            "share.acknowledgement.mode": "explicit",
-        }
-    )
+    settings: dict[str, Any] = {
+        "bootstrap.servers": args.bootstrap_servers,
+        "group.id": args.group,
+        "share.acknowledgement.mode": "explicit",
+    }
+    # A share partition lets only share.partition.max.record.locks records (2000 by default)
+    # be acquired at once, and a record stays acquired until its whole poll is worked through:
+    # long polls cap the partition's throughput at 2000 / that time, whatever the members.
+    half_a_second = math.ceil(args.records_per_second / 2) if args.records_per_second else 0
+    if args.max_poll_records or half_a_second:
+        settings["max.poll.records"] = args.max_poll_records or half_a_second
+    consumer = ShareConsumer(settings)
     consumer.subscribe([args.topic])
     try:
         with open(args.out, "a", encoding="utf-8") as out:

@@ -10,16 +10,15 @@ import json
 import shlex
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
 
 from assignor.broker import ASSIGNOR_CLASS
 from benchmarks.support.polling import processes_mentioning
+from benchmarks.support.rate_writer import RateWriter
 from contract.local_ports import free_port
 from local_kafka.apache_kafka import ApacheKafka
 from local_kafka.clusters import ClusterKind, KafkaCluster
@@ -85,41 +84,23 @@ def kip848_sidecar(
 
 
 @pytest.fixture
-def load(apache_with_assignor: ApacheKafka) -> Iterator[tuple[str, threading.Event, set[Any]]]:
-    """A topic written at RATES until the event is set; the (partition, offset)s delivered."""
+def load(apache_with_assignor: ApacheKafka) -> Iterator[tuple[str, RateWriter]]:
+    """A topic written at RATES until the writer is finished."""
     topic = f"kip848-{free_port()}"
     apache_with_assignor.create_topic(topic, len(RATES), 1)
-    stop, delivered = threading.Event(), set()
-
-    def on_delivery(err: object, msg: Any) -> None:
-        if err is None:
-            delivered.add((int(msg.partition()), int(msg.offset())))
-
-    def produce() -> None:
-        producer = Producer(
-            {"bootstrap.servers": apache_with_assignor.bootstrap_servers, "linger.ms": 5}
-        )
-        while not stop.is_set():
-            for partition, rate in enumerate(RATES):
-                for _ in range(rate // 10):
-                    producer.produce(topic, b"x" * 50, partition=partition, on_delivery=on_delivery)
-            producer.poll(0)
-            stop.wait(0.1)
-        assert producer.flush(30) == 0
-
-    thread = threading.Thread(target=produce)
-    thread.start()
-    yield topic, stop, delivered
-    stop.set()
-    thread.join(60)
+    writer = RateWriter(apache_with_assignor.bootstrap_servers, topic, RATES, b"x" * 50)
+    writer.start()
+    yield topic, writer
+    writer.finish()
 
 
 def test_the_sidecar_sizes_a_kip848_group_and_the_broker_follows_its_plans(
     apache_with_assignor: ApacheKafka,
-    load: tuple[str, threading.Event, set[Any]],
+    load: tuple[str, RateWriter],
     tmp_path: Path,
 ) -> None:
-    topic, stop_load, delivered = load
+    topic, writer = load
+    delivered = writer.written
     bootstrap = apache_with_assignor.bootstrap_servers
     out = tmp_path / "out"
     out.mkdir()
@@ -144,16 +125,16 @@ def test_the_sidecar_sizes_a_kip848_group_and_the_broker_follows_its_plans(
         assert members == [f"sink-{i}" for i in range(len(members))]
         assert all(load <= CAPACITY for load in member_loads(page).values()), page
         assert not page["broker_plans"]["problems"]
-        stop_load.set()  # no traffic: down to one member, the others emptied first
+        writer.finish()  # no traffic: down to one member, the others emptied first
         assert wait_until(lambda: running(out) == ["sink-0"], timeout_s=120), status(port)
         page = status(port)
         assert page["broker_plans"]["holds"] and not page["broker_plans"]["being_emptied"]
         assert wait_until(lambda: delivered <= rows(out), timeout_s=60)  # nothing lost
     finally:
-        stop_load.set()
+        writer.finish()
         errors = stop_sidecar_process(sidecar)
     assert "stopped all the same" not in errors  # every member removed was emptied first
-    assert delivered and delivered <= rows(out)
+    assert writer.unflushed == 0 and delivered and delivered <= rows(out)
 
 
 def test_a_broker_without_the_assignor_is_one_line(

@@ -10,15 +10,13 @@ import json
 import shlex
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from confluent_kafka import Producer
 
 from benchmarks.support.polling import processes_mentioning
+from benchmarks.support.rate_writer import RateWriter
 from benchmarks.support.share_members import read_from_the_start
 from contract.local_ports import free_port
 from local_kafka.apache_kafka import ApacheKafka
@@ -77,42 +75,24 @@ def share_sidecar(
 
 
 @pytest.fixture
-def load(apache_with_assignor: ApacheKafka) -> Iterator[tuple[str, threading.Event, set[Any]]]:
-    """A topic written at RATES until the event is set; the (partition, offset)s delivered."""
+def load(apache_with_assignor: ApacheKafka) -> Iterator[tuple[str, RateWriter]]:
+    """A topic written at RATES until the writer is finished."""
     topic = f"share-{free_port()}"
     apache_with_assignor.create_topic(topic, len(RATES), 1)
     read_from_the_start(apache_with_assignor.bootstrap_servers, f"g-{topic}")
-    stop, delivered = threading.Event(), set()
-
-    def on_delivery(err: object, msg: Any) -> None:
-        if err is None:
-            delivered.add((int(msg.partition()), int(msg.offset())))
-
-    def produce() -> None:
-        producer = Producer(
-            {"bootstrap.servers": apache_with_assignor.bootstrap_servers, "linger.ms": 5}
-        )
-        while not stop.is_set():
-            for partition, rate in enumerate(RATES):
-                for _ in range(rate // 10):
-                    producer.produce(topic, b"x" * 50, partition=partition, on_delivery=on_delivery)
-            producer.poll(0)
-            stop.wait(0.1)
-        assert producer.flush(30) == 0
-
-    thread = threading.Thread(target=produce)
-    thread.start()
-    yield topic, stop, delivered
-    stop.set()
-    thread.join(60)
+    writer = RateWriter(apache_with_assignor.bootstrap_servers, topic, RATES, b"x" * 50)
+    writer.start()
+    yield topic, writer
+    writer.finish()
 
 
 def test_the_sidecar_sizes_a_share_group_past_its_partitions(
     apache_with_assignor: ApacheKafka,
-    load: tuple[str, threading.Event, set[Any]],
+    load: tuple[str, RateWriter],
     tmp_path: Path,
 ) -> None:
-    topic, stop_load, delivered = load
+    topic, writer = load
+    delivered = writer.written
     bootstrap = apache_with_assignor.bootstrap_servers
     out = tmp_path / "out"
     out.mkdir()
@@ -138,15 +118,16 @@ def test_the_sidecar_sizes_a_share_group_past_its_partitions(
         assert f"took the loads of group g-{topic}" in log
         # The broker's share assignor gives the hot partition several members.
         assert wait_until(lambda: len(readers_of(out, 0)) >= 3, timeout_s=120), rows(out).keys()
-        stop_load.set()  # no traffic: the group shrinks, and everything written was read
+        writer.finish()  # no traffic: the group shrinks, and everything written was read
         assert wait_until(lambda: running(out) <= 1, timeout_s=120), status(port)
         assert wait_until(lambda: delivered <= set().union(*rows(out).values()), timeout_s=60), len(
             delivered - set().union(*rows(out).values())
         )
     finally:
-        stop_load.set()
+        writer.finish()
         errors = stop_sidecar_process(sidecar)
     assert "Traceback" not in errors
+    assert writer.unflushed == 0 and delivered
 
 
 def test_a_cluster_without_share_groups_is_one_line(

@@ -27,7 +27,6 @@ import os
 import shlex
 import subprocess
 import sys
-import threading
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -35,10 +34,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Producer
-
 from benchmarks.support.machine import code_version, machine_line
 from benchmarks.support.polling import processes_mentioning
+from benchmarks.support.rate_writer import RateWriter
 from benchmarks.support.report import publish
 from benchmarks.support.share_members import read_from_the_start
 from contract.local_ports import free_port
@@ -143,39 +141,6 @@ def sidecar(
     )
 
 
-class Writer(threading.Thread):
-    """Writes the skewed load until stopped; counts what was acknowledged."""
-
-    def __init__(self, bootstrap: str, topic: str) -> None:
-        super().__init__(daemon=True)
-        self.bootstrap, self.topic = bootstrap, topic
-        self.stop = threading.Event()
-        self.written: set[tuple[int, int]] = set()
-
-    def run(self) -> None:
-        producer = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 5})
-
-        def delivered(err: object, msg: Any) -> None:
-            if err is None:
-                self.written.add((int(msg.partition()), int(msg.offset())))
-
-        owed = [0.0] * PARTITIONS
-        last = time.monotonic()
-        while not self.stop.is_set():
-            now = time.monotonic()
-            for partition, rate in enumerate(rates()):
-                owed[partition] += rate * (now - last)
-                while owed[partition] >= 1:
-                    producer.produce(
-                        self.topic, b"x" * 100, partition=partition, on_delivery=delivered
-                    )
-                    owed[partition] -= 1
-            last = now
-            producer.poll(0)
-            self.stop.wait(0.05)
-        producer.flush(30)
-
-
 async def sample(monitor: Monitor, out: Path) -> tuple[dict[int, float], int]:
     """Each partition's lag, and the consumer processes writing into ``out``."""
     reading = await monitor.poll()
@@ -196,7 +161,7 @@ def run_row(row: Row, kafka: ApacheKafka, duration_s: float, work: Path) -> Outc
     out = work / topic
     out.mkdir(parents=True)
     command = consumer_command(row, bootstrap, topic, out)
-    writer = Writer(bootstrap, topic)
+    writer = RateWriter(bootstrap, topic, rates())
     writer.start()
     processes: list[subprocess.Popen[str]] = []
     if row.sized:
@@ -224,8 +189,7 @@ def run_row(row: Row, kafka: ApacheKafka, duration_s: float, work: Path) -> Outc
     try:
         asyncio.run(watch())
     finally:
-        writer.stop.set()
-        writer.join(60)
+        writer.finish()
         for process in processes:
             process.terminate()
         for process in processes:

@@ -40,10 +40,7 @@ public final class AutoscalerAssignor
   public static final String CONTROL_PREFIX = "autoscaler-control";
 
   private static final Logger LOG = LoggerFactory.getLogger(AutoscalerAssignor.class);
-  // A broker may construct its assignors more than once (its configuration is built more
-  // than once): instances configured alike share one book and one reader thread.
-  private static final Map<String, PlanBook> BOOKS = new HashMap<>();
-  private static final Map<String, PlanReader> READERS = new HashMap<>();
+  private static final SharedBooks<PlanBook> BOOKS = new SharedBooks<>();
   private static final Map<String, PlanCounts> COUNTS = new HashMap<>();
   private PlanBook book = new PlanBook(LOG, SourceSettings.DEFAULT_MAX_AGE_MS);
 
@@ -63,18 +60,15 @@ public final class AutoscalerAssignor
           BOOTSTRAP_CONFIG);
       return;
     }
-    synchronized (BOOKS) {
-      book = BOOKS.get(source.key());
-      if (book == null) {
-        book = new PlanBook(LOG, source.maxAgeMs());
-        PlanReader reader =
-            new PlanReader(source.bootstrap(), source.topic(), source.client(), book);
-        BOOKS.put(source.key(), book);
-        READERS.put(source.key(), reader);
-        COUNTS.put(source.key(), PlanCounts.register(book, source.topic(), LOG));
-        reader.start();
-      }
-    }
+    book =
+        BOOKS.bookFor(
+            source,
+            maxAgeMs -> new PlanBook(LOG, maxAgeMs),
+            made -> {
+              synchronized (COUNTS) {
+                COUNTS.put(source.key(), PlanCounts.register(made, source.topic(), LOG));
+              }
+            });
   }
 
   @Override
@@ -109,7 +103,7 @@ public final class AutoscalerAssignor
     long now = System.currentTimeMillis();
     Optional<Plan> plan = book.matching(instances, now);
     if (plan.isPresent()) {
-      book.plansFollowed.incrementAndGet();
+      book.followed.incrementAndGet();
       placement.follow(plan.get(), PlanBook.keysFor(plan.get(), instances).orElseThrow());
     } else if (book.anyPlanNames(instances, now)) {
       // Between two plans of the sidecar's (a member it plans for has not joined yet):
@@ -136,7 +130,7 @@ public final class AutoscalerAssignor
         members.size(),
         control.size(),
         plan.map(p -> "following the plan of group " + p.group()).orElse("no plan"),
-        book.plansFollowed.get(),
+        book.followed.get(),
         book.fallbacks.get(),
         book.recordsRefused.get());
     return new GroupAssignment(result);
@@ -155,12 +149,10 @@ public final class AutoscalerAssignor
   /** Stops the plans readers (the broker is shutting down). */
   @Override
   public void close() {
-    synchronized (BOOKS) {
-      READERS.values().forEach(PlanReader::close);
-      READERS.clear();
+    BOOKS.close();
+    synchronized (COUNTS) {
       COUNTS.values().forEach(PlanCounts::unregister);
       COUNTS.clear();
-      BOOKS.clear();
     }
   }
 }

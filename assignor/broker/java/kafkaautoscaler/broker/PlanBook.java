@@ -4,64 +4,32 @@ import java.util.HashSet;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
-import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.atomic.AtomicLong;
 import org.slf4j.Logger;
 
-/**
- * The newest plan of each group, written by the reader thread and read by the coordinator
- * threads (so every field is safe to share), with the counts an operator reads in the log.
- */
-final class PlanBook implements RecordBook {
-  private final Map<String, Plan> latest = new ConcurrentHashMap<>();
-  private final Set<String> loggedReasons = ConcurrentHashMap.newKeySet();
-  private final Logger log;
-  final long maxAgeMs;
-  final AtomicLong recordsRead = new AtomicLong();
-  final AtomicLong recordsRefused = new AtomicLong();
-  final AtomicLong plansFollowed = new AtomicLong();
-  final AtomicLong fallbacks = new AtomicLong();
-  final AtomicLong failures = new AtomicLong();
-
+/** The newest plan of each group, and the plans that match a group's members. */
+final class PlanBook extends RecordBook<Plan> {
   PlanBook(Logger log, long maxAgeMs) {
-    this.log = log;
-    this.maxAgeMs = maxAgeMs;
+    super(log, maxAgeMs, "autoscaler assignor", "plan");
   }
 
-  /** How many groups have a plan in hand. */
-  int groups() {
-    return latest.size();
-  }
-
-  /** Reads one record of the plans topic: a plan replaces its group's, anything else is counted. */
   @Override
-  public void offer(byte[] key, byte[] value, String where, long nowMs) {
-    recordsRead.incrementAndGet();
-    String reason;
-    try {
-      Plan plan = Plan.parse(key, value, nowMs, maxAgeMs);
-      latest.put(plan.group(), plan);
-      log.info(
-          "autoscaler assignor: took the plan of group {} written at {} ms ({} members) from {}",
-          plan.group(),
-          plan.writtenMs(),
-          plan.members().size(),
-          where);
-      return;
-    } catch (Plan.Refused refused) {
-      reason = refused.reason;
-    } catch (RuntimeException unexpected) {
-      // Never let one record stop the reader (it would read the same record again forever).
-      reason = "unreadable (" + unexpected.getClass().getSimpleName() + ")";
-    }
-    recordsRefused.incrementAndGet();
-    warnOnce(
-        "refused:" + reason,
-        "autoscaler assignor: ignored the plan record at {}: {} ({} refused so far; "
-            + "further ones for this reason are counted, not logged)",
-        where,
-        reason,
-        recordsRefused.get());
+  Plan parse(byte[] key, byte[] value, long nowMs) throws Plan.Refused {
+    return Plan.parse(key, value, nowMs, maxAgeMs);
+  }
+
+  @Override
+  String group(Plan plan) {
+    return plan.group();
+  }
+
+  @Override
+  long writtenMs(Plan plan) {
+    return plan.writtenMs();
+  }
+
+  @Override
+  String size(Plan plan) {
+    return plan.members().size() + " members";
   }
 
   /**
@@ -71,7 +39,7 @@ final class PlanBook implements RecordBook {
    */
   Optional<Plan> matching(Map<String, Optional<String>> instanceIdByMember, long nowMs) {
     Plan best = null;
-    for (Plan plan : latest.values()) {
+    for (Plan plan : records()) {
       if (fresh(plan, nowMs)
           && keysFor(plan, instanceIdByMember).isPresent()
           && (best == null || plan.writtenMs() > best.writtenMs())) {
@@ -83,7 +51,7 @@ final class PlanBook implements RecordBook {
 
   /** Whether a fresh plan names any of these members (the group is the sidecar's). */
   boolean anyPlanNames(Map<String, Optional<String>> instanceIdByMember, long nowMs) {
-    for (Plan plan : latest.values()) {
+    for (Plan plan : records()) {
       if (fresh(plan, nowMs)) {
         for (Map.Entry<String, Optional<String>> member : instanceIdByMember.entrySet()) {
           if (plan.members().containsKey(member.getKey())
@@ -96,9 +64,6 @@ final class PlanBook implements RecordBook {
     return false;
   }
 
-  private boolean fresh(Plan plan, long nowMs) {
-    return plan.writtenMs() >= nowMs - maxAgeMs;
-  }
 
   /** Each member's key in {@code plan}, if the plan is for exactly these members. */
   static Optional<Map<String, String>> keysFor(
@@ -124,12 +89,5 @@ final class PlanBook implements RecordBook {
       }
     }
     return Optional.of(keys);
-  }
-
-  @Override
-  public void warnOnce(String reason, String format, Object... arguments) {
-    if (loggedReasons.add(reason)) {
-      log.warn(format, arguments);
-    }
   }
 }

@@ -63,7 +63,7 @@ final class PlanCounts implements PlanCountsMBean {
 
   @Override
   public long getPlansFollowed() {
-    return book.plansFollowed.get();
+    return book.followed.get();
   }
 
   @Override

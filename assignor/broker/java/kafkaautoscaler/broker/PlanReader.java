@@ -21,13 +21,13 @@ final class PlanReader implements Runnable {
   private static final long RETRY_MS = 1000;
   private final Properties client = new Properties();
   private final String topic;
-  private final RecordBook book;
+  private final RecordBook<?> book;
   private final Thread thread;
   private volatile boolean stopping;
   private volatile KafkaConsumer<byte[], byte[]> consumer;
 
   PlanReader(
-      String bootstrap, String topic, Map<String, String> clientSettings, RecordBook book) {
+      String bootstrap, String topic, Map<String, String> clientSettings, RecordBook<?> book) {
     this.topic = topic;
     this.book = book;
     client.putAll(clientSettings);

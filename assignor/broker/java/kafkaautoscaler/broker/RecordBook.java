@@ -1,10 +1,101 @@
 package kafkaautoscaler.broker;
 
-/** Where a {@link PlanReader} hands the records of the topic it reads. */
-interface RecordBook {
-  /** Reads one record; never throws (a bad record is counted and logged once). */
-  void offer(byte[] key, byte[] value, String where, long nowMs);
+import java.util.Collection;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicLong;
+import org.slf4j.Logger;
+
+/**
+ * The newest record of each group that a {@link PlanReader} read from one of the sidecar's
+ * topics (a plan, or share loads), written by the reader thread and read by the coordinator
+ * threads (so every field is safe to share), with the counts an operator reads in the log.
+ */
+abstract class RecordBook<T> {
+  private final Map<String, T> latest = new ConcurrentHashMap<>();
+  private final Set<String> loggedReasons = ConcurrentHashMap.newKeySet();
+  private final String speaker;
+  private final String noun;
+  final Logger log;
+  final long maxAgeMs;
+  final AtomicLong recordsRead = new AtomicLong();
+  final AtomicLong recordsRefused = new AtomicLong();
+  final AtomicLong followed = new AtomicLong();
+  final AtomicLong fallbacks = new AtomicLong();
+  final AtomicLong failures = new AtomicLong();
+
+  /** {@code speaker} starts each log line; {@code noun} names a record ("plan", "loads"). */
+  RecordBook(Logger log, long maxAgeMs, String speaker, String noun) {
+    this.log = log;
+    this.maxAgeMs = maxAgeMs;
+    this.speaker = speaker;
+    this.noun = noun;
+  }
+
+  /** The record in a key and value, checked against the clock, or why not. */
+  abstract T parse(byte[] key, byte[] value, long nowMs) throws Plan.Refused;
+
+  abstract String group(T record);
+
+  abstract long writtenMs(T record);
+
+  /** What the log says of a record taken ("3 members"). */
+  abstract String size(T record);
+
+  /** How many groups have a record in hand. */
+  int groups() {
+    return latest.size();
+  }
+
+  /** Every group's newest record. */
+  Collection<T> records() {
+    return latest.values();
+  }
+
+  /** Whether a record is younger than the max age. */
+  boolean fresh(T record, long nowMs) {
+    return writtenMs(record) >= nowMs - maxAgeMs;
+  }
+
+  /** Reads one record: it replaces its group's; anything unreadable is counted. Never throws. */
+  void offer(byte[] key, byte[] value, String where, long nowMs) {
+    recordsRead.incrementAndGet();
+    String reason;
+    try {
+      T record = parse(key, value, nowMs);
+      latest.put(group(record), record);
+      log.info(
+          "{}: took the {} of group {} written at {} ms ({}) from {}",
+          speaker,
+          noun,
+          group(record),
+          writtenMs(record),
+          size(record),
+          where);
+      return;
+    } catch (Plan.Refused refused) {
+      reason = refused.reason;
+    } catch (RuntimeException unexpected) {
+      // Never let one record stop the reader (it would read the same record again forever).
+      reason = "unreadable (" + unexpected.getClass().getSimpleName() + ")";
+    }
+    recordsRefused.incrementAndGet();
+    warnOnce(
+        "refused:" + reason,
+        "{}: ignored the {} record at {}: {} ({} refused so far; further ones for this reason "
+            + "are counted, not logged)",
+        speaker,
+        noun,
+        where,
+        reason,
+        recordsRefused.get());
+  }
 
   /** Logs a warning the first time {@code reason} happens, never again after. */
-  void warnOnce(String reason, String format, Object... arguments);
+  void warnOnce(String reason, String format, Object... arguments) {
+    if (loggedReasons.add(reason)) {
+      log.warn(format, arguments);
+    }
+  }
 }

@@ -37,8 +37,7 @@ public final class ShareAssignor implements ShareGroupPartitionAssignor, Configu
   public static final String DEFAULT_TOPIC = "_autoscaler_share_loads";
 
   private static final Logger LOG = LoggerFactory.getLogger(ShareAssignor.class);
-  private static final Map<String, ShareBook> BOOKS = new HashMap<>();
-  private static final Map<String, PlanReader> READERS = new HashMap<>();
+  private static final SharedBooks<ShareBook> BOOKS = new SharedBooks<>();
   private final SimpleAssignor simple = new SimpleAssignor();
   private ShareBook book = new ShareBook(LOG, SourceSettings.DEFAULT_MAX_AGE_MS);
 
@@ -58,17 +57,7 @@ public final class ShareAssignor implements ShareGroupPartitionAssignor, Configu
           SourceSettings.BOOTSTRAP_CONFIG);
       return;
     }
-    synchronized (BOOKS) {
-      book = BOOKS.get(source.key());
-      if (book == null) {
-        book = new ShareBook(LOG, source.maxAgeMs());
-        PlanReader reader =
-            new PlanReader(source.bootstrap(), source.topic(), source.client(), book);
-        BOOKS.put(source.key(), book);
-        READERS.put(source.key(), reader);
-        reader.start();
-      }
-    }
+    book = BOOKS.bookFor(source, maxAgeMs -> new ShareBook(LOG, maxAgeMs), made -> {});
   }
 
   @Override
@@ -126,14 +115,14 @@ public final class ShareAssignor implements ShareGroupPartitionAssignor, Configu
     Map<String, MemberAssignment> result = new HashMap<>();
     ShareSpread.spread(members, subscriptions, partitions, partitionLoads, current)
         .forEach((member, owned) -> result.put(member, new Assigned(owned)));
-    book.loadsFollowed.incrementAndGet();
+    book.followed.incrementAndGet();
     LOG.info(
         "autoscaler share assignor: {} members over {} partitions by the loads of group {}; "
             + "loads followed {}, fallbacks {}, records refused {}",
         members.size(),
         partitions.size(),
         loads.get().group(),
-        book.loadsFollowed.get(),
+        book.followed.get(),
         book.fallbacks.get(),
         book.recordsRefused.get());
     return new GroupAssignment(result);
@@ -142,10 +131,6 @@ public final class ShareAssignor implements ShareGroupPartitionAssignor, Configu
   /** Stops the loads readers (the broker is shutting down). */
   @Override
   public void close() {
-    synchronized (BOOKS) {
-      READERS.values().forEach(PlanReader::close);
-      READERS.clear();
-      BOOKS.clear();
-    }
+    BOOKS.close();
   }
 }
