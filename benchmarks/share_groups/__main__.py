@@ -37,7 +37,7 @@ from typing import Any
 from benchmarks.support.machine import code_version, machine_line
 from benchmarks.support.polling import processes_mentioning
 from benchmarks.support.rate_writer import RateWriter
-from benchmarks.support.report import publish
+from benchmarks.support.report import RESULTS, publish
 from benchmarks.support.share_members import read_from_the_start
 from contract.local_ports import free_port
 from contract.share_loads import SHARE_LOADS_TOPIC
@@ -50,6 +50,7 @@ PARTITIONS = 8
 HOT = 4.5  # the hot partition's speed, in C
 COLD = 0.3  # each other partition's speed, in C
 SAMPLE_S = 2.0
+PNG = RESULTS / "share_groups.png"
 UNREAD_LOADS_TOPIC = "_autoscaler_share_loads_unread"  # no broker reads it: simple assignor
 
 
@@ -268,12 +269,42 @@ def render(outcomes: Sequence[Outcome], kafka: ApacheKafka, duration_s: float) -
     return "\n".join(lines)
 
 
+def plot(rows: Sequence[dict[str, Any]], path: Path) -> None:
+    """The hot partition's lag and the members over time, a line per row."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (lag, members) = plt.subplots(1, 2, figsize=(13, 4.2))
+    for row in rows:
+        at = [s["at"] for s in row["samples"]]
+        lag.plot(at, [s["lags"].get("0", s["lags"].get(0, 0.0)) for s in row["samples"]])
+        members.plot(at, [s["members"] for s in row["samples"]], label=row["row"])
+    lag.set_xlabel("s")
+    lag.set_ylabel("hot partition lag (records)")
+    members.set_xlabel("s")
+    members.set_ylabel("members")
+    members.legend(fontsize=8)
+    for ax in (lag, members):
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Every row on one broker, one after another."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration", type=float, default=240.0, help="seconds a row")
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument(
+        "--plot-only", action="store_true", help="draw the PNG again from the committed JSON"
+    )
     args = parser.parse_args(argv)
+    if args.plot_only:
+        plot(json.loads((RESULTS / "share_groups.json").read_text())["rows"], PNG)
+        return 0
     if not args.duration >= 30:
         parser.error("--duration must be a number of seconds >= 30")
     work = Path(f"/tmp/share-groups-{int(time.time())}")
@@ -281,13 +312,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         kafka.create_topic(SHARE_LOADS_TOPIC, 1, 1)
         outcomes = [run_row(row, kafka, args.duration, work / str(i)) for i, row in enumerate(ROWS)]
         table = render(outcomes, kafka, args.duration)
+    rows = [asdict(o) for o in outcomes]
     data = {
-        "rows": [asdict(o) for o in outcomes],
+        "rows": rows,
         "args": vars(args),
         "rates": rates(),
         "capacity": CAPACITY,
     }
     publish("share_groups", table, data, write=not args.no_write)
+    if not args.no_write:
+        plot(rows, PNG)
     return 0
 
 
