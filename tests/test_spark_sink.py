@@ -315,7 +315,10 @@ def test_a_member_paused_past_its_session_timeout_adds_no_duplicates(
     paused = writers[0]
     try:
         produced = first_rows_stored(kafka, topic, 4, sink_config)
-        assert wait_until(lambda: group_size(kafka, group) == 2, timeout_s=120)
+        assert wait_until(lambda: group_size(kafka, group) == 2, timeout_s=120), (
+            f"members: {group_size(kafka, group)}; writers' exit codes: "
+            f"{[w.poll() for w in writers]}\n{writer_tails(sink_config)}"
+        )
         # Paused while records keep coming: it is likely to hold batches it read, or to be
         # inside a commit.
         with ThreadPoolExecutor(1) as producing:
@@ -327,7 +330,9 @@ def test_a_member_paused_past_its_session_timeout_adds_no_duplicates(
         # Its session (1.5 s) expires and the broker drops it; the other member is given its
         # partitions. (It can write them only once the paused one lets go of a partition it
         # was committing: a commit holds its partitions' locks.)
-        assert wait_until(lambda: group_size(kafka, group) == 1, timeout_s=60)
+        assert wait_until(lambda: group_size(kafka, group) == 1, timeout_s=60), writer_tails(
+            sink_config
+        )
         paused.send_signal(signal.SIGCONT)  # the zombie wakes up with what it held
         produced |= produce_tracked(kafka, topic, 400, 4)
         ends = {p: max(o for q, o in produced if q == p) for p in range(4)}
