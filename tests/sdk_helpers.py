@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shlex
 import signal
 import subprocess
+import sys
 import threading
 import time
 import urllib.request
@@ -220,3 +222,14 @@ def local_sidecar_env(
         "AUTOSCALER_LEADER_DELAY_SECS": "0.1",
         "AUTOSCALER_WAIT_TIME_SECS": "0.3",
     }
+
+
+def example_consumer_command(
+    program: Path, bootstrap: str, topic: str, out: Path, *options: str
+) -> str:
+    """The shell command the local scaler runs for an example consumer of group ``g-<topic>``
+    (``examples/``), writing into ``out/{identity}.jsonl``; ``options`` are added as they are."""
+    words = [sys.executable, str(program), "--bootstrap-servers", bootstrap]
+    words += ["--group", f"g-{topic}", "--topic", topic]
+    command = " ".join(shlex.quote(word) for word in words)
+    return " ".join([command, *options, "--out", f"{shlex.quote(str(out))}/{{identity}}.jsonl"])

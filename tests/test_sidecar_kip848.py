@@ -24,6 +24,7 @@ from local_kafka.apache_kafka import ApacheKafka
 from local_kafka.clusters import ClusterKind, KafkaCluster
 from sidecar.broker_plans.group import ASSIGNORS_CONFIG
 from tests.sdk_helpers import (
+    example_consumer_command,
     local_sidecar_env,
     stop_sidecar_process,
     wait_until,
@@ -104,12 +105,7 @@ def test_the_sidecar_sizes_a_kip848_group_and_the_broker_follows_its_plans(
     bootstrap = apache_with_assignor.bootstrap_servers
     out = tmp_path / "out"
     out.mkdir()
-    consumer = " ".join(
-        shlex.quote(word)
-        for word in (sys.executable, str(CONSUMER), "--bootstrap-servers", bootstrap)
-    )
-    consumer += f" --group g-{topic} --topic {topic} --instance-id {{identity}}"
-    consumer += f" --out {shlex.quote(str(out))}/{{identity}}.jsonl"
+    consumer = example_consumer_command(CONSUMER, bootstrap, topic, out, "--instance-id {identity}")
     port = free_port()
     sidecar = kip848_sidecar(bootstrap, topic, consumer, port, tmp_path, max_replicas=4)
     try:

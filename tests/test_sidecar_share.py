@@ -22,6 +22,7 @@ from contract.local_ports import free_port
 from local_kafka.apache_kafka import ApacheKafka
 from local_kafka.clusters import ClusterKind, KafkaCluster
 from tests.sdk_helpers import (
+    example_consumer_command,
     local_sidecar_env,
     stop_sidecar_process,
     wait_until,
@@ -96,12 +97,9 @@ def test_the_sidecar_sizes_a_share_group_past_its_partitions(
     bootstrap = apache_with_assignor.bootstrap_servers
     out = tmp_path / "out"
     out.mkdir()
-    consumer = " ".join(
-        shlex.quote(word)
-        for word in (sys.executable, str(CONSUMER), "--bootstrap-servers", bootstrap)
+    consumer = example_consumer_command(
+        CONSUMER, bootstrap, topic, out, f"--records-per-second {CAPACITY:g}"
     )
-    consumer += f" --group g-{topic} --topic {topic} --records-per-second {CAPACITY:g}"
-    consumer += f" --out {shlex.quote(str(out))}/{{identity}}.jsonl"
     port = free_port()
     sidecar = share_sidecar(bootstrap, topic, consumer, port, tmp_path)
     try:
