@@ -228,16 +228,16 @@ class Monitor:
             except KafkaError as exc:
                 reading.lags_known = False
                 reading.problems.append(f"end offsets unavailable: {exc!r}")
-            if self.group_type == "share":
-                await self._share_offsets(partitions, reading)
-            else:
+            if self.group_type != "share":
                 await self._committed(partitions, reading)
         (
             reading.group_state,
             reading.member_ids,
             reading.group_protocol,
         ) = await (
-            self._describe_share_group() if self.group_type == "share" else self._describe_group()
+            self._share_round(partitions, reading)
+            if self.group_type == "share"
+            else self._describe_group()
         )
         self.tracker.observe(reading.at, reading.end_offsets)
         self.tracker.forget(TopicPartition(tp.topic, tp.partition) for tp in partitions)
@@ -281,7 +281,28 @@ class Monitor:
             if meta.offset >= 0 and isinstance(meta.metadata, str) and meta.metadata
         }
 
-    async def _share_offsets(self, partitions: list[KafkaTopicPartition], reading: Reading) -> None:
+    async def _share_round(
+        self, partitions: list[KafkaTopicPartition], reading: Reading
+    ) -> GroupDescription:
+        """A share group's offsets (when it has partitions) and description, both asked of its
+        coordinator, looked up once a round."""
+        assert self._admin is not None
+        try:
+            coordinator = await self._admin.find_coordinator(self.group)
+        except KafkaError as exc:
+            if partitions:
+                reading.lags_known = False
+                reading.problems.append(f"share-group offsets unavailable: {exc!r}")
+            return NOT_DESCRIBED
+        if partitions:
+            await self._share_offsets(partitions, reading, coordinator)
+        if self.share_unsupported:  # no ShareGroupDescribe either
+            return NOT_DESCRIBED
+        return await self._describe_share_group(coordinator)
+
+    async def _share_offsets(
+        self, partitions: list[KafkaTopicPartition], reading: Reading, coordinator: int
+    ) -> None:
         """A share group's start offsets and lags, and the topics' ids (DescribeShareGroupOffsets
         at the group's coordinator)."""
         assert self._admin is not None
@@ -289,7 +310,6 @@ class Monitor:
             self.group, ((tp.topic, tp.partition) for tp in partitions)
         )
         try:
-            coordinator = await self._admin.find_coordinator(self.group)
             offsets = share_offsets(
                 await self._admin._client.send(coordinator, request), self.group
             )
@@ -318,12 +338,11 @@ class Monitor:
                 lags[tp] = 0.0  # not read yet: a share group starts at the log's end
         reading.share_lags = lags
 
-    async def _describe_share_group(self) -> GroupDescription:
+    async def _describe_share_group(self, coordinator: int) -> GroupDescription:
         """A share group's state and member ids (ShareGroupDescribe); ``NOT_DESCRIBED`` when
         the coordinator does not answer."""
         assert self._admin is not None
         try:
-            coordinator = await self._admin.find_coordinator(self.group)
             response = await self._admin._client.send(
                 coordinator, ShareGroupDescribeRequest([self.group])
             )
