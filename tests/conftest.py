@@ -66,6 +66,16 @@ def _skip_or_fail(kind: ClusterKind, reason: Exception) -> NoReturn:
     pytest.skip(f"{kind.value} leg skipped: {reason}")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _spark_scratch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Spark's local directories (the jars it copies, its block manager) under the run's
+    temp directory, which pytest rotates: Spark deletes them at exit, but a process the
+    tests kill -9 leaves about 80 MB in /tmp, and runs had filled a machine's disk."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SPARK_LOCAL_DIRS", str(tmp_path_factory.mktemp("spark-local")))
+        yield
+
+
 @pytest.fixture(scope="session", params=suite_cluster_kinds(), ids=lambda kind: kind.value)
 def kafka_cluster_handle(request: pytest.FixtureRequest) -> Iterator[KafkaCluster]:
     """The session's cluster of one kind, started once per kind."""
