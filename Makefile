@@ -19,7 +19,7 @@ JARS_STAMP := $(KAFKA_AUTOSCALER_CACHE)/.jars-$(shell cat $(LOCKS) consumer_sdk/
 $(STAMP): pyproject.toml consumer_sdk/records/native/kafka_records.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet --editable '.[consumer,spark,sidecar,kubernetes,keda,kip848,demo,test,dev]'
+	$(PY) -m pip install --quiet --editable '.[consumer,spark,sidecar,kubernetes,keda,kip848,share,demo,test,dev]'
 	touch $(STAMP)
 
 # Fetches the locked jars from Maven Central and checks their sha256 (no Maven needed), then

@@ -4,7 +4,9 @@ The sidecar's local scaler starts these (one per replica, each with its own
 ``AUTOSCALER_MEMBER_IDENTITY``). Sinks: ``spark`` (Spark tables, configured by
 ``AUTOSCALER_SPARK_*``; ``spark:WAREHOUSE`` sets the warehouse), ``null`` (discard), or
 ``jsonl:PATH`` (append one JSON line per record: topic, partition, offset, key, value as text;
-``{identity}`` in PATH becomes the member identity).
+``{identity}`` in PATH becomes the member identity). With ``AUTOSCALER_GROUP_TYPE=share`` it
+is a share-group member (:mod:`consumer_sdk.share`), writing each record once with the spark
+sink.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 from consumer_sdk.allocator import pin_mmap_threshold
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.consumer import AutoscalingConsumer
+from consumer_sdk.share import ShareMember
 from consumer_sdk.sink import CallbackSink, Record, Sink
 from contract.extras import missing_extra_line, missing_modules
 from contract.lifeline import (
@@ -34,6 +37,8 @@ from contract.settings import ConfigError
 
 # What the Spark table sink imports from the 'spark' extra.
 SPARK_MODULES = ("pyspark", "deltalake", "pyiceberg", "pandas")
+# What a share-group member imports from the 'share' extra.
+SHARE_MODULES = ("confluent_kafka",)
 
 
 def _null(_topic: str, _records: Sequence[Record]) -> None:
@@ -130,7 +135,7 @@ def main(
             )
         config = ConsumerConfig.from_env()
         _log_as(config.member_identity)
-        consumer = AutoscalingConsumer(config, sink_factory(args.sink, config.member_identity))
+        consumer = _member(config, sink_factory(args.sink, config.member_identity))
     except (ConfigError, OSError) as exc:
         print(f"kafka-autoscaler-consumer: error: {exc}", file=sys.stderr)
         return 2
@@ -149,6 +154,15 @@ def main(
         print(f"kafka-autoscaler-consumer: error: {exc}", file=sys.stderr)
         return 2
     return 0
+
+
+def _member(config: ConsumerConfig, sink: Sink) -> AutoscalingConsumer | ShareMember:
+    """A consumer-group member, or a share-group one (``group_type`` share)."""
+    if config.group_type != "share":
+        return AutoscalingConsumer(config, sink)
+    if missing := missing_modules(SHARE_MODULES):
+        raise ConfigError(missing_extra_line("group_type share", "share", missing))
+    return ShareMember(config, sink)
 
 
 def _log_as(identity: str) -> None:

@@ -19,7 +19,6 @@ import asyncio
 import contextlib
 import itertools
 import logging
-import signal
 import time
 from collections import deque
 from collections.abc import Mapping
@@ -55,6 +54,7 @@ from consumer_sdk.records.pending_columns import PendingColumns
 from consumer_sdk.records.record_columns import DEFAULT_PIECE_BYTES
 from consumer_sdk.sink import FencingSink, ManagedSink, PreparingSink, Sink
 from consumer_sdk.snapshot_cache import SnapshotCache
+from consumer_sdk.stopping import run_until_signalled
 from consumer_sdk.warmup import warm_record_path
 from contract.errors import first_line
 from contract.overload import OverloadWatch, replan_can_help
@@ -371,14 +371,7 @@ class AutoscalingConsumer:
 
     def run(self) -> None:
         """Blocking run for non-async apps; SIGTERM and SIGINT stop it gracefully."""
-
-        async def main() -> None:
-            loop = asyncio.get_running_loop()
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                loop.add_signal_handler(sig, self.request_stop)
-            await self.run_async()
-
-        asyncio.run(main())
+        run_until_signalled(self.request_stop, self.run_async)
 
     def _keep_reading(self) -> bool:
         """True until a stop is requested; then, while a cooperative member hands its

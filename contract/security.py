@@ -4,15 +4,16 @@ mutual TLS (a client certificate and key), SASL PLAIN, SCRAM-SHA-256/512 and OAU
 The settings are fields of :class:`contract.settings.GroupSettings`, so the consumers and
 the sidecar (its offset reader, admin client and speeds producer) take the same
 ``AUTOSCALER_*`` variables and flags; this module checks them and turns them into aiokafka
-client options. Secrets come from the environment or from files (``sasl_password_file``,
-``sasl_oauth_token_file``, read when a connection authenticates, so a rotated file is
-picked up) and never appear in a repr or a log line.
+client options (and librdkafka's, for share-group members). Secrets come from the environment
+or from files (``sasl_password_file``, ``sasl_oauth_token_file``, read when a connection
+authenticates, so a rotated file is picked up) and never appear in a repr or a log line.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn, Protocol
@@ -139,6 +140,33 @@ def aiokafka_options(settings: SecurityFields) -> dict[str, Any]:
             certfile=settings.ssl_certfile,
             keyfile=settings.ssl_keyfile,
         )
+    return options
+
+
+def librdkafka_options(settings: SecurityFields) -> dict[str, Any]:
+    """The same settings as confluent-kafka (librdkafka) client properties. An OAUTHBEARER
+    token file is read again at each refresh (librdkafka asks a minute before the expiry
+    given here)."""
+    options: dict[str, Any] = {"security.protocol": settings.security_protocol}
+    if settings.security_protocol.startswith("SASL") and settings.sasl_mechanism:
+        options["sasl.mechanism"] = settings.sasl_mechanism
+        if settings.sasl_mechanism in PASSWORD_MECHANISMS:
+            options["sasl.username"] = settings.sasl_plain_username
+            options["sasl.password"] = password(settings)
+        elif settings.sasl_mechanism == "OAUTHBEARER" and settings.sasl_oauth_token_file:
+            token_file = Path(settings.sasl_oauth_token_file)
+
+            def token(_config: object) -> tuple[str, float]:
+                return token_file.read_text().strip(), time.time() + 120.0
+
+            options["oauth_cb"] = token
+    for field, key in (
+        ("ssl_cafile", "ssl.ca.location"),
+        ("ssl_certfile", "ssl.certificate.location"),
+        ("ssl_keyfile", "ssl.key.location"),
+    ):
+        if settings.security_protocol.endswith("SSL") and getattr(settings, field):
+            options[key] = getattr(settings, field)
     return options
 
 

@@ -16,6 +16,8 @@ ENV_PREFIX = "AUTOSCALER_"
 # ``--capacity auto``: the sidecar sizes with what the consumers measure they drain, from
 # ``capacity_initial`` (or these conservative values per unit) until it has a measurement.
 CAPACITY_AUTO = "auto"
+# consumer: a partition has one member; share: KIP-932 share groups, members share partitions.
+GROUP_TYPES = ("consumer", "share")
 INITIAL_CAPACITY = {"records/s": 1000.0, "bytes/s": 1_000_000.0}
 
 
@@ -89,6 +91,13 @@ class GroupSettings:
         "(0: 1000 records/s or 1000000 bytes/s)",
         0.0,
     )
+    group_type: str = setting(
+        "consumer (a consumer group: a partition has one member) or share (a KIP-932 share "
+        "group: members share partitions and acknowledge each record; the sidecar sizes it by "
+        "its load alone, up to the brokers' group.share.max.size, and SDK members write each "
+        "record once by merging on topic, partition and offset)",
+        "consumer",
+    )
     # Security: every Kafka client of the consumers and the sidecar (contract.security).
     security_protocol: str = setting("PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL", "PLAINTEXT")
     sasl_mechanism: str | None = setting(
@@ -151,6 +160,8 @@ class GroupSettings:
             self._fail(
                 "bootstrap_servers", "a comma-separated list of host:port, port in [1, 65535]"
             )
+        if self.group_type not in GROUP_TYPES:
+            self._fail("group_type", f"one of {', '.join(GROUP_TYPES)}")
         if not isinstance(self.group, str) or not self.group.strip():
             self._fail("group", "a non-empty consumer group id")
         if not self.topics or not all(is_topic_name(t) for t in self.topics):

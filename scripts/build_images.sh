@@ -63,7 +63,7 @@ context() {
     rm -rf build  # setuptools' build folder in the checkout
     pip_wheel
     wheelhouse sidecar sidecar kubernetes keda kip848
-    wheelhouse consumer consumer spark
+    wheelhouse consumer consumer spark share
     # The lake jars as the lock lists them (checked, from the jar cache) and the commit
     # checks' jar built against them from the sources in the wheel, in the cache's layout.
     rm -rf "$CONTEXT/jars"

@@ -26,7 +26,6 @@ from contract.settings import (
     setting_help,
 )
 from contract.share_loads import SHARE_LOADS_TOPIC
-from sidecar.controller import GROUP_TYPES
 
 SCALERS = ("local", "kubernetes", "keda", "none")
 SIZING_RACK_LOCALITIES = ("none", "leader", "replicas")
@@ -130,13 +129,6 @@ class SidecarConfig(GroupSettings):
         "--scaler local or a kubernetes statefulset (members are named before they join) and a "
         "PLAINTEXT cluster",
         "classic",
-    )
-    group_type: str = setting(
-        "consumer (a consumer group: a partition has one member) or share (a KIP-932 share "
-        "group: members share partitions, so it is sized by its load alone, up to the "
-        "brokers' group.share.max.size, and the partition loads go to --share-loads-topic "
-        "for the brokers' share assignor)",
-        "consumer",
     )
     share_loads_topic: str = setting(
         "with --group-type share: the compacted topic the brokers' share assignor reads "
@@ -257,8 +249,6 @@ class SidecarConfig(GroupSettings):
             fail("group_protocol", "classic on secured clusters (KIP-848 plans: PLAINTEXT only)")
         if not self.plans_topic.strip():
             fail("plans_topic", "a topic name")
-        if self.group_type not in GROUP_TYPES:
-            fail("group_type", f"one of {', '.join(GROUP_TYPES)}")
         if self.group_type == "share" and self.group_protocol != "classic":
             fail("group_type", "consumer with --group-protocol consumer (share groups have one)")
         if self.group_type == "share" and self.keda_lag_threshold > 0:

@@ -75,6 +75,7 @@ from assignor import rscore as plan_rscore
 from assignor.backlog import DrainRule
 from assignor.racks import RACK_AWARE_BASE, RackAwareRepair, RackLayout
 from assignor.validation import is_finite_number, is_integer
+from contract.settings import GROUP_TYPES
 from sidecar.drain_ceiling import DrainCeiling
 
 # The longest a scale-up waits for the group to take in the one before (a consumer that never
@@ -91,8 +92,6 @@ RECENT_PEAK_SHARE = 0.25
 # A measured capacity this far (as a ratio) from the one the count was sized with makes that
 # count a correction to undo, not a load decision to stabilise (see _scale_down_wait).
 CAPACITY_MOVED = 1.25
-# consumer: a partition has one member; share: KIP-932 share groups, members share partitions.
-GROUP_TYPES = ("consumer", "share")
 
 
 class Phase(StrEnum):

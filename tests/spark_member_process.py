@@ -2,9 +2,10 @@
 
 ``python -m tests.spark_member_process BOOTSTRAP GROUP TOPIC IDENTITY WAREHOUSE DATABASE
 [--table-format F] [--iceberg-catalog C] [--die-after-write] [--remote sc://...]
-[--session-timeout-ms N]``. With
+[--session-timeout-ms N] [--share]``. With
 ``--die-after-write`` the process kills itself with SIGKILL right after its first table write
-that held records, before the offsets are committed to Kafka.
+that held records, before the offsets are committed to Kafka. With ``--share`` it is a
+share-group member (KIP-932), and dies after its first write before acknowledging it.
 """
 
 from __future__ import annotations
@@ -16,17 +17,25 @@ import signal
 import sys
 from collections.abc import Sequence
 
+import pyarrow as pa
+
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.consumer import AutoscalingConsumer
 from consumer_sdk.lake.spark_config import SparkSinkConfig
 from consumer_sdk.lake.spark_sink import SparkTableSink, StagedBatch
+from consumer_sdk.share import ShareMember
 
 
 class DyingSink(SparkTableSink):
-    """Dies (SIGKILL) after the first publish lands in the table, before any commit."""
+    """Dies (SIGKILL) after the first publish (or share write) lands in the table, before
+    any commit or acknowledgement."""
 
     def publish_blocking(self, staged: StagedBatch) -> None:
         super().publish_blocking(staged)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    def write_once_blocking(self, topic: str, table: pa.Table) -> None:
+        super().write_once_blocking(topic, table)
         os.kill(os.getpid(), signal.SIGKILL)
 
 
@@ -41,6 +50,7 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--remote", default="", help="Spark Connect URL (default: local[1])")
     # Short by default: a killed or paused member's partitions move quickly.
     parser.add_argument("--session-timeout-ms", type=int, default=1500)
+    parser.add_argument("--share", action="store_true", help="a share-group member")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(name)s %(message)s")
     sink_config = SparkSinkConfig(
@@ -63,8 +73,14 @@ def main(argv: Sequence[str]) -> int:
         heartbeat_interval_ms=min(500, args.session_timeout_ms // 15),
         leader_delay_secs=0.1,
         wait_time_secs=0.5,
+        group_type="share" if args.share else "consumer",
     )
-    AutoscalingConsumer(config, sink).run()
+    if args.share:
+        member = ShareMember(config, sink)
+        member.run()
+        print(f"wrote {member.records_written} records", flush=True)
+    else:
+        AutoscalingConsumer(config, sink).run()
     return 0
 
 

@@ -204,6 +204,19 @@ def test_an_async_callback_runs_on_the_event_loop() -> None:
     assert threads == [] and asyncio.run(exercise()) == threads[0]
 
 
+def test_group_type_share_makes_a_share_member_and_consumer_a_consumer_group_member() -> None:
+    from consumer_sdk.cli import _member, parse_sink
+    from consumer_sdk.consumer import AutoscalingConsumer
+    from consumer_sdk.share import ShareMember
+
+    base: dict[str, Any] = {"bootstrap_servers": "k:9092", "group": "g", "topics": ("t",)}
+    base["capacity"] = 10.0
+    share = _member(ConsumerConfig(**base, group_type="share"), parse_sink("null"))
+    assert isinstance(share, ShareMember) and share.config.group_type == "share"
+    member = _member(ConsumerConfig(**base), parse_sink("null"))
+    assert isinstance(member, AutoscalingConsumer)
+
+
 @pytest.mark.parametrize(
     ("environment", "args", "message"),
     [

@@ -35,7 +35,11 @@ FORBIDDEN: dict[str, set[str]] = {
     "consumer_sdk": {"sidecar", "kafka_autoscaler"} | HARNESS,
     "consumer_sdk.pipeline": THE_CONSUMER | {"consumer_sdk.lake"},
     "consumer_sdk.records": THE_CONSUMER | {"consumer_sdk.pipeline", "consumer_sdk.lake"},
-    "consumer_sdk.lake": THE_CONSUMER | {"consumer_sdk.pipeline", "consumer_sdk.records"},
+    "consumer_sdk.lake": THE_CONSUMER
+    | {"consumer_sdk.pipeline", "consumer_sdk.records", "consumer_sdk.share"},
+    # A share member reaches its sink through the Sink protocols alone.
+    "consumer_sdk.share": THE_CONSUMER
+    | {"consumer_sdk.pipeline", "consumer_sdk.records", "consumer_sdk.lake"},
     # The launcher imports each command by name once its extra is checked, never up front.
     "kafka_autoscaler.launch": {"consumer_sdk", "sidecar"} | HARNESS,
     "local_kafka": {"sidecar", "kafka_autoscaler", "local_kube"}

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from consumer_sdk.config import ConsumerConfig
-from contract.security import CREDENTIAL_FIELDS, FileTokenProvider
+from contract.security import CREDENTIAL_FIELDS, FileTokenProvider, librdkafka_options
 from contract.settings import ConfigError, env_name, without_credentials
 from sidecar.config import parse_args
 
@@ -105,6 +105,36 @@ def test_tls_gives_every_client_one_ssl_context() -> None:
     assert options["security_protocol"] == "SSL"
     assert isinstance(options["ssl_context"], ssl.SSLContext)
     assert options["ssl_context"].verify_mode == ssl.CERT_REQUIRED
+
+
+def test_share_members_get_the_same_settings_as_librdkafka_properties(tmp_path: Path) -> None:
+    secret, token = tmp_path / "password", tmp_path / "token"
+    secret.write_text("pw\n")
+    token.write_text("token-one\n")
+    tls = {"ssl_cafile": __file__, "ssl_certfile": __file__, "ssl_keyfile": __file__}
+    options = librdkafka_options(
+        ConsumerConfig(**scram(security_protocol="SASL_SSL", sasl_password_file=str(secret), **tls))
+    )
+    assert options == {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": "consumer",
+        "sasl.password": "pw",
+        "ssl.ca.location": __file__,
+        "ssl.certificate.location": __file__,
+        "ssl.key.location": __file__,
+    }
+    oauth = ConsumerConfig(
+        **BASE,
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="OAUTHBEARER",
+        sasl_oauth_token_file=str(token),
+    )
+    refresh = librdkafka_options(oauth)["oauth_cb"]
+    assert refresh("")[0] == "token-one"
+    token.write_text("token-two")
+    assert refresh("")[0] == "token-two" and refresh("")[1] > 0
+    assert librdkafka_options(ConsumerConfig(**BASE)) == {"security.protocol": "PLAINTEXT"}
 
 
 def test_the_sidecar_takes_the_same_settings_from_flags_and_variables(tmp_path: Path) -> None:

@@ -47,14 +47,18 @@ from consumer_sdk.lake.arrow_batch import (
     ValueCodec,
     columns_to_arrow,
     offset_ranges,
+    table_offset_ranges,
+    with_ingest_date,
 )
 from consumer_sdk.lake.lake_writer import LakeAppender
+from consumer_sdk.lake.merge_once import MERGE_FORMATS, merge_once
 from consumer_sdk.lake.spark_config import SparkSinkConfig
 from consumer_sdk.lake.spark_tables import (
     create_table,
     describe_table,
     session_lost,
     spark_session,
+    table_identifier,
     table_root,
 )
 from consumer_sdk.lake.table_store import OffsetLedger, StagedFile, staged_parquet
@@ -165,6 +169,53 @@ class SparkTableSink:
         """Write one topic's part of a batch; returns once it is in the table."""
         if table.num_rows:
             await asyncio.to_thread(self.write_blocking, topic, table)
+
+    async def write_once(self, topic: str, table: pa.Table) -> None:
+        """Write one topic's records so that the tables hold each (topic, partition, offset)
+        once however often they come: what a share-group member writes
+        (:mod:`consumer_sdk.lake.merge_once`). Returns once they are in the tables."""
+        if table.num_rows:
+            await asyncio.to_thread(self.write_once_blocking, topic, table)
+
+    def write_once_blocking(self, topic: str, table: pa.Table) -> None:
+        """Blocking :meth:`write_once`: dead letters first, then the rows, each an
+        insert-only merge."""
+        if self.config.table_format not in MERGE_FORMATS:
+            raise ConfigError(
+                f"table_format (AUTOSCALER_SPARK_TABLE_FORMAT) must be "
+                f"{' or '.join(MERGE_FORMATS)} for a share-group member (its writes merge on "
+                f"topic, partition and offset), got {self.config.table_format!r}"
+            )
+        self._ensure_tables([topic])
+        ingest_time = datetime.now(UTC)
+        batch = columns_to_arrow(topic, table, self.codec, ingest_time)
+        targets = (
+            (self.config.dead_letter_table, batch.dead_letters),
+            (self.config.table_for(topic), batch.rows),
+        )
+        for name, rows in targets:
+            if not rows.num_rows:
+                continue
+            firsts, lasts = table_offset_ranges(rows)
+            ranges = {p: (first, lasts[p]) for p, first in firsts.items()}
+            with self._using_session() as session:
+                frame = self._frame(session, with_ingest_date(rows, ingest_time.date()))
+                target = table_identifier(self.config, name)
+                inserted = merge_once(session, target, frame, ranges, topic)
+            if inserted is None:
+                inserted = rows.num_rows
+            log.info(
+                "%s: merged %d row(s) into %s, %d already there",
+                topic,
+                inserted,
+                name,
+                rows.num_rows - inserted,
+            )
+            self.rows_skipped += rows.num_rows - inserted
+            if rows is batch.rows:
+                self.rows_written += inserted
+            else:
+                self.dead_letters_written += inserted
 
     async def stage(self, topic: str, table: pa.Table) -> StagedBatch:
         """Build and stage one topic's part of a batch; nothing is visible until

@@ -1,0 +1,191 @@
+"""``ShareMember``: one member of a share group (KIP-932) writing what it is given to a sink.
+
+confluent-kafka's ``ShareConsumer`` (librdkafka 2.16; aiokafka has no share consumer) in
+explicit acknowledgement mode: each poll's records are written, then accepted, then the
+acceptances committed. A record is acknowledged only after its write returned, so none is
+lost; a record can come twice (its member died before acknowledging it, or its acquisition
+lock expired during the write), so the write must be idempotent: the Spark sink's
+:meth:`~consumer_sdk.lake.spark_sink.SparkTableSink.write_once` merges on (topic, partition,
+offset). A failed write releases the poll's records for any member to take again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import pyarrow as pa
+
+from consumer_sdk.config import ConsumerConfig
+from consumer_sdk.sink import ManagedSink, PreparingSink, Record, Sink, records_table
+from consumer_sdk.stopping import run_until_signalled
+from contract.security import librdkafka_options
+from contract.settings import ConfigError
+
+log = logging.getLogger(__name__)
+
+# Seconds a poll waits for records: also how soon a stop request is seen.
+POLL_TIMEOUT_S = 0.5
+# A failed write is tried again after this long, doubled up to the maximum.
+RETRY_FIRST_S, RETRY_MAX_S = 0.5, 30.0
+
+
+@runtime_checkable
+class IdempotentSink(Protocol):
+    """A sink whose ``write_once`` lands each (topic, partition, offset) once however often
+    it is given."""
+
+    async def write_once(self, topic: str, table: pa.Table) -> None:
+        """Persist ``table`` (as ``Sink.write``), skipping records already persisted."""
+        ...
+
+
+def by_topic(messages: Iterable[Any]) -> dict[str, pa.Table]:
+    """A poll's records (confluent-kafka ``Message`` objects without an error) as one sink
+    table per topic, in partition and offset order."""
+    records: dict[str, list[Record]] = defaultdict(list)
+    for message in messages:
+        topic = message.topic()
+        records[topic].append(
+            Record(
+                topic,
+                message.partition(),
+                message.offset(),
+                message.timestamp()[1],
+                message.key(),
+                message.value(),
+                tuple(message.headers() or ()),
+            )
+        )
+    return {
+        topic: records_table(sorted(rows, key=lambda r: (r.partition, r.offset)))
+        for topic, rows in records.items()
+    }
+
+
+def client_settings(config: ConsumerConfig) -> dict[str, Any]:
+    """The share consumer's librdkafka properties."""
+    return {
+        "bootstrap.servers": config.bootstrap_servers,
+        "group.id": config.group,
+        "client.id": config.member_identity,
+        "share.acknowledgement.mode": "explicit",
+        **librdkafka_options(config),
+    }
+
+
+def _default_client(settings: dict[str, Any]) -> Any:
+    from confluent_kafka import ShareConsumer
+
+    return ShareConsumer(settings)
+
+
+class ShareMember:
+    """Poll, write, acknowledge, until :meth:`request_stop` (SIGTERM or SIGINT in
+    :meth:`run`); then the last poll's records are written and acknowledged and the member
+    leaves the group."""
+
+    def __init__(
+        self,
+        config: ConsumerConfig,
+        sink: IdempotentSink | Sink,
+        *,
+        client_factory: Callable[[dict[str, Any]], Any] = _default_client,
+    ) -> None:
+        if config.group_type != "share":
+            raise ConfigError(
+                f"group_type (AUTOSCALER_GROUP_TYPE) must be share for a share-group member, "
+                f"got {config.group_type!r}"
+            )
+        self.config = config
+        self.sink = sink
+        self._client_factory = client_factory
+        self._stopping = False
+        self.records_written = 0
+        self.acknowledge_failures = 0
+        if not isinstance(sink, IdempotentSink):
+            log.warning(
+                "the sink has no idempotent write: a record a share group delivers twice "
+                "(a member died before acknowledging it, or its lock expired) is written twice"
+            )
+
+    def request_stop(self) -> None:
+        """Finish the records in hand, acknowledge them and leave (safe from a signal
+        handler)."""
+        self._stopping = True
+
+    def run(self) -> None:
+        """Run until SIGTERM or SIGINT."""
+        run_until_signalled(self.request_stop, self.run_async)
+
+    async def run_async(self) -> None:
+        """Start the sink, join the group, consume until asked to stop, leave."""
+        if isinstance(self.sink, ManagedSink):
+            await self.sink.start()
+        if isinstance(self.sink, PreparingSink):
+            await self.sink.prepare(self.config.topics)
+        client = self._client_factory(client_settings(self.config))
+        try:
+            client.subscribe(list(self.config.topics))
+            while not self._stopping:
+                messages = await asyncio.to_thread(client.poll, POLL_TIMEOUT_S)
+                records = [m for m in messages if m.error() is None]
+                for failed in (m for m in messages if m.error() is not None):
+                    log.warning("share consumer: %s", failed.error())
+                if records:
+                    await self._handle(client, records)
+        finally:
+            await asyncio.to_thread(client.close)
+            if isinstance(self.sink, ManagedSink):
+                await self.sink.close()
+
+    async def _handle(self, client: Any, records: Sequence[Any]) -> None:
+        """Write ``records`` (retried with backoff while the member runs), then accept them;
+        release them if the member stops before their write succeeded."""
+        from confluent_kafka import AcknowledgeType
+
+        delay = RETRY_FIRST_S
+        while True:
+            try:
+                for topic, table in by_topic(records).items():
+                    await self._write(topic, table)
+            except ConfigError:
+                raise
+            except Exception as exc:
+                log.warning(
+                    "write failed (%s: %s); retrying in %.1f s", type(exc).__name__, exc, delay
+                )
+                if self._stopping:
+                    await self._acknowledge(client, records, AcknowledgeType.RELEASE)
+                    return
+                await asyncio.sleep(delay)
+                delay = min(RETRY_MAX_S, delay * 2)
+                continue
+            self.records_written += len(records)
+            await self._acknowledge(client, records, AcknowledgeType.ACCEPT)
+            return
+
+    async def _write(self, topic: str, table: pa.Table) -> None:
+        if isinstance(self.sink, IdempotentSink):
+            await self.sink.write_once(topic, table)
+        elif isinstance(self.sink, Sink):
+            await self.sink.write(topic, table)
+
+    async def _acknowledge(self, client: Any, records: Sequence[Any], kind: Any) -> None:
+        for record in records:
+            client.acknowledge(record, kind)
+        results = await asyncio.to_thread(client.commit_sync)
+        for partition, error in (results or {}).items():
+            if error is not None:
+                # The lock expired (the write took too long) or the member was fenced: the
+                # records come again, to this member or another, and merge to nothing.
+                self.acknowledge_failures += 1
+                log.warning(
+                    "acknowledging %s:%d failed (%s): its records will come again",
+                    partition.topic,
+                    partition.partition,
+                    error,
+                )

@@ -1,0 +1,393 @@
+"""Share-group members of the SDK (KIP-932): records are written, then acknowledged, and the
+Delta table holds each (topic, partition, offset) once however often the group delivers it:
+the merge alone, concurrent merges, and members killed with -9 between a write and its
+acknowledgement on Apache Kafka (the embedded broker has no share groups)."""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+import threading
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from benchmarks.support.share_members import read_from_the_start
+from consumer_sdk.config import ConsumerConfig
+from consumer_sdk.lake.merge_once import is_write_conflict, merge_once, merge_statement
+from consumer_sdk.lake.spark_config import SparkSinkConfig
+from consumer_sdk.lake.spark_sink import SparkTableSink
+from consumer_sdk.share import ShareMember
+from consumer_sdk.share.member import by_topic
+from consumer_sdk.sink import Record, records_table
+from contract.settings import ConfigError
+from local_kafka.apache_kafka import ApacheKafka
+from tests.kafka_helpers import produce_tracked
+from tests.lake_readers import key_counts
+from tests.sdk_helpers import wait_until
+
+ROOT = Path(__file__).parent.parent
+POISON = b"\xff\xfe not utf-8"
+
+
+def share_config(**overrides: Any) -> ConsumerConfig:
+    values: dict[str, Any] = {
+        "bootstrap_servers": "localhost:9092",
+        "group": "g",
+        "topics": ("t",),
+        "capacity": 10.0,
+        "member_identity": "m-0",
+        "group_type": "share",
+    }
+    return ConsumerConfig(**(values | overrides))
+
+
+# The merge statement and its retries -------------------------------------------------------
+def test_the_merge_bounds_the_target_by_each_partitions_offsets_and_matches_the_keys() -> None:
+    statement = merge_statement("db.t", "v", {1: (5, 9), 0: (0, 3)}, with_topic="it's")
+    assert "MERGE INTO db.t t USING v s" in statement
+    assert (
+        "(t.`partition` = 0 AND t.`offset` BETWEEN 0 AND 3) OR "
+        "(t.`partition` = 1 AND t.`offset` BETWEEN 5 AND 9)"
+    ) in statement
+    assert "t.`topic` = 'it\\'s'" in statement
+    assert "t.`partition` = s.`partition` AND t.`offset` = s.`offset`" in statement
+    assert statement.endswith("WHEN NOT MATCHED THEN INSERT *")
+    with pytest.raises(ValueError, match="offset ranges"):
+        merge_statement("db.t", "v", {}, with_topic="t")
+
+
+class ConcurrentAppendException(Exception):
+    """Named as Delta's."""
+
+
+class FakeSession:
+    """Fails the first ``conflicts`` statements with a conflict (or ``error``)."""
+
+    def __init__(self, conflicts: int, error: Exception | None = None) -> None:
+        self.conflicts, self.error = conflicts, error
+        self.statements: list[str] = []
+        self.views: set[str] = set()
+        self.catalog = self
+
+    def sql(self, statement: str) -> FakeSession:
+        self.statements.append(statement)
+        return self
+
+    def collect(self) -> list[object]:
+        if self.error is not None:
+            raise self.error
+        if len(self.statements) <= self.conflicts:
+            raise ConcurrentAppendException("Files were added by a concurrent update")
+        return [{"num_affected_rows": 2, "num_inserted_rows": 2}]
+
+    def dropTempView(self, name: str) -> None:
+        self.views.discard(name)
+
+
+class FakeFrame:
+    def __init__(self, session: FakeSession) -> None:
+        self.session = session
+
+    def createOrReplaceTempView(self, name: str) -> None:
+        self.session.views.add(name)
+
+
+def test_a_conflicting_merge_is_tried_again_and_another_error_is_raised_at_once() -> None:
+    pauses: list[float] = []
+    session = FakeSession(conflicts=2)
+    inserted = merge_once(
+        session, "db.t", FakeFrame(session), {0: (0, 1)}, "t", pause=pauses.append
+    )
+    assert inserted == 2 and len(session.statements) == 3
+    assert len(pauses) == 2 and all(p > 0 for p in pauses)
+    assert session.views == set()  # the batch's view is dropped
+    refused = FakeSession(conflicts=0, error=RuntimeError("table not found"))
+    with pytest.raises(RuntimeError, match="not found"):
+        merge_once(refused, "db.t", FakeFrame(refused), {0: (0, 1)}, "t", pause=pauses.append)
+    assert len(refused.statements) == 1 and refused.views == set()
+    endless = FakeSession(conflicts=99)
+    with pytest.raises(ConcurrentAppendException):
+        merge_once(
+            endless, "db.t", FakeFrame(endless), {0: (0, 1)}, "t", attempts=4, pause=lambda _s: None
+        )
+    assert len(endless.statements) == 4
+    assert is_write_conflict(ConcurrentAppendException("x"))
+    assert not is_write_conflict(ValueError("a value"))
+
+
+# The member loop, against a fake client -----------------------------------------------------
+class FakeMessage:
+    def __init__(self, topic: str, partition: int, offset: int, error: object = None) -> None:
+        self._where, self._error = (topic, partition, offset), error
+
+    def topic(self) -> str:
+        return self._where[0]
+
+    def partition(self) -> int:
+        return self._where[1]
+
+    def offset(self) -> int:
+        return self._where[2]
+
+    def timestamp(self) -> tuple[int, int]:
+        return (1, 1_700_000_000_000 + self._where[2])
+
+    def key(self) -> bytes | None:
+        return None
+
+    def value(self) -> bytes:
+        return f"v{self._where[2]}".encode()
+
+    def headers(self) -> list[tuple[str, bytes]] | None:
+        return [("h", b"1")] if self._where[2] == 0 else None
+
+    def error(self) -> object:
+        return self._error
+
+
+class FakeClient:
+    """Hands out ``polls`` one by one, then asks the member to stop."""
+
+    def __init__(self, polls: list[list[FakeMessage]], member: Callable[[], ShareMember]) -> None:
+        self.polls, self.member = polls, member
+        self.events: list[tuple[str, Any]] = []
+
+    def subscribe(self, topics: list[str]) -> None:
+        self.events.append(("subscribe", topics))
+
+    def poll(self, _timeout: float) -> list[FakeMessage]:
+        if not self.polls:
+            self.member().request_stop()
+            return []
+        return self.polls.pop(0)
+
+    def acknowledge(self, message: FakeMessage, kind: Any) -> None:
+        self.events.append(("ack", (message.partition(), message.offset(), int(kind))))
+
+    def commit_sync(self) -> dict[object, object]:
+        self.events.append(("commit", None))
+        return {}
+
+    def close(self) -> None:
+        self.events.append(("close", None))
+
+
+class RecordingSink:
+    def __init__(self, failures: int = 0, on_failure: Callable[[], None] = lambda: None) -> None:
+        self.failures, self.on_failure = failures, on_failure
+        self.written: list[tuple[str, list[tuple[int, int]]]] = []
+
+    async def write_once(self, topic: str, table: pa.Table) -> None:
+        if self.failures:
+            self.failures -= 1
+            self.on_failure()
+            raise OSError("disk full")
+        keys = list(zip(table["partition"].to_pylist(), table["offset"].to_pylist(), strict=True))
+        self.written.append((topic, keys))
+
+
+def run_member(polls: list[list[FakeMessage]], sink: RecordingSink) -> FakeClient:
+    holder: list[ShareMember] = []
+    client = FakeClient(polls, lambda: holder[0])
+    member = ShareMember(share_config(), sink, client_factory=lambda _settings: client)
+    holder.append(member)
+    import asyncio
+
+    asyncio.run(member.run_async())
+    return client
+
+
+def test_records_are_acknowledged_after_their_write_and_a_poll_is_split_by_topic() -> None:
+    from confluent_kafka import AcknowledgeType
+
+    sink = RecordingSink()
+    poll = [FakeMessage("t", 1, 4), FakeMessage("t", 0, 7), FakeMessage("u", 0, 0)]
+    poll.append(FakeMessage("t", 0, 9, error="a fetch error"))
+    client = run_member([poll], sink)
+    assert sink.written == [("t", [(0, 7), (1, 4)]), ("u", [(0, 0)])]
+    accept = int(AcknowledgeType.ACCEPT)
+    kinds = [event for event, _ in client.events]
+    assert kinds == ["subscribe", "ack", "ack", "ack", "commit", "close"]
+    acked = {what for event, what in client.events if event == "ack"}
+    assert acked == {(1, 4, accept), (0, 7, accept), (0, 0, accept)}
+
+
+def test_a_write_that_fails_while_the_member_stops_releases_its_records() -> None:
+    from confluent_kafka import AcknowledgeType
+
+    holder: list[ShareMember] = []
+    sink = RecordingSink(failures=1, on_failure=lambda: holder[0].request_stop())
+    client = FakeClient([[FakeMessage("t", 0, 1)]], lambda: holder[0])
+    member = ShareMember(share_config(), sink, client_factory=lambda _settings: client)
+    holder.append(member)
+    import asyncio
+
+    asyncio.run(member.run_async())
+    assert sink.written == []
+    assert ("ack", (0, 1, int(AcknowledgeType.RELEASE))) in client.events
+    assert member.records_written == 0
+
+
+def test_by_topic_keeps_headers_and_timestamps() -> None:
+    tables = by_topic([FakeMessage("t", 0, 0), FakeMessage("t", 0, 1)])
+    expected = records_table(
+        [
+            Record("t", 0, 0, 1_700_000_000_000, None, b"v0", (("h", b"1"),)),
+            Record("t", 0, 1, 1_700_000_000_001, None, b"v1"),
+        ]
+    )
+    assert tables["t"].equals(expected)
+
+
+def test_a_share_member_needs_group_type_share_and_the_type_is_checked() -> None:
+    with pytest.raises(ConfigError, match="group_type"):
+        ShareMember(share_config(group_type="consumer"), RecordingSink())
+    with pytest.raises(ConfigError, match=r"group_type \(AUTOSCALER_GROUP_TYPE\).*consumer, share"):
+        share_config(group_type="queue")
+
+
+# Merges into a Delta table through Spark -------------------------------------------------------
+@pytest.fixture(scope="module")
+def spark_sink_session() -> Iterator[Any]:
+    yield SparkTableSink(SparkSinkConfig(warehouse="/tmp/unused-warehouse")).open()
+
+
+def delta_config(tmp_path: Path, table_format: str = "delta") -> SparkSinkConfig:
+    return SparkSinkConfig(
+        warehouse=str(tmp_path / "warehouse"),
+        database=f"db_{uuid.uuid4().hex[:8]}",
+        value_format="text",
+        table_format=table_format,
+    )
+
+
+def batch(
+    partition_offsets: dict[int, range], poison: frozenset[tuple[int, int]] = frozenset()
+) -> pa.Table:
+    """Records of topic t; those at ``poison`` (partition, offset) are not text."""
+    records = [
+        Record("t", p, o, 1_700_000_000_000, None, POISON if (p, o) in poison else f"r{o}".encode())
+        for p, offsets in sorted(partition_offsets.items())
+        for o in offsets
+    ]
+    return records_table(records)
+
+
+def test_repeated_and_overlapping_batches_land_each_offset_once(
+    spark_sink_session: Any, tmp_path: Path
+) -> None:
+    config = delta_config(tmp_path)
+    sink = SparkTableSink(config)
+    first = batch({0: range(0, 60), 1: range(0, 30)}, poison=frozenset({(0, 7)}))
+    sink.write_once_blocking("t", first)
+    sink.write_once_blocking("t", first)  # delivered again: nothing new
+    sink.write_once_blocking("t", batch({0: range(40, 100)}, poison=frozenset({(0, 7), (0, 77)})))
+    assert (sink.rows_written, sink.dead_letters_written, sink.rows_skipped) == (128, 2, 110)
+    rows = key_counts(config, config.table_for("t"))
+    dead = key_counts(config, config.dead_letter_table)
+    assert dead == Counter({(0, 7): 1, (0, 77): 1})
+    expected = {(0, o) for o in range(100) if o not in (7, 77)} | {(1, o) for o in range(30)}
+    assert set(rows) == expected and set(rows.values()) == {1}
+
+
+def test_concurrent_merges_of_the_same_records_land_each_once(
+    spark_sink_session: Any, tmp_path: Path
+) -> None:
+    config = delta_config(tmp_path)
+    SparkTableSink(config).prepare_blocking(["t"])
+    batches = [batch({0: range(i * 20, i * 20 + 50), 1: range(0, 10)}) for i in range(3)]
+    errors: list[BaseException] = []
+
+    def writer(order: list[pa.Table]) -> None:
+        try:
+            sink = SparkTableSink(config)
+            for table in order:
+                sink.write_once_blocking("t", table)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(batches[i:] + batches[:i],)) for i in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=600)
+    assert errors == []
+    rows = key_counts(config, config.table_for("t"))
+    assert set(rows) == {(0, o) for o in range(90)} | {(1, o) for o in range(10)}
+    assert set(rows.values()) == {1}
+
+
+@pytest.mark.parametrize("table_format", ["iceberg", "parquet"])
+def test_only_delta_tables_take_a_share_members_writes(
+    spark_sink_session: Any, tmp_path: Path, table_format: str
+) -> None:
+    sink = SparkTableSink(delta_config(tmp_path, table_format))
+    with pytest.raises(ConfigError, match=r"table_format \(AUTOSCALER_SPARK_TABLE_FORMAT\)"):
+        sink.write_once_blocking("t", batch({0: range(3)}))
+
+
+# Members killed between a write and its acknowledgement, on Apache Kafka ----------------------
+def start_member(
+    bootstrap: str, group: str, topic: str, name: str, config: SparkSinkConfig, *extra: str
+) -> subprocess.Popen[bytes]:
+    command = [sys.executable, "-m", "tests.spark_member_process", bootstrap, group, topic]
+    command += [name, config.warehouse, config.database, "--share", *extra]
+    logs = Path(config.warehouse).parent / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    with (logs / f"{name}.log").open("ab") as log:
+        return subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+
+
+def rows_found_there(config: SparkSinkConfig) -> int:
+    """Rows the members' merges found already in a table, from their logs."""
+    logs = Path(config.warehouse).parent / "logs"
+    text = "".join(path.read_text(errors="replace") for path in logs.glob("*.log"))
+    return sum(int(n) for n in re.findall(r"merged \d+ row\(s\) into \w+, (\d+) already", text))
+
+
+def test_members_killed_after_writing_before_acknowledging_lose_and_repeat_nothing(
+    apache_with_assignor: ApacheKafka, tmp_path: Path
+) -> None:
+    bootstrap = apache_with_assignor.bootstrap_servers
+    topic = f"share-sink-{uuid.uuid4().hex[:8]}"
+    group = f"g-{topic}"
+    apache_with_assignor.create_topic(topic, 2, 1)
+    read_from_the_start(bootstrap, group)
+    produced = produce_tracked(
+        bootstrap, topic, 600, 2, value_for=lambda i: POISON if i % 97 == 5 else f"r{i}".encode()
+    )
+    config = delta_config(tmp_path)
+    # Alone at first, so that it is given records: it writes its first poll and dies.
+    dying = start_member(bootstrap, group, topic, "dying", config, "--die-after-write")
+    assert dying.wait(timeout=240) == -signal.SIGKILL
+    assert key_counts(config, config.table_for(topic)), "the killed member wrote nothing"
+    members = [start_member(bootstrap, group, topic, name, config) for name in ("a", "b")]
+    try:
+
+        def all_stored() -> bool:
+            rows = key_counts(config, config.table_for(topic))
+            dead = key_counts(config, config.dead_letter_table)
+            return len(set(rows) | set(dead)) == len(produced)
+
+        assert wait_until(all_stored, timeout_s=300), "the members did not store every record"
+        # The killed member's records come again once their locks expire (30 s), and a
+        # merge finds them there already.
+        assert wait_until(lambda: rows_found_there(config) > 0, timeout_s=180)
+    finally:
+        for member in members:
+            member.send_signal(signal.SIGTERM)
+        exits = [member.wait(timeout=120) for member in members]
+    rows = key_counts(config, config.table_for(topic))
+    dead = key_counts(config, config.dead_letter_table)
+    assert set(rows) | set(dead) == produced and not set(rows) & set(dead)
+    assert set(rows.values()) == {1} and set(dead.values()) == {1}, "a record is in twice"
+    assert len(dead) == sum(1 for i in range(600) if i % 97 == 5)
+    assert exits == [0, 0]
