@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from confluent_kafka import Producer
@@ -13,13 +13,21 @@ from confluent_kafka import Producer
 
 class RateWriter(threading.Thread):
     """Writes ``rates[p]`` records/s of ``value`` to partition p of ``topic`` until
-    :meth:`finish`; :attr:`written` holds the (partition, offset) of each acknowledged one."""
+    :meth:`finish`; :attr:`written` holds the (partition, offset) of each acknowledged one.
+    ``values``, if given, makes the n-th record's value (n from 0) instead."""
 
     def __init__(
-        self, bootstrap: str, topic: str, rates: Sequence[float], value: bytes = b"x" * 100
+        self,
+        bootstrap: str,
+        topic: str,
+        rates: Sequence[float],
+        value: bytes = b"x" * 100,
+        values: Callable[[int], bytes] | None = None,
     ) -> None:
         super().__init__(daemon=True)
         self.bootstrap, self.topic, self.rates, self.value = bootstrap, topic, list(rates), value
+        self.values = values
+        self.produced = 0
         self.written: set[tuple[int, int]] = set()
         self.unflushed = 0
         self._stop_writing = threading.Event()
@@ -38,9 +46,9 @@ class RateWriter(threading.Thread):
             for partition, rate in enumerate(self.rates):
                 owed[partition] += rate * (now - last)
                 while owed[partition] >= 1:
-                    producer.produce(
-                        self.topic, self.value, partition=partition, on_delivery=delivered
-                    )
+                    value = self.value if self.values is None else self.values(self.produced)
+                    producer.produce(self.topic, value, partition=partition, on_delivery=delivered)
+                    self.produced += 1
                     owed[partition] -= 1
             last = now
             producer.poll(0)

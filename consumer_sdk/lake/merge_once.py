@@ -2,15 +2,21 @@
 members (KIP-932), which read one partition together and get a record again when its
 acquisition lock expired or its member died before acknowledging it.
 
-A batch goes in by an insert-only ``MERGE`` on (topic, partition, offset): rows the table holds
-are skipped. Two members merging at once cannot both insert a row: Delta records what a
-``MERGE`` read and refuses the commit of the second when the first added files where it read
-(``ConcurrentAppendException``); the loser retries and then finds the rows. That is why this
-is Delta only: Spark turns an insert-only ``MERGE`` into an Iceberg table into a plain append
-of the rows it did not find, and an append checks nothing against a concurrent one.
+A batch goes in by a ``MERGE`` on (topic, partition, offset) that inserts the rows the table
+lacks. Two members merging at once cannot both insert a row, because each format checks a
+merge's commit against what it read:
 
-The ``ON`` clause also bounds the target by the batch's offset range per partition, so Delta
-reads only the files whose statistics can hold those offsets.
+* Delta records what an insert-only ``MERGE`` read and refuses the second commit when the
+  first added files where it read (``ConcurrentAppendException``).
+* Spark turns an insert-only ``MERGE`` into an Iceberg table into a plain append, which
+  checks nothing. So for Iceberg the statement carries a matched clause that never acts
+  (offsets are never negative): Spark then plans a row-level merge, whose commit Iceberg
+  validates (serializable isolation) and refuses once another commit added files that can
+  hold the same keys ("Found conflicting files").
+
+The loser retries, and then finds the rows. The ``ON`` clause also bounds the target by the
+batch's offset range per partition, so only files whose statistics can hold those offsets
+are read.
 """
 
 from __future__ import annotations
@@ -24,19 +30,36 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-MERGE_FORMATS = ("delta",)
+MERGE_FORMATS = ("delta", "iceberg")
 # Tries of one batch's merge while other members' commits conflict with it; each conflict
 # means another member's commit went in, so the group as a whole progresses.
 MERGE_ATTEMPTS = 30
-# Words in the exception Delta raises when a concurrent commit conflicts with this one.
-_CONFLICT_MARKERS = ("Concurrent", "ProtocolChanged", "MetadataChanged")
+# Words in the exceptions Delta and Iceberg raise when a concurrent commit conflicts with
+# this one.
+_CONFLICT_MARKERS = (
+    "Concurrent",
+    "ProtocolChanged",
+    "MetadataChanged",
+    "Found conflicting files",
+    "CommitFailedException",
+)
+# Iceberg: a matched clause that never acts makes the merge a checked row-level operation.
+_ICEBERG_CHECK = "WHEN MATCHED AND s.`offset` < 0 THEN DELETE "
 
 
 def merge_statement(
-    target: str, source: str, ranges: Mapping[int, tuple[int, int]], *, with_topic: str
+    target: str,
+    source: str,
+    ranges: Mapping[int, tuple[int, int]],
+    *,
+    with_topic: str,
+    table_format: str = "delta",
 ) -> str:
-    """An insert-only ``MERGE`` of view ``source`` into table ``target`` on (topic, partition,
-    offset), the target bounded by ``ranges`` (partition -> first and last offset)."""
+    """A ``MERGE`` of view ``source`` into table ``target`` inserting the rows whose (topic,
+    partition, offset) it lacks, the target bounded by ``ranges`` (partition -> first and
+    last offset); checked against concurrent commits in ``table_format`` (module doc)."""
+    if table_format not in MERGE_FORMATS:
+        raise ValueError(f"merges are checked in {', '.join(MERGE_FORMATS)}, not {table_format}")
     if not ranges:
         raise ValueError("a merge needs the batch's offset ranges")
     bounds = " OR ".join(
@@ -48,12 +71,14 @@ def merge_statement(
         f"MERGE INTO {target} t USING {source} s "
         f"ON t.`topic` = '{topic}' AND ({bounds}) "
         "AND t.`topic` = s.`topic` AND t.`partition` = s.`partition` AND t.`offset` = s.`offset` "
-        "WHEN NOT MATCHED THEN INSERT *"
+        + (_ICEBERG_CHECK if table_format == "iceberg" else "")
+        + "WHEN NOT MATCHED THEN INSERT *"
     )
 
 
 def is_write_conflict(error: BaseException) -> bool:
-    """Whether ``error`` is Delta refusing a commit because another one went in first."""
+    """Whether ``error`` is Delta or Iceberg refusing a commit because another one went in
+    first."""
     text = f"{type(error).__name__}: {error}"
     return any(marker in text for marker in _CONFLICT_MARKERS)
 
@@ -65,6 +90,7 @@ def merge_once(
     ranges: Mapping[int, tuple[int, int]],
     topic: str,
     *,
+    table_format: str = "delta",
     attempts: int = MERGE_ATTEMPTS,
     pause: Callable[[float], None] = time.sleep,
 ) -> int | None:
@@ -74,7 +100,7 @@ def merge_once(
     last conflict after ``attempts`` tries, and any other error at once."""
     view = f"merge_{uuid.uuid4().hex}"
     frame.createOrReplaceTempView(view)
-    statement = merge_statement(target, view, ranges, with_topic=topic)
+    statement = merge_statement(target, view, ranges, with_topic=topic, table_format=table_format)
     try:
         for attempt in range(1, attempts + 1):
             try:

@@ -201,21 +201,25 @@ class SparkTableSink:
             with self._using_session() as session:
                 frame = self._frame(session, with_ingest_date(rows, ingest_time.date()))
                 target = table_identifier(self.config, name)
-                inserted = merge_once(session, target, frame, ranges, topic)
-            if inserted is None:
-                inserted = rows.num_rows
-            log.info(
-                "%s: merged %d row(s) into %s, %d already there",
-                topic,
-                inserted,
-                name,
-                rows.num_rows - inserted,
-            )
-            self.rows_skipped += rows.num_rows - inserted
-            if rows is batch.rows:
-                self.rows_written += inserted
+                inserted = merge_once(
+                    session, target, frame, ranges, topic, table_format=self.config.table_format
+                )
+            if inserted is None:  # Iceberg's answer has no count: the rows, at most
+                log.info("%s: merged %d row(s) into %s", topic, rows.num_rows, name)
             else:
-                self.dead_letters_written += inserted
+                log.info(
+                    "%s: merged %d row(s) into %s, %d already there",
+                    topic,
+                    inserted,
+                    name,
+                    rows.num_rows - inserted,
+                )
+                self.rows_skipped += rows.num_rows - inserted
+            added = rows.num_rows if inserted is None else inserted
+            if rows is batch.rows:
+                self.rows_written += added
+            else:
+                self.dead_letters_written += added
 
     async def stage(self, topic: str, table: pa.Table) -> StagedBatch:
         """Build and stage one topic's part of a batch; nothing is visible until
