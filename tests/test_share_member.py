@@ -12,7 +12,7 @@ import sys
 import threading
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -193,6 +193,7 @@ class RecordingSink:
     def __init__(self, failures: int = 0, on_failure: Callable[[], None] = lambda: None) -> None:
         self.failures, self.on_failure = failures, on_failure
         self.written: list[tuple[str, list[tuple[int, int]]]] = []
+        self.prepared: list[tuple[str, ...]] = []
 
     async def write_once(self, topic: str, table: pa.Table) -> None:
         if self.failures:
@@ -201,6 +202,10 @@ class RecordingSink:
             raise OSError("disk full")
         keys = list(zip(table["partition"].to_pylist(), table["offset"].to_pylist(), strict=True))
         self.written.append((topic, keys))
+
+    async def prepare_merges(self, topics: Sequence[str]) -> None:
+        assert not self.written, "merges are prepared before any write"
+        self.prepared.append(tuple(topics))
 
 
 def run_member(polls: list[list[FakeMessage]], sink: RecordingSink) -> FakeClient:
@@ -221,6 +226,7 @@ def test_records_are_acknowledged_after_their_write_and_a_poll_is_split_by_topic
     poll = [FakeMessage("t", 1, 4), FakeMessage("t", 0, 7), FakeMessage("u", 0, 0)]
     poll.append(FakeMessage("t", 0, 9, error="a fetch error"))
     client = run_member([poll], sink)
+    assert sink.prepared == [("t",)]
     assert sink.written == [("t", [(0, 7), (1, 4)]), ("u", [(0, 0)])]
     accept = int(AcknowledgeType.ACCEPT)
     kinds = [event for event, _ in client.events]
@@ -240,7 +246,7 @@ def test_a_write_that_fails_while_the_member_stops_releases_its_records() -> Non
     import asyncio
 
     asyncio.run(member.run_async())
-    assert sink.written == []
+    assert sink.prepared == [("t",)] and sink.written == []
     assert ("ack", (0, 1, int(AcknowledgeType.RELEASE))) in client.events
     assert member.records_written == 0
 
@@ -299,6 +305,8 @@ def test_repeated_and_overlapping_batches_land_each_offset_once(
 ) -> None:
     config = sink_config(tmp_path, table_format)
     sink = SparkTableSink(config)
+    sink.prepare_merges_blocking(["t"])
+    assert not key_counts(config, config.table_for("t"))
     first = batch({0: range(0, 60), 1: range(0, 30)}, poison=frozenset({(0, 7)}))
     sink.write_once_blocking("t", first)
     sink.write_once_blocking("t", first)  # delivered again: nothing new

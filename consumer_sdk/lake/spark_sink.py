@@ -54,6 +54,7 @@ from consumer_sdk.lake.lake_writer import LakeAppender
 from consumer_sdk.lake.merge_once import MERGE_FORMATS, merge_once
 from consumer_sdk.lake.spark_config import SparkSinkConfig
 from consumer_sdk.lake.spark_tables import (
+    column_ddl,
     create_table,
     describe_table,
     session_lost,
@@ -177,15 +178,43 @@ class SparkTableSink:
         if table.num_rows:
             await asyncio.to_thread(self.write_once_blocking, topic, table)
 
-    def write_once_blocking(self, topic: str, table: pa.Table) -> None:
-        """Blocking :meth:`write_once`: dead letters first, then the rows, each an
-        insert-only merge."""
+    async def prepare_merges(self, topics: Sequence[str]) -> None:
+        """Merge nothing into each table :meth:`write_once` writes for ``topics``: the
+        session compiles what merges need now, before the member takes records (a share
+        group's acquisition lock runs while the first write does)."""
+        await asyncio.to_thread(self.prepare_merges_blocking, topics)
+
+    def prepare_merges_blocking(self, topics: Sequence[str]) -> None:
+        """Blocking :meth:`prepare_merges`."""
+        self._check_merge_format()
+        self._ensure_tables(topics)
+        tables = [(self.config.table_for(t), self.codec.schema(), t) for t in topics]
+        tables += [(self.config.dead_letter_table, DEAD_LETTER_SCHEMA, t) for t in topics[:1]]
+        with self._using_session() as session:
+            for name, schema, topic in tables:
+                nothing = session.createDataFrame([], column_ddl(schema))
+                target = table_identifier(self.config, name)
+                merge_once(
+                    session,
+                    target,
+                    nothing,
+                    {0: (0, -1)},
+                    topic,
+                    table_format=self.config.table_format,
+                )
+
+    def _check_merge_format(self) -> None:
         if self.config.table_format not in MERGE_FORMATS:
             raise ConfigError(
                 f"table_format (AUTOSCALER_SPARK_TABLE_FORMAT) must be "
                 f"{' or '.join(MERGE_FORMATS)} for a share-group member (its writes merge on "
                 f"topic, partition and offset), got {self.config.table_format!r}"
             )
+
+    def write_once_blocking(self, topic: str, table: pa.Table) -> None:
+        """Blocking :meth:`write_once`: dead letters first, then the rows, each an
+        insert-only merge."""
+        self._check_merge_format()
         self._ensure_tables([topic])
         ingest_time = datetime.now(UTC)
         batch = columns_to_arrow(topic, table, self.codec, ingest_time)

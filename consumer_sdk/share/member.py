@@ -42,6 +42,11 @@ class IdempotentSink(Protocol):
         """Persist ``table`` (as ``Sink.write``), skipping records already persisted."""
         ...
 
+    async def prepare_merges(self, topics: Sequence[str]) -> None:
+        """Make the first ``write_once`` of ``topics`` as quick as the next ones (called
+        before the member joins the group: its first records' locks run during it)."""
+        ...
+
 
 def by_topic(messages: Iterable[Any]) -> dict[str, pa.Table]:
     """A poll's records (confluent-kafka ``Message`` objects without an error) as one sink
@@ -127,6 +132,8 @@ class ShareMember:
             await self.sink.start()
         if isinstance(self.sink, PreparingSink):
             await self.sink.prepare(self.config.topics)
+        if isinstance(self.sink, IdempotentSink):
+            await self.sink.prepare_merges(self.config.topics)
         client = self._client_factory(client_settings(self.config))
         try:
             client.subscribe(list(self.config.topics))
