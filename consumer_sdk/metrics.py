@@ -165,6 +165,17 @@ MEMBERSHIP_LOST = Counter(
     "(evicted after a session without heartbeats, or a round that ended without it)",
     ["group"],
 )
+SHARE_ACKNOWLEDGE_FAILURES = Counter(
+    "autoscaler_consumer_share_acknowledge_failures_total",
+    "Share-group acknowledgements the broker refused (a lock expired during the write, or "
+    "the member was fenced): the records come again, and the table takes them once",
+    ["group", "topic"],
+)
+CLIENT_ERRORS = Counter(
+    "autoscaler_consumer_client_errors_total",
+    "Errors the share consumer's Kafka client reported (a broker out of reach, ...)",
+    ["group"],
+)
 LOOP_LATENESS = Histogram(
     "autoscaler_consumer_event_loop_lateness_seconds",
     "How late the consumer's event loop ran a timer (heartbeats wait as long)",

@@ -18,6 +18,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from prometheus_client import REGISTRY
 
 from benchmarks.support.share_members import read_from_the_start
 from consumer_sdk.config import ConsumerConfig
@@ -168,6 +169,7 @@ class FakeClient:
     def __init__(self, polls: list[list[FakeMessage]], member: Callable[[], ShareMember]) -> None:
         self.polls, self.member = polls, member
         self.events: list[tuple[str, Any]] = []
+        self.refusals: dict[object, object] = {}  # what commit_sync answers
 
     def subscribe(self, topics: list[str]) -> None:
         self.events.append(("subscribe", topics))
@@ -183,7 +185,7 @@ class FakeClient:
 
     def commit_sync(self) -> dict[object, object]:
         self.events.append(("commit", None))
-        return {}
+        return dict(self.refusals)
 
     def close(self) -> None:
         self.events.append(("close", None))
@@ -233,6 +235,35 @@ def test_records_are_acknowledged_after_their_write_and_a_poll_is_split_by_topic
     assert kinds == ["subscribe", "ack", "ack", "ack", "commit", "close"]
     acked = {what for event, what in client.events if event == "ack"}
     assert acked == {(1, 4, accept), (0, 7, accept), (0, 0, accept)}
+
+
+def sample(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+def test_records_refused_acknowledgements_and_client_errors_are_counted() -> None:
+    from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    holder: list[ShareMember] = []
+    poll = [FakeMessage("t", 0, 1), FakeMessage("t", 0, 2), FakeMessage("t", 3, 0)]
+    client = FakeClient(
+        [[FakeMessage("t", 0, 0, error="all brokers down")], poll], lambda: holder[0]
+    )
+    client.refusals = {KafkaTopicPartition("t", 3): "INVALID_RECORD_STATE"}
+    member = ShareMember(
+        share_config(group=group), RecordingSink(), client_factory=lambda _s: client
+    )
+    holder.append(member)
+    import asyncio
+
+    asyncio.run(member.run_async())
+    records = "autoscaler_consumer_records_total"
+    assert sample(records, group=group, topic="t", partition="0") == 2
+    assert sample(records, group=group, topic="t", partition="3") == 1
+    refused = "autoscaler_consumer_share_acknowledge_failures_total"
+    assert sample(refused, group=group, topic="t") == 1 and member.acknowledge_failures == 1
+    assert sample("autoscaler_consumer_client_errors_total", group=group) == 1
 
 
 def test_a_write_that_fails_while_the_member_stops_releases_its_records() -> None:

@@ -19,6 +19,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import pyarrow as pa
 
+from consumer_sdk import metrics
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.sink import ManagedSink, PreparingSink, Record, Sink, records_table
 from consumer_sdk.stopping import run_until_signalled
@@ -134,6 +135,8 @@ class ShareMember:
             await self.sink.prepare(self.config.topics)
         if isinstance(self.sink, IdempotentSink):
             await self.sink.prepare_merges(self.config.topics)
+        if self.config.metrics_port is not None:
+            metrics.serve(self.config.metrics_port)
         client = self._client_factory(client_settings(self.config))
         try:
             client.subscribe(list(self.config.topics))
@@ -141,6 +144,7 @@ class ShareMember:
                 messages = await asyncio.to_thread(client.poll, POLL_TIMEOUT_S)
                 records = [m for m in messages if m.error() is None]
                 for failed in (m for m in messages if m.error() is not None):
+                    metrics.CLIENT_ERRORS.labels(self.config.group).inc()
                     log.warning("share consumer: %s", failed.error())
                 if records:
                     await self._handle(client, records)
@@ -156,12 +160,15 @@ class ShareMember:
 
         delay = RETRY_FIRST_S
         while True:
+            topic = ""
             try:
                 for topic, table in by_topic(records).items():
                     await self._write(topic, table)
+                    self._count(topic, table)
             except ConfigError:
                 raise
             except Exception as exc:
+                metrics.WRITE_RETRIES.labels(self.config.group, topic).inc()
                 log.warning(
                     "write failed (%s: %s); retrying in %.1f s", type(exc).__name__, exc, delay
                 )
@@ -174,6 +181,13 @@ class ShareMember:
             self.records_written += len(records)
             await self._acknowledge(client, records, AcknowledgeType.ACCEPT)
             return
+
+    def _count(self, topic: str, table: pa.Table) -> None:
+        counts = table.group_by("partition").aggregate([("offset", "count")])
+        for partition, count in zip(
+            counts["partition"].to_pylist(), counts["offset_count"].to_pylist(), strict=True
+        ):
+            metrics.RECORDS.labels(self.config.group, topic, str(partition)).inc(count)
 
     async def _write(self, topic: str, table: pa.Table) -> None:
         if isinstance(self.sink, IdempotentSink):
@@ -190,6 +204,7 @@ class ShareMember:
                 # The lock expired (the write took too long) or the member was fenced: the
                 # records come again, to this member or another, and merge to nothing.
                 self.acknowledge_failures += 1
+                metrics.SHARE_ACKNOWLEDGE_FAILURES.labels(self.config.group, partition.topic).inc()
                 log.warning(
                     "acknowledging %s:%d failed (%s): its records will come again",
                     partition.topic,
