@@ -170,9 +170,8 @@ def run(duration_s: float, seed: int, work: Path) -> Outcome:
                     members.start()
                     outcome.kills.append(round(now - started, 1))
                     next_kill = now + rng.uniform(20, 40)
-                outcome.samples.append(
-                    (round(now - started, 1), len(writer.written), distinct_rows(root))
-                )
+                stored = distinct_rows(root) + distinct_rows(dead_root)
+                outcome.samples.append((round(now - started, 1), len(writer.written), stored))
                 time.sleep(5)
             writer.finish()
             expected = len(writer.written)
@@ -218,7 +217,11 @@ def plot(outcome: Outcome, duration_s: float) -> None:
     fig, ax = plt.subplots(figsize=(8, 4))
     times = [t for t, _, _ in outcome.samples]
     ax.plot(times, [w for _, w, _ in outcome.samples], label="records written")
-    ax.plot(times, [s for _, _, s in outcome.samples], label="distinct rows in the table")
+    ax.plot(
+        times,
+        [s for _, _, s in outcome.samples],
+        label="distinct records in the tables (rows and dead letters)",
+    )
     for i, kill in enumerate(outcome.kills):
         ax.axvline(kill, color="red", linestyle=":", label="member killed (-9)" if i == 0 else None)
     ax.axvline(duration_s, color="grey", linestyle="--", label="writer stops")
