@@ -73,6 +73,7 @@ class Sidecar:
             client_options=self.client_options,
             rack_locality=config.rack_locality,
             group_type=config.group_type,
+            describe_group=config.group_protocol != "consumer",
         )
         self.publisher = SnapshotPublisher(
             config.bootstrap_servers, config.snapshot_topic, self.client_options

@@ -164,6 +164,7 @@ class Monitor:
         clock: Callable[[], float] = time.monotonic,
         rack_locality: str = "none",
         group_type: str = "consumer",
+        describe_group: bool = True,
     ) -> None:
         if not topics:
             raise ValueError("topics must name at least one topic")
@@ -172,6 +173,9 @@ class Monitor:
         self.requested_unit = unit
         self.rack_locality = rack_locality  # none, leader or replicas (SidecarConfig's)
         self.group_type = group_type  # consumer or share (SidecarConfig's)
+        # False for a KIP-848 group: the classic DescribeGroups finds it "Dead", and the
+        # sidecar's planner describes it with ConsumerGroupDescribe instead.
+        self.describe_group = describe_group
         # Why this cluster cannot serve a share group (None: it can, or not known yet).
         self.share_unsupported: str | None = None
         self._said: dict[str, float] = {}  # problem -> when it was last logged
@@ -230,15 +234,13 @@ class Monitor:
                 reading.problems.append(f"end offsets unavailable: {exc!r}")
             if self.group_type != "share":
                 await self._committed(partitions, reading)
-        (
-            reading.group_state,
-            reading.member_ids,
-            reading.group_protocol,
-        ) = await (
-            self._share_round(partitions, reading)
-            if self.group_type == "share"
-            else self._describe_group()
-        )
+        if self.group_type == "share":
+            described = await self._share_round(partitions, reading)
+        elif self.describe_group:
+            described = await self._describe_group()
+        else:
+            described = NOT_DESCRIBED
+        reading.group_state, reading.member_ids, reading.group_protocol = described
         self.tracker.observe(reading.at, reading.end_offsets)
         self.tracker.forget(TopicPartition(tp.topic, tp.partition) for tp in partitions)
         if self.requested_unit == "bytes/s" and partitions and self.log_dirs_supported is not False:

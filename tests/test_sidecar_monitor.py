@@ -207,8 +207,10 @@ def test_the_group_is_described_with_its_state_and_members(
         while not member.assignment():
             member.poll(0.1)
 
-        async def run() -> tuple[tuple[str | None, int | None, bool | None], bool | None]:
-            monitor = Monitor(kafka, group, [topic])
+        async def run(
+            describe: bool = True,
+        ) -> tuple[tuple[str | None, int | None, bool | None], bool | None]:
+            monitor = Monitor(kafka, group, [topic], describe_group=describe)
             await monitor.start()
             try:
                 await monitor.poll()
@@ -222,6 +224,8 @@ def test_the_group_is_described_with_its_state_and_members(
             assert asyncio.run(run()) == (("Stable", 1, True), True)
         else:  # unknown, and not asked again: the controller does not wait for the group
             assert asyncio.run(run()) == ((None, None, None), False)
+        # A KIP-848 group: the planner describes it; the classic request is never sent.
+        assert asyncio.run(run(describe=False)) == ((None, None, None), None)
     finally:
         member.close()
 
