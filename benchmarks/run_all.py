@@ -15,6 +15,7 @@ from benchmarks import (
 )
 from benchmarks.packing import paper, planner_scale, rack_packing
 from benchmarks.share_groups import __main__ as share_groups
+from benchmarks.share_groups import table_kills as share_table_kills
 
 
 def main() -> int:
@@ -33,6 +34,7 @@ def main() -> int:
         sidecar_cycle,
         simulate,
         share_groups,
+        share_table_kills,
     ):
         print(f"== {module.__name__}", flush=True)
         status |= module.main([])
