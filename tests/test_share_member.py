@@ -170,6 +170,8 @@ class FakeClient:
         self.polls, self.member = polls, member
         self.events: list[tuple[str, Any]] = []
         self.refusals: dict[object, object] = {}  # what commit_sync answers
+        self.out_of_flight: set[tuple[int, int]] = set()  # acknowledge raises for these
+        self.commit_error: Exception | None = None
 
     def subscribe(self, topics: list[str]) -> None:
         self.events.append(("subscribe", topics))
@@ -181,10 +183,16 @@ class FakeClient:
         return self.polls.pop(0)
 
     def acknowledge(self, message: FakeMessage, kind: Any) -> None:
+        if (message.partition(), message.offset()) in self.out_of_flight:
+            from confluent_kafka import IllegalStateException
+
+            raise IllegalStateException("the record is no longer in flight")
         self.events.append(("ack", (message.partition(), message.offset(), int(kind))))
 
     def commit_sync(self) -> dict[object, object]:
         self.events.append(("commit", None))
+        if self.commit_error is not None:
+            raise self.commit_error
         return dict(self.refusals)
 
     def close(self) -> None:
@@ -251,6 +259,7 @@ def test_records_refused_acknowledgements_and_client_errors_are_counted() -> Non
         [[FakeMessage("t", 0, 0, error="all brokers down")], poll], lambda: holder[0]
     )
     client.refusals = {KafkaTopicPartition("t", 3): "INVALID_RECORD_STATE"}
+    client.out_of_flight = {(0, 2)}
     member = ShareMember(
         share_config(group=group), RecordingSink(), client_factory=lambda _s: client
     )
@@ -262,8 +271,25 @@ def test_records_refused_acknowledgements_and_client_errors_are_counted() -> Non
     assert sample(records, group=group, topic="t", partition="0") == 2
     assert sample(records, group=group, topic="t", partition="3") == 1
     refused = "autoscaler_consumer_share_acknowledge_failures_total"
-    assert sample(refused, group=group, topic="t") == 1 and member.acknowledge_failures == 1
+    assert sample(refused, group=group, topic="t") == 2 and member.acknowledge_failures == 2
+    acked = [what for event, what in client.events if event == "ack"]
+    assert [(p, o) for p, o, _ in acked] == [(0, 1), (3, 0)]  # the others still acknowledged
     assert sample("autoscaler_consumer_client_errors_total", group=group) == 1
+
+
+def test_a_commit_the_client_cannot_make_counts_each_partition_once() -> None:
+    from confluent_kafka import KafkaError, KafkaException
+
+    holder: list[ShareMember] = []
+    poll = [FakeMessage("t", 0, 1), FakeMessage("t", 0, 2), FakeMessage("t", 1, 0)]
+    client = FakeClient([poll], lambda: holder[0])
+    client.commit_error = KafkaException(KafkaError(KafkaError._TRANSPORT))
+    member = ShareMember(share_config(), RecordingSink(), client_factory=lambda _s: client)
+    holder.append(member)
+    import asyncio
+
+    asyncio.run(member.run_async())  # no exception: the records come again
+    assert member.acknowledge_failures == 2 and member.records_written == 3
 
 
 def test_a_write_that_fails_while_the_member_stops_releases_its_records() -> None:

@@ -196,18 +196,30 @@ class ShareMember:
             await self.sink.write(topic, table)
 
     async def _acknowledge(self, client: Any, records: Sequence[Any], kind: Any) -> None:
+        """Acknowledge ``records`` as ``kind`` and commit that. What the broker or the client
+        refuses (a lock that ran out during the write, a member fenced, a coordinator out of
+        reach) is counted and logged: those records come again, to this member or another,
+        and merge to nothing."""
+        from confluent_kafka import IllegalStateException, KafkaException
+
         for record in records:
-            client.acknowledge(record, kind)
-        results = await asyncio.to_thread(client.commit_sync)
-        for partition, error in (results or {}).items():
+            try:
+                client.acknowledge(record, kind)
+            except IllegalStateException as exc:  # no longer in flight here
+                self._refused(record.topic(), record.partition(), exc)
+        try:
+            results = await asyncio.to_thread(client.commit_sync)
+        except KafkaException as exc:
+            for topic, partition in sorted({(r.topic(), r.partition()) for r in records}):
+                self._refused(topic, partition, exc)
+            return
+        for where, error in (results or {}).items():
             if error is not None:
-                # The lock expired (the write took too long) or the member was fenced: the
-                # records come again, to this member or another, and merge to nothing.
-                self.acknowledge_failures += 1
-                metrics.SHARE_ACKNOWLEDGE_FAILURES.labels(self.config.group, partition.topic).inc()
-                log.warning(
-                    "acknowledging %s:%d failed (%s): its records will come again",
-                    partition.topic,
-                    partition.partition,
-                    error,
-                )
+                self._refused(where.topic, where.partition, error)
+
+    def _refused(self, topic: str, partition: int, reason: object) -> None:
+        self.acknowledge_failures += 1
+        metrics.SHARE_ACKNOWLEDGE_FAILURES.labels(self.config.group, topic).inc()
+        log.warning(
+            "acknowledging %s:%d failed (%s): its records will come again", topic, partition, reason
+        )
