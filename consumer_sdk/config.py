@@ -121,6 +121,12 @@ class ConsumerConfig(GroupSettings):
         "still reads them, for at most this many seconds, [0, 300]; 0: leave at once",
         10.0,
     )
+    share_max_poll_records: int = setting(
+        "with group_type share: records a poll returns at most, [1, 10000]; a poll's records "
+        "stay locked until its write is acknowledged, and a share partition allows 2000 locks "
+        "at once (share.partition.max.record.locks)",
+        500,
+    )
     record_path: str = setting(
         "columns (Arrow columns decoded natively per fetch) or records (a Record per record, "
         "as aiokafka builds them); sinks get the same Arrow table either way",
@@ -192,6 +198,10 @@ class ConsumerConfig(GroupSettings):
             self._fail("auto_offset_reset", "earliest or latest")
         if bad_number(self.replan_after_secs, minimum=0.0) or self.replan_after_secs > 3600:
             self._fail("replan_after_secs", "a number of seconds in [0, 3600] (0: never)")
+        if not (
+            is_integer(self.share_max_poll_records) and 1 <= self.share_max_poll_records <= 10_000
+        ):
+            self._fail("share_max_poll_records", "an integer in [1, 10000]")
         if self.rebalance_protocol not in PROTOCOLS:
             self._fail("rebalance_protocol", f"one of {', '.join(PROTOCOLS)}")
         if self.handover not in HANDOVERS:

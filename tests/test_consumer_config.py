@@ -88,6 +88,11 @@ def test_a_zone_from_the_downward_api_is_the_rack_and_an_empty_one_is_none() -> 
             r"\[1048576, 1073741824\]",
         ),
         (
+            {"share_max_poll_records": 0},
+            r"share_max_poll_records \(AUTOSCALER_SHARE_MAX_POLL_RECORDS\) must be an integer in "
+            r"\[1, 10000\]",
+        ),
+        (
             {"revoke_mode": "drop"},
             r"revoke_mode \(AUTOSCALER_REVOKE_MODE\) must be one of release, flush",
         ),

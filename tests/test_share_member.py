@@ -26,7 +26,7 @@ from consumer_sdk.lake.merge_once import is_write_conflict, merge_once, merge_st
 from consumer_sdk.lake.spark_config import SparkSinkConfig
 from consumer_sdk.lake.spark_sink import SparkTableSink
 from consumer_sdk.share import ShareMember
-from consumer_sdk.share.member import by_topic
+from consumer_sdk.share.member import by_topic, client_settings
 from consumer_sdk.sink import Record, records_table
 from contract.settings import ConfigError
 from local_kafka.apache_kafka import ApacheKafka
@@ -306,6 +306,19 @@ def test_a_write_that_fails_while_the_member_stops_releases_its_records() -> Non
     assert sink.prepared == [("t",)] and sink.written == []
     assert ("ack", (0, 1, int(AcknowledgeType.RELEASE))) in client.events
     assert member.records_written == 0
+
+
+def test_the_client_is_set_for_explicit_acknowledgement_polls_and_security() -> None:
+    config = share_config(
+        share_max_poll_records=50,
+        security_protocol="SSL",
+        ssl_cafile=__file__,
+        member_identity="m-3",
+    )
+    settings = client_settings(config)
+    assert settings["share.acknowledgement.mode"] == "explicit"
+    assert settings["max.poll.records"] == 50 and settings["client.id"] == "m-3"
+    assert settings["security.protocol"] == "SSL" and settings["ssl.ca.location"] == __file__
 
 
 def test_by_topic_keeps_headers_and_timestamps() -> None:

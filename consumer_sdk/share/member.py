@@ -79,6 +79,7 @@ def client_settings(config: ConsumerConfig) -> dict[str, Any]:
         "group.id": config.group,
         "client.id": config.member_identity,
         "share.acknowledgement.mode": "explicit",
+        "max.poll.records": config.share_max_poll_records,
         **librdkafka_options(config),
     }
 
