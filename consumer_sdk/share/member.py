@@ -159,13 +159,13 @@ class ShareMember:
         release them if the member stops before their write succeeded."""
         from confluent_kafka import AcknowledgeType
 
+        tables = by_topic(records)
         delay = RETRY_FIRST_S
         while True:
             topic = ""
             try:
-                for topic, table in by_topic(records).items():
+                for topic, table in tables.items():
                     await self._write(topic, table)
-                    self._count(topic, table)
             except ConfigError:
                 raise
             except Exception as exc:
@@ -180,6 +180,8 @@ class ShareMember:
                 delay = min(RETRY_MAX_S, delay * 2)
                 continue
             self.records_written += len(records)
+            for topic, table in tables.items():
+                self._count(topic, table)
             await self._acknowledge(client, records, AcknowledgeType.ACCEPT)
             return
 
