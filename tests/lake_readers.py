@@ -5,7 +5,9 @@ these, so "exactly once" is not only Spark's word."""
 from __future__ import annotations
 
 import threading
+import uuid
 from collections import Counter
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.dataset as ds
@@ -26,6 +28,19 @@ from consumer_sdk.lake.spark_tables import table_root
 from consumer_sdk.lake.table_store import OffsetLedger
 
 KEY_COLUMNS = ["partition", "offset"]
+
+
+def warehouse_config(tmp_path: Path, table_format: str) -> SparkSinkConfig:
+    """A text-valued sink config with a database (and Iceberg catalog) of its own under
+    ``tmp_path``: the process's one Spark session keeps every test's catalog."""
+    token = uuid.uuid4().hex[:8]
+    return SparkSinkConfig(
+        warehouse=str(tmp_path / "warehouse"),
+        database=f"db_{token}",
+        iceberg_catalog=f"lake_{token}",
+        value_format="text",
+        table_format=table_format,
+    )
 
 
 def _iceberg_table(config: SparkSinkConfig, table: str) -> object | None:

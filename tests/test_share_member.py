@@ -5,7 +5,6 @@ acknowledgement on Apache Kafka (the embedded broker has no share groups)."""
 
 from __future__ import annotations
 
-import re
 import signal
 import subprocess
 import sys
@@ -20,7 +19,7 @@ import pyarrow as pa
 import pytest
 from prometheus_client import REGISTRY
 
-from benchmarks.support.share_members import read_from_the_start
+from benchmarks.support.share_members import found_already_there, read_from_the_start
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.lake.merge_once import is_write_conflict, merge_once, merge_statement
 from consumer_sdk.lake.spark_config import SparkSinkConfig
@@ -31,7 +30,7 @@ from consumer_sdk.sink import Record, records_table
 from contract.settings import ConfigError
 from local_kafka.apache_kafka import ApacheKafka
 from tests.kafka_helpers import produce_tracked
-from tests.lake_readers import key_counts
+from tests.lake_readers import key_counts, warehouse_config
 from tests.sdk_helpers import wait_until
 
 ROOT = Path(__file__).parent.parent
@@ -346,15 +345,7 @@ def spark_sink_session() -> Iterator[Any]:
 
 
 def sink_config(tmp_path: Path, table_format: str = "delta") -> SparkSinkConfig:
-    """A warehouse and database (and Iceberg catalog) of the test's own."""
-    token = uuid.uuid4().hex[:8]
-    return SparkSinkConfig(
-        warehouse=str(tmp_path / "warehouse"),
-        database=f"db_{token}",
-        iceberg_catalog=f"lake_{token}",
-        value_format="text",
-        table_format=table_format,
-    )
+    return warehouse_config(tmp_path, table_format)
 
 
 def batch(
@@ -438,13 +429,6 @@ def start_member(
         return subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
 
 
-def rows_found_there(config: SparkSinkConfig) -> int:
-    """Rows the members' merges found already in a table, from their logs."""
-    logs = Path(config.warehouse).parent / "logs"
-    text = "".join(path.read_text(errors="replace") for path in logs.glob("*.log"))
-    return sum(int(n) for n in re.findall(r"merged \d+ row\(s\) into \w+, (\d+) already", text))
-
-
 def test_members_killed_after_writing_before_acknowledging_lose_and_repeat_nothing(
     apache_with_assignor: ApacheKafka, tmp_path: Path
 ) -> None:
@@ -472,7 +456,8 @@ def test_members_killed_after_writing_before_acknowledging_lose_and_repeat_nothi
         assert wait_until(all_stored, timeout_s=300), "the members did not store every record"
         # The killed member's records come again once their locks expire (30 s), and a
         # merge finds them there already.
-        assert wait_until(lambda: rows_found_there(config) > 0, timeout_s=180)
+        logs = Path(config.warehouse).parent / "logs"
+        assert wait_until(lambda: found_already_there(logs.glob("*.log")) > 0, timeout_s=180)
     finally:
         for member in members:
             member.send_signal(signal.SIGTERM)

@@ -14,7 +14,6 @@ import re
 import signal
 import subprocess
 import sys
-import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -52,7 +51,7 @@ from consumer_sdk.sink import Record, records_table
 from contract.settings import ConfigError
 from local_kafka.clusters import ClusterKind, KafkaCluster
 from tests.kafka_helpers import produce_tracked
-from tests.lake_readers import PollingReader, key_counts, table_offsets
+from tests.lake_readers import PollingReader, key_counts, table_offsets, warehouse_config
 from tests.sdk_helpers import ThreadedMember, member_config, wait_until
 
 ROOT = Path(__file__).parent.parent
@@ -79,16 +78,7 @@ def process_formats(config: SparkSinkConfig, *also: str) -> None:
 
 @pytest.fixture(params=FORMATS)
 def sink_config(tmp_path: Path, request: pytest.FixtureRequest) -> SparkSinkConfig:
-    # A database (and Iceberg catalog) per test: the process's one Spark session keeps every
-    # test's catalog.
-    token = uuid.uuid4().hex[:8]
-    return SparkSinkConfig(
-        warehouse=str(tmp_path / "warehouse"),
-        database=f"db_{token}",
-        iceberg_catalog=f"lake_{token}",
-        value_format="text",
-        table_format=request.param,
-    )
+    return warehouse_config(tmp_path, request.param)
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import re
 import signal
 import subprocess
 import sys
@@ -36,7 +35,7 @@ from deltalake.exceptions import TableNotFoundError
 from benchmarks.support.machine import code_version, machine_line
 from benchmarks.support.rate_writer import RateWriter
 from benchmarks.support.report import RESULTS, publish
-from benchmarks.support.share_members import read_from_the_start
+from benchmarks.support.share_members import found_already_there, read_from_the_start
 from consumer_sdk.lake.spark_config import SparkSinkConfig
 from consumer_sdk.lake.spark_tables import table_root
 from local_kafka.apache_kafka import ApacheKafka
@@ -48,7 +47,6 @@ MEMBERS = 3
 DATABASE = "bench"
 POISON_EVERY = 101
 PNG = RESULTS / "share_table_kills.png"
-_ALREADY = re.compile(r"merged \d+ row\(s\) into (\w+), (\d+) already there")
 
 
 @dataclass
@@ -134,14 +132,6 @@ class Members:
                 self.exits.append(None)
         self.running.clear()
 
-    def found_there(self, table: str) -> int:
-        """Rows of ``table`` the members' merges found already there, from their logs."""
-        found = 0
-        for path in self.work.glob("member-*.log"):
-            for name, count in _ALREADY.findall(path.read_text(errors="replace")):
-                found += int(count) if name == table else 0
-        return found
-
 
 def run(duration_s: float, seed: int, work: Path) -> Outcome:
     rng = random.Random(seed)
@@ -196,8 +186,8 @@ def run(duration_s: float, seed: int, work: Path) -> Outcome:
         outcome.rows, outcome.dead_letters = len(rows), len(dead)
         outcome.missing = len(writer.written - everything)
         outcome.duplicated = sum(n - 1 for n in rows.values()) + sum(n - 1 for n in dead.values())
-        outcome.found_there = members.found_there(table) + members.found_there(
-            tables.dead_letter_table
+        outcome.found_there = found_already_there(
+            work.glob("member-*.log"), {table, tables.dead_letter_table}
         )
         outcome.member_exits = members.exits
     return outcome

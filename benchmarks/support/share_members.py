@@ -1,12 +1,15 @@
 """Share-group (KIP-932) members: confluent-kafka ``ShareConsumer`` (no code of ours) in
-threads, recording from which partitions each received records in a window; and a share
-group's start at the log's beginning."""
+threads, recording from which partitions each received records in a window; a share group's
+start at the log's beginning; and what SDK share members' logs say their merges skipped."""
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections import Counter
+from collections.abc import Collection, Iterable
+from pathlib import Path
 
 from confluent_kafka import ShareConsumer
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
@@ -28,6 +31,20 @@ def read_from_the_start(bootstrap: str, group: str) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})  # alive until the answer is in
     for future in admin.incremental_alter_configs([resource]).values():
         future.result(timeout=30)
+
+
+# SparkTableSink.write_once's log line for a merge.
+_MERGED = re.compile(r"merged \d+ row\(s\) into (\w+), (\d+) already there")
+
+
+def found_already_there(logs: Iterable[Path], tables: Collection[str] | None = None) -> int:
+    """Rows SDK share members' merges found already in the tables (every table, or those
+    named), read from the members' logs: records the group delivered again."""
+    found = 0
+    for path in logs:
+        for table, count in _MERGED.findall(path.read_text(errors="replace")):
+            found += int(count) if tables is None or table in tables else 0
+    return found
 
 
 class ShareMembers:
