@@ -38,7 +38,7 @@ from benchmarks.support.report import RESULTS, publish
 from benchmarks.support.share_members import found_already_there, read_from_the_start
 from consumer_sdk.lake.spark_config import SparkSinkConfig
 from consumer_sdk.lake.spark_tables import table_root
-from local_kafka.apache_kafka import ApacheKafka
+from local_kafka.apache_kafka import ApacheKafka, kafka_version
 
 ROOT = Path(__file__).resolve().parents[2]
 PARTITIONS = 4
@@ -228,7 +228,7 @@ def report(outcome: Outcome, duration_s: float, seed: int) -> str:
         "# SDK share members writing a Delta table under kill -9",
         "",
         machine_line(),
-        f"Apache Kafka (local node, share groups), code {code_version()}; "
+        f"Apache Kafka {kafka_version()} (KRaft, 1 node, share groups), code {code_version()}; "
         f"`python -m benchmarks.share_groups.table_kills --duration {duration_s:g} --seed {seed}`.",
         "",
         f"{PARTITIONS} partitions written at {RATE:g} records/s for {duration_s:g} s, one "
