@@ -3,7 +3,9 @@
 (the name the sidecar's plans give it). Each record costs ``1 / --records-per-second`` seconds
 of work (a consumer's capacity; 0: none); it appends each record's partition, offset, write
 time and when its work was done to a JSON-lines file and commits after writing; SIGTERM closes
-it (it leaves the group).
+it (it leaves the group). ``-X key=value`` adds a librdkafka property, as kcat does, and
+``--properties-file`` reads them from a file of ``key=value`` lines (a secured cluster's
+settings: a password there stays out of the process list).
 
     kafka-autoscaler-sidecar --group-protocol consumer --scaler local \\
         --consumer-command "python examples/kip848_consumer.py --bootstrap-servers HOST:9092 \\
@@ -18,6 +20,7 @@ import signal
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -35,6 +38,27 @@ def row(record: Message) -> dict[str, Any]:
     }
 
 
+def property_pair(text: str) -> tuple[str, str]:
+    """``key=value`` as a pair (argparse's type for ``-X``)."""
+    key, equals, value = text.partition("=")
+    if not equals or not key.strip():
+        raise argparse.ArgumentTypeError(f"key=value (a librdkafka property), not {text!r}")
+    return key.strip(), value
+
+
+def properties_file(path: str) -> list[tuple[str, str]]:
+    """The ``key=value`` lines of ``path`` (blank lines and ``#`` comments skipped)."""
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise argparse.ArgumentTypeError(f"{exc.strerror}: {path}") from None
+    return [
+        property_pair(line.strip())
+        for line in lines
+        if line.strip() and not line.strip().startswith("#")
+    ]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Consume until SIGTERM or SIGINT."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -44,6 +68,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--instance-id", required=True)
     parser.add_argument("--out", required=True, help="JSON-lines file the records go to")
     parser.add_argument("--records-per-second", type=float, default=0.0, help="0: no work")
+    parser.add_argument(
+        "-X",
+        dest="properties",
+        type=property_pair,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a librdkafka property (repeatable), e.g. -X security.protocol=SASL_SSL",
+    )
+    parser.add_argument(
+        "--properties-file",
+        type=properties_file,
+        default=[],
+        help="a file of librdkafka properties, one key=value per line (-X wins)",
+    )
     args = parser.parse_args(argv)
     if args.records_per_second < 0:
         parser.error("--records-per-second must be >= 0 (0: no work)")
@@ -58,6 +97,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGINT, stop)
     consumer = Consumer(
         {
+            **dict(args.properties_file),
+            **dict(args.properties),
             "bootstrap.servers": args.bootstrap_servers,
             "group.id": args.group,
             "group.protocol": "consumer",

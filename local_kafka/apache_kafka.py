@@ -187,7 +187,8 @@ class ApacheKafka(BrokerHandle):
     Use as a context manager, or call :meth:`start` and :meth:`stop`. Node ids run from 1 to
     ``brokers``; ``racks`` gives node i the rack ``racks[i - 1]`` (and consumers may fetch
     from a replica in their own rack); ``broker_assignor`` loads our KIP-848 assignor
-    (:mod:`local_kafka.broker_assignor`) reading plans from this cluster.
+    (:mod:`local_kafka.broker_assignor`) reading plans from this cluster (on a ``secured``
+    cluster, over SASL_SSL as :data:`~local_kafka.secured.ASSIGNOR_USER`).
     ``startup_seconds`` tells how long the last :meth:`start` took.
     """
 
@@ -257,6 +258,12 @@ class ApacheKafka(BrokerHandle):
         cluster_id = _cluster_id()
         self._nodes = nodes
         plans_bootstrap = ",".join(f"127.0.0.1:{n.broker_port}" for n in nodes)
+        plans_client: dict[str, str] = {}
+        if self.secured is not None and self.broker_assignor:
+            # The assignors read as a SCRAM user of their own, as on a secured cluster
+            # whose only listeners clients may use are secured ones.
+            plans_bootstrap = ",".join(f"127.0.0.1:{n.sasl_port}" for n in nodes)
+            plans_client = self.secured.reader_properties()
         try:
             for node in nodes:
                 node.directory.mkdir(parents=True, exist_ok=True)
@@ -264,7 +271,11 @@ class ApacheKafka(BrokerHandle):
                     **node_properties(node, voters, self.brokers),
                     **self._secured_properties(node),
                     **self._rack_properties(node),
-                    **(broker_properties(plans_bootstrap) if self.broker_assignor else {}),
+                    **(
+                        broker_properties(plans_bootstrap, client=plans_client)
+                        if self.broker_assignor
+                        else {}
+                    ),
                     **self.settings,
                 }
                 node.config_path.write_text("".join(f"{k}={v}\n" for k, v in properties.items()))

@@ -8,12 +8,13 @@ copy it into a broker's ``libs/`` and set the properties :func:`broker_propertie
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from assignor.broker import (
     ASSIGNOR_CLASS,
     BOOTSTRAP_PROPERTY,
+    CLIENT_PROPERTY_PREFIX,
     SHARE_ASSIGNOR_CLASS,
     SHARE_TOPIC_PROPERTY,
     TOPIC_PROPERTY,
@@ -52,18 +53,24 @@ def ensure_broker_assignor_jar(kafka_jars: Sequence[Path] | None = None) -> Path
 
 
 def broker_properties(
-    plans_bootstrap: str, *, topic: str = PLANS_TOPIC, share_topic: str = SHARE_LOADS_TOPIC
+    plans_bootstrap: str,
+    *,
+    topic: str = PLANS_TOPIC,
+    share_topic: str = SHARE_LOADS_TOPIC,
+    client: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """A broker's properties enabling both assignors: the KIP-848 one beside Kafka's own
     (``uniform`` stays the default of every group that does not ask for ``autoscaler``), and the
     share-group one (a broker takes one: share groups without published loads get Kafka's
-    ``simple`` assignment from it)."""
+    ``simple`` assignment from it). ``client``: the reader's own client properties (security,
+    for example), given to the brokers under ``autoscaler.plans.client.``."""
     return {
         "group.consumer.assignors": f"uniform,range,{ASSIGNOR_CLASS}",
         "group.share.assignors": SHARE_ASSIGNOR_CLASS,
         BOOTSTRAP_PROPERTY: plans_bootstrap,
         TOPIC_PROPERTY: topic,
         SHARE_TOPIC_PROPERTY: share_topic,
+        **{CLIENT_PROPERTY_PREFIX + key: value for key, value in (client or {}).items()},
     }
 
 

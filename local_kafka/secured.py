@@ -27,6 +27,9 @@ from typing import Any
 
 SCRAM = "SCRAM-SHA-512"
 SUPER_USER = "User:ANONYMOUS"  # the PLAINTEXT listener's principal (the harness)
+# The SCRAM user the brokers' assignors read the sidecar's plans and loads as, when the
+# cluster loads them (a principal of its own, so ACLs can show what it may do).
+ASSIGNOR_USER = "assignor"
 
 
 @dataclass(frozen=True)
@@ -110,6 +113,24 @@ class SecuredListeners:
             "allow.everyone.if.no.acl.found": "false",
         }
 
+    def reader_properties(self, user: str = ASSIGNOR_USER) -> dict[str, str]:
+        """Java client properties of ``user`` on the SASL_SSL listeners: what the brokers'
+        assignors get under ``autoscaler.plans.client.`` to read the sidecar's topics."""
+        if user not in self.users:
+            raise ValueError(
+                f"users must include {user!r} (the assignors' reader), got {sorted(self.users)}"
+            )
+        return {
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": SCRAM,
+            "sasl.jaas.config": (
+                "org.apache.kafka.common.security.scram.ScramLoginModule required "
+                f'username="{user}" password="{self.users[user]}";'
+            ),
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(self.certificates.ca.certificate),
+        }
+
     def format_arguments(self) -> list[str]:
         """``kafka-storage format`` arguments that create the SCRAM users."""
         arguments: list[str] = []
@@ -191,6 +212,33 @@ def grant_group(
         ],
         groups=[(group, "describe")],
         cluster=["describe"],
+    )
+
+
+def grant_plans(
+    admin: Any,
+    *,
+    group: str,
+    topics: Iterable[str],
+    sidecar: str = "sidecar",
+    reader: str = ASSIGNOR_USER,
+) -> None:
+    """The ACLs of docs/security.md for a KIP-848 group sized through the brokers' assignor:
+    ``sidecar`` alone writes the plans ``topics`` (whoever writes them decides assignments),
+    reads the brokers' configs (is the assignor loaded?) and joins ``group`` with its control
+    members; the brokers' ``reader`` reads the plans."""
+    names = list(topics)
+    SecuredListeners.allow(
+        admin,
+        sidecar,
+        topics=[*((t, "write") for t in names), *((t, "describe") for t in names)],
+        groups=[(group, "read")],
+        cluster=["describe_configs"],
+    )
+    SecuredListeners.allow(
+        admin,
+        reader,
+        topics=[*((t, "read") for t in names), *((t, "describe") for t in names)],
     )
 
 

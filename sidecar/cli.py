@@ -99,6 +99,7 @@ async def run(config: SidecarConfig) -> None:
     scaler = build_scaler(config)
     planner = None
     if config.group_protocol == "consumer" and scaler is not None:
+        from contract.security import librdkafka_options
         from sidecar.broker_plans.planner import BrokerPlanner
         from sidecar.broker_plans.scaler import EmptyFirstScaler
 
@@ -109,6 +110,7 @@ async def run(config: SidecarConfig) -> None:
             heuristic=config.heuristic,
             identity=config.member_name,
             plans_topic=config.plans_topic,
+            client_options=librdkafka_options(config),
         )
         scaler = EmptyFirstScaler(scaler, planner)
     sidecar = Sidecar(config, scaler, build_lease(config), planner=planner)

@@ -245,8 +245,6 @@ class SidecarConfig(GroupSettings):
                 "classic unless the members are named before they join (--scaler local, or "
                 "kubernetes with --workload-kind statefulset)",
             )
-        if self.group_protocol == "consumer" and self.security_protocol != "PLAINTEXT":
-            fail("group_protocol", "classic on secured clusters (KIP-848 plans: PLAINTEXT only)")
         if not self.plans_topic.strip():
             fail("plans_topic", "a topic name")
         if self.group_type == "share" and self.group_protocol != "classic":

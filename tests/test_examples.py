@@ -1,14 +1,18 @@
-"""The shipped Kubernetes example stays valid: its configuration parses with the real
-consumer and sidecar configs, and its Role grants what the scaler and Lease use."""
+"""The shipped examples stay valid: the Kubernetes example's configuration parses with the
+real consumer and sidecar configs, its Role grants what the scaler and Lease use, and the
+plain KIP-848 consumer takes a secured cluster's librdkafka properties."""
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from consumer_sdk.config import ConsumerConfig
+from examples.kip848_consumer import properties_file, property_pair
 from sidecar.config import parse_args
 from sidecar.external_scaler.answers import METRIC_NAME, Answers, ScaledObject
 
@@ -118,3 +122,18 @@ def test_the_keda_example_asks_the_sizer_what_it_answers() -> None:
     assert config.workload_name == consumers["metadata"]["name"]
     account = sizer["spec"]["template"]["spec"]["serviceAccountName"]
     assert account == consumers["spec"]["template"]["spec"]["serviceAccountName"]
+
+
+def test_the_kip848_example_takes_librdkafka_properties(tmp_path: Path) -> None:
+    settings = tmp_path / "client.properties"
+    settings.write_text("# a secured cluster\nsecurity.protocol=SASL_SSL\n\nsasl.password=a=b\n")
+    assert properties_file(str(settings)) == [
+        ("security.protocol", "SASL_SSL"),
+        ("sasl.password", "a=b"),  # only the first '=' splits
+    ]
+    assert property_pair("linger.ms=5") == ("linger.ms", "5")
+    for bad in ("linger.ms", "=5"):
+        with pytest.raises(argparse.ArgumentTypeError, match="key=value"):
+            property_pair(bad)
+    with pytest.raises(argparse.ArgumentTypeError, match="No such file"):
+        properties_file(str(tmp_path / "missing"))

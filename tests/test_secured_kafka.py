@@ -1,6 +1,7 @@
 """The secured Apache Kafka leg (local_kafka.secured): SASL_SSL with SCRAM-SHA-512, mutual
-TLS, and an authorizer whose ACLs let only the sidecar write the speeds topic. The sidecar's
-clients and SDK consumers connect with the shared security settings (contract.security)."""
+TLS, and an authorizer whose ACLs let only the sidecar write the speeds and plans topics. The
+sidecar's clients and SDK consumers connect with the shared security settings
+(contract.security); the brokers' assignor reads the plans over SASL_SSL as a user of its own."""
 
 from __future__ import annotations
 
@@ -19,24 +20,36 @@ from aiokafka.errors import KafkaError, TopicAuthorizationFailedError
 from confluent_kafka import Consumer, TopicPartition
 from prometheus_client import REGISTRY
 
+from benchmarks.support.rate_writer import RateWriter
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.sink import CallbackSink
+from contract.broker_plans import PLANS_TOPIC
 from contract.local_ports import free_port
 from contract.refusals import Kind, Refusal, refusal
 from contract.settings import env_name
 from contract.snapshot import speeds_topic
 from local_kafka.apache_kafka import ApacheKafka
 from local_kafka.clusters import ClusterKind
-from local_kafka.secured import Certificates, KeyPair, SecuredListeners, grant_group
+from local_kafka.secured import (
+    ASSIGNOR_USER,
+    Certificates,
+    KeyPair,
+    SecuredListeners,
+    grant_group,
+    grant_plans,
+    scram_environment,
+)
 from sidecar.config import SidecarConfig
 from sidecar.monitor import Monitor
 from sidecar.publisher import SnapshotPublisher
 from tests.conftest import skip_unless_runnable
 from tests.kafka_helpers import produce_numbered
+from tests.kip848_helpers import CAPACITY, CONSUMER, RATES, kip848_sidecar, member_loads, rows
 from tests.sdk_helpers import (
     FAST_GROUP,
     SeenRecords,
     ThreadedMember,
+    example_consumer_command,
     stop_sidecar_process,
     wait_until,
 )
@@ -44,7 +57,11 @@ from tests.sdk_helpers import sidecar_status as status
 
 ROOT = Path(__file__).parent.parent
 
-PASSWORDS = {"sidecar": "sidecar-secret", "consumer": "consumer-secret"}
+PASSWORDS = {
+    "sidecar": "sidecar-secret",
+    "consumer": "consumer-secret",
+    ASSIGNOR_USER: "assignor-secret",
+}
 GROUP = "g-secured"
 RECORDS = 300
 
@@ -105,9 +122,10 @@ def leg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Leg]:
     skip_unless_runnable(ClusterKind.APACHE)
     certificates = Certificates.make(tmp_path_factory.mktemp("tls"), clients=["consumer"])
     secured = SecuredListeners(certificates, PASSWORDS)
-    with ApacheKafka(secured=secured) as kafka:
+    with ApacheKafka(secured=secured, broker_assignor=True) as kafka:
         topic = "data-secured"
         kafka.create_topic(topic, 3)
+        kafka.create_topic(PLANS_TOPIC, 1, 1)
         # The consumers read the data and the speeds, in their group; only the sidecar
         # writes the speeds topic (and may create it) and reads every group's offsets.
         grant_group(
@@ -202,6 +220,88 @@ def test_a_consumer_principal_cannot_write_the_speeds_topic(leg: Leg) -> None:
     with pytest.raises(TopicAuthorizationFailedError):
         asyncio.run(publish_as(consumer.kafka_client_options()))
     assert speeds_records(leg) == before  # nothing forged landed
+
+
+def librdkafka_properties(leg: Leg, user: str) -> str:
+    """``user``'s librdkafka settings on the SASL_SSL listeners, as properties-file lines."""
+    settings = {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": user,
+        "sasl.password": PASSWORDS[user],
+        "ssl.ca.location": str(leg.certificates.ca.certificate),
+    }
+    return "".join(f"{key}={value}\n" for key, value in settings.items())
+
+
+def test_the_sidecar_sizes_a_kip848_group_whose_brokers_read_its_plans_over_sasl_ssl(
+    leg: Leg, tmp_path: Path
+) -> None:
+    kafka = leg.kafka
+    topic = f"data-kip848-{free_port()}"
+    group = f"g-{topic}"
+    kafka.create_topic(topic, len(RATES), 1)
+    admin = kafka.admin_client()
+    grant_group(admin, group=group, topics=[topic], speeds=f"speeds-{topic}")
+    grant_plans(admin, group=group, topics=[PLANS_TOPIC])
+    password = tmp_path / "sidecar.password"
+    password.write_text(PASSWORDS["sidecar"] + "\n")
+    properties = tmp_path / "consumer.properties"
+    properties.write_text(librdkafka_properties(leg, "consumer"))
+    out = tmp_path / "out"
+    out.mkdir()
+    consumer = example_consumer_command(
+        CONSUMER,
+        kafka.sasl_bootstrap_servers,
+        topic,
+        out,
+        "--instance-id {identity} --properties-file",
+        str(properties),
+    )
+    security = scram_environment(
+        kafka.sasl_bootstrap_servers, leg.certificates, "sidecar", password
+    )
+    port = free_port()
+    writer = RateWriter(kafka.bootstrap_servers, topic, RATES, b"x" * 50)  # the harness's door
+    writer.start()
+    sidecar = kip848_sidecar(
+        kafka.sasl_bootstrap_servers, topic, consumer, port, tmp_path, max_replicas=4, env=security
+    )
+    try:
+
+        def planned_and_held() -> bool:
+            page = status(port)
+            plans = page.get("broker_plans") or {}
+            return (page.get("replicas") or 0) >= 2 and bool(plans.get("holds"))
+
+        assert wait_until(planned_and_held, timeout_s=120), status(port)
+        page = status(port)
+        # Uniform's even split would put more than C on a member: the brokers follow the plan.
+        assert all(load <= CAPACITY for load in member_loads(page).values()), page
+        assert not page["broker_plans"]["problems"] and page["healthy"], page
+        writer.finish()
+        delivered = writer.written
+        assert wait_until(lambda: delivered <= rows(out), timeout_s=60)  # nothing lost
+    finally:
+        writer.finish()
+        errors = stop_sidecar_process(sidecar)
+    assert PASSWORDS["sidecar"] not in errors  # the password never reaches the log
+    assert writer.unflushed == 0
+
+
+def test_a_consumer_principal_cannot_write_the_plans_topic(leg: Leg) -> None:
+    from confluent_kafka import KafkaError as LibrdkafkaError
+    from confluent_kafka import Producer
+
+    settings = dict(line.split("=", 1) for line in librdkafka_properties(leg, "consumer").split())
+    producer = Producer({**settings, "bootstrap.servers": leg.kafka.sasl_bootstrap_servers})
+    refused: list[LibrdkafkaError | None] = []
+    producer.produce(
+        PLANS_TOPIC, b"forged", key=b"g-any", on_delivery=lambda e, _m: refused.append(e)
+    )
+    assert producer.flush(30) == 0
+    assert refused and refused[0] is not None
+    assert refused[0].code() == LibrdkafkaError.TOPIC_AUTHORIZATION_FAILED
 
 
 def test_a_consumer_reads_over_mutual_tls(leg: Leg) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from assignor.broker import ASSIGNOR_NAME, CONTROL_INSTANCE_PREFIX
@@ -22,10 +22,18 @@ log = logging.getLogger(__name__)
 
 class ControlMembers:
     """Starts a fresh control member per :meth:`kick`, each polled on a thread of its own (a
-    confluent-kafka consumer is not shared between threads), and stops the previous one."""
+    confluent-kafka consumer is not shared between threads), and stops the previous one.
+    ``client_options``: librdkafka properties added to each (security, for example)."""
 
-    def __init__(self, bootstrap: str, group: str, topics: Sequence[str]) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        group: str,
+        topics: Sequence[str],
+        client_options: Mapping[str, Any] | None = None,
+    ) -> None:
         self.bootstrap, self.group, self.topics = bootstrap, group, list(topics)
+        self.client_options = dict(client_options or {})
         self.kicks = 0
         self._current: tuple[threading.Thread, threading.Event] | None = None
 
@@ -56,6 +64,7 @@ class ControlMembers:
         from confluent_kafka import Consumer, KafkaException
 
         settings: dict[str, Any] = {
+            **self.client_options,
             "bootstrap.servers": self.bootstrap,
             "group.id": self.group,
             "group.protocol": "consumer",

@@ -36,7 +36,8 @@ REQUEST_TIMEOUT_S = 10.0
 
 class BrokerPlanner:
     """See the module docstring. ``identity(ordinal)``: the ``group.instance.id`` of the
-    scaler's replica ``ordinal``."""
+    scaler's replica ``ordinal``; ``client_options``: librdkafka properties every client of
+    the planner connects with (``contract.security.librdkafka_options``)."""
 
     def __init__(
         self,
@@ -47,12 +48,14 @@ class BrokerPlanner:
         heuristic: str,
         identity: Callable[[int], str],
         plans_topic: str = PLANS_TOPIC,
+        client_options: Mapping[str, Any] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.bootstrap, self.group = bootstrap, group
         self.heuristic, self.identity = heuristic, identity
         self.plans_topic, self.clock = plans_topic, clock
-        self.controls = ControlMembers(bootstrap, group, topics)
+        self.client_options = dict(client_options or {})
+        self.controls = ControlMembers(bootstrap, group, topics, self.client_options)
         self.described: DescribedGroup | None = None
         self.plan: BrokerPlan | None = None
         self.problem: str | None = None
@@ -70,8 +73,9 @@ class BrokerPlanner:
         from confluent_kafka import Producer
         from confluent_kafka.admin import AdminClient
 
-        self._admin = AdminClient({"bootstrap.servers": self.bootstrap})
-        self._producer = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 0})
+        connect = {**self.client_options, "bootstrap.servers": self.bootstrap}
+        self._admin = AdminClient(connect)
+        self._producer = Producer({**connect, "linger.ms": 0})
         self.assignor_problem = assignor_problem(broker_assignors(self._admin, REQUEST_TIMEOUT_S))
         if self.assignor_problem is not None:
             log.error("%s", self.assignor_problem)
