@@ -104,6 +104,10 @@ KIP848 = "KIP-848 consumer protocol"
 # KIP-848 members (confluent-kafka, no code of ours) choosing our broker-side assignor, with
 # the benchmark publishing the plans the sidecar would (assignor/broker).
 KIP848_OURS = "KIP-848 + autoscaler"
+# KIP-848 members named as a StatefulSet names them (group.instance.id) with Kafka's default
+# assignor: what the autoscaler row's static members would get without it.
+KIP848_STATIC = "KIP-848 uniform static members"
+STATIC = {KIP848_OURS, KIP848_STATIC}
 PROTOCOLS = (
     "eager-range",
     "eager-sticky",
@@ -112,9 +116,10 @@ PROTOCOLS = (
     LIBRDKAFKA,
     KIP848,
     KIP848_OURS,
+    KIP848_STATIC,
 )
 # The embedded broker does not implement the KIP-848 ConsumerGroupHeartbeat API.
-UNSUPPORTED = {ClusterKind.EMBEDDED: {KIP848, KIP848_OURS}}
+UNSUPPORTED = {ClusterKind.EMBEDDED: {KIP848, KIP848_OURS, KIP848_STATIC}}
 
 
 @dataclass
@@ -254,7 +259,7 @@ class Member:
     async def _main(self) -> None:
         if self.protocol in (OURS, OURS_TWO_ROUND):
             await self._run_sdk()
-        elif self.protocol in (LIBRDKAFKA, KIP848, KIP848_OURS):
+        elif self.protocol in (LIBRDKAFKA, KIP848, *STATIC):
             self._run_confluent()
         elif self.protocol in ("eager-range", "eager-sticky"):
             await self._run_plain()
@@ -271,13 +276,13 @@ class Member:
             "fetch.wait.max.ms": 100,
             "fetch.queue.backoff.ms": 10,
         }
-        if self.protocol == KIP848:
+        if self.protocol in (KIP848, *STATIC):
             settings["group.protocol"] = "consumer"
-        elif self.protocol == KIP848_OURS:
-            settings["group.protocol"] = "consumer"
+        if self.protocol in STATIC:
+            settings["group.instance.id"] = self.name  # as a StatefulSet names its pods
+        if self.protocol == KIP848_OURS:
             settings["group.remote.assignor"] = ASSIGNOR_NAME
-            settings["group.instance.id"] = self.name  # what the plans name
-        else:
+        elif self.protocol == LIBRDKAFKA:
             settings.update(
                 {
                     "partition.assignment.strategy": "cooperative-sticky",
@@ -620,7 +625,7 @@ def run(
             for i in range(MEMBERS):
                 members[i].stop()
                 # Static members (the plans name them) come back as themselves.
-                members[i] = member(f"m-{i}" if plans is not None else f"m-{i}-r")
+                members[i] = member(f"m-{i}" if protocol in STATIC else f"m-{i}-r")
                 settled(members)
 
         def scale_out(k: int) -> None:
@@ -839,6 +844,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "would, packed by the same sticky heuristic, and a scale-in first empties the "
                 "member through a control member."
                 if KIP848_OURS in chosen
+                else ""
+            )
+            + (
+                f" {KIP848_STATIC}: the same static members with Kafka's default assignor; "
+                "a member that leaves keeps its partitions until the session timeout."
+                if KIP848_STATIC in chosen
                 else ""
             )
             + (f" Not run on this cluster: {', '.join(skipped)}." if skipped else ""),
