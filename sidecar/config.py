@@ -126,8 +126,7 @@ class SidecarConfig(GroupSettings):
         "classic (the group's members are our SDK consumers, which pack themselves) or consumer"
         " (KIP-848 consumers of any client with group.remote.assignor=autoscaler: the brokers'"
         " assignor follows the plans this sidecar publishes to --plans-topic); consumer needs "
-        "--scaler local or a kubernetes statefulset (members are named before they join) and a "
-        "PLAINTEXT cluster",
+        "--scaler local or a kubernetes statefulset (members are named before they join)",
         "classic",
     )
     share_loads_topic: str = setting(
