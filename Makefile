@@ -13,7 +13,7 @@ export CONTAINERS_CONF ?= $(CURDIR)/containers/containers.conf
 LOCKS := consumer_sdk/lake/locks/spark-lake.lock local_kafka/locks/apache-kafka.lock
 JARS_STAMP := $(KAFKA_AUTOSCALER_CACHE)/.jars-$(shell cat $(LOCKS) consumer_sdk/lake/java/kafkaautoscaler/*/*.java assignor/broker/java/kafkaautoscaler/*/*.java | cksum | cut -d' ' -f1)
 
-.PHONY: demo test test-setup lint docs images test-images container-tools monitoring-tools bench bench-headline clean jars kube-binaries fuzz-tools fuzz
+.PHONY: demo test test-setup lint docs cluster images test-images container-tools monitoring-tools bench bench-headline clean jars kube-binaries fuzz-tools fuzz
 
 # The install also compiles the native record-batch decoder (consumer_sdk/records/native/).
 $(STAMP): pyproject.toml consumer_sdk/records/native/kafka_records.c
@@ -34,7 +34,8 @@ $(JARS_STAMP): $(STAMP)
 jars: $(JARS_STAMP)
 
 # etcd, kube-apiserver, kube-controller-manager and KEDA (operator, metrics server) for the
-# tests against a real control plane, and Helm for the chart's, built from the Go module proxy
+# tests against a real control plane, a node's kubelet, kube-scheduler, containerd and pause,
+# and Helm for the chart's, built from the Go module proxy
 # into $(KAFKA_AUTOSCALER_CACHE)/kube/bin (once: about 27 minutes on 2 cores, Helm 2 of them,
 # then seconds). Without Go the kube-apiserver, KEDA and chart tests skip.
 kube-binaries:
@@ -48,12 +49,15 @@ fuzz-tools:
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 		clang libclang-rt-dev >/dev/null; } || echo "clang not installed: the fuzz test skips"; }
 
-# podman, buildah and mmdebstrap from Debian's packages where missing and we are root (CI is).
+# podman, buildah and mmdebstrap from Debian's packages where missing and we are root (CI is);
+# runc and the CNI plugins serve the node's containerd too (local_kube/node.py).
 container-tools:
-	@{ command -v podman && command -v buildah && command -v mmdebstrap; } >/dev/null 2>&1 || \
+	@{ command -v podman && command -v buildah && command -v mmdebstrap && command -v runc && \
+		test -x /usr/lib/cni/loopback; } >/dev/null 2>&1 || \
 		{ [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && { apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq podman buildah runc mmdebstrap \
-		uidmap fuse-overlayfs slirp4netns >/dev/null; } || echo "podman/buildah not installed"; }
+		uidmap fuse-overlayfs slirp4netns containernetworking-plugins >/dev/null; } || \
+		echo "podman/buildah not installed"; }
 
 # promtool and prometheus, which check the alert rules and dashboard of examples/monitoring
 # (promtool's checks and unit tests; a real Prometheus scraping a real run): taken out of
@@ -68,6 +72,11 @@ monitoring-tools:
 		cd $(KAFKA_AUTOSCALER_CACHE)/promtool && apt-get download -qq prometheus 2>/dev/null && \
 		dpkg-deb -x prometheus_*.deb . && rm prometheus_*.deb; } || \
 		echo "prometheus's package not available: the monitoring tests skip"
+
+# A control plane and one node (kubelet, containerd) with our images, until Ctrl-C; it prints
+# the KUBECONFIG to use (local_kube/node.py; root).
+cluster: $(STAMP) kube-binaries images
+	$(PY) -m local_kube.node
 
 # The sidecar and consumer images (containers/Containerfile) with buildah, from a Debian base
 # made here; no Docker daemon, no registry (scripts/build_images.sh says how).

@@ -3,11 +3,12 @@
 The binaries are built from the Go module proxy by ``make kube-binaries``
 (``scripts/build_kube_control_plane.sh``) into ``$KAFKA_AUTOSCALER_CACHE/kube/bin``, or taken
 from ``KAFKA_AUTOSCALER_KUBE_BIN``. Everything runs on 127.0.0.1 from a temporary directory:
-no nodes (pods stay Pending), RBAC authorization, a static admin token in ``system:masters``,
-the controllers a Deployment's scale needs (serviceaccount, deployment, replicaset) and the
-HorizontalPodAutoscaler's, and the aggregation layer (a front-proxy client certificate from a CA
-made here, :attr:`ControlPlane.certificates`), so an extension API server such as KEDA's metrics
-server can serve ``external.metrics.k8s.io`` (local_kube/keda.py).
+no nodes (pods stay Pending unless a :class:`~local_kube.node.Node` joins), RBAC
+authorization, a static admin token in ``system:masters``, the controllers a Deployment's
+scale needs (serviceaccount, deployment, replicaset), the HorizontalPodAutoscaler's and a
+node's, and the aggregation layer (a front-proxy client certificate from a CA made here,
+:attr:`ControlPlane.certificates`), so an extension API server such as KEDA's metrics server
+can serve ``external.metrics.k8s.io`` (local_kube/keda.py).
 """
 
 from __future__ import annotations
@@ -167,7 +168,11 @@ class ControlPlane:
             "kube-controller-manager",
             [
                 f"--kubeconfig={kubeconfig}",
-                "--controllers=serviceaccount,deployment,replicaset,horizontalpodautoscaling",
+                # nodelifecycle lifts the not-ready taint of a node (local_kube.node) once it
+                # is ready; root-ca-cert-publisher gives pods the CA of the API server.
+                "--controllers=serviceaccount,deployment,replicaset,horizontalpodautoscaling,"
+                "nodelifecycle,root-ca-cert-publisher",
+                f"--root-ca-file={self.certificates.ca.certificate}",
                 "--leader-elect=false",
                 "--secure-port=0",
                 "--concurrent-deployment-syncs=2",

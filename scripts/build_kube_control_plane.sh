@@ -3,7 +3,9 @@
 # $KAFKA_AUTOSCALER_CACHE/kube/bin (local_kube/control_plane.py looks there): etcd,
 # kube-apiserver and kube-controller-manager, and KEDA's operator and metrics server
 # (keda-operator, keda-adapter; their CRDs are copied beside them into kube/keda-crds), and
-# Helm (the chart's lint, template and schema checks).
+# Helm (the chart's lint, template and schema checks). And one node (local_kube/node.py):
+# kube-scheduler and the kubelet from the same k8s.io/kubernetes, containerd with its runc shim
+# and ctr, and the pause binary compiled from the same Kubernetes source (build/pause).
 # Idempotent per module: binaries built from the same go.mod and go.sum are kept (bin/VERSIONS-*
 # records them), so changing one pin rebuilds that module only.
 #
@@ -50,7 +52,7 @@ mkdir -p "$OUT" "$WORK"
 build() {
     local module="$1"; shift
     local stamp="$OUT/VERSIONS-$module" want start target
-    want="$(cat "$PINS/$module/go.mod" "$PINS/$module/go.sum" | cksum | cut -d' ' -f1)"
+    want="$({ cat "$PINS/$module/go.mod" "$PINS/$module/go.sum"; echo "$* ${GOFLAGS:-}"; } | cksum | cut -d' ' -f1)"
     if [[ "$(cat "$stamp" 2>/dev/null)" == "$want" ]]; then
         return 0
     fi
@@ -66,7 +68,19 @@ build() {
 }
 
 build kube kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver \
-    kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager
+    kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager \
+    kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler kubelet=k8s.io/kubernetes/cmd/kubelet
+# containerd 2 (the kubelet of Kubernetes >= 1.36 refuses containerd 1.x, Debian's); no btrfs
+# snapshotter (it needs btrfs headers; the node uses overlayfs).
+GOFLAGS=-tags=no_btrfs build containerd containerd=github.com/containerd/containerd/v2/cmd/containerd \
+    containerd-shim-runc-v2=github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 \
+    ctr=github.com/containerd/containerd/v2/cmd/ctr
+# The pod sandbox's pause process, as Kubernetes builds its pause image (static, -Os).
+kube_dir="$(cd "$WORK/kube" && go list -m -f '{{.Dir}}' k8s.io/kubernetes)"
+if [[ ! -x "$OUT/pause" || "$OUT/VERSIONS-kube" -nt "$OUT/pause" ]]; then
+    gcc -Os -Wall -Werror -static -DVERSION="v$(sed -n 's/^TAG ?= //p' "$kube_dir/build/pause/Makefile")-kafka-autoscaler" \
+        -o "$OUT/pause" "$kube_dir/build/pause/linux/pause.c"
+fi
 build etcd etcd=go.etcd.io/etcd/server/v3
 build keda keda-operator=github.com/kedacore/keda/v2/cmd/operator \
     keda-adapter=github.com/kedacore/keda/v2/cmd/adapter
