@@ -30,7 +30,7 @@ BOOTSTRAP_ENV = "KAFKA_BOOTSTRAP_SERVERS"
 SUITE_KINDS_ENV = "KAFKA_AUTOSCALER_TEST_CLUSTERS"
 REQUIRED_KINDS_ENV = "KAFKA_AUTOSCALER_REQUIRE_CLUSTERS"
 # Legs the same variable may require that are not Kafka clusters.
-NON_KAFKA_LEGS = frozenset({"kube-apiserver", "keda", "images", "promtool"})
+NON_KAFKA_LEGS = frozenset({"kube-apiserver", "keda", "kube-node", "images", "promtool"})
 
 
 class ClusterKind(StrEnum):
