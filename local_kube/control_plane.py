@@ -253,15 +253,21 @@ class ControlPlane:
 
     def stop(self) -> None:
         """Stop the components, newest first, and wait for them."""
-        for process in reversed(list(self.processes.values())):
-            if process.poll() is None:
-                process.terminate()
-        for process in self.processes.values():
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        stop_processes(list(self.processes.values()))
+
+
+def stop_processes(processes: list[subprocess.Popen[bytes]]) -> None:
+    """SIGTERM each process still running, newest (last) first; SIGKILL one that has not
+    ended 15 s later."""
+    for process in reversed(processes):
+        if process.poll() is None:
+            process.terminate()
+    for process in processes:
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 DISCOVERY_CACHE = Path(tempfile.mkdtemp(prefix="kafka-autoscaler-discovery-"))

@@ -45,7 +45,7 @@ from kubernetes.client import CoreV1Api
 
 from contract.local_ports import free_port
 from local_kafka.clusters import required_legs
-from local_kube.control_plane import ControlPlane, control_plane, kube_bin_dir
+from local_kube.control_plane import ControlPlane, control_plane, kube_bin_dir, stop_processes
 
 NODE_BINARIES = ("kube-scheduler", "kubelet", "containerd", "containerd-shim-runc-v2", "ctr")
 NODE_NAME = "kafka-autoscaler-node"
@@ -223,15 +223,7 @@ class Node:
         if self.socket.exists():
             for task in self.ctr("tasks", "ls", "--quiet").stdout.split():
                 self.ctr("tasks", "kill", "--signal", "SIGKILL", task)
-        for process in reversed(list(self.processes.values())):
-            if process.poll() is None:
-                process.terminate()
-        for process in self.processes.values():
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        stop_processes(list(self.processes.values()))
         self.processes.clear()
         for pid in _processes_mentioning(str(self.socket)):
             with contextlib.suppress(ProcessLookupError):

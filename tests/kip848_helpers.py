@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.support.polling import processes_mentioning
-from tests.sdk_helpers import local_sidecar_env
+from tests.sdk_helpers import local_sidecar_env, sidecar_status
 
 ROOT = Path(__file__).parent.parent
 CONSUMER = ROOT / "examples" / "kip848_consumer.py"
@@ -77,3 +77,11 @@ def kip848_sidecar(
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+def planned_and_held(port: int, members: int = 2) -> bool:
+    """Whether the sidecar on ``port`` sized the group to at least ``members`` and the group
+    reads as its last plan says."""
+    page = sidecar_status(port)
+    plans = page.get("broker_plans") or {}
+    return (page.get("replicas") or 0) >= members and bool(plans.get("holds"))

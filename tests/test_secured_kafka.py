@@ -44,7 +44,15 @@ from sidecar.monitor import Monitor
 from sidecar.publisher import SnapshotPublisher
 from tests.conftest import skip_unless_runnable
 from tests.kafka_helpers import produce_numbered
-from tests.kip848_helpers import CAPACITY, CONSUMER, RATES, kip848_sidecar, member_loads, rows
+from tests.kip848_helpers import (
+    CAPACITY,
+    CONSUMER,
+    RATES,
+    kip848_sidecar,
+    member_loads,
+    planned_and_held,
+    rows,
+)
 from tests.sdk_helpers import (
     FAST_GROUP,
     SeenRecords,
@@ -268,13 +276,7 @@ def test_the_sidecar_sizes_a_kip848_group_whose_brokers_read_its_plans_over_sasl
         kafka.sasl_bootstrap_servers, topic, consumer, port, tmp_path, max_replicas=4, env=security
     )
     try:
-
-        def planned_and_held() -> bool:
-            page = status(port)
-            plans = page.get("broker_plans") or {}
-            return (page.get("replicas") or 0) >= 2 and bool(plans.get("holds"))
-
-        assert wait_until(planned_and_held, timeout_s=120), status(port)
+        assert wait_until(lambda: planned_and_held(port), timeout_s=120), status(port)
         page = status(port)
         # Uniform's even split would put more than C on a member: the brokers follow the plan.
         assert all(load <= CAPACITY for load in member_loads(page).values()), page

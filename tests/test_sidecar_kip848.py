@@ -25,6 +25,7 @@ from tests.kip848_helpers import (
     RATES,
     kip848_sidecar,
     member_loads,
+    planned_and_held,
     rows,
     running,
 )
@@ -61,13 +62,7 @@ def test_the_sidecar_sizes_a_kip848_group_and_the_broker_follows_its_plans(
     port = free_port()
     sidecar = kip848_sidecar(bootstrap, topic, consumer, port, tmp_path, max_replicas=4)
     try:
-
-        def planned_and_held() -> bool:
-            page = status(port)
-            plans = page.get("broker_plans") or {}
-            return (page.get("replicas") or 0) >= 2 and bool(plans.get("holds"))
-
-        assert wait_until(planned_and_held, timeout_s=120), status(port)
+        assert wait_until(lambda: planned_and_held(port), timeout_s=120), status(port)
         page = status(port)
         members = sorted(page["broker_plans"]["plan"])
         assert members == [f"sink-{i}" for i in range(len(members))]
