@@ -85,11 +85,6 @@ def test_the_local_scaler_hands_the_shared_settings_to_its_consumers() -> None:
             "named before they join",
         ),
         (
-            [*BASE, "--group-protocol", "consumer", "--security-protocol", "SSL"],
-            {"AUTOSCALER_SSL_CAFILE": __file__},
-            "--group-protocol (AUTOSCALER_GROUP_PROTOCOL) must be classic on secured clusters",
-        ),
-        (
             [*BASE, "--group-type", "queue"],
             {},
             "--group-type (AUTOSCALER_GROUP_TYPE) must be one of consumer, share",
