@@ -246,14 +246,18 @@ class ControlPlane:
 
     def log_tail(self, name: str, lines: int = 20) -> str:
         """The last lines a component wrote."""
-        path = self.root / f"{name}.log"
-        if not path.exists():
-            return "(no log)"
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+        return log_tail(self.root / f"{name}.log", lines)
 
     def stop(self) -> None:
         """Stop the components, newest first, and wait for them."""
         stop_processes(list(self.processes.values()))
+
+
+def log_tail(path: Path, lines: int = 20) -> str:
+    """The last ``lines`` lines of a component's log file ("(no log)" when it has none)."""
+    if not path.exists():
+        return "(no log)"
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
 
 
 def stop_processes(processes: list[subprocess.Popen[bytes]]) -> None:

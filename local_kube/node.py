@@ -45,7 +45,14 @@ from kubernetes.client import CoreV1Api
 
 from contract.local_ports import free_port
 from local_kafka.clusters import required_legs
-from local_kube.control_plane import ControlPlane, control_plane, kube_bin_dir, stop_processes
+from local_kafka.processes import processes_mentioning
+from local_kube.control_plane import (
+    ControlPlane,
+    control_plane,
+    kube_bin_dir,
+    log_tail,
+    stop_processes,
+)
 
 NODE_BINARIES = ("kube-scheduler", "kubelet", "containerd", "containerd-shim-runc-v2", "ctr")
 NODE_NAME = "kafka-autoscaler-node"
@@ -207,10 +214,7 @@ class Node:
 
     def log_tail(self, name: str, lines: int = 20) -> str:
         """The last lines a component of the node wrote."""
-        path = self.root / f"{name}.log"
-        if not path.exists():
-            return "(no log)"
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+        return log_tail(self.root / f"{name}.log", lines)
 
     def stop(self) -> None:
         """Stop the kubelet, kill the pods' containers, stop containerd and its shims, and
@@ -225,7 +229,7 @@ class Node:
                 self.ctr("tasks", "kill", "--signal", "SIGKILL", task)
         stop_processes(list(self.processes.values()))
         self.processes.clear()
-        for pid in _processes_mentioning(str(self.socket)):
+        for pid in processes_mentioning(str(self.socket)):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)  # the runc shims outlive containerd
         for mount in _mounts_under(self.root):
@@ -307,17 +311,6 @@ def _schedulable(api: CoreV1Api) -> bool:
         ready = any(c.type == "Ready" and c.status == "True" for c in conditions or [])
         return ready and not (node.spec is not None and node.spec.taints)
     return False
-
-
-def _processes_mentioning(text: str) -> list[int]:
-    """Pids of processes whose command line contains ``text``."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError):
-                if text.encode() in (entry / "cmdline").read_bytes():
-                    found.append(int(entry.name))
-    return found
 
 
 def _mounts_under(root: Path) -> list[str]:

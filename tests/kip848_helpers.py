@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from benchmarks.support.polling import processes_mentioning
+from local_kafka.processes import processes_mentioning
 from tests.sdk_helpers import local_sidecar_env, sidecar_status
 
 ROOT = Path(__file__).parent.parent

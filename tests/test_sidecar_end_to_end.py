@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
-from benchmarks.support.polling import processes_mentioning
 from contract.local_ports import free_port
+from local_kafka.processes import processes_mentioning
 from tests.sdk_helpers import (
     local_sidecar_env,
     stop_sidecar_process,

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.support.polling import processes_mentioning
 from benchmarks.support.rate_writer import RateWriter
 from benchmarks.support.share_members import read_from_the_start
 from contract.local_ports import free_port
 from local_kafka.apache_kafka import ApacheKafka
 from local_kafka.clusters import ClusterKind, KafkaCluster
+from local_kafka.processes import processes_mentioning
 from tests.sdk_helpers import (
     example_consumer_command,
     local_sidecar_env,

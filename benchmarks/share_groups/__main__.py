@@ -35,13 +35,13 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.support.machine import code_version, machine_line
-from benchmarks.support.polling import processes_mentioning
 from benchmarks.support.rate_writer import RateWriter
 from benchmarks.support.report import RESULTS, publish
 from benchmarks.support.share_members import read_from_the_start
 from contract.local_ports import free_port
 from contract.share_loads import SHARE_LOADS_TOPIC
 from local_kafka.apache_kafka import ApacheKafka
+from local_kafka.processes import processes_mentioning
 from sidecar.monitor import Monitor
 
 ROOT = Path(__file__).resolve().parents[2]
