@@ -136,17 +136,20 @@ class _Node:
             return "(no log)"
 
 
-def node_properties(node: _Node, voters: str, nodes: int) -> dict[str, str]:
-    """The ``server.properties`` of one combined node of an ``nodes``-node cluster."""
+def node_properties(
+    node: _Node, voters: str, nodes: int, host: str = "127.0.0.1"
+) -> dict[str, str]:
+    """The ``server.properties`` of one combined node of an ``nodes``-node cluster, its
+    client listener on ``host``."""
     replicas = str(min(nodes, 3))
     return {
         "process.roles": "broker,controller",
         "node.id": str(node.node_id),
         "controller.quorum.voters": voters,
         "listeners": (
-            f"PLAINTEXT://127.0.0.1:{node.broker_port},CONTROLLER://127.0.0.1:{node.controller_port}"
+            f"PLAINTEXT://{host}:{node.broker_port},CONTROLLER://127.0.0.1:{node.controller_port}"
         ),
-        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.broker_port}",
+        "advertised.listeners": f"PLAINTEXT://{host}:{node.broker_port}",
         "controller.listener.names": "CONTROLLER",
         "inter.broker.listener.name": "PLAINTEXT",
         "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
@@ -188,8 +191,9 @@ class ApacheKafka(BrokerHandle):
     ``brokers``; ``racks`` gives node i the rack ``racks[i - 1]`` (and consumers may fetch
     from a replica in their own rack); ``broker_assignor`` loads our KIP-848 assignor
     (:mod:`local_kafka.broker_assignor`) reading plans from this cluster (on a ``secured``
-    cluster, over SASL_SSL as :data:`~local_kafka.secured.ASSIGNOR_USER`).
-    ``startup_seconds`` tells how long the last :meth:`start` took.
+    cluster, over SASL_SSL as :data:`~local_kafka.secured.ASSIGNOR_USER`). ``host`` is the
+    address clients connect to (a pod network's gateway, say, for pods on a bridge); the
+    controllers stay on loopback. ``startup_seconds`` tells how long the last :meth:`start` took.
     """
 
     def __init__(
@@ -202,6 +206,7 @@ class ApacheKafka(BrokerHandle):
         secured: SecuredListeners | None = None,
         racks: Sequence[str] | None = None,
         broker_assignor: bool = False,
+        host: str = "127.0.0.1",
     ) -> None:
         if not isinstance(brokers, int) or isinstance(brokers, bool):
             raise ValueError(f"brokers must be an integer in [1, {MAX_NODES}], got {brokers!r}")
@@ -224,6 +229,7 @@ class ApacheKafka(BrokerHandle):
         self.settings = dict(settings or {})  # node properties over node_properties()
         self.secured = secured
         self.broker_assignor = broker_assignor
+        self.host = host
         self._work_dir = work_dir
         self._owns_work_dir = False
         self._nodes: list[_Node] = []
@@ -257,7 +263,7 @@ class ApacheKafka(BrokerHandle):
         voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in nodes)
         cluster_id = _cluster_id()
         self._nodes = nodes
-        plans_bootstrap = ",".join(f"127.0.0.1:{n.broker_port}" for n in nodes)
+        plans_bootstrap = ",".join(f"{self.host}:{n.broker_port}" for n in nodes)
         plans_client: dict[str, str] = {}
         if self.secured is not None and self.broker_assignor:
             # The assignors read as a SCRAM user of their own, as on a secured cluster
@@ -268,7 +274,7 @@ class ApacheKafka(BrokerHandle):
             for node in nodes:
                 node.directory.mkdir(parents=True, exist_ok=True)
                 properties = {
-                    **node_properties(node, voters, self.brokers),
+                    **node_properties(node, voters, self.brokers, self.host),
                     **self._secured_properties(node),
                     **self._rack_properties(node),
                     **(
@@ -288,7 +294,7 @@ class ApacheKafka(BrokerHandle):
                     )
             for node in nodes:
                 self._launch(node)
-            self._bootstrap = ",".join(f"127.0.0.1:{n.broker_port}" for n in nodes)
+            self._bootstrap = ",".join(f"{self.host}:{n.broker_port}" for n in nodes)
             self._wait_ready(set(range(1, self.brokers + 1)), started + _READY_TIMEOUT_S)
         except BaseException:
             self.stop()
@@ -331,7 +337,7 @@ class ApacheKafka(BrokerHandle):
         """The secured listeners beside PLAINTEXT and CONTROLLER (none if not secured)."""
         if self.secured is None:
             return {}
-        plain = node_properties(node, "", self.brokers)
+        plain = node_properties(node, "", self.brokers, self.host)
         extra = f"SASL_SSL://127.0.0.1:{node.sasl_port},SSL://127.0.0.1:{node.mtls_port}"
         return {
             **self.secured.node_properties(node.sasl_port, node.mtls_port),
@@ -383,7 +389,7 @@ class ApacheKafka(BrokerHandle):
         among the cluster's live (unfenced) brokers."""
         waiting = {n.node_id: n for n in self._nodes if n.node_id in node_ids}
         # One client per node for the whole wait (each is a librdkafka handle with threads).
-        admins = {i: _admin_for(f"127.0.0.1:{n.broker_port}") for i, n in waiting.items()}
+        admins = {i: _admin_for(f"{self.host}:{n.broker_port}") for i, n in waiting.items()}
         while waiting:
             for node_id, node in list(waiting.items()):
                 code = node.process.poll() if node.process is not None else -1

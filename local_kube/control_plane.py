@@ -72,10 +72,13 @@ class ControlPlane:
     """A running etcd + kube-apiserver + kube-controller-manager; ``stop()`` ends them.
 
     ``hpa_sync_period_s`` is how often the HPA controller decides (Kubernetes' default: 15 s).
+    ``pod_addresses`` are addresses of this machine pods reach the API server at (a pod
+    network's gateway): it then listens on every interface, and its certificate names them.
     """
 
     root: Path
     hpa_sync_period_s: float = 15.0
+    pod_addresses: tuple[str, ...] = ()
     api_port: int = 0
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     certificates: Certificates | None = None
@@ -129,14 +132,16 @@ class ControlPlane:
         tokens.write_text(f'{ADMIN_TOKEN},admin,admin,"system:masters"\n')
         self.certificates = Certificates.make(self.root / "pki", clients=[FRONT_PROXY_CLIENT])
         front_proxy = self.certificates.clients[FRONT_PROXY_CLIENT]
-        serving = self.certificates.serving("kube-apiserver", "kube-apiserver", ["127.0.0.1"])
+        serving = self.certificates.serving(
+            "kube-apiserver", "kube-apiserver", ["127.0.0.1", *self.pod_addresses]
+        )
         self.api_port = free_port()
         self._launch(
             "kube-apiserver",
             [
                 f"--etcd-servers=http://127.0.0.1:{etcd_port}",
                 f"--secure-port={self.api_port}",
-                "--bind-address=127.0.0.1",
+                f"--bind-address={'0.0.0.0' if self.pod_addresses else '127.0.0.1'}",
                 "--advertise-address=127.0.0.1",
                 "--endpoint-reconciler-type=none",  # a loopback address cannot be an endpoint
                 f"--tls-cert-file={serving.certificate}",
@@ -322,10 +327,12 @@ def workload(kind: str, name: str, replicas: int, grace_s: int | None = None) ->
 
 
 @contextlib.contextmanager
-def control_plane(hpa_sync_period_s: float = 15.0) -> Iterator[ControlPlane]:
+def control_plane(
+    hpa_sync_period_s: float = 15.0, pod_addresses: tuple[str, ...] = ()
+) -> Iterator[ControlPlane]:
     """A started control plane in a temporary directory, stopped and removed afterwards."""
     root = Path(tempfile.mkdtemp(prefix="kube-control-plane-"))
-    plane = ControlPlane(root, hpa_sync_period_s)
+    plane = ControlPlane(root, hpa_sync_period_s, pod_addresses)
     try:
         yield plane.start()
     finally:

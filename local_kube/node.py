@@ -18,8 +18,14 @@ What these machines need, set here rather than left to a wiki:
 - swap may be on (``failSwapOn: false``); the disk's device is unknown to cAdvisor (its
   eviction thresholds are kept low, so a missing statistic never evicts).
 
-Pods use the host's network (``hostNetwork: true``) to reach the loopback Kafka and API server;
-a loopback-only CNI configuration makes the runtime's network ready. Pod logs are files under
+Pods get addresses of their own on a bridge (:data:`POD_SUBNET`, Debian's ``bridge`` and
+``host-local`` CNI plugins, no masquerading: no iptables needed), the way a Deployment's replicas
+on one node each have their own ports. This machine is the bridge's gateway
+(:data:`POD_GATEWAY`): a Kafka and an API server that listen there are reachable from the pods
+(``ApacheKafka(host=POD_GATEWAY)``, ``control_plane(pod_addresses=(POD_GATEWAY,))``). There
+is no kube-proxy, so the ``kubernetes`` Service's cluster IP leads nowhere: pods that call the
+API server are told its address (:func:`api_server_env`). Pods on the host's network
+(``hostNetwork: true``) reach the loopback ones as well. Pod logs are files under
 the node's directory (:meth:`Node.logs`): the API server cannot reach a kubelet that listens on
 loopback only.
 """
@@ -59,6 +65,9 @@ NODE_NAME = "kafka-autoscaler-node"
 # The sandbox image containerd's CRI starts first in every pod; built here (pause_image()).
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10.2"
 CNI_PLUGINS = Path("/usr/lib/cni")  # Debian's containernetworking-plugins
+POD_BRIDGE = "kas0"
+POD_SUBNET = "10.244.0.0/24"
+POD_GATEWAY = "10.244.0.1"
 READY_TIMEOUT_S = 120.0
 NAMESPACE = "k8s.io"  # containerd's namespace for the CRI's images and containers
 
@@ -83,9 +92,18 @@ def node_problem() -> str | None:
     for tool, where in (("runc", "make container-tools"), ("buildah", "make container-tools")):
         if shutil.which(tool) is None:
             return f"{tool} not installed ({where} installs it as root)"
-    if not (CNI_PLUGINS / "loopback").exists():
-        return f"no CNI loopback plugin in {CNI_PLUGINS} (Debian's containernetworking-plugins)"
+    for plugin in ("loopback", "bridge", "host-local"):
+        if not (CNI_PLUGINS / plugin).exists():
+            return f"no CNI {plugin} plugin in {CNI_PLUGINS} (Debian's containernetworking-plugins)"
+    if shutil.which("ip") is None:
+        return "no `ip` command (Debian's iproute2) to make the pods' bridge"
     return None
+
+
+def api_server_env(plane: ControlPlane) -> dict[str, str]:
+    """The variables that point a pod's in-cluster ``kubernetes`` client at ``plane`` through
+    the pod network's gateway (they override the Service ones the kubelet sets)."""
+    return {"KUBERNETES_SERVICE_HOST": POD_GATEWAY, "KUBERNETES_SERVICE_PORT": str(plane.api_port)}
 
 
 def buildah(*args: str) -> str:
@@ -133,6 +151,7 @@ class Node:
     images: Sequence[str] = ()
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     startup_seconds: float = 0.0
+    owns_bridge: bool = False
 
     @property
     def socket(self) -> Path:
@@ -152,6 +171,7 @@ class Node:
             raise NodeUnavailable(problem)
         started = time.monotonic()
         atexit.register(self.stop)
+        self._make_bridge()
         self._start_containerd()
         self.load(pause_archive(), PAUSE_IMAGE)
         for image in self.images:
@@ -234,12 +254,54 @@ class Node:
                 os.kill(pid, signal.SIGKILL)  # the runc shims outlive containerd
         for mount in _mounts_under(self.root):
             subprocess.run(["umount", "--lazy", mount], capture_output=True)
+        if self.owns_bridge:
+            subprocess.run(["ip", "link", "delete", POD_BRIDGE], capture_output=True)
+            self.owns_bridge = False
+
+    def _make_bridge(self) -> None:
+        """The pods' bridge with this machine as its gateway, made before any pod so that a
+        Kafka can listen on the gateway first; one left by a node that was killed is reused."""
+        exists = subprocess.run(["ip", "link", "show", POD_BRIDGE], capture_output=True)
+        if exists.returncode != 0:
+            for command in (
+                ["ip", "link", "add", POD_BRIDGE, "type", "bridge"],
+                [
+                    "ip",
+                    "addr",
+                    "add",
+                    f"{POD_GATEWAY}/{POD_SUBNET.split('/')[1]}",
+                    "dev",
+                    POD_BRIDGE,
+                ],
+            ):
+                done = subprocess.run(command, capture_output=True, text=True)
+                if done.returncode != 0:
+                    raise NodeUnavailable(f"{' '.join(command)} failed: {done.stderr.strip()}")
+            self.owns_bridge = True
+        subprocess.run(["ip", "link", "set", POD_BRIDGE, "up"], capture_output=True)
 
     def _start_containerd(self) -> None:
         cni = self.root / "cni"
         cni.mkdir(parents=True, exist_ok=True)
-        loopback = {"cniVersion": "1.0.0", "name": "loopback", "plugins": [{"type": "loopback"}]}
-        (cni / "10-loopback.conflist").write_text(json.dumps(loopback))
+        bridge = {
+            "cniVersion": "1.0.0",
+            "name": "pods",
+            "plugins": [
+                {
+                    "type": "bridge",
+                    "bridge": POD_BRIDGE,
+                    "isGateway": True,
+                    "ipMasq": False,
+                    "ipam": {
+                        "type": "host-local",
+                        "dataDir": str(self.root / "cni-ipam"),
+                        "ranges": [[{"subnet": POD_SUBNET, "gateway": POD_GATEWAY}]],
+                        "routes": [{"dst": "0.0.0.0/0"}],
+                    },
+                }
+            ],
+        }
+        (cni / "10-pods.conflist").write_text(json.dumps(bridge))
         config = self.root / "containerd.toml"
         config.write_text(
             _CONTAINERD_CONFIG.format(
@@ -442,7 +504,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     try:
-        with control_plane() as plane, node(plane, images) as started:
+        with control_plane(pod_addresses=(POD_GATEWAY,)) as plane, node(plane, images) as started:
             ready_in = f"{started.startup_seconds:.1f} s"
             print(f"node {NODE_NAME} ready in {ready_in} with {', '.join(images)}")
             print(f"export KUBECONFIG={plane.kubeconfig()}  # Ctrl-C stops and removes it all")

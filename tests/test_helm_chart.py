@@ -120,6 +120,35 @@ def test_with_keda_a_sizer_serves_the_count_and_the_pods_have_no_sidecar() -> No
     assert rules[0]["verbs"] == ["get"] and all("leases" not in r["resources"] for r in rules)
 
 
+def test_extra_env_reaches_every_container_and_extra_volumes_the_consumer() -> None:
+    extra = [
+        "--set",
+        "extraEnv[0].name=KUBERNETES_SERVICE_HOST",
+        "--set",
+        "extraEnv[0].value=10.244.0.1",
+        "--set",
+        "extraVolumes[0].name=lake",
+        "--set",
+        "extraVolumes[0].hostPath.path=/srv/lake",
+        "--set",
+        "consumer.extraVolumeMounts[0].name=lake",
+        "--set",
+        "consumer.extraVolumeMounts[0].mountPath=/lake",
+    ]
+    for keda in ("false", "true"):
+        objects = render(*extra, "--set", f"keda.enabled={keda}")
+        pods = [o["spec"]["template"]["spec"] for o in objects if o["kind"] == "Deployment"]
+        containers = [c for pod in pods for c in pod["containers"]]
+        assert len(containers) == 2
+        for container in containers:
+            env = {e["name"]: e.get("value") for e in container["env"]}
+            assert env["KUBERNETES_SERVICE_HOST"] == "10.244.0.1"
+        consumers = [pod for pod in pods if pod["containers"][0]["name"] == "consumer"]
+        assert {"name": "lake", "hostPath": {"path": "/srv/lake"}} in consumers[0]["volumes"]
+        mounts = consumers[0]["containers"][0]["volumeMounts"]
+        assert {"name": "lake", "mountPath": "/lake"} in mounts
+
+
 def test_with_racks_the_consumers_declare_their_zone_and_spread_over_zones() -> None:
     objects = by_kind(render("--set", "racks.enabled=true", "--set", "racks.locality=replicas"))
     pod = objects["Deployment"]["spec"]["template"]["spec"]
@@ -155,6 +184,7 @@ def test_the_schema_knows_every_heuristic() -> None:
         ("waitTimeSeconds=7200", "waitTimeSeconds"),
         ("workload.kind=DaemonSet", "kind"),
         ("racks.locality=nearest", "locality"),
+        ("extraEnv[0].value=unnamed", "extraEnv"),
     ],
 )
 def test_a_bad_value_fails_the_render_naming_it(value: str, named: str) -> None:

@@ -7,20 +7,45 @@ cannot run (binaries, root, runc, images), unless ``KAFKA_AUTOSCALER_REQUIRE_CLU
 
 from __future__ import annotations
 
+import tempfile
+import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes.client import CoreV1Api
+import yaml
+from confluent_kafka import Producer
+from kubernetes import watch
+from kubernetes.client import AppsV1Api, CoordinationV1Api, CoreV1Api
+from kubernetes.client.exceptions import ApiException
 
+from assignor.group_plan import removal_order
+from consumer_sdk.lake.spark_config import SparkSinkConfig
 from contract.local_ports import free_port
+from local_kafka.apache_kafka import ApacheKafka
 from local_kafka.clusters import KafkaCluster
 from local_kube.control_plane import ControlPlane, ControlPlaneUnavailable, control_plane, create
-from local_kube.node import Node, NodeUnavailable, node, node_problem, node_required, pod
+from local_kube.node import (
+    POD_GATEWAY,
+    Node,
+    NodeUnavailable,
+    api_server_env,
+    node,
+    node_problem,
+    node_required,
+    pod,
+)
+from tests.kafka_helpers import produce_tracked
+from tests.lake_readers import key_counts
 from tests.sdk_helpers import wait_until
+from tests.test_helm_chart import CHART, run_helm
 
 SIDECAR = "localhost/kafka-autoscaler-sidecar:latest"
+CONSUMER = "localhost/kafka-autoscaler-consumer:latest"
 WAIT_S = 90.0
 
 
@@ -32,12 +57,16 @@ def _unavailable(reason: str) -> None:
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[tuple[ControlPlane, Node]]:
-    """A control plane with one node that has the sidecar image."""
+    """A control plane with one node that has our two images; pods on its bridge reach the
+    API server at the bridge's gateway."""
     problem = node_problem()
     if problem is not None:
         _unavailable(problem)
     try:
-        with control_plane() as plane, node(plane, images=[SIDECAR]) as started:
+        with (
+            control_plane(pod_addresses=(POD_GATEWAY,)) as plane,
+            node(plane, images=[SIDECAR, CONSUMER]) as started,
+        ):
             yield plane, started
     except (ControlPlaneUnavailable, NodeUnavailable) as exc:
         _unavailable(str(exc))
@@ -141,3 +170,266 @@ def test_the_sidecar_pod_gets_ready_by_its_healthz_and_a_killed_one_is_started_a
 
     assert wait_until(restarted_and_ready, WAIT_S), why()
     assert "Traceback" not in started.logs(namespace, name, name)
+
+
+# The chart on the node -------------------------------------------------------------------
+RELEASE = "sink"
+GRACE_S = 30
+CAPACITY = 100  # records/s one consumer drains, as declared to the sidecar
+PARTITIONS = 4
+
+
+def chart_objects(
+    plane: ControlPlane, kafka: ApacheKafka, topic: str, **overrides: Any
+) -> list[dict[str, Any]]:
+    """The chart rendered by Helm for pods on the node's bridge: Kafka and the API server at
+    the bridge's gateway, the images the node has, a declared capacity of 100 records/s and
+    short windows so a load step shows in seconds; ``overrides`` replace top-level values."""
+    values = {
+        "kafka": {"bootstrapServers": kafka.bootstrap_servers},
+        "group": f"g-{topic}",
+        "topics": [topic],
+        "capacity": CAPACITY,
+        "minReplicas": 1,
+        "maxReplicas": 3,
+        "scaleDownWindowSeconds": 5,
+        "drainSeconds": 10,
+        "waitTimeSeconds": 0.5,
+        "extraSettings": {"AUTOSCALER_WINDOW": "6", "AUTOSCALER_MIN_WINDOW": "2"},
+        "extraEnv": [{"name": k, "value": v} for k, v in api_server_env(plane).items()],
+        "image": {
+            name: {"repository": image.rsplit(":", 1)[0], "tag": "latest", "pullPolicy": "Never"}
+            for name, image in (("consumer", CONSUMER), ("sidecar", SIDECAR))
+        },
+        "workload": {"terminationGracePeriodSeconds": GRACE_S},
+        "consumer": {"resources": {"requests": {"cpu": "50m", "memory": "128Mi"}}},
+        "sidecar": {"resources": {"requests": {"cpu": "50m", "memory": "64Mi"}}},
+        **overrides,
+    }
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml") as file:
+        yaml.safe_dump(values, file)
+        file.flush()
+        done = run_helm("template", RELEASE, str(CHART), "-f", file.name)
+    assert done.returncode == 0, done.stderr
+    return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+
+
+@dataclass
+class PodWatch:
+    """Every pod of a namespace as last seen (a watch in a thread), deleted ones included."""
+
+    plane: ControlPlane
+    namespace: str
+    last: dict[str, Any] = field(default_factory=dict)
+    gone: set[str] = field(default_factory=set)
+    stopping: threading.Event = field(default_factory=threading.Event)
+
+    def run(self) -> None:
+        api = CoreV1Api(self.plane.client())
+        while not self.stopping.is_set():
+            watcher = watch.Watch()  # type: ignore[no-untyped-call]
+            events = watcher.stream(  # type: ignore[no-untyped-call]
+                api.list_namespaced_pod, self.namespace, timeout_seconds=2
+            )
+            for event in events:
+                name = event["object"].metadata.name
+                self.last[name] = event["object"]
+                if event["type"] == "DELETED":
+                    self.gone.add(name)
+
+    def live(self) -> list[str]:
+        """Pods not being deleted, by name."""
+        return sorted(
+            name
+            for name, seen in self.last.items()
+            if name not in self.gone and seen.metadata.deletion_timestamp is None
+        )
+
+    def ready(self) -> list[str]:
+        """Live pods whose every container is ready."""
+        ready = []
+        for name in self.live():
+            statuses = self.last[name].status.container_statuses or []
+            if len(statuses) == 2 and all(status.ready for status in statuses):
+                ready.append(name)
+        return ready
+
+
+def install(plane: ControlPlane, namespace: str, objects: list[dict[str, Any]]) -> PodWatch:
+    """Create the rendered objects; a started watch of the namespace's pods."""
+    for obj in objects:
+        create(plane.client(), namespace, obj)
+    pods = PodWatch(plane, namespace)
+    threading.Thread(target=pods.run, daemon=True).start()
+    return pods
+
+
+def pods_explained(started: Node, pods: PodWatch) -> Callable[[], str]:
+    """What to print when the chart's pods did not get where a test waited for."""
+
+    def text() -> str:
+        lines = [f"pods: {pods.live()} ready {pods.ready()} gone {sorted(pods.gone)}"]
+        for name in pods.last:
+            for container in ("sidecar", "consumer"):
+                output = started.logs(pods.namespace, name, container)[-1500:]
+                lines.append(f"--- {name} {container}:\n{output}")
+        return "\n".join(lines)
+
+    return text
+
+
+class Load:
+    """Records at ``rate`` per second spread over the topic's partitions, from a thread."""
+
+    def __init__(self, bootstrap: str, topic: str, rate: float) -> None:
+        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+        self.topic, self.rate = topic, rate
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        sent, started = 0, time.monotonic()
+        while not self.stopping.is_set():
+            due = int((time.monotonic() - started) * self.rate)
+            for _ in range(due - sent):
+                self.producer.produce(self.topic, b"v" * 100, partition=sent % PARTITIONS)
+                sent += 1
+            self.producer.poll(0)
+            self.stopping.wait(0.05)  # the pace of the load, not a wait for a result
+        self.producer.flush(10)
+
+    def __enter__(self) -> Load:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stopping.set()
+        self.thread.join()
+
+
+def test_the_chart_scales_its_pods_with_the_load_and_the_lease_moves_with_its_holder(
+    cluster: tuple[ControlPlane, Node], namespace: str
+) -> None:
+    """Installed on the node, the chart's sidecars (the Lease holder) scale the Deployment
+    out for a load step, on after the holder's pod is deleted, and back in when the load
+    stops; the pod deleted then is the one the assignor emptied, and its consumer exits
+    cleanly within the grace period."""
+    plane, started = cluster
+    apps, leases = AppsV1Api(plane.client()), CoordinationV1Api(plane.client())
+    with ApacheKafka(host=POD_GATEWAY) as kafka:
+        topic = f"chart-{uuid.uuid4().hex[:6]}"
+        kafka.create_topic(topic, PARTITIONS)
+        objects = chart_objects(plane, kafka, topic)
+        lease_name = next(o for o in objects if o["kind"] == "ConfigMap")["data"][
+            "AUTOSCALER_LEASE_NAME"
+        ]
+        pods = install(plane, namespace, objects)
+        why = pods_explained(started, pods)
+
+        def replicas() -> int:
+            spec = apps.read_namespaced_deployment(RELEASE, namespace).spec
+            return int(spec.replicas or 0) if spec is not None else 0
+
+        def holder() -> str | None:
+            try:
+                spec = leases.read_namespaced_lease(lease_name, namespace).spec
+            except ApiException:
+                return None
+            return spec.holder_identity if spec is not None else None
+
+        try:
+            assert wait_until(
+                lambda: len(pods.ready()) == 1 and holder() in pods.ready(), WAIT_S
+            ), why()
+            # 2 x 40 records/s per consumer: two consumers at 80 % of the declared 100.
+            with Load(kafka.bootstrap_servers, topic, rate=160):
+                assert wait_until(lambda: replicas() == 2 and len(pods.ready()) == 2, WAIT_S), why()
+                first_holder = holder()
+                assert first_holder is not None, why()
+                CoreV1Api(plane.client()).delete_namespaced_pod(first_holder, namespace)
+                assert wait_until(lambda: holder() not in (None, first_holder), WAIT_S), why()
+                assert wait_until(lambda: len(pods.ready()) == 2, WAIT_S), why()
+                assert replicas() == 2, why()
+            survivors = pods.ready()
+            emptied = removal_order({name: name for name in survivors})[0]
+            assert wait_until(
+                lambda: replicas() == 1 and pods.live() == [n for n in survivors if n != emptied],
+                WAIT_S,
+            ), why()
+            assert wait_until(lambda: emptied in pods.gone, GRACE_S), why()
+            finished = pods.last[emptied].status.container_statuses
+            consumer = next(c for c in finished if c.name == "consumer")
+            assert consumer.state.terminated is not None, why()
+            assert consumer.state.terminated.exit_code == 0, why()
+            assert holder() in pods.live(), why()
+        finally:
+            pods.stopping.set()
+
+
+def test_a_consumer_killed_mid_batch_is_restarted_and_its_delta_table_holds_every_record_once(
+    cluster: tuple[ControlPlane, Node], namespace: str, tmp_path: Path
+) -> None:
+    """The chart's consumer writing a Delta table on a hostPath volume through Spark, killed
+    (SIGKILL) while records arrive: the kubelet starts it again, and delta-rs counts every
+    acknowledged record exactly once."""
+    plane, started = cluster
+    lake = tmp_path / "lake"
+    lake.mkdir()
+    lake.chmod(0o777)  # the image's user is not this one
+    with ApacheKafka(host=POD_GATEWAY) as kafka:
+        topic = f"lake-{uuid.uuid4().hex[:6]}"
+        kafka.create_topic(topic, PARTITIONS)
+        objects = chart_objects(
+            plane,
+            kafka,
+            topic,
+            capacity=1000,
+            maxReplicas=1,
+            batchBytes=262144,
+            extraSettings={"AUTOSCALER_SPARK_WAREHOUSE": "/lake"},
+            extraVolumes=[{"name": "lake", "hostPath": {"path": str(lake)}}],
+            consumer={
+                "args": ["--sink", "spark"],
+                "extraVolumeMounts": [{"name": "lake", "mountPath": "/lake"}],
+                "resources": {"requests": {"cpu": "100m", "memory": "512Mi"}},
+            },
+        )
+        pods = install(plane, namespace, objects)
+        why = pods_explained(started, pods)
+        config = SparkSinkConfig(warehouse=str(lake))
+        table = config.table_for(topic)
+
+        def landed() -> int:
+            return sum(key_counts(config, table).values())
+
+        acked: set[tuple[int, int]] = set()
+        stop = threading.Event()
+
+        def produce() -> None:  # until told to stop, so the kill comes while records arrive
+            while not stop.is_set():
+                acked.update(produce_tracked(kafka.bootstrap_servers, topic, 500, PARTITIONS))
+                stop.wait(0.1)
+
+        producer = threading.Thread(target=produce)
+        producer.start()
+        try:
+            assert wait_until(lambda: landed() > 0, 240.0), why()
+            [name] = pods.live()
+            assert started.kill(namespace, name, "consumer") == 1
+            killed_at = landed()
+
+            def restarted() -> bool:
+                statuses = pods.last[name].status.container_statuses or []
+                consumer = next((c for c in statuses if c.name == "consumer"), None)
+                return consumer is not None and consumer.restart_count >= 1
+
+            assert wait_until(restarted, WAIT_S), why()
+            assert wait_until(lambda: landed() > killed_at, 240.0), why()
+        finally:
+            stop.set()
+            producer.join(timeout=60)
+            pods.stopping.set()
+        assert wait_until(lambda: landed() >= len(acked), 240.0), why()
+        counts = key_counts(config, table)
+        assert set(counts) == acked, why()
+        assert set(counts.values()) == {1}, why()
