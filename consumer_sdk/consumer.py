@@ -35,6 +35,7 @@ from assignor.plugin import MemberState, PluginStats, build_assignor
 from consumer_sdk import metrics
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.cooperative import CooperativeCoordinator, make_cooperative
+from consumer_sdk.health import ConsumerHealth, register, unregister
 from consumer_sdk.loop_watch import LoopStallWatch
 from consumer_sdk.pipeline.commit import OffsetCommits
 from consumer_sdk.pipeline.drain import DrainMeter, backlog_behind
@@ -186,6 +187,9 @@ class AutoscalingConsumer:
         )
         self.replans_requested = 0
         self.loop_watch = LoopStallWatch(config.group, config.session_timeout_ms / 1000)
+        self.health = ConsumerHealth(
+            config.group, self.loop_watch.silent_s, config.session_timeout_ms / 1000
+        )
         # When the hand-over of our partitions on stop must end (None: not stopping yet).
         self._leave_deadline: float | None = None
         # How this member left its group (handed_over, timed_out, at_once); None until then.
@@ -201,6 +205,7 @@ class AutoscalingConsumer:
     # lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
         """Serve metrics if configured, start the sink, read the latest speed snapshot, join."""
+        register(self.health)
         if self.config.metrics_port is not None:
             metrics.serve(self.config.metrics_port)
         self.loop_watch.start()
@@ -224,12 +229,14 @@ class AutoscalingConsumer:
                     await self.sink.start()
                 if isinstance(self.sink, PreparingSink):
                     await self.sink.prepare(self.config.topics)
+                self.health.report("sink", None)
                 return True
             except ConfigError:
                 raise
             except Exception as exc:
                 delay = next(delays)
                 metrics.SINK_START_FAILURES.labels(self.config.group).inc()
+                self.health.report("sink", f"the sink cannot start: {first_line(exc)}")
                 log.warning(
                     "starting the sink failed (%s); retrying in %.1f s", first_line(exc), delay
                 )
@@ -290,6 +297,7 @@ class AutoscalingConsumer:
         return found.line
 
     def _show_refusal(self, found: Refusal | None) -> None:
+        self.health.report("kafka", None if found is None else found.line)
         for kind, flag in refusal_flags(found).items():
             metrics.KAFKA_REFUSED.labels(self.config.group, kind.value).set(flag)
 
@@ -433,6 +441,7 @@ class AutoscalingConsumer:
         if isinstance(self.sink, ManagedSink):
             await self.sink.close()
         await self.loop_watch.stop()
+        unregister(self.health)
 
     def _count_leave(self) -> None:
         handing_over = self.state.leaving

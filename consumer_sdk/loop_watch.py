@@ -74,6 +74,12 @@ class LoopStallWatch:
                 where,
             )
 
+    def silent_s(self) -> float:
+        """How long the loop has not woken the watch (0 while not watching)."""
+        if self._task is None:
+            return 0.0
+        return max(0.0, time.monotonic() - self._last_wake)
+
     def quantile(self, q: float) -> float:
         """The ``q`` quantile (0..1) of the recent wake-ups' lateness, in seconds."""
         if not self.recent:

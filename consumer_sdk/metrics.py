@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import threading
 
-from prometheus_client import Counter, Gauge, Histogram, start_http_server
+from prometheus_client import REGISTRY, Counter, Gauge, Histogram
+
+from consumer_sdk.health import process_problems, process_stalls
+from contract.http_routes import health_route, metrics_route, serve_routes
 
 _served: set[int] = set()
 _serve_lock = threading.Lock()
@@ -185,8 +188,14 @@ LOOP_LATENESS = Histogram(
 
 
 def serve(port: int) -> None:
-    """Serve ``/metrics`` on ``port`` (once per process and port)."""
+    """Serve ``/metrics``, ``/healthz`` and ``/livez`` (:mod:`consumer_sdk.health`, every
+    consumer of the process) on every interface's ``port``, once per process and port."""
     with _serve_lock:
         if port not in _served:
-            start_http_server(port)
+            routes = {
+                "/metrics": metrics_route(REGISTRY),
+                "/healthz": health_route(process_problems, lambda: True),
+                "/livez": health_route(process_stalls, lambda: True),
+            }
+            serve_routes("", port, routes, "consumer-http")
             _served.add(port)

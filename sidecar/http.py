@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import hmac
 import json
-import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-
+from contract.http_routes import Response, health_route, metrics_route, serve_routes, text
 from sidecar.metrics import REGISTRY
 
 
@@ -57,38 +55,19 @@ class Endpoints:
 def serve(host: str, port: int, endpoints: Endpoints) -> ThreadingHTTPServer:
     """Start the endpoints in a daemon thread; returns the server (``.server_port``)."""
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            if self.path == "/metrics":
-                self._send(200, CONTENT_TYPE_LATEST, generate_latest(REGISTRY))
-            elif self.path == "/healthz":
-                if endpoints.healthy():
-                    self._send(200, "text/plain", b"ok\n")
-                else:
-                    lines = endpoints.problems() if endpoints.token() is None else []
-                    body = "\n".join(["unhealthy", *lines, ""]).encode()
-                    self._send(503, "text/plain", body)
-            elif self.path == "/status":
-                if endpoints.authorized(self.headers.get("Authorization")):
-                    body = json.dumps(endpoints.status(), indent=1).encode()
-                    self._send(200, "application/json", body)
-                else:
-                    self._send(401, "text/plain", b"/status needs Authorization: Bearer\n")
-            else:
-                self._send(404, "text/plain", b"not found: /metrics, /healthz, /status\n")
+    def status(headers: Mapping[str, str]) -> Response:
+        if not endpoints.authorized(headers.get("Authorization")):
+            challenge = ("WWW-Authenticate", 'Bearer realm="kafka-autoscaler"')
+            return text(401, "/status needs Authorization: Bearer\n", challenge)
+        body = json.dumps(endpoints.status(), indent=1).encode()
+        return Response(200, "application/json", body)
 
-        def _send(self, code: int, content_type: str, body: bytes) -> None:
-            self.send_response(code)
-            self.send_header("Content-Type", content_type)
-            if code == 401:
-                self.send_header("WWW-Authenticate", 'Bearer realm="kafka-autoscaler"')
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def problems() -> list[str]:
+        return [] if endpoints.healthy() else endpoints.problems() or ["no reason given"]
 
-        def log_message(self, format: str, *args: Any) -> None:
-            return None  # scrapes every few seconds would drown the log
-
-    server = ThreadingHTTPServer((host, port), Handler)
-    threading.Thread(target=server.serve_forever, name="sidecar-http", daemon=True).start()
-    return server
+    routes = {
+        "/metrics": metrics_route(REGISTRY),
+        "/healthz": health_route(problems, lambda: endpoints.token() is None),
+        "/status": status,
+    }
+    return serve_routes(host, port, routes, "sidecar-http")

@@ -8,6 +8,8 @@ import signal
 import subprocess
 import sys
 import threading
+import urllib.error
+import urllib.request
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -127,9 +129,12 @@ def test_sigterm_flushes_commits_and_exits(
     assert max(read_rows(out).values()) == 1
 
 
-def test_a_consumer_that_cannot_reach_kafka_stops_at_once_on_sigterm(tmp_path: Path) -> None:
+def test_a_consumer_that_cannot_reach_kafka_says_so_in_healthz_and_stops_at_once_on_sigterm(
+    tmp_path: Path,
+) -> None:
     from contract.local_ports import free_port
 
+    port = free_port()
     env = {
         **os.environ,
         "PYTHONPATH": str(ROOT),
@@ -137,6 +142,7 @@ def test_a_consumer_that_cannot_reach_kafka_stops_at_once_on_sigterm(tmp_path: P
         "AUTOSCALER_GROUP": "g",
         "AUTOSCALER_TOPICS": "t",
         "AUTOSCALER_CAPACITY": "10",
+        "AUTOSCALER_METRICS_PORT": str(port),
     }
     member = subprocess.Popen(
         [sys.executable, "-m", "consumer_sdk.cli", "--sink", "null"],
@@ -149,8 +155,17 @@ def test_a_consumer_that_cannot_reach_kafka_stops_at_once_on_sigterm(tmp_path: P
     seen: list[str] = []
     for line in member.stderr:  # bounded by the retry line: it comes within a second or two
         seen.append(line)
-        if "retrying in" in line:
+        if "joining group g failed" in line:
             break
+    with pytest.raises(urllib.error.HTTPError) as answer:
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=10)
+    assert answer.value.code == 503
+    health = answer.value.read().decode().splitlines()
+    assert health[0] == "unhealthy" and health[1].startswith("group g: "), health
+    assert env["AUTOSCALER_BOOTSTRAP_SERVERS"] in health[1], health
+    # Alive all the same: a liveness probe must not restart it for Kafka's outage.
+    live = urllib.request.urlopen(f"http://127.0.0.1:{port}/livez", timeout=10)
+    assert live.read() == b"ok\n"
     member.send_signal(signal.SIGTERM)
     assert member.wait(10) == 0  # not after the back-off, not with an error
     rest = member.stderr.read()

@@ -522,6 +522,10 @@ def test_consumed_records_and_bytes_are_metrics(
         produce_numbered(kafka, topic, 100, 2)
         assert wait_until(lambda: seen.total() == 100)
         page = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read()
+        health = urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=10)
+        assert member.consumer is not None and member.consumer.health.problems() == []
+        # Other consumers of this test process count too: none may name this one's group.
+        assert f"group {group}:".encode() not in health.read()
     finally:
         member.stop()
     records = [
