@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -45,7 +46,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from kubernetes.client import CoreV1Api
 
@@ -69,6 +70,9 @@ POD_BRIDGE = "kas0"
 POD_SUBNET = "10.244.0.0/24"
 POD_GATEWAY = "10.244.0.1"
 READY_TIMEOUT_S = 120.0
+# One node per machine: a second would share the bridge, the gateway and pod addresses.
+MACHINE_LOCK = Path(tempfile.gettempdir()) / "kafka-autoscaler-kube-node.lock"
+MACHINE_LOCK_WAIT_S = 900.0
 NAMESPACE = "k8s.io"  # containerd's namespace for the CRI's images and containers
 
 
@@ -152,6 +156,7 @@ class Node:
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     startup_seconds: float = 0.0
     owns_bridge: bool = False
+    machine_lock: IO[bytes] | None = None
 
     @property
     def socket(self) -> Path:
@@ -169,6 +174,7 @@ class Node:
         problem = node_problem()
         if problem is not None:
             raise NodeUnavailable(problem)
+        self._lock_machine()
         started = time.monotonic()
         atexit.register(self.stop)
         self._make_bridge()
@@ -257,6 +263,26 @@ class Node:
         if self.owns_bridge:
             subprocess.run(["ip", "link", "delete", POD_BRIDGE], capture_output=True)
             self.owns_bridge = False
+        if self.machine_lock is not None:
+            self.machine_lock.close()  # releases the flock
+            self.machine_lock = None
+
+    def _lock_machine(self) -> None:
+        """Wait for another node of this machine (another test session's) to stop."""
+        handle = MACHINE_LOCK.open("ab")
+        deadline = time.monotonic() + MACHINE_LOCK_WAIT_S
+        while True:
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    handle.close()
+                    raise NodeUnavailable(
+                        f"another node held {MACHINE_LOCK} for {MACHINE_LOCK_WAIT_S:.0f} s"
+                    ) from None
+                time.sleep(1.0)  # the other node's session ends when it ends
+        self.machine_lock = handle
 
     def _make_bridge(self) -> None:
         """The pods' bridge with this machine as its gateway, made before any pod so that a
