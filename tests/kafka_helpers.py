@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -100,3 +101,35 @@ def produce_tracked(
     assert producer.flush(30) == 0
     assert not failures, failures
     return acked
+
+
+class TrackedLoad:
+    """Batches of ``batch`` records produced round-robin from a thread until the ``with``
+    block ends, so a fault injected inside it lands while records arrive; ``acked`` holds
+    every acknowledged (partition, offset) once the block has ended."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, batch: int = 500) -> None:
+        self.bootstrap, self.topic, self.partitions, self.batch = (
+            bootstrap,
+            topic,
+            partitions,
+            batch,
+        )
+        self.acked: set[tuple[int, int]] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.acked.update(
+                produce_tracked(self.bootstrap, self.topic, self.batch, self.partitions)
+            )
+            self._stop.wait(0.1)  # the pace of the load, not a wait for a result
+
+    def __enter__(self) -> TrackedLoad:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=60)

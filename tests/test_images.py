@@ -11,7 +11,6 @@ import json
 import os
 import shutil
 import subprocess
-import threading
 import urllib.error
 import urllib.request
 import uuid
@@ -24,7 +23,7 @@ from confluent_kafka import Consumer
 from consumer_sdk.lake.spark_config import SparkSinkConfig
 from contract.local_ports import free_port
 from local_kafka.clusters import ClusterKind, KafkaCluster, required_legs
-from tests.kafka_helpers import produce_tracked
+from tests.kafka_helpers import TrackedLoad
 from tests.lake_readers import key_counts
 from tests.sdk_helpers import wait_until
 
@@ -151,6 +150,11 @@ def test_sidecar_image_serves_health_metrics_and_publishes_speeds(
     assert exit_code(name) == 0, podman("logs", name).stderr[-2000:]
 
 
+def logs(name: str) -> str:
+    """The tail of what container ``name`` wrote."""
+    return podman("logs", name).stderr[-3000:]
+
+
 def test_consumer_image_lands_every_record_once_through_a_kill(
     apache: KafkaCluster, container: Callable[..., str], tmp_path: Path
 ) -> None:
@@ -159,51 +163,39 @@ def test_consumer_image_lands_every_record_once_through_a_kill(
     lake = tmp_path / "lake"
     lake.mkdir()
     lake.chmod(0o777)  # the image's user is not this one
-    acked: set[tuple[int, int]] = set()
-    stop = threading.Event()
+    with TrackedLoad(apache.bootstrap_servers, topic, partitions) as load:
+        name = container(
+            CONSUMER,
+            "--read-only",
+            "--tmpfs=/tmp:rw,size=2g,mode=1777",
+            f"--volume={lake}:/lake",
+            env={
+                "AUTOSCALER_BOOTSTRAP_SERVERS": apache.bootstrap_servers,
+                "AUTOSCALER_GROUP": f"img-consumer-{uuid.uuid4().hex[:8]}",
+                "AUTOSCALER_TOPICS": topic,
+                "AUTOSCALER_CAPACITY": "1000",
+                "AUTOSCALER_SINK": "spark",
+                "AUTOSCALER_SPARK_WAREHOUSE": "/lake",
+                "AUTOSCALER_WAIT_TIME_SECS": "0.5",
+                "AUTOSCALER_BATCH_BYTES": "262144",
+                "AUTOSCALER_SESSION_TIMEOUT_MS": "6000",
+            },
+        )
+        config = SparkSinkConfig(warehouse=str(lake))
+        table = config.table_for(topic)
 
-    def produce() -> None:  # until told to stop, so the kill comes while records arrive
-        while not stop.is_set():
-            acked.update(produce_tracked(apache.bootstrap_servers, topic, 500, partitions))
-            stop.wait(0.1)
+        def landed() -> int:
+            return sum(key_counts(config, table).values())
 
-    producer = threading.Thread(target=produce)
-    producer.start()
-    name = container(
-        CONSUMER,
-        "--read-only",
-        "--tmpfs=/tmp:rw,size=2g,mode=1777",
-        f"--volume={lake}:/lake",
-        env={
-            "AUTOSCALER_BOOTSTRAP_SERVERS": apache.bootstrap_servers,
-            "AUTOSCALER_GROUP": f"img-consumer-{uuid.uuid4().hex[:8]}",
-            "AUTOSCALER_TOPICS": topic,
-            "AUTOSCALER_CAPACITY": "1000",
-            "AUTOSCALER_SINK": "spark",
-            "AUTOSCALER_SPARK_WAREHOUSE": "/lake",
-            "AUTOSCALER_WAIT_TIME_SECS": "0.5",
-            "AUTOSCALER_BATCH_BYTES": "262144",
-            "AUTOSCALER_SESSION_TIMEOUT_MS": "6000",
-        },
-    )
-    config = SparkSinkConfig(warehouse=str(lake))
-    table = config.table_for(topic)
-
-    def landed() -> int:
-        return sum(key_counts(config, table).values())
-
-    try:
-        assert wait_until(lambda: landed() > 0, 240.0), podman("logs", name).stderr[-3000:]
+        assert wait_until(lambda: landed() > 0, 240.0), logs(name)
         podman("kill", "--signal=KILL", name)
         killed_at = landed()
         podman("start", name)
-        assert wait_until(lambda: landed() > killed_at, 240.0), podman("logs", name).stderr[-3000:]
-    finally:
-        stop.set()
-        producer.join(timeout=60)
-    assert wait_until(lambda: landed() >= len(acked), 240.0), podman("logs", name).stderr[-3000:]
+        assert wait_until(lambda: landed() > killed_at, 240.0), logs(name)
+    acked = load.acked
+    assert wait_until(lambda: landed() >= len(acked), 240.0), logs(name)
     podman("stop", "--time=60", name)
     counts = key_counts(config, table)
     assert set(counts) == acked
     assert set(counts.values()) == {1}
-    assert exit_code(name) == 0, podman("logs", name).stderr[-3000:]
+    assert exit_code(name) == 0, logs(name)

@@ -39,7 +39,7 @@ from local_kube.node import (
     node_required,
     pod,
 )
-from tests.kafka_helpers import produce_tracked
+from tests.kafka_helpers import TrackedLoad
 from tests.lake_readers import key_counts
 from tests.sdk_helpers import wait_until
 from tests.test_helm_chart import CHART, run_helm
@@ -402,33 +402,22 @@ def test_a_consumer_killed_mid_batch_is_restarted_and_its_delta_table_holds_ever
         def landed() -> int:
             return sum(key_counts(config, table).values())
 
-        acked: set[tuple[int, int]] = set()
-        stop = threading.Event()
+        def restarted() -> bool:
+            statuses = pods.last[name].status.container_statuses or []
+            consumer = next((c for c in statuses if c.name == "consumer"), None)
+            return consumer is not None and consumer.restart_count >= 1
 
-        def produce() -> None:  # until told to stop, so the kill comes while records arrive
-            while not stop.is_set():
-                acked.update(produce_tracked(kafka.bootstrap_servers, topic, 500, PARTITIONS))
-                stop.wait(0.1)
-
-        producer = threading.Thread(target=produce)
-        producer.start()
         try:
-            assert wait_until(lambda: landed() > 0, 240.0), why()
-            [name] = pods.live()
-            assert started.kill(namespace, name, "consumer") == 1
-            killed_at = landed()
-
-            def restarted() -> bool:
-                statuses = pods.last[name].status.container_statuses or []
-                consumer = next((c for c in statuses if c.name == "consumer"), None)
-                return consumer is not None and consumer.restart_count >= 1
-
-            assert wait_until(restarted, WAIT_S), why()
-            assert wait_until(lambda: landed() > killed_at, 240.0), why()
+            with TrackedLoad(kafka.bootstrap_servers, topic, PARTITIONS) as load:
+                assert wait_until(lambda: landed() > 0, 240.0), why()
+                [name] = pods.live()
+                assert started.kill(namespace, name, "consumer") == 1
+                killed_at = landed()
+                assert wait_until(restarted, WAIT_S), why()
+                assert wait_until(lambda: landed() > killed_at, 240.0), why()
         finally:
-            stop.set()
-            producer.join(timeout=60)
             pods.stopping.set()
+        acked = load.acked
         assert wait_until(lambda: landed() >= len(acked), 240.0), why()
         counts = key_counts(config, table)
         assert set(counts) == acked, why()
