@@ -38,6 +38,9 @@ from sidecar.share_groups.loads import partition_loads
 from sidecar.share_groups.publisher import ShareLoadsPublisher
 
 log = logging.getLogger(__name__)
+# /livez: a loop with no tick and no connection attempt for this long is stuck. Longer than
+# the connection back-off's 30 s cap plus an attempt's own time-outs.
+STUCK_AFTER_S = 120.0
 
 
 class Sidecar:
@@ -112,6 +115,8 @@ class Sidecar:
         metrics.MAX_REPLICAS.set(config.max_replicas)
         self._warned: str | None = None
         self.last_tick: float | None = None
+        # When the loop last got somewhere: a tick (done or failed) or a connection attempt.
+        self.last_beat = clock()
         self.last_reading: Reading | None = None
         self.last_decision: Decision | None = None
         self.decisions: list[Decision] = []
@@ -157,6 +162,7 @@ class Sidecar:
                 starting.result()
                 return True
             except KafkaError as exc:
+                self.last_beat = self.clock()
                 metrics.ERRORS.labels("connect").inc()
                 await self.stop()
                 found = await refusal(
@@ -186,6 +192,7 @@ class Sidecar:
                 try:
                     await self.tick()
                 except Exception as exc:  # the loop must survive anything one tick meets
+                    self.last_beat = self.clock()
                     metrics.ERRORS.labels("tick").inc()
                     log.exception("tick failed: %r", exc)
                 elapsed = self.clock() - started
@@ -219,7 +226,7 @@ class Sidecar:
             )
             await self.publisher.publish(snapshot)
             metrics.SNAPSHOTS.inc()
-        self.last_tick = self.clock()
+        self.last_tick = self.last_beat = self.clock()
         leading = self.take_lead()
         metrics.LEADER.set(1 if leading else 0)
         if not leading:
@@ -397,6 +404,16 @@ class Sidecar:
             reasons.append(self.monitor.share_unsupported)
         return reasons + self.scaler_problems()
 
+    def liveness_problems(self) -> list[str]:
+        """What /livez shows: the loop stuck (no tick done or failed, no connection tried)
+        for :data:`STUCK_AFTER_S` or three intervals plus 5 s, whichever is longer. Kafka
+        out of reach is not one: restarting does not cure it (/healthz says it)."""
+        stuck_after = max(STUCK_AFTER_S, 3 * self.config.interval + 5)
+        age = self.clock() - self.last_beat
+        if age <= stuck_after:
+            return []
+        return [f"the sidecar's loop has not moved for {age:.0f} s (limit {stuck_after:g} s)"]
+
     def scaler_problems(self) -> list[str]:
         """The scaler's problems (none without a scaler)."""
         return self.scaler.problems() if self.scaler is not None else []
@@ -404,7 +421,11 @@ class Sidecar:
     def endpoints(self) -> Endpoints:
         """What the HTTP endpoints ask this sidecar."""
         return Endpoints(
-            self.healthy, self.unhealthy_reasons, self.status, self.config.status_token_file
+            self.healthy,
+            self.unhealthy_reasons,
+            self.status,
+            self.config.status_token_file,
+            self.liveness_problems,
         )
 
     def problems(self) -> list[str]:

@@ -1,10 +1,12 @@
-"""HTTP endpoints: ``/metrics`` (Prometheus text), ``/healthz``, ``/status`` (JSON).
+"""HTTP endpoints: ``/metrics`` (Prometheus text), ``/healthz``, ``/livez``, ``/status`` (JSON).
 
 What each shows: ``/metrics`` the figures (speeds and lags per partition, replicas,
-capacity); ``/healthz`` ok, or why not, a line each; ``/status`` the whole picture (plan,
-speeds, lags, decisions, problems), topology included. With a status token file, ``/status``
-asks for ``Authorization: Bearer <token>`` and ``/healthz`` no longer says why it is
-unhealthy (the lines name brokers and users); probes and scrapes stay open.
+capacity); ``/healthz`` ok, or why not, a line each (for a readiness probe and people);
+``/livez`` the same for what a restart cures alone, a stuck loop (a liveness probe: Kafka
+out of reach would otherwise restart every sidecar until it is back); ``/status`` the whole
+picture (plan, speeds, lags, decisions, problems), topology included. With a status token
+file, ``/status`` asks for ``Authorization: Bearer <token>`` and ``/healthz`` and ``/livez``
+no longer say why (the lines name brokers and users); probes and scrapes stay open.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ class Endpoints:
     token_file: str = ""
     """A file whose first line is the bearer token ``/status`` asks for (empty: none). Read
     at each request, so a rotated secret takes effect at once."""
+    liveness: Callable[[], list[str]] = list
+    """Why ``/livez`` fails, a line each: only what a restart cures (a stuck loop)."""
 
     def token(self) -> str | None:
         """The token ``/status`` asks for, None when open. An unreadable or empty file
@@ -68,6 +72,7 @@ def serve(host: str, port: int, endpoints: Endpoints) -> ThreadingHTTPServer:
     routes = {
         "/metrics": metrics_route(REGISTRY),
         "/healthz": health_route(problems, lambda: endpoints.token() is None),
+        "/livez": health_route(endpoints.liveness, lambda: endpoints.token() is None),
         "/status": status,
     }
     return serve_routes(host, port, routes, "sidecar-http")

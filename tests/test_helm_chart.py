@@ -75,12 +75,13 @@ def test_the_pods_configure_as_the_examples_do() -> None:
     containers = {c["name"]: c for c in pod["containers"]}
     consumer = ConsumerConfig.from_env(container_env(containers["consumer"], settings))
     assert consumer.topics == ("orders", "payments") and consumer.metrics_port == 9100
-    probes = {
-        kind: containers["consumer"][kind]["httpGet"]
-        for kind in ("livenessProbe", "readinessProbe")
-    }
-    assert probes["livenessProbe"] == {"path": "/livez", "port": "metrics"}
-    assert probes["readinessProbe"] == {"path": "/healthz", "port": "metrics"}
+    # Liveness on what a restart cures (a stuck loop), readiness on every problem.
+    for name, port in (("consumer", "metrics"), ("sidecar", "http")):
+        probes = {
+            kind: containers[name][kind]["httpGet"] for kind in ("livenessProbe", "readinessProbe")
+        }
+        assert probes["livenessProbe"] == {"path": "/livez", "port": port}
+        assert probes["readinessProbe"] == {"path": "/healthz", "port": port}
     sidecar = parse_args([], container_env(containers["sidecar"], settings))
     assert sidecar.scaler == "kubernetes" and sidecar.workload_name == "sink"
     assert sidecar.capacity == 5_000_000 and sidecar.capacity_unit == "bytes/s"

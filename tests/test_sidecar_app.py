@@ -251,6 +251,13 @@ def test_loop_scales_publishes_and_serves(
                 urllib.request.urlopen(base + "/healthz", timeout=10)
             assert unhealthy.value.code == 503
             assert unhealthy.value.read().decode().splitlines()[1].startswith("no tick for ")
+            # Not stuck yet for /livez: a liveness probe leaves it be until two minutes pass.
+            assert urllib.request.urlopen(base + "/livez", timeout=10).status == 200
+            clock.now += 61
+            with pytest.raises(urllib.error.HTTPError) as stuck:
+                urllib.request.urlopen(base + "/livez", timeout=10)
+            assert stuck.value.code == 503
+            assert "loop has not moved for 121 s" in stuck.value.read().decode()
         finally:
             server.shutdown()
 

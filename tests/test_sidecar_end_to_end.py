@@ -180,6 +180,9 @@ def test_a_sidecar_that_cannot_reach_kafka_says_so_retries_and_stops_on_sigterm(
         with pytest.raises(urllib.error.HTTPError) as unhealthy:
             urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5)
         assert unhealthy.value.code == 503
+        # Alive all the same: a liveness probe must not restart it for Kafka's outage.
+        live = urllib.request.urlopen(f"http://127.0.0.1:{port}/livez", timeout=5)
+        assert live.read() == b"ok\n"
         assert sidecar.poll() is None  # still retrying
     finally:
         errors = stop_sidecar_process(sidecar)

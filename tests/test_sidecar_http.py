@@ -35,6 +35,7 @@ def serving(tmp_path: Path) -> Iterator[tuple[str, Path]]:
         problems=lambda: list(REASONS),
         status=lambda: {"group": "g"},
         token_file=str(token),
+        liveness=lambda: ["the sidecar's loop has not moved for 200 s (limit 120 s)"],
     )
     server = serve("127.0.0.1", 0, endpoints)
     try:
@@ -57,6 +58,7 @@ def test_status_asks_for_the_token_in_the_file(serving: tuple[str, Path]) -> Non
     assert get(base + "/status", "")[0] == 401
     # Probes and scrapes need no token; /healthz keeps the reasons to /status's readers.
     assert get(base + "/healthz") == (503, "unhealthy\n")
+    assert get(base + "/livez") == (503, "unhealthy\n")
     assert get(base + "/metrics")[0] == 200
 
 
@@ -67,6 +69,7 @@ def test_without_a_token_status_is_open_and_healthz_says_why() -> None:
         base = f"http://127.0.0.1:{server.server_port}"
         assert get(base + "/status")[0] == 200
         assert get(base + "/healthz") == (503, "\n".join(["unhealthy", *REASONS, ""]))
+        assert get(base + "/livez") == (200, "ok\n")  # nothing stuck: Kafka is the problem
     finally:
         server.shutdown()
 
