@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from email.message import Message
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -23,7 +24,9 @@ class Response:
     headers: tuple[tuple[str, str], ...] = ()
 
 
-Route = Callable[[Mapping[str, str]], Response]
+# A route reads the request's headers as the server parsed them: ``get`` ignores case, as
+# HTTP header names do (a proxy may send ``authorization``).
+Route = Callable[["Message[str, str]"], Response]
 
 
 def text(code: int, body: str, *headers: tuple[str, str]) -> Response:
@@ -40,7 +43,7 @@ def health_route(problems: Callable[[], list[str]], explain: Callable[[], bool])
     """``/healthz``: ``ok`` (200), or ``unhealthy`` (503) with a line per problem when
     ``explain()`` (the lines may name brokers and users)."""
 
-    def answer(_headers: Mapping[str, str]) -> Response:
+    def answer(_headers: Message[str, str]) -> Response:
         found = problems()
         if not found:
             return text(200, "ok\n")
@@ -59,10 +62,7 @@ def serve_routes(
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             route = routes.get(self.path)
-            if route is None:
-                answer = text(404, f"not found: {known}\n")
-            else:
-                answer = route({key: value for key, value in self.headers.items()})
+            answer = text(404, f"not found: {known}\n") if route is None else route(self.headers)
             self.send_response(answer.code)
             self.send_header("Content-Type", answer.content_type)
             for key, value in answer.headers:

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import hmac
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
+from email.message import Message
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -59,7 +60,7 @@ class Endpoints:
 def serve(host: str, port: int, endpoints: Endpoints) -> ThreadingHTTPServer:
     """Start the endpoints in a daemon thread; returns the server (``.server_port``)."""
 
-    def status(headers: Mapping[str, str]) -> Response:
+    def status(headers: Message[str, str]) -> Response:
         if not endpoints.authorized(headers.get("Authorization")):
             challenge = ("WWW-Authenticate", 'Bearer realm="kafka-autoscaler"')
             return text(401, "/status needs Authorization: Bearer\n", challenge)

@@ -3,6 +3,7 @@ bearer token (read from a file at each request), and then /healthz keeps its rea
 
 from __future__ import annotations
 
+import http.client
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -60,6 +61,17 @@ def test_status_asks_for_the_token_in_the_file(serving: tuple[str, Path]) -> Non
     assert get(base + "/healthz") == (503, "unhealthy\n")
     assert get(base + "/livez") == (503, "unhealthy\n")
     assert get(base + "/metrics")[0] == 200
+
+
+def test_the_token_header_is_read_whatever_its_case(serving: tuple[str, Path]) -> None:
+    base, token = serving
+    token.write_text("the-token\n")
+    connection = http.client.HTTPConnection(base.removeprefix("http://"), timeout=5)
+    try:
+        connection.request("GET", "/status", headers={"authorization": "Bearer the-token"})
+        assert connection.getresponse().status == 200  # header names have no case in HTTP
+    finally:
+        connection.close()
 
 
 def test_without_a_token_status_is_open_and_healthz_says_why() -> None:
