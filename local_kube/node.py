@@ -69,6 +69,7 @@ CNI_PLUGINS = Path("/usr/lib/cni")  # Debian's containernetworking-plugins
 POD_BRIDGE = "kas0"
 POD_SUBNET = "10.244.0.0/24"
 POD_GATEWAY = "10.244.0.1"
+POD_GATEWAY_CIDR = f"{POD_GATEWAY}/{POD_SUBNET.partition('/')[2]}"  # the bridge's own address
 READY_TIMEOUT_S = 120.0
 # One node per machine: a second would share the bridge, the gateway and pod addresses.
 MACHINE_LOCK = Path(tempfile.gettempdir()) / "kafka-autoscaler-kube-node.lock"
@@ -155,7 +156,6 @@ class Node:
     images: Sequence[str] = ()
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     startup_seconds: float = 0.0
-    owns_bridge: bool = False
     machine_lock: IO[bytes] | None = None
 
     @property
@@ -260,10 +260,8 @@ class Node:
                 os.kill(pid, signal.SIGKILL)  # the runc shims outlive containerd
         for mount in _mounts_under(self.root):
             subprocess.run(["umount", "--lazy", mount], capture_output=True)
-        if self.owns_bridge:
+        if self.machine_lock is not None:  # the bridge is this node's while it holds the lock
             subprocess.run(["ip", "link", "delete", POD_BRIDGE], capture_output=True)
-            self.owns_bridge = False
-        if self.machine_lock is not None:
             self.machine_lock.close()  # releases the flock
             self.machine_lock = None
 
@@ -286,24 +284,16 @@ class Node:
 
     def _make_bridge(self) -> None:
         """The pods' bridge with this machine as its gateway, made before any pod so that a
-        Kafka can listen on the gateway first; one left by a node that was killed is reused."""
-        exists = subprocess.run(["ip", "link", "show", POD_BRIDGE], capture_output=True)
-        if exists.returncode != 0:
+        Kafka can listen on the gateway first. One left by a node that was killed is taken
+        over: the machine lock says no other node uses it."""
+        if subprocess.run(["ip", "link", "show", POD_BRIDGE], capture_output=True).returncode:
             for command in (
                 ["ip", "link", "add", POD_BRIDGE, "type", "bridge"],
-                [
-                    "ip",
-                    "addr",
-                    "add",
-                    f"{POD_GATEWAY}/{POD_SUBNET.split('/')[1]}",
-                    "dev",
-                    POD_BRIDGE,
-                ],
+                ["ip", "addr", "add", POD_GATEWAY_CIDR, "dev", POD_BRIDGE],
             ):
                 done = subprocess.run(command, capture_output=True, text=True)
                 if done.returncode != 0:
                     raise NodeUnavailable(f"{' '.join(command)} failed: {done.stderr.strip()}")
-            self.owns_bridge = True
         subprocess.run(["ip", "link", "set", POD_BRIDGE, "up"], capture_output=True)
 
     def _start_containerd(self) -> None:
