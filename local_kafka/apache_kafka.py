@@ -193,7 +193,11 @@ class ApacheKafka(BrokerHandle):
     (:mod:`local_kafka.broker_assignor`) reading plans from this cluster (on a ``secured``
     cluster, over SASL_SSL as :data:`~local_kafka.secured.ASSIGNOR_USER`). ``host`` is the
     address clients connect to (a pod network's gateway, say, for pods on a bridge); the
-    controllers stay on loopback. ``startup_seconds`` tells how long the last :meth:`start` took.
+    controllers stay on loopback. ``heap_committed`` starts each node with its whole heap
+    committed and touched (``-Xms`` = ``-Xmx``, ``-XX:+AlwaysPreTouch``, as production brokers
+    run), so its resident memory no longer grows as the heap expands: what a long run needs
+    to tell a leak from a heap filling up. ``startup_seconds`` tells how long the last
+    :meth:`start` took.
     """
 
     def __init__(
@@ -201,6 +205,7 @@ class ApacheKafka(BrokerHandle):
         brokers: int = 1,
         *,
         heap_mb: int = 512,
+        heap_committed: bool = False,
         work_dir: Path | None = None,
         settings: Mapping[str, str] | None = None,
         secured: SecuredListeners | None = None,
@@ -226,6 +231,7 @@ class ApacheKafka(BrokerHandle):
         self.brokers = brokers
         self.racks = tuple(racks) if racks is not None else None
         self.heap_mb = heap_mb
+        self.heap_committed = heap_committed
         self.settings = dict(settings or {})  # node properties over node_properties()
         self.secured = secured
         self.broker_assignor = broker_assignor
@@ -358,13 +364,17 @@ class ApacheKafka(BrokerHandle):
         """The mutual-TLS listeners, when the cluster is secured."""
         return ",".join(f"127.0.0.1:{n.mtls_port}" for n in self._nodes if n.mtls_port)
 
+    def _heap_options(self) -> tuple[str, ...]:
+        if self.heap_committed:
+            return (f"-Xms{self.heap_mb}m", f"-Xmx{self.heap_mb}m", "-XX:+AlwaysPreTouch")
+        return (f"-Xms{min(self.heap_mb, 256)}m", f"-Xmx{self.heap_mb}m")
+
     def _launch(self, node: _Node) -> None:
         with node.log_path.open("ab") as log:
             node.process = subprocess.Popen(
                 [
                     self._java,
-                    f"-Xms{min(self.heap_mb, 256)}m",
-                    f"-Xmx{self.heap_mb}m",
+                    *self._heap_options(),
                     *_JVM_OPTIONS,
                     f"-Dlog4j2.configurationFile={node.directory / 'log4j2.yaml'}",
                     "-cp",

@@ -185,14 +185,16 @@ def kafka_cluster(
     brokers: int | None = None,
     apache_settings: Mapping[str, str] | None = None,
     apache_heap_mb: int = 512,
+    apache_heap_committed: bool = False,
     apache_secured: SecuredListeners | None = None,
     apache_broker_assignor: bool = False,
 ) -> Iterator[KafkaCluster]:
     """Yield a running cluster of ``kind`` (default :func:`default_cluster_kind`) and clean
     it up. ``brokers`` sizes the clusters started here (embedded 3, Apache Kafka 1 by
     default); ``apache_settings`` are node properties for Apache Kafka, ``apache_heap_mb``
-    each node's heap, ``apache_secured`` its secured listeners (local_kafka.secured),
-    ``apache_broker_assignor`` loads our KIP-848 assignor (local_kafka.broker_assignor). Raises
+    each node's heap (``apache_heap_committed``: committed and touched at start),
+    ``apache_secured`` its secured listeners (local_kafka.secured), ``apache_broker_assignor``
+    loads our KIP-848 assignor (local_kafka.broker_assignor). Raises
     :class:`local_kafka.apache_kafka.ApacheKafkaUnavailable` when Apache Kafka cannot start
     here (no Java, jars not fetchable)."""
     kind = kind if kind is not None else default_cluster_kind()
@@ -211,6 +213,7 @@ def kafka_cluster(
         with ApacheKafka(
             brokers=brokers or 1,
             heap_mb=apache_heap_mb,
+            heap_committed=apache_heap_committed,
             settings=apache_settings,
             secured=apache_secured,
             broker_assignor=apache_broker_assignor,

@@ -3,11 +3,21 @@ parts, no process touched."""
 
 from __future__ import annotations
 
+import argparse
 import itertools
 from collections import Counter
 
+import pytest
+
 from benchmarks.soak.faults import FaultKind, schedule
-from benchmarks.soak.run import InjectedFault, ProcessSample, Run, Sample, analyse
+from benchmarks.soak.run import (
+    InjectedFault,
+    ProcessSample,
+    Run,
+    Sample,
+    analyse,
+    fault_kinds,
+)
 
 KINDS = tuple(FaultKind)
 
@@ -46,10 +56,21 @@ def test_recovery_and_healthz_are_judged_per_fault() -> None:
 def test_growth_is_a_slope_per_incarnation_after_the_warm_up() -> None:
     run = Run()
     run.processes = [
-        ProcessSample(t=60.0 * m, role="sidecar", pid=1, rss_mib=100 + 0.5 * m, fds=40)
+        ProcessSample(
+            t=60.0 * m, role="sidecar", pid=1, rss_mib=100 + 0.5 * m, anon_mib=60.0, fds=40
+        )
         for m in range(30)
-    ] + [ProcessSample(t=600.0, role="consumer soak-0", pid=2, rss_mib=80, fds=30)]
+    ] + [ProcessSample(t=600.0, role="consumer soak-0", pid=2, rss_mib=80, anon_mib=50.0, fds=30)]
     figures = analyse(run, warm_up_s=300.0, min_span_s=600.0)
     (sidecar,) = figures["growth"]  # the consumer lived too briefly to judge
     assert sidecar["role"] == "sidecar" and sidecar["rss_mib_per_10_min"] == 5.0
+    assert sidecar["anon_mib_per_10_min"] == 0.0  # the growth was in mapped files
     assert sidecar["fds_per_10_min"] == 0.0
+
+
+def test_faults_flag_names_the_kinds_it_accepts() -> None:
+    assert fault_kinds("spark_kill, ZOMBIE") == (FaultKind.SPARK_KILL, FaultKind.ZOMBIE)
+    with pytest.raises(argparse.ArgumentTypeError, match="--faults takes some of consumer_kill"):
+        fault_kinds("spark_kill,meteor")
+    with pytest.raises(argparse.ArgumentTypeError, match="got ' , '"):
+        fault_kinds(" , ")
