@@ -140,6 +140,9 @@ def test_sidecar_image_serves_health_metrics_and_publishes_speeds(
     )
     base = f"http://127.0.0.1:{port}"
     assert wait_until(lambda: http_status(f"{base}/healthz") == 200, 60.0), podman("logs", name)
+    # The image's own HEALTHCHECK (podman's view of it) passes on the running sidecar.
+    checked = podman("healthcheck", "run", name, check=False)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
     speed = f'autoscaler_partition_speed{{partition="0",topic="{topic}"}}'
     assert wait_until(lambda: speed in metrics_text(f"{base}/metrics"), 60.0)
     assert wait_until(

@@ -21,12 +21,14 @@ from prometheus_client import REGISTRY
 
 from benchmarks.support.share_members import found_already_there, read_from_the_start
 from consumer_sdk.config import ConsumerConfig
+from consumer_sdk.health import process_problems
 from consumer_sdk.lake.merge_once import is_write_conflict, merge_once, merge_statement
 from consumer_sdk.lake.spark_config import SparkSinkConfig
 from consumer_sdk.lake.spark_sink import SparkTableSink
 from consumer_sdk.share import ShareMember
 from consumer_sdk.share.member import by_topic, client_settings
 from consumer_sdk.sink import Record, records_table
+from contract.local_ports import free_port
 from contract.settings import ConfigError
 from local_kafka.apache_kafka import ApacheKafka
 from tests.kafka_helpers import produce_tracked
@@ -305,6 +307,45 @@ def test_a_write_that_fails_while_the_member_stops_releases_its_records() -> Non
     assert sink.prepared == [("t",)] and sink.written == []
     assert ("ack", (0, 1, int(AcknowledgeType.RELEASE))) in client.events
     assert member.records_written == 0
+
+
+class BrokersDown:
+    """Like confluent-kafka's KafkaError for all brokers down."""
+
+    def name(self) -> str:
+        return "_ALL_BROKERS_DOWN"
+
+    def __str__(self) -> str:
+        return "all brokers down"
+
+
+def test_healthz_says_while_kafka_is_out_of_reach_and_clears_when_records_come() -> None:
+    holder: list[ShareMember] = []
+    seen: list[list[str]] = []
+
+    class WatchedClient(FakeClient):
+        def poll(self, timeout: float) -> list[FakeMessage]:
+            seen.append(process_problems())  # what /healthz answers now
+            return super().poll(timeout)
+
+    down = [FakeMessage("t", 0, 0, error=BrokersDown())]
+    client = WatchedClient([down, [], [FakeMessage("t", 0, 1)], []], lambda: holder[0])
+    nobody = f"127.0.0.1:{free_port()}"
+    member = ShareMember(
+        share_config(group="reach", bootstrap_servers=nobody),
+        RecordingSink(),
+        client_factory=lambda _s: client,
+    )
+    holder.append(member)
+    import asyncio
+
+    asyncio.run(member.run_async())
+    assert seen[0] == []  # before the error
+    (line,) = seen[1]  # what connecting directly found
+    assert line.startswith(f"group reach: cannot reach Kafka at {nobody}")
+    assert seen[2] == [line]  # the problem stays until Kafka answers ...
+    assert seen[3] == []  # ... with records (and their commit)
+    assert process_problems() == []  # a member that stopped is no longer counted
 
 
 def test_the_client_is_set_for_explicit_acknowledgement_polls_and_security() -> None:

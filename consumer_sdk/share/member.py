@@ -21,8 +21,12 @@ import pyarrow as pa
 
 from consumer_sdk import metrics
 from consumer_sdk.config import ConsumerConfig
+from consumer_sdk.health import ConsumerHealth, register, unregister
+from consumer_sdk.loop_watch import LoopStallWatch
+from consumer_sdk.share.reach import KafkaReach
 from consumer_sdk.sink import ManagedSink, PreparingSink, Record, Sink, records_table
 from consumer_sdk.stopping import run_until_signalled
+from contract.refusals import diagnose
 from contract.security import librdkafka_options
 from contract.settings import ConfigError
 
@@ -30,6 +34,8 @@ log = logging.getLogger(__name__)
 
 # Seconds a poll waits for records: also how soon a stop request is seen.
 POLL_TIMEOUT_S = 0.5
+# How long a connection made to diagnose an unreachable Kafka may take.
+DIAGNOSE_TIMEOUT_S = 3.0
 # A failed write is tried again after this long, doubled up to the maximum.
 RETRY_FIRST_S, RETRY_MAX_S = 0.5, 30.0
 
@@ -113,6 +119,10 @@ class ShareMember:
         self._stopping = False
         self.records_written = 0
         self.acknowledge_failures = 0
+        session_s = config.session_timeout_ms / 1000
+        self.loop_watch = LoopStallWatch(config.group, session_s)
+        self.health = ConsumerHealth(config.group, self.loop_watch.silent_s, session_s)
+        self.reach = KafkaReach(self.health)
         if not isinstance(sink, IdempotentSink):
             log.warning(
                 "the sink has no idempotent write: a record a share group delivers twice "
@@ -130,6 +140,15 @@ class ShareMember:
 
     async def run_async(self) -> None:
         """Start the sink, join the group, consume until asked to stop, leave."""
+        register(self.health)
+        self.loop_watch.start()
+        try:
+            await self._consume()
+        finally:
+            await self.loop_watch.stop()
+            unregister(self.health)
+
+    async def _consume(self) -> None:
         if isinstance(self.sink, ManagedSink):
             await self.sink.start()
         if isinstance(self.sink, PreparingSink):
@@ -144,11 +163,23 @@ class ShareMember:
             while not self._stopping:
                 messages = await asyncio.to_thread(client.poll, POLL_TIMEOUT_S)
                 records = [m for m in messages if m.error() is None]
-                for failed in (m for m in messages if m.error() is not None):
+                errors = [m.error() for m in messages if m.error() is not None]
+                for error in errors:
                     metrics.CLIENT_ERRORS.labels(self.config.group).inc()
-                    log.warning("share consumer: %s", failed.error())
+                    log.warning("share consumer: %s", error)
+                self.reach.polled(errors, delivered=bool(records))
                 if records:
                     await self._handle(client, records)
+                if self.reach.due() and not self._stopping:
+                    config = self.config
+                    self.reach.diagnosed(
+                        await diagnose(
+                            config.bootstrap_servers,
+                            config,
+                            config.kafka_client_options(),
+                            timeout_s=DIAGNOSE_TIMEOUT_S,
+                        )
+                    )
         finally:
             await asyncio.to_thread(client.close)
             if isinstance(self.sink, ManagedSink):
@@ -216,6 +247,7 @@ class ShareMember:
             for topic, partition in sorted({(r.topic(), r.partition()) for r in records}):
                 self._refused(topic, partition, exc)
             return
+        self.reach.reached()
         for where, error in (results or {}).items():
             if error is not None:
                 self._refused(where.topic, where.partition, error)
