@@ -60,7 +60,6 @@ from consumer_sdk.warmup import warm_record_path
 from contract.errors import first_line
 from contract.overload import OverloadWatch, replan_can_help
 from contract.refusals import Refusal, refusal
-from contract.refusals import flags as refusal_flags
 from contract.settings import ConfigError
 from contract.stopping import finished_unless_stopped, sleep_unless_stopped
 
@@ -298,8 +297,7 @@ class AutoscalingConsumer:
 
     def _show_refusal(self, found: Refusal | None) -> None:
         self.health.report("kafka", None if found is None else found.line)
-        for kind, flag in refusal_flags(found).items():
-            metrics.KAFKA_REFUSED.labels(self.config.group, kind.value).set(flag)
+        metrics.flag_refusal(self.config.group, found)
 
     def _new_client(self) -> AIOKafkaConsumer:
         config = self.config

@@ -8,6 +8,8 @@ from prometheus_client import REGISTRY, Counter, Gauge, Histogram
 
 from consumer_sdk.health import process_problems, process_stalls
 from contract.http_routes import health_route, metrics_route, serve_routes
+from contract.refusals import Refusal
+from contract.refusals import flags as refusal_flags
 
 _served: set[int] = set()
 _serve_lock = threading.Lock()
@@ -145,6 +147,15 @@ KAFKA_REFUSED = Gauge(
     "credentials, certificate, authorization)",
     ["group", "kind"],
 )
+
+
+def flag_refusal(group: str, found: Refusal | None) -> None:
+    """Set ``group``'s :data:`KAFKA_REFUSED`: 1 for the kind ``found`` is, 0 for the others
+    (all 0 when it is None)."""
+    for kind, flag in refusal_flags(found).items():
+        KAFKA_REFUSED.labels(group, kind.value).set(flag)
+
+
 POLL_ERRORS = Counter(
     "autoscaler_consumer_poll_errors_total",
     "Errors raised while polling (retried)",

@@ -97,6 +97,8 @@ def test_a_share_members_kafka_problem_shows_on_an_error_and_clears_when_kafka_a
     reach.diagnosed(refused)
     assert health.problems() == [f"group shares: {refused.line}"]
     assert not reach.due()  # ... then every recheck_s while it lasts
+    reach.polled([NamedError("_TRANSPORT")], delivered=False)  # the outage, repeated
+    assert health.problems() == [f"group shares: {refused.line}"] and not reach.due()
     now[0] = 5.0
     assert reach.due()
     reach.diagnosed(None)  # a broker took the connection

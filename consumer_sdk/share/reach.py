@@ -18,7 +18,6 @@ from collections.abc import Callable, Iterable
 from consumer_sdk import metrics
 from consumer_sdk.health import ConsumerHealth
 from contract.refusals import Refusal
-from contract.refusals import flags as refusal_flags
 
 # librdkafka's names of the errors that say Kafka is out of reach or refuses the client.
 UNREACHABLE = frozenset(
@@ -62,9 +61,11 @@ class KafkaReach:
     def polled(self, errors: Iterable[object], delivered: bool) -> None:
         """One poll's error events, and whether it ``delivered`` records."""
         for error in errors:
-            if error_name(error) in UNREACHABLE:
+            # librdkafka repeats such errors while the outage lasts: only the first shows a
+            # line and asks for a diagnosis now; then due() paces the checks.
+            if error_name(error) in UNREACHABLE and self.problem is None:
                 self._show(f"the share consumer cannot reach Kafka or is refused: {error}")
-                self._checked_at = float("-inf")  # diagnose at the next chance
+                self._checked_at = float("-inf")
         if delivered:
             self.reached()
 
@@ -89,5 +90,4 @@ class KafkaReach:
         self.health.report("kafka", line)
 
     def _flag(self, found: Refusal | None) -> None:
-        for kind, flag in refusal_flags(found).items():
-            metrics.KAFKA_REFUSED.labels(self.health.group, kind.value).set(flag)
+        metrics.flag_refusal(self.health.group, found)
