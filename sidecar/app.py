@@ -421,7 +421,6 @@ class Sidecar:
     def endpoints(self) -> Endpoints:
         """What the HTTP endpoints ask this sidecar."""
         return Endpoints(
-            self.healthy,
             self.unhealthy_reasons,
             self.status,
             self.config.status_token_file,

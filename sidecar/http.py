@@ -28,8 +28,8 @@ from sidecar.metrics import REGISTRY
 class Endpoints:
     """What the endpoints ask the sidecar."""
 
-    healthy: Callable[[], bool]
     problems: Callable[[], list[str]]
+    """Why ``/healthz`` fails, a line each (none: healthy)."""
     status: Callable[[], dict[str, Any]]
     token_file: str = ""
     """A file whose first line is the bearer token ``/status`` asks for (empty: none). Read
@@ -67,12 +67,9 @@ def serve(host: str, port: int, endpoints: Endpoints) -> ThreadingHTTPServer:
         body = json.dumps(endpoints.status(), indent=1).encode()
         return Response(200, "application/json", body)
 
-    def problems() -> list[str]:
-        return [] if endpoints.healthy() else endpoints.problems() or ["no reason given"]
-
     routes = {
         "/metrics": metrics_route(REGISTRY),
-        "/healthz": health_route(problems, lambda: endpoints.token() is None),
+        "/healthz": health_route(endpoints.problems, lambda: endpoints.token() is None),
         "/livez": health_route(endpoints.liveness, lambda: endpoints.token() is None),
         "/status": status,
     }

@@ -32,7 +32,6 @@ def get(url: str, token: str | None = None) -> tuple[int, str]:
 def serving(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     token = tmp_path / "token"
     endpoints = Endpoints(
-        healthy=lambda: False,
         problems=lambda: list(REASONS),
         status=lambda: {"group": "g"},
         token_file=str(token),
@@ -75,7 +74,7 @@ def test_the_token_header_is_read_whatever_its_case(serving: tuple[str, Path]) -
 
 
 def test_without_a_token_status_is_open_and_healthz_says_why() -> None:
-    endpoints = Endpoints(lambda: False, lambda: list(REASONS), lambda: {"group": "g"})
+    endpoints = Endpoints(lambda: list(REASONS), lambda: {"group": "g"})
     server = serve("127.0.0.1", 0, endpoints)
     try:
         base = f"http://127.0.0.1:{server.server_port}"
