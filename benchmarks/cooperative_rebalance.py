@@ -68,6 +68,7 @@ from consumer_sdk.consumer import AutoscalingConsumer, OwnershipEvent
 from consumer_sdk.sink import CallbackSink, Record
 from contract.broker_plans import PLANS_TOPIC, encode_plan
 from local_kafka.clusters import ClusterKind, KafkaCluster, kafka_cluster
+from local_kafka.paced_load import PacedLoad
 
 PARTITIONS = 100
 MEMBERS = 10
@@ -442,20 +443,6 @@ class MemberProcess:
                 self.owned = set(report[1])
 
 
-def produce_steadily(kafka: str, topic: str, stop: threading.Event, rate: int) -> None:
-    """About ``rate`` records/s of 200 B spread over the partitions, until ``stop``."""
-    producer = Producer({"bootstrap.servers": kafka, "linger.ms": 20})
-    i = 0
-    while not stop.is_set():
-        started = time.monotonic()
-        for _ in range(rate // 10):
-            producer.produce(topic, b"x" * 200, partition=i % PARTITIONS)
-            i += 1
-        producer.poll(0)
-        time.sleep(max(0.0, 0.1 - (time.monotonic() - started)))
-    producer.flush(30)
-
-
 class BrokerPlans:
     """The sidecar's part in the KIP-848 + autoscaler row: before each scale event, the plan
     for the members the group will have, packed by the same ``sticky`` heuristic our own
@@ -609,9 +596,7 @@ def run(
         return MemberProcess(spec, log, tree).start()
 
     plans = BrokerPlans(kafka, topic) if protocol == KIP848_OURS else None
-    stop_load = threading.Event()
-    loader = threading.Thread(target=produce_steadily, args=(bootstrap, topic, stop_load, rate))
-    loader.start()
+    load = PacedLoad(bootstrap, topic, rate, PARTITIONS, value_bytes=200).start()
     if plans is not None:
         plans.publish({}, [f"m-{i}" for i in range(MEMBERS)])
     members = [member(f"m-{i}") for i in range(MEMBERS)]
@@ -657,10 +642,9 @@ def run(
                 }
             )
     finally:
-        stop_load.set()
+        load.stop()
         for m in members:
             m.stop()
-        loader.join(60)
     if trace_dir is not None:
         with log.lock:
             events = [(at, m, sign, sorted(ps)) for at, m, sign, ps in sorted(log.events)]

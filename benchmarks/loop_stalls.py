@@ -17,7 +17,6 @@ import json
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -25,40 +24,16 @@ from pathlib import Path
 from tempfile import TemporaryDirectory
 from typing import Any
 
-from confluent_kafka import Producer
-
 from benchmarks.support.cpu_load import oversubscribed, spinners_for
 from benchmarks.support.machine import add_cluster_option, broker_line, machine_line
 from benchmarks.support.report import publish
 from benchmarks.support.sdk_member_process import read_rows, stats_path
 from local_kafka.clusters import ClusterKind, kafka_cluster
+from local_kafka.paced_load import PacedLoad
 
 ROOT = Path(__file__).parent.parent
 MEMBERS = 3
 PARTITIONS = 6
-
-
-def produce_steadily(bootstrap: str, topic: str, rate: int, seconds: float) -> set[tuple[int, int]]:
-    """Produce ``rate`` records/s of 100 B round-robin for ``seconds``; the acknowledged
-    (partition, offset)."""
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
-    acked: set[tuple[int, int]] = set()
-
-    def on_delivery(err: object, msg: Any) -> None:
-        if err is None:
-            acked.add((msg.partition(), msg.offset()))
-
-    start = time.monotonic()
-    sent = 0
-    while (elapsed := time.monotonic() - start) < seconds:
-        for _ in range(int(elapsed * rate) - sent):
-            producer.produce(
-                topic, b"v" * 100, partition=sent % PARTITIONS, on_delivery=on_delivery
-            )
-            sent += 1
-        producer.poll(0.01)
-    producer.flush(30)
-    return acked
 
 
 def run_once(
@@ -85,15 +60,14 @@ def run_once(
         )
         for i, out in enumerate(outs)
     ]
-    produced: set[tuple[int, int]] = set()
-    producer = threading.Thread(
-        target=lambda: produced.update(produce_steadily(bootstrap, topic, rate, seconds))
-    )
+    load = PacedLoad(bootstrap, topic, rate, PARTITIONS, settings={"acks": "all", "linger.ms": 5})
+    produced = load.acked  # complete once the load has stopped
     try:
-        producer.start()
+        load.start()
         time.sleep(seconds / 2)
         members[1].kill()
-        producer.join()
+        time.sleep(seconds / 2)
+        load.stop()
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if produced <= set().union(*map(read_rows, outs)):

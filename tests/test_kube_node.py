@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import tempfile
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -18,7 +17,6 @@ from typing import Any
 
 import pytest
 import yaml
-from confluent_kafka import Producer
 from kubernetes import watch
 from kubernetes.client import AppsV1Api, CoordinationV1Api, CoreV1Api
 from kubernetes.client.exceptions import ApiException
@@ -28,6 +26,7 @@ from consumer_sdk.lake.spark_config import SparkSinkConfig
 from contract.local_ports import free_port
 from local_kafka.apache_kafka import ApacheKafka
 from local_kafka.clusters import KafkaCluster
+from local_kafka.paced_load import PacedLoad
 from local_kube.control_plane import ControlPlane, ControlPlaneUnavailable, control_plane, create
 from local_kube.node import (
     POD_GATEWAY,
@@ -278,35 +277,6 @@ def pods_explained(started: Node, pods: PodWatch) -> Callable[[], str]:
     return text
 
 
-class Load:
-    """Records at ``rate`` per second spread over the topic's partitions, from a thread."""
-
-    def __init__(self, bootstrap: str, topic: str, rate: float) -> None:
-        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
-        self.topic, self.rate = topic, rate
-        self.stopping = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        sent, started = 0, time.monotonic()
-        while not self.stopping.is_set():
-            due = int((time.monotonic() - started) * self.rate)
-            for _ in range(due - sent):
-                self.producer.produce(self.topic, b"v" * 100, partition=sent % PARTITIONS)
-                sent += 1
-            self.producer.poll(0)
-            self.stopping.wait(0.05)  # the pace of the load, not a wait for a result
-        self.producer.flush(10)
-
-    def __enter__(self) -> Load:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.stopping.set()
-        self.thread.join()
-
-
 def test_the_chart_scales_its_pods_with_the_load_and_the_lease_moves_with_its_holder(
     cluster: tuple[ControlPlane, Node], namespace: str
 ) -> None:
@@ -342,7 +312,7 @@ def test_the_chart_scales_its_pods_with_the_load_and_the_lease_moves_with_its_ho
                 lambda: len(pods.ready()) == 1 and holder() in pods.ready(), WAIT_S
             ), why()
             # 2 x 40 records/s per consumer: two consumers at 80 % of the declared 100.
-            with Load(kafka.bootstrap_servers, topic, rate=160):
+            with PacedLoad(kafka.bootstrap_servers, topic, 160, PARTITIONS):
                 assert wait_until(lambda: replicas() == 2 and len(pods.ready()) == 2, WAIT_S), why()
                 first_holder = holder()
                 assert first_holder is not None, why()
