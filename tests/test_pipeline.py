@@ -5,6 +5,7 @@ both Kafka legs in the SDK tests."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -812,3 +813,10 @@ def test_closing_stops_lookups_in_flight() -> None:
 
     client, stage = asyncio.run(go())
     assert client.paused == {P0} and client.sought == {} and stage.waiting == {P0}
+
+
+def test_retry_delays_double_up_to_a_ceiling_an_outage_end_can_afford() -> None:
+    delays = list(itertools.islice(RetryPolicy().delays(), 8))
+    assert delays[:3] == [0.2, 0.4, 0.8]
+    assert delays[-1] == RetryPolicy().max_delay_s <= 5.0  # a freed disk waits 5 s at most
+    assert all(b == min(2 * a, delays[-1]) for a, b in itertools.pairwise(delays))
