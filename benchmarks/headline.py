@@ -23,6 +23,7 @@ from typing import Any
 from benchmarks import consume_throughput, consumer_memory, cooperative_rebalance, spark_sink
 from benchmarks.support.machine import code_at_start, machine_info, machine_line
 from benchmarks.support.report import RESULTS
+from consumer_sdk.records.native_decoder import native_available
 
 BUDGET_S = 30 * 60
 
@@ -106,6 +107,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     chosen = [n for n in args.only.split(",") if n]
     if not chosen or any(n not in names for n in chosen):
         parser.error(f"--only: a comma-separated subset of {','.join(names)}")
+    if not native_available():
+        # A work tree made with `git worktree add` has no build output: its figures would
+        # describe the pure-Python fallback, 2.5x slower, not the code users install.
+        parser.error(
+            "the native record decoder is not built beside consumer_sdk/records/: "
+            "run `make jars` (it installs and builds it) in this checkout first"
+        )
     index = RESULTS / "headline.json"
     rows: dict[str, dict[str, Any]] = {}
     if index.exists() and set(chosen) != set(names):
