@@ -16,6 +16,7 @@ from benchmarks.soak.run import (
     Run,
     Sample,
     analyse,
+    cut_short,
     fault_kinds,
 )
 
@@ -51,6 +52,25 @@ def test_recovery_and_healthz_are_judged_per_fault() -> None:
     assert figures["steady_lag_p99"] == 100
     assert fault["recovered_s"] == 134.0 - 126.0
     assert fault["healthz_as_expected"] == fault["healthz_samples"] == 4  # no answer: true
+
+
+def test_a_fault_the_next_one_follows_within_the_target_is_cut_short_not_never() -> None:
+    run = Run()
+    # Lag 100 in the warm-up, then high from 120 s to the end: no fault sees it come back.
+    run.samples = [
+        Sample(t=2.0 * i, lag=100 if i < 60 else 9_000, healthz=200, replicas=2) for i in range(200)
+    ]
+    run.faults = [
+        InjectedFault(FaultKind.NETWORK_CUT, 120.0, 170.0, "consumer soak-0"),  # next at +20 s
+        InjectedFault(FaultKind.DISK_FULL, 190.0, 220.0, "warehouse"),  # next at +90 s
+        InjectedFault(FaultKind.CONSUMER_KILL, 310.0, 311.0, "consumer soak-1"),  # the last
+    ]
+    cut, disk, kill = analyse(run, warm_up_s=110.0, min_span_s=60.0)["faults"]
+    assert cut["recovered_s"] is None and cut["next_fault_after_s"] == 20.0
+    assert cut_short(cut)
+    assert disk["recovered_s"] is None and disk["next_fault_after_s"] == 90.0
+    assert not cut_short(disk)  # 90 s was time enough: a real miss
+    assert kill["next_fault_after_s"] is None and not cut_short(kill)
 
 
 def test_growth_is_a_slope_per_incarnation_after_the_warm_up() -> None:
