@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 from aiokafka import AIOKafkaConsumer
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import IncompatibleBrokerVersion, KafkaError
+from aiokafka.protocol.commit import OffsetFetchRequest
 from aiokafka.structs import TopicPartition as KafkaTopicPartition
 
 from assignor import TopicPartition
@@ -27,6 +28,7 @@ from assignor.plugin import partition_racks
 from contract.metadata import topic_partitions
 from contract.snapshot import UNITS, PartitionStat, Snapshot
 from sidecar.log_dirs import DescribeLogDirsRequest, partition_sizes
+from sidecar.offset_fetch import OffsetFetchFailed, committed_offsets
 from sidecar.share_groups.requests import (
     DescribeShareGroupOffsetsRequest,
     ShareGroupDescribeRequest,
@@ -262,26 +264,29 @@ class Monitor:
             del self._said[gone]
 
     async def _committed(self, partitions: list[KafkaTopicPartition], reading: Reading) -> None:
-        """The group's committed offsets and their metadata (the capacity reports)."""
+        """The group's committed offsets and their metadata (the capacity reports), asked of
+        its coordinator and read strictly (:mod:`sidecar.offset_fetch`)."""
         assert self._admin is not None
+        by_topic: dict[str, list[int]] = {}
+        for tp in partitions:
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        request = OffsetFetchRequest(self.group, sorted(by_topic.items()))
         try:
-            committed = await self._admin.list_consumer_group_offsets(
-                self.group, partitions=partitions
+            coordinator = await self._admin.find_coordinator(self.group)
+            response = await self._admin._client.send(coordinator, request)
+            committed = committed_offsets(
+                response, (TopicPartition(tp.topic, tp.partition) for tp in partitions)
             )
         except KafkaError as exc:
             reading.lags_known = False
             reading.problems.append(f"committed offsets unavailable: {exc!r}")
             return
-        reading.committed = {
-            TopicPartition(tp.topic, tp.partition): int(meta.offset)
-            for tp, meta in committed.items()
-            if meta.offset >= 0
-        }
-        reading.commit_metadata = {
-            TopicPartition(tp.topic, tp.partition): meta.metadata
-            for tp, meta in committed.items()
-            if meta.offset >= 0 and isinstance(meta.metadata, str) and meta.metadata
-        }
+        except OffsetFetchFailed as exc:
+            reading.lags_known = False
+            reading.problems.append(f"committed offsets unavailable: {exc}")
+            return
+        reading.committed = committed.offsets
+        reading.commit_metadata = committed.metadata
 
     async def _share_round(
         self, partitions: list[KafkaTopicPartition], reading: Reading

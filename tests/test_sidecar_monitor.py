@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from aiokafka.errors import KafkaConnectionError
+from aiokafka.protocol.commit import OffsetFetchRequest, OffsetFetchResponse_v3
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
@@ -76,34 +78,70 @@ def test_speeds_lags_and_problems(kafka: str, topic_factory: Callable[..., str])
     assert problems == ["topic no-such-topic not found"]
 
 
+async def coordinator_gone(*args: object, **kwargs: object) -> int:
+    raise KafkaConnectionError("the coordinator is down")
+
+
+@pytest.mark.parametrize(
+    "fault, problem",
+    [
+        (
+            "unreachable",
+            "committed offsets unavailable: KafkaConnectionError('the coordinator is down')",
+        ),
+        (
+            "loading",
+            "committed offsets unavailable: the group's coordinator answered "
+            "COORDINATOR_LOAD_IN_PROGRESS (14)",
+        ),
+    ],
+)
 def test_offsets_that_cannot_be_read_leave_the_lags_unknown_not_whole_logs(
-    kafka: str, topic_factory: Callable[..., str], monkeypatch: pytest.MonkeyPatch
+    kafka: str,
+    topic_factory: Callable[..., str],
+    monkeypatch: pytest.MonkeyPatch,
+    fault: str,
+    problem: str,
 ) -> None:
     topic = topic_factory(2)
 
-    async def run() -> tuple[bool, bool, list[str]]:
+    async def run() -> tuple[bool, dict[TopicPartition, int], bool, list[str]]:
         monitor = Monitor(kafka, f"g-{topic}", [topic], clock=FakeClock())
         await monitor.start()
         try:
             produce_per_partition(kafka, topic, {0: 40, 1: 40})
             commit(kafka, f"g-{topic}", topic, {0: 10})  # its coordinator is up
-            readable = (await monitor.poll()).lags_known
+            readable = await monitor.poll()
             assert monitor._admin is not None
+            if fault == "unreachable":
+                monkeypatch.setattr(monitor._admin, "find_coordinator", coordinator_gone)
+            else:
+                # What a broker answers while it loads the group's offsets after a restart:
+                # the group-level error and no partitions (aiokafka's admin read it as
+                # "nothing committed", every partition's whole log as lag).
+                client = monitor._admin._client
+                send = client.send
 
-            async def coordinator_gone(*args: object, **kwargs: object) -> None:
-                raise KafkaConnectionError("the coordinator is down")
+                async def loading(node: int, request: Any, **kwargs: Any) -> Any:
+                    if request.API_KEY == OffsetFetchRequest.API_KEY:
+                        return OffsetFetchResponse_v3(0, [], 14)
+                    return await send(node, request, **kwargs)
 
-            monkeypatch.setattr(monitor._admin, "list_consumer_group_offsets", coordinator_gone)
+                monkeypatch.setattr(client, "send", loading)
             unreadable = await monitor.poll()
-            return readable, unreadable.lags_known, unreadable.problems
+            return (
+                readable.lags_known,
+                readable.committed,
+                unreadable.lags_known,
+                unreadable.problems,
+            )
         finally:
             await monitor.stop()
 
-    readable, known, problems = asyncio.run(run())
-    assert readable and not known
-    assert problems == [
-        "committed offsets unavailable: KafkaConnectionError('the coordinator is down')"
-    ]
+    readable, committed, known, problems = asyncio.run(run())
+    assert readable and committed == {TopicPartition(topic, 0): 10}  # 1: nothing committed
+    assert not known
+    assert problems == [problem]
 
 
 def test_published_snapshot_reaches_the_sdk_cache(
