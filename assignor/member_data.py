@@ -25,7 +25,7 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from assignor.types import TopicPartition
+from assignor.types import TopicPartition, partitions_by_topic
 from assignor.validation import is_finite_number, is_integer
 
 MEMBER_DATA_VERSION = 1
@@ -82,10 +82,7 @@ def is_rack_name(value: object) -> bool:
 
 def by_topic(tps: Iterable[TopicPartition]) -> dict[str, list[int]]:
     """``{"topic": [partition, ...]}``, sorted: how member and assignment data list them."""
-    grouped: dict[str, list[int]] = {}
-    for tp in sorted(tps):
-        grouped.setdefault(tp.topic, []).append(tp.partition)
-    return grouped
+    return dict(partitions_by_topic(tps))
 
 
 def _partitions(raw: object) -> list[TopicPartition] | None:

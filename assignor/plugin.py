@@ -43,7 +43,7 @@ from assignor.cooperative import (
 )
 from assignor.group_plan import GroupPlan, SpeedView, plan_group
 from assignor.member_data import MemberData, decode_member_data
-from assignor.types import TopicPartition
+from assignor.types import TopicPartition, partitions_by_topic
 
 PROTOCOL_NAME = "autoscaler"
 PROTOCOL_VERSION = 0
@@ -232,7 +232,7 @@ def build_assignor(
             return {
                 member: ConsumerProtocolMemberAssignment(
                     cls.version,
-                    _by_topic(tps),
+                    partitions_by_topic(tps),
                     encode_assignment_data(
                         handed.mode,
                         handover=bool(handed.withheld),
@@ -276,10 +276,3 @@ def partition_racks(
             if local:
                 racks[TopicPartition(topic, partition)] = local
     return racks
-
-
-def _by_topic(tps: list[TopicPartition]) -> list[tuple[str, list[int]]]:
-    grouped: dict[str, list[int]] = {}
-    for tp in tps:
-        grouped.setdefault(tp.topic, []).append(tp.partition)
-    return sorted(grouped.items())

@@ -13,6 +13,8 @@ from typing import Any, TypeAlias
 from aiokafka.protocol.api import Request, RequestStruct, Response
 from aiokafka.protocol.types import Array, Boolean, Int16, Int32, Int64, Schema, String
 
+from assignor.types import partitions_by_topic
+
 _RESULTS = Array(
     ("error_code", Int16),
     ("log_dir", String("utf-8")),
@@ -71,10 +73,7 @@ class DescribeLogDirsRequest(Request[DescribeLogDirsRequestStruct]):
     API_KEY = 35
 
     def __init__(self, partitions: Iterable[tuple[str, int]]) -> None:
-        by_topic: dict[str, list[int]] = {}
-        for topic, partition in partitions:
-            by_topic.setdefault(topic, []).append(partition)
-        self._topics = sorted(by_topic.items())
+        self._topics = partitions_by_topic(partitions)
 
     def build(
         self, request_struct_class: type[DescribeLogDirsRequestStruct]

@@ -25,6 +25,7 @@ from aiokafka.structs import TopicPartition as KafkaTopicPartition
 from assignor import TopicPartition
 from assignor.backlog import DrainRule
 from assignor.plugin import partition_racks
+from assignor.types import partitions_by_topic
 from contract.metadata import topic_partitions
 from contract.snapshot import UNITS, PartitionStat, Snapshot
 from sidecar.log_dirs import DescribeLogDirsRequest, partition_sizes
@@ -267,10 +268,7 @@ class Monitor:
         """The group's committed offsets and their metadata (the capacity reports), asked of
         its coordinator and read strictly (:mod:`sidecar.offset_fetch`)."""
         assert self._admin is not None
-        by_topic: dict[str, list[int]] = {}
-        for tp in partitions:
-            by_topic.setdefault(tp.topic, []).append(tp.partition)
-        request = OffsetFetchRequest(self.group, sorted(by_topic.items()))
+        request = OffsetFetchRequest(self.group, partitions_by_topic(partitions))
         try:
             coordinator = await self._admin.find_coordinator(self.group)
             response = await self._admin._client.send(coordinator, request)

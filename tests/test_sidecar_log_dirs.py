@@ -31,7 +31,7 @@ class FakeClock:
 
 def test_request_and_response_codec() -> None:
     struct = DescribeLogDirsRequest([("b", 1), ("a", 0), ("b", 0)]).build(DescribeLogDirsRequest_v1)
-    assert struct.topics == [("a", [0]), ("b", [1, 0])]
+    assert struct.topics == [("a", [0]), ("b", [0, 1])]
     assert struct.encode()  # encodes with the schema
     response = DescribeLogDirsResponse_v1(
         0,

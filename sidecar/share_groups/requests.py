@@ -28,7 +28,7 @@ from aiokafka.protocol.types import (
     TaggedFields,
 )
 
-from assignor.types import TopicPartition
+from assignor.types import TopicPartition, partitions_by_topic
 
 GROUP_ID_NOT_FOUND = 69  # a share group nobody has joined yet
 
@@ -211,12 +211,9 @@ class DescribeShareGroupOffsetsRequest(Request[OffsetsRequestStruct]):
     API_KEY = 90
 
     def __init__(self, group: str, partitions: Iterable[tuple[str, int]]) -> None:
-        by_topic: dict[str, list[int]] = {}
-        for topic, partition in partitions:
-            by_topic.setdefault(topic, []).append(partition)
         self._group = group
         self._topics: list[tuple[str, list[int], dict[int, bytes]]] = [
-            (topic, sorted(ps), {}) for topic, ps in sorted(by_topic.items())
+            (topic, ps, {}) for topic, ps in partitions_by_topic(partitions)
         ]
 
     def build(self, request_struct_class: type[OffsetsRequestStruct]) -> OffsetsRequestStruct:
