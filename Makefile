@@ -106,11 +106,11 @@ docs: $(STAMP)
 
 # The whole suite: every Kafka test on the embedded broker and on Apache Kafka, and the
 # Kubernetes tests on the in-process API server and on a real kube-apiserver with KEDA.
-# The Go builds (mostly compiling) run beside the rest of the set-up (mostly downloads),
-# which runs in order (two apt-gets must not overlap).
+# The Go builds run niced in the background beside the rest of the set-up (which runs in
+# order: two apt-gets must not overlap) and the tests that need none of their binaries;
+# the tests marked kube_binaries run after them (scripts/run_suite.sh).
 test: $(STAMP)
-	$(MAKE) -j2 --output-sync=line kube-binaries test-setup
-	$(PY) -m pytest
+	scripts/run_suite.sh
 
 test-setup:
 	$(MAKE) -j1 lint docs $(JARS_STAMP) fuzz-tools monitoring-tools test-images

@@ -20,6 +20,7 @@ from local_kube.control_plane import kube_bin_dir
 from sidecar.config import parse_args
 from tests.test_examples import container_env
 
+pytestmark = pytest.mark.kube_binaries  # make test runs these once the Go build ends
 CHART = Path(__file__).parents[1] / "charts" / "kafka-autoscaler"
 REQUIRED = [
     "--set",

@@ -38,7 +38,9 @@ from sidecar.external_scaler.answers import METRIC_NAME, Answers
 from sidecar.external_scaler.server import ExternalScalerServer, serve_keda
 from sidecar.scalers.keda_target import KedaTarget
 from sidecar.scalers.pod_deletion import DELETION_COST, DeploymentPods
+from tests.conftest import cluster_or_skip
 
+pytestmark = pytest.mark.kube_binaries  # make test runs these once the Go build ends
 EXAMPLE = Path(__file__).parents[1] / "examples" / "kubernetes" / "keda" / "scaledobject.yaml"
 NAMESPACE = "shop"
 HPA_SYNC_S = 1.0  # Kubernetes decides every 15 s; the same controller, sooner
@@ -154,21 +156,25 @@ def test_a_scaled_object_the_sidecar_does_not_size_is_refused_and_not_scaled(
     assert replicas(plane, "orders-typo") == 1
 
 
+@pytest.fixture(scope="module")
+def apache() -> Iterator[KafkaCluster]:
+    """Apache Kafka for KEDA's own Kafka scaler: its client (sarama) cannot read the embedded
+    broker's metadata answers ('error decoding packet: invalid length'). The module takes no
+    leg of the session's clusters, which would split it and start KEDA twice."""
+    with cluster_or_skip(ClusterKind.APACHE) as cluster:
+        yield cluster
+
+
 def test_kedas_kafka_scaler_sizes_a_deployment_by_the_groups_lag(
-    plane: ControlPlane, kafka_cluster_handle: KafkaCluster, topic_factory: Callable[..., str]
+    plane: ControlPlane, apache: KafkaCluster
 ) -> None:
     # KEDA's own Kafka scaler, the peer of the benchmarks: replicas = ceil(total lag /
     # lagThreshold), at most the partitions. The group has committed offset 0 everywhere;
     # 5,000 records behind at lagThreshold 1,000 is 5 consumers. KEDA's HPA has no behavior,
     # so it ramps as sidecar/keda.py models it: at most max(2x, 4) per decision, 1 -> 4 -> 5
     # (behavior's default policies, max(+100 %, +4 pods), would go 1 -> 5 at once).
-    if kafka_cluster_handle.kind is ClusterKind.EMBEDDED:
-        pytest.skip(
-            "KEDA's Kafka client (sarama) cannot read the embedded broker's metadata answers "
-            "('error decoding packet: invalid length'): the peer runs on Apache Kafka"
-        )
-    kafka = kafka_cluster_handle.bootstrap_servers
-    topic = topic_factory(6)
+    kafka = apache.bootstrap_servers
+    topic = apache.create_topic(6)
     group = f"keda-{uuid.uuid4().hex[:8]}"
     committer = Consumer({"bootstrap.servers": kafka, "group.id": group})
     committer.commit(offsets=[KafkaPartition(topic, p, 0) for p in range(6)], asynchronous=False)

@@ -51,6 +51,7 @@ from sidecar.config import parse_args
 from sidecar.k8s_lease import KubernetesLease
 from sidecar.scalers.kubernetes import DELETION_COST, KubernetesScaler, ScalerError
 
+pytestmark = pytest.mark.kube_binaries  # make test runs these once the Go build ends
 EXAMPLES = Path(__file__).parents[1] / "examples" / "kubernetes"
 WAIT_S = 60.0
 

@@ -25,7 +25,6 @@ from assignor.group_plan import removal_order
 from consumer_sdk.lake.spark_config import SparkSinkConfig
 from contract.local_ports import free_port
 from local_kafka.apache_kafka import ApacheKafka
-from local_kafka.clusters import KafkaCluster
 from local_kafka.paced_load import PacedLoad
 from local_kube.control_plane import ControlPlane, ControlPlaneUnavailable, control_plane, create
 from local_kube.node import (
@@ -43,6 +42,7 @@ from tests.lake_readers import key_counts
 from tests.sdk_helpers import wait_until
 from tests.test_helm_chart import CHART, run_helm
 
+pytestmark = pytest.mark.kube_binaries  # make test runs these once the Go build ends
 SIDECAR = "localhost/kafka-autoscaler-sidecar:latest"
 CONSUMER = "localhost/kafka-autoscaler-consumer:latest"
 WAIT_S = 90.0
@@ -123,9 +123,10 @@ def test_a_pod_of_the_sidecar_image_runs_to_completion_on_the_node(
     assert "--bootstrap-servers" in started.logs(namespace, "help", "help")  # the CLI's help
 
 
-def sidecar_pod(kafka: KafkaCluster, name: str, port: int) -> dict[str, Any]:
+def sidecar_pod(kafka: ApacheKafka, name: str, port: int) -> dict[str, Any]:
     """The sidecar (``--scaler none``) on ``kafka``, its /healthz probed by the kubelet."""
-    topic = kafka.create_topic(2, prefix="node")
+    topic = f"node-{uuid.uuid4().hex[:6]}"
+    kafka.create_topic(topic, 2)
     probe = {
         "httpGet": {"host": "127.0.0.1", "path": "/healthz", "port": port},
         "periodSeconds": 1,
@@ -147,12 +148,21 @@ def sidecar_pod(kafka: KafkaCluster, name: str, port: int) -> dict[str, Any]:
     return body
 
 
+@pytest.fixture
+def pod_kafka() -> Iterator[ApacheKafka]:
+    """Apache Kafka on the node's bridge. The node's tests take no leg of the session's
+    clusters: a test parametrized by the leg would split the module in two and start the
+    node (a minute) once per part."""
+    with ApacheKafka(host=POD_GATEWAY) as kafka:
+        yield kafka
+
+
 def test_the_sidecar_pod_gets_ready_by_its_healthz_and_a_killed_one_is_started_again(
-    cluster: tuple[ControlPlane, Node], namespace: str, kafka_cluster_handle: KafkaCluster
+    cluster: tuple[ControlPlane, Node], namespace: str, pod_kafka: ApacheKafka
 ) -> None:
     plane, started = cluster
     name = "sizer"
-    create(plane.client(), namespace, sidecar_pod(kafka_cluster_handle, name, free_port()))
+    create(plane.client(), namespace, sidecar_pod(pod_kafka, name, free_port()))
     why = explain(cluster, namespace, name)
 
     def ready() -> bool:
