@@ -873,7 +873,7 @@ def kube_main(args: argparse.Namespace, kind: ClusterKind, chosen: Sequence[str]
             *keda_comparison.model_lines(checks),
         ]
     )
-    name = f"autoscale_{kind.value}_kube"
+    name = kube_result_name(kind, chosen, thresholds)
     timelines = {
         r.policy.name: [
             [
@@ -900,6 +900,17 @@ def kube_main(args: argparse.Namespace, kind: ClusterKind, chosen: Sequence[str]
     if not args.no_write:
         plot(runs, RESULTS / f"{name}.png")
     return 0
+
+
+def kube_result_name(kind: ClusterKind, chosen: Sequence[str], thresholds: Sequence[int]) -> str:
+    """``autoscale_<cluster>_kube``, the full comparison; a subset of the policies or other
+    lagThresholds name themselves, so a side run never replaces the full table."""
+    name = f"autoscale_{kind.value}_kube"
+    if set(chosen) != set(KUBE_POLICY_KINDS):
+        name += "_" + "_".join(chosen)
+    if "keda" in chosen and tuple(thresholds) != KEDA_THRESHOLDS:
+        name += "_lag" + "_".join(map(str, thresholds))
+    return name
 
 
 def kube_header(args: argparse.Namespace, broker: str) -> str:
@@ -964,7 +975,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         default="local",
         help="local: the sidecar starts consumer processes (default); kube: they are a "
         f"Deployment's pods, sized by ours or the real KEDA (policies "
-        f"{','.join(KUBE_POLICY_KINDS)}; writes results/autoscale_<cluster>_kube.*)",
+        f"{','.join(KUBE_POLICY_KINDS)}; writes results/autoscale_<cluster>_kube.*, a subset or "
+        "other --keda values with their names appended)",
     )
     parser.add_argument("--repeats", type=int, default=3, help="runs of ours (kube only)")
     parser.add_argument("--parallel", type=int, default=2, help="policies at once (kube only)")

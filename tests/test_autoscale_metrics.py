@@ -310,3 +310,15 @@ def test_ours_runs_beside_kedas_settings_and_the_fixed_group_waits_for_ours() ->
 def test_the_fixed_group_runs_alone_when_nothing_else_was_chosen() -> None:
     runs = run_side_by_side([], 2, Run, lambda _runs: Policy("fixed 1", {}, 0.0))
     assert [r.policy.name for r in runs] == ["fixed 1"]
+
+
+def test_a_kube_side_run_never_takes_the_full_comparisons_name() -> None:
+    from benchmarks.autoscale import KEDA_THRESHOLDS, KUBE_POLICY_KINDS, kube_result_name
+    from local_kafka.clusters import ClusterKind
+
+    full = kube_result_name(ClusterKind.APACHE, KUBE_POLICY_KINDS, KEDA_THRESHOLDS)
+    assert full == "autoscale_apache_kube"
+    side = kube_result_name(ClusterKind.APACHE, ["ours", "keda"], [500])
+    assert side == "autoscale_apache_kube_ours_keda_lag500"
+    assert kube_result_name(ClusterKind.APACHE, KUBE_POLICY_KINDS, [500, 1000]) != full
+    assert kube_result_name(ClusterKind.APACHE, ["ours"], [500]) == "autoscale_apache_kube_ours"
