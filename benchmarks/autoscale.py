@@ -24,6 +24,7 @@ import argparse
 import contextlib
 import dataclasses
 import itertools
+import json
 import math
 import os
 import re
@@ -46,7 +47,12 @@ import numpy as np
 from assignor import TopicPartition
 from benchmarks.support.autoscale_member import RATE_ENV
 from benchmarks.support.kube_workload import KubeSite, Sizing, commit_start
-from benchmarks.support.machine import add_cluster_option, broker_line, machine_line
+from benchmarks.support.machine import (
+    add_cluster_option,
+    broker_line,
+    machine_info,
+    machine_line,
+)
 from benchmarks.support.report import RESULTS, publish
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.lake.spark_connect import SparkConnectServer
@@ -844,22 +850,7 @@ def kube_main(args: argparse.Namespace, kind: ClusterKind, chosen: Sequence[str]
         )
     rows = [summarise(r, args.duration) for r in runs]
     oracle = oracle_seconds(args.duration, args.seed)
-    # Start-up is the pod runner's and the consumer's, the same whoever sizes the group.
-    delays = [d for r in runs for d in keda_comparison.startup_delays(r.samples)]
-    checks = [
-        keda_comparison.model_check(
-            r.samples,
-            r.policy.sizing.lag_threshold,
-            _trace_rates(args.duration, args.seed),
-            PARTITIONS * TOPICS,
-            CAPACITY,
-            int(args.duration),
-            uncommitted_s=BATCH_WAIT_S / 2,
-            startup_s=float(np.median(delays)) if delays else None,
-        )
-        for r in runs
-        if r.policy.sizing is not None and r.policy.sizing.kind == "keda-kafka"
-    ]
+    checks = model_checks({r.policy.name: r.samples for r in runs}, args.duration, args.seed)
     header = kube_header(args, broker)
     text = "\n".join(
         [
@@ -890,6 +881,8 @@ def kube_main(args: argparse.Namespace, kind: ClusterKind, chosen: Sequence[str]
     }
     data = {
         "broker": broker,
+        "duration_s": args.duration,
+        "seed": args.seed,
         "oracle_consumer_seconds": oracle,
         "rows": rows,
         "model": checks,
@@ -899,6 +892,77 @@ def kube_main(args: argparse.Namespace, kind: ClusterKind, chosen: Sequence[str]
     publish(name, text, data, write=not args.no_write)
     if not args.no_write:
         plot(runs, RESULTS / f"{name}.png")
+    return 0
+
+
+def model_checks(
+    samples: Mapping[str, Sequence[Mapping[str, float]]], duration_s: float, seed: int
+) -> list[dict[str, float]]:
+    """The simulator's KEDA model checked against every real-KEDA run of ``samples`` (by
+    policy name), calibrated on every run's consumers."""
+    from benchmarks.support import keda_comparison
+
+    def trace() -> Callable[[int], np.ndarray]:
+        return _trace_rates(duration_s, seed)
+
+    # Start-up and the committed lag are the pod runner's and the consumers', the same
+    # whoever sizes the group.
+    delays = [d for s in samples.values() for d in keda_comparison.startup_delays(s)]
+    ratios = keda_comparison.committed_lag_ratios(samples.values(), trace, int(duration_s))
+    return [
+        keda_comparison.model_check(
+            runs,
+            float(name.removeprefix(KEDA)),
+            trace,
+            PARTITIONS * TOPICS,
+            CAPACITY,
+            int(duration_s),
+            uncommitted_s=BATCH_WAIT_S / 2,
+            startup_s=float(np.median(delays)) if delays else None,
+            committed_ratios=ratios,
+        )
+        for name, runs in samples.items()
+        if name.startswith(KEDA)
+    ]
+
+
+def remodel(path: Path) -> int:
+    """Check the current simulator against a committed Kubernetes run (its JSON's
+    timelines): rewrite the model part of its markdown and JSON, saying at which code."""
+    from benchmarks.support import keda_comparison
+
+    data = json.loads(path.read_text())
+    key = next(k for k in data if k.startswith("timelines"))
+    samples = {
+        name: [
+            {
+                "t": t,
+                "replicas": replicas,
+                "lag": lag,
+                "ready": ready,
+                **({"decided": decided} if decided is not None else {}),
+                **({"hpa_lag": hpa_lag} if hpa_lag is not None else {}),
+            }
+            for t, replicas, lag, ready, decided, hpa_lag in timeline
+        ]
+        for name, timeline in data[key].items()
+    }
+    duration = float(data.get("duration_s", KUBE_DURATION_S))
+    checks = model_checks(samples, duration, int(data.get("seed", 7)))
+    data["model"] = checks
+    now = machine_info()
+    data["model_recomputed"] = f"{now['date_utc']} UTC, code {now['code']}"
+    markdown = path.with_suffix(".md")
+    kept = markdown.read_text().split(keda_comparison.MODEL_INTRO)[0].rstrip("\n")
+    lines = keda_comparison.model_lines(checks)
+    lines[1:1] = [
+        f"Model checks re-computed from this run's timelines on {data['model_recomputed']} "
+        "(python -m benchmarks.autoscale --remodel).",
+        "",
+    ]
+    markdown.write_text(kept + "\n" + "\n".join(lines) + "\n")
+    path.write_text(json.dumps(data, indent=1) + "\n")
+    print("\n".join(lines))
     return 0
 
 
@@ -980,7 +1044,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--repeats", type=int, default=3, help="runs of ours (kube only)")
     parser.add_argument("--parallel", type=int, default=2, help="policies at once (kube only)")
+    parser.add_argument(
+        "--remodel",
+        type=Path,
+        default=None,
+        help="re-check the simulator against a committed Kubernetes run (its .json) and "
+        "rewrite that result's model part; runs nothing else",
+    )
     args = parser.parse_args(argv)
+    if args.remodel is not None:
+        if not args.remodel.is_file():
+            parser.error(f"--remodel: a results .json file, got {args.remodel}")
+        return remodel(args.remodel)
     if args.duration is None:
         args.duration = KUBE_DURATION_S if args.platform == "kube" else DURATION_S
     if not (math.isfinite(args.duration) and args.duration >= 60):

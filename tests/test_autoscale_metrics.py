@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
@@ -21,6 +22,7 @@ from benchmarks.autoscale import (
     generations_by_cause,
     keda_verdict,
     kube_policies,
+    main,
     moved_partitions,
     oracle_seconds,
     run_side_by_side,
@@ -322,3 +324,29 @@ def test_a_kube_side_run_never_takes_the_full_comparisons_name() -> None:
     assert side == "autoscale_apache_kube_ours_keda_lag500"
     assert kube_result_name(ClusterKind.APACHE, KUBE_POLICY_KINDS, [500, 1000]) != full
     assert kube_result_name(ClusterKind.APACHE, ["ours"], [500]) == "autoscale_apache_kube_ours"
+
+
+def test_remodel_rewrites_only_the_model_part_of_a_kubernetes_result(tmp_path: Path) -> None:
+    # One consumer, then two from t=20 (stable again at t=25), 3,000 records behind.
+    timeline = [
+        [float(t), 1.0 + (t >= 20), 3000.0, float(not 20 <= t < 25), None, None] for t in range(90)
+    ]
+    data = {
+        "duration_s": 90.0,
+        "seed": 7,
+        "rows": [],
+        "model": [],
+        "timelines (t, consumers, ...)": {"KEDA lagThreshold=1000": timeline, "ours": timeline},
+    }
+    result = tmp_path / "autoscale_apache_kube.json"
+    result.write_text(json.dumps(data))
+    result.with_suffix(".md").write_text(
+        "# header\n\n| table |\n\nThe simulator's KEDA rule (sidecar/keda.py) old text\n"
+    )
+    assert main(["--remodel", str(result)]) == 0
+    text = result.with_suffix(".md").read_text()
+    assert text.startswith("# header\n\n| table |\n\nModel checks re-computed")
+    assert "old text" not in text and "calibrated on this run" in text
+    (check,) = json.loads(result.read_text())["model"]
+    assert check["threshold"] == 1000 and check["real_consumer_seconds"] == 20 + 2 * 70
+    assert "calibrated_consumer_seconds" in check

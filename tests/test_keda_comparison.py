@@ -9,7 +9,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from benchmarks.support.keda_comparison import model_check, model_lines, startup_delays, verdicts
+from benchmarks.support.keda_comparison import (
+    cold_start,
+    committed_lag_ratios,
+    model_check,
+    model_lines,
+    startup_delays,
+    verdicts,
+)
 
 
 def row(policy: str, cost: float, p99: float, moved_per_hour: float = 100.0) -> dict[str, Any]:
@@ -56,7 +63,7 @@ def test_the_rule_replayed_on_the_measured_lag_follows_the_hpas_ramp() -> None:
     check = model_check(
         samples,
         1000,
-        lambda _t: np.full(24, 10.0),
+        lambda: lambda _t: np.full(24, 10.0),
         partitions=24,
         capacity=1000.0,
         duration_s=60,
@@ -80,7 +87,7 @@ def test_the_rule_replayed_at_the_hpas_syncs_matches_the_replicas_the_hpa_decide
     check = model_check(
         samples,
         1000,
-        lambda _t: np.full(24, 10.0),
+        lambda: lambda _t: np.full(24, 10.0),
         partitions=24,
         capacity=1000.0,
         duration_s=70,
@@ -99,7 +106,7 @@ def test_without_the_hpas_status_the_check_says_so_instead_of_replaying_nothing(
     check = model_check(
         samples,
         1000,
-        lambda _t: np.full(24, 10.0),
+        lambda: lambda _t: np.full(24, 10.0),
         partitions=24,
         capacity=1000.0,
         duration_s=30,
@@ -144,3 +151,80 @@ def test_the_sweep_takes_the_start_up_measured_on_consumer_pods(
     monkeypatch.setattr(sweep, "STARTED", measured)
     startup, text = sweep.startup_calibration()
     assert startup == 2.5 and "2.5 s" in text and "2026-12-01 19:00" in text
+
+
+def test_the_cold_start_is_the_first_second_the_group_was_stable_with_a_consumer() -> None:
+    samples = [
+        {"t": 0.0, "replicas": 0.0, "ready": 1.0},  # nobody yet: stable, but not reading
+        {"t": 3.0, "replicas": 1.0, "ready": 0.0},
+        {"t": 6.5, "replicas": 1.0, "ready": 1.0},
+        {"t": 9.0, "replicas": 4.0, "ready": 1.0},
+    ]
+    assert cold_start(samples) == 6.5
+    assert cold_start(samples[:2]) == 0.0
+
+
+def test_committed_lag_is_counted_in_seconds_of_arrivals_once_the_group_settled() -> None:
+    def trace():  # type: ignore[no-untyped-def]
+        return lambda t: np.full(4, 100.0 if t < 70 else 200.0)  # 400, then 800 records/s
+
+    run = [
+        {"t": 10.0, "lag": 4000.0, "ready": 1.0},  # its first minute: the cold start
+        {"t": 61.0, "lag": 600.0, "ready": 1.0},  # 1.5 s of 400 records/s
+        {"t": 65.0, "lag": 9000.0, "ready": 0.0},  # rebalancing: not settled
+        {"t": 75.0, "lag": 400.0, "ready": 1.0},  # 0.5 s of 800 records/s
+    ]
+    other = [{"t": 80.0, "lag": 1600.0, "ready": 1.0}]  # 2 s, from another policy's group
+    ratios = committed_lag_ratios([run, other], trace, 90)
+    assert sorted(ratios.tolist()) == [0.5, 1.5, 2.0]
+
+
+def test_every_simulation_of_the_check_runs_on_a_fresh_trace() -> None:
+    # A trace drawn second after second (as the benchmark's random walk is): a simulation
+    # that reused one would see its load continue where the previous one left off.
+    def trace():  # type: ignore[no-untyped-def]
+        calls = iter(range(10**6))
+        return lambda _t: np.full(24, 20.0 if next(calls) < 60 else 2000.0)
+
+    samples = [{"t": float(t), "replicas": 1.0, "lag": 0.0, "ready": 1.0} for t in range(60)]
+    check = model_check(
+        samples,
+        1000,
+        trace,
+        partitions=24,
+        capacity=1000.0,
+        duration_s=60,
+        uncommitted_s=0.0,
+        startup_s=3.0,  # the rebalance pause: the same model twice
+        committed_ratios=np.array([0.0]),
+    )
+    assert check["model_peak"] == check["started_peak"] == 1
+    assert check["model_consumer_seconds"] == check["started_consumer_seconds"] == 60
+    assert check["calibrated_consumer_seconds"] == 60 and check["cold_start_s"] == 0.0
+
+
+def test_the_model_calibrated_on_the_run_is_reported_beside_the_model_as_it_is() -> None:
+    # A backlog from the start: read from t=10, and seen 2 s of arrivals late every second.
+    samples = [
+        {"t": float(t), "replicas": 1.0, "lag": 5000.0, "ready": float(t >= 10)} for t in range(90)
+    ]
+    check = model_check(
+        samples,
+        1000,
+        lambda: lambda _t: np.full(24, 50.0),
+        partitions=24,
+        capacity=1000.0,
+        duration_s=90,
+        uncommitted_s=0.0,
+        startup_s=3.0,
+        committed_ratios=np.array([2.0]),
+    )
+    assert check["cold_start_s"] == 10.0
+    assert check["committed_lag_p50_s"] == check["committed_lag_p90_s"] == 2.0
+    # 1,200 records/s on one consumer of 1,000: the model as it is also falls behind, but
+    # the calibrated one starts 10 s later and sees 2,400 more records at every sync.
+    assert check["calibrated_peak"] >= check["started_peak"]
+    assert check["calibrated_consumer_seconds"] > check["started_consumer_seconds"]
+    text = "\n".join(model_lines([check]))
+    assert "calibrated on this run" in text and "p50 2.00 s" in text
+    assert "| 1,000 | 10.0 | 90 |" in text

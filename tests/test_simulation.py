@@ -203,3 +203,32 @@ def test_a_warm_up_is_left_out_of_what_a_run_cost() -> None:
     assert oracle_consumer_seconds(rates, 1000.0, 200, start_s=100) == 3 * 100
     with pytest.raises(ValueError, match=r"warm_up_s must be in \[0, duration_s\)"):
         simulate(rates, 10, 1000.0, OurPolicy("repair", 1000.0, 10), 200, warm_up_s=200)
+
+
+def test_a_cold_group_reads_nothing_until_its_first_consumer_has_started() -> None:
+    # 10 partitions x 50 records/s; the one consumer reads from t=8 on: 500 records/s pile
+    # up for 8 s, every partition paused meanwhile, then one second of 1000 drains 1000.
+    result = simulate(
+        constant(10, 50.0), 10, 1000.0, OurPolicy("repair", 1000.0, 10), 60, cold_start_s=8
+    )
+    assert result.lag[7] == 8 * 500
+    assert result.paused_partition_seconds == 10 * 8
+    assert result.lag[8] == result.lag[7] + 500 - 1000
+    with pytest.raises(ValueError, match="cold_start_s must be"):
+        simulate(constant(10, 50.0), 10, 1000.0, KedaPolicy(1000, 10, True), 60, cold_start_s=60)
+
+
+def test_the_uncommitted_arrivals_the_policy_sees_may_change_every_second() -> None:
+    seen: dict[int, float] = {}
+
+    class Watching(Policy):
+        name = "watch"
+
+        def replicas(self, t: float, speeds: object, lags: dict, current: int) -> int:  # type: ignore[type-arg]
+            seen[int(t)] = sum(lags.values())
+            return current
+
+    simulate(constant(4, 100.0), 4, 1000.0, Watching(), 10, uncommitted_s=lambda t: 0.5 * (t % 3))
+    # Nothing is unread (one consumer of 1000 for 400 records/s): the lag seen is the
+    # uncommitted arrivals alone, 400 records/s x the seconds given for that second.
+    assert seen == {t: 400 * 0.5 * (t % 3) for t in range(3, 10)}
