@@ -908,7 +908,7 @@ def model_checks(
     # Start-up and the committed lag are the pod runner's and the consumers', the same
     # whoever sizes the group.
     delays = [d for s in samples.values() for d in keda_comparison.startup_delays(s)]
-    ratios = keda_comparison.committed_lag_ratios(samples.values(), trace, int(duration_s))
+    committed = keda_comparison.committed_lag(samples.values(), trace, int(duration_s), CAPACITY)
     return [
         keda_comparison.model_check(
             runs,
@@ -919,7 +919,7 @@ def model_checks(
             int(duration_s),
             uncommitted_s=BATCH_WAIT_S / 2,
             startup_s=float(np.median(delays)) if delays else None,
-            committed_ratios=ratios,
+            committed=committed,
         )
         for name, runs in samples.items()
         if name.startswith(KEDA)

@@ -28,8 +28,9 @@ from sidecar.keda import KedaRule
 Rates = Callable[[int], np.ndarray]
 """Trace: second -> records/s of every partition."""
 
-Uncommitted = float | Callable[[int], float]
-"""Seconds of arrivals read but not yet committed: a constant, or second -> seconds."""
+Uncommitted = float | Callable[[int, float], float]
+"""Seconds of arrivals read but not yet committed: a constant, or (second, the consumers'
+utilisation: arrivals / (consumers x capacity)) -> seconds."""
 
 
 def random_walk(partitions: int, capacity: float, delta: float, seed: int) -> Rates:
@@ -341,18 +342,18 @@ def simulate(
     Simulated consumers drain as they read; ``uncommitted_s`` seconds of each partition's
     arrivals are added to the lag the policy sees, as records read but not yet committed (a
     batch being built: lag as the group's committed offsets show it); a callable gives them
-    second by second (a measured spread). The lag figures of the result are what is not yet
-    read. A partition moved pauses ``rebalance_s``; one given to a consumer just added,
-    ``startup_s`` (its process starting and joining; ``rebalance_s`` when None), while the
-    new consumer is paid for from the decision on. The first consumer reads from
-    ``cold_start_s`` on (a group deployed from nothing)."""
+    second by second from the consumers' utilisation (a measured spread). The lag figures
+    of the result are what is not yet read. A partition moved pauses ``rebalance_s``; one
+    given to a consumer just added, ``startup_s`` (its process starting and joining;
+    ``rebalance_s`` when None), while the new consumer is paid for from the decision on. The
+    first consumer reads from ``cold_start_s`` on (a group deployed from nothing)."""
     if not 0 <= warm_up_s < duration_s:
         raise ValueError(f"warm_up_s must be in [0, duration_s), got {warm_up_s!r}")
     if startup_s is not None and not (math.isfinite(startup_s) and startup_s >= 0):
         raise ValueError(f"startup_s must be a finite number >= 0, got {startup_s!r}")
     if not (math.isfinite(cold_start_s) and 0 <= cold_start_s < duration_s):
         raise ValueError(f"cold_start_s must be in [0, duration_s), got {cold_start_s!r}")
-    unread_s = uncommitted_s if callable(uncommitted_s) else lambda _t: uncommitted_s
+    unread_s = uncommitted_s if callable(uncommitted_s) else lambda _t, _u: uncommitted_s
     joining_s = rebalance_s if startup_s is None else startup_s
     tps = [TopicPartition("t", p) for p in range(partitions)]
     lag = np.zeros(partitions)
@@ -385,7 +386,8 @@ def simulate(
             continue
         measured = np.mean(np.asarray(window), axis=0)
         speeds = {tp: float(s) for tp, s in zip(tps, measured, strict=True)}
-        seen = lag + arrivals * unread_s(t)
+        utilisation = float(arrivals.sum()) / (len(members) * capacity)
+        seen = lag + arrivals * unread_s(t, utilisation)
         lags = {tp: float(v) for tp, v in zip(tps, seen, strict=True)}
         desired = policy.replicas(float(t), speeds, lags, len(members))
         replan = desired == len(members) and policy.wants_replan(float(t), speeds, assignment)

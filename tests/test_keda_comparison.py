@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from benchmarks.support.keda_comparison import (
+    CommittedLag,
     cold_start,
-    committed_lag_ratios,
+    committed_lag,
     model_check,
     model_lines,
     startup_delays,
@@ -164,19 +165,22 @@ def test_the_cold_start_is_the_first_second_the_group_was_stable_with_a_consumer
     assert cold_start(samples[:2]) == 0.0
 
 
-def test_committed_lag_is_counted_in_seconds_of_arrivals_once_the_group_settled() -> None:
+def test_committed_lag_is_counted_in_seconds_of_arrivals_by_the_consumers_load() -> None:
     def trace():  # type: ignore[no-untyped-def]
         return lambda t: np.full(4, 100.0 if t < 70 else 200.0)  # 400, then 800 records/s
 
     run = [
-        {"t": 10.0, "lag": 4000.0, "ready": 1.0},  # its first minute: the cold start
-        {"t": 61.0, "lag": 600.0, "ready": 1.0},  # 1.5 s of 400 records/s
-        {"t": 65.0, "lag": 9000.0, "ready": 0.0},  # rebalancing: not settled
-        {"t": 75.0, "lag": 400.0, "ready": 1.0},  # 0.5 s of 800 records/s
+        {"t": 10.0, "replicas": 1.0, "lag": 4000.0, "ready": 1.0},  # the cold start
+        {"t": 61.0, "replicas": 1.0, "lag": 600.0, "ready": 1.0},  # 1.5 s at 0.4 busy
+        {"t": 65.0, "replicas": 2.0, "lag": 9000.0, "ready": 0.0},  # rebalancing
+        {"t": 75.0, "replicas": 8.0, "lag": 400.0, "ready": 1.0},  # 0.5 s at 0.1 busy
     ]
-    other = [{"t": 80.0, "lag": 1600.0, "ready": 1.0}]  # 2 s, from another policy's group
-    ratios = committed_lag_ratios([run, other], trace, 90)
-    assert sorted(ratios.tolist()) == [0.5, 1.5, 2.0]
+    other = [{"t": 80.0, "replicas": 1.0, "lag": 1600.0, "ready": 1.0}]  # 2 s at 0.8
+    committed = committed_lag([run, other], trace, 90, capacity=1000.0)
+    assert [band.tolist() for band in committed.by_load] == [[0.5], [], [1.5], [2.0]]
+    draw = committed.drawn(seed=1)
+    assert draw(0, 0.05) == 0.5 and draw(0, 0.45) == 1.5 and draw(0, 3.0) == 2.0
+    assert draw(0, 0.2) in {0.5, 1.5, 2.0}  # an empty band draws from all
 
 
 def test_every_simulation_of_the_check_runs_on_a_fresh_trace() -> None:
@@ -196,7 +200,7 @@ def test_every_simulation_of_the_check_runs_on_a_fresh_trace() -> None:
         duration_s=60,
         uncommitted_s=0.0,
         startup_s=3.0,  # the rebalance pause: the same model twice
-        committed_ratios=np.array([0.0]),
+        committed=CommittedLag((np.array([0.0]),) * 4),
     )
     assert check["model_peak"] == check["started_peak"] == 1
     assert check["model_consumer_seconds"] == check["started_consumer_seconds"] == 60
@@ -217,7 +221,7 @@ def test_the_model_calibrated_on_the_run_is_reported_beside_the_model_as_it_is()
         duration_s=90,
         uncommitted_s=0.0,
         startup_s=3.0,
-        committed_ratios=np.array([2.0]),
+        committed=CommittedLag((np.array([2.0]),) * 4),
     )
     assert check["cold_start_s"] == 10.0
     assert check["committed_lag_p50_s"] == check["committed_lag_p90_s"] == 2.0

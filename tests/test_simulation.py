@@ -228,7 +228,15 @@ def test_the_uncommitted_arrivals_the_policy_sees_may_change_every_second() -> N
             seen[int(t)] = sum(lags.values())
             return current
 
-    simulate(constant(4, 100.0), 4, 1000.0, Watching(), 10, uncommitted_s=lambda t: 0.5 * (t % 3))
+    simulate(
+        constant(4, 100.0),
+        4,
+        1000.0,
+        Watching(),
+        10,
+        uncommitted_s=lambda t, busy: 0.5 * (t % 3) + (busy != 0.4),
+    )
     # Nothing is unread (one consumer of 1000 for 400 records/s): the lag seen is the
-    # uncommitted arrivals alone, 400 records/s x the seconds given for that second.
+    # uncommitted arrivals alone, 400 records/s x the seconds given for that second (at a
+    # utilisation of 400 / 1000).
     assert seen == {t: 400 * 0.5 * (t % 3) for t in range(3, 10)}

@@ -8,6 +8,7 @@ to the ledger write), cost the consumer-seconds over the trace.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -32,6 +33,8 @@ KEDA = "KEDA lagThreshold="
 FRONTIER_TARGET = 2.0  # KEDA's frontier above the oracle, in multiples of ours' excess
 NOISE_SEEDS = 5  # draws of the committed lag for the calibrated model
 MODEL_INTRO = "The simulator's KEDA rule (sidecar/keda.py)"
+UTILISATION_EDGES = (0.15, 0.3, 0.5)
+UTILISATION_BANDS = ("below_0.15", "0.15_0.3", "0.3_0.5", "above_0.5")
 SETTLED_S = 60.0  # a group's first minute is its cold start, not its steady committed lag
 
 Row = Mapping[str, Any]
@@ -136,7 +139,7 @@ def model_check(
     duration_s: int,
     uncommitted_s: float,
     startup_s: float | None = None,
-    committed_ratios: np.ndarray | None = None,
+    committed: CommittedLag | None = None,
 ) -> dict[str, float]:
     """The simulator's KEDA model against the real KEDA's replicas (``samples``: t, replicas,
     lag, about a second apart; ``decided``, the Deployment's replicas, and ``hpa_lag``, the
@@ -146,7 +149,7 @@ def model_check(
     fresh ``trace()``) as it is: ``uncommitted_s`` of arrivals read but not yet committed,
     new consumers reading after ``startup_s``; and calibrated on the run: the first consumer
     reading when the group first was (:func:`cold_start`), the committed lag drawn every
-    second from ``committed_ratios`` (:func:`committed_lag_ratios`), over
+    second from ``committed`` (:func:`committed_lag`) at the model's utilisation, over
     :data:`NOISE_SEEDS` draws. For each: consumer-seconds, peak, and the mean absolute gap
     of the replica count, second by second, against the consumers that ran (the rules also
     against the replicas decided)."""
@@ -177,8 +180,8 @@ def model_check(
             "started_peak": float(started.max(initial=0)),
             "started_gap": _gap(real, started),
         }
-        if committed_ratios is not None and len(committed_ratios):
-            check |= _calibrated(model, real, samples, startup_s, committed_ratios)
+        if committed is not None and len(committed.pooled):
+            check |= _calibrated(model, real, samples, startup_s, committed)
     synced = _syncs(samples)
     if synced:
         # Each sync is one decision: the rule's own period only has to be shorter than the
@@ -226,17 +229,21 @@ def _calibrated(
     real: np.ndarray,
     samples: Sequence[Mapping[str, float]],
     startup_s: float,
-    ratios: np.ndarray,
+    committed: CommittedLag,
 ) -> dict[str, float]:
     """The model with the run's cold start and committed lag, over :data:`NOISE_SEEDS`
     draws of the lag."""
     cold = min(cold_start(samples), model.duration_s - 1.0)
-    runs = [model.replicas(_drawn(ratios, seed), startup_s, cold) for seed in range(NOISE_SEEDS)]
+    runs = [model.replicas(committed.drawn(seed), startup_s, cold) for seed in range(NOISE_SEEDS)]
     costs = [float(r.sum()) for r in runs]
     return {
         "cold_start_s": cold,
-        "committed_lag_p50_s": float(np.median(ratios)),
-        "committed_lag_p90_s": float(np.percentile(ratios, 90)),
+        **{
+            f"committed_lag_p50_s_{name}": float(np.median(band)) if len(band) else math.nan
+            for name, band in zip(UTILISATION_BANDS, committed.by_load, strict=True)
+        },
+        "committed_lag_p50_s": float(np.median(committed.pooled)),
+        "committed_lag_p90_s": float(np.percentile(committed.pooled, 90)),
         "calibrated_consumer_seconds": mean(costs),
         "calibrated_consumer_seconds_min": min(costs),
         "calibrated_consumer_seconds_max": max(costs),
@@ -245,35 +252,59 @@ def _calibrated(
     }
 
 
-def _drawn(ratios: np.ndarray, seed: int) -> Callable[[int], float]:
-    """Seconds of arrivals uncommitted, drawn afresh every second (seeded)."""
-    rng = np.random.default_rng(seed)
-    return lambda _t: float(rng.choice(ratios))
-
-
 def cold_start(samples: Sequence[Mapping[str, float]]) -> float:
     """Seconds from the run's start to its group first stable with at least one consumer
     (the first consumer reading); 0 if it never was."""
     return next((s["t"] for s in samples if s.get("ready") and s["replicas"] >= 1), 0.0)
 
 
-def committed_lag_ratios(
-    runs: Iterable[Sequence[Mapping[str, float]]], trace: Callable[[], Rates], duration_s: int
-) -> np.ndarray:
-    """The committed lag in seconds of arrivals (lag / the trace's rate), at every sample
-    where the group was stable with all its consumers after its first :data:`SETTLED_S`,
-    pooled over ``runs``: what the consumers' batching and writes leave uncommitted,
-    whoever sized the group."""
+@dataclass(frozen=True)
+class CommittedLag:
+    """The committed lag a run measured, in seconds of arrivals (lag / arrival rate), in
+    bands of the consumers' utilisation when it was measured (arrivals / (consumers x C),
+    split at :data:`UTILISATION_EDGES`): busier consumers write longer batches."""
+
+    by_load: tuple[np.ndarray, ...]
+
+    @property
+    def pooled(self) -> np.ndarray:
+        """Every band's measurements together."""
+        return np.concatenate(self.by_load)
+
+    def drawn(self, seed: int) -> Callable[[int, float], float]:
+        """Seconds of arrivals uncommitted, drawn afresh every second (seeded) from the band
+        of the utilisation given (from all bands where that one is empty)."""
+        rng = np.random.default_rng(seed)
+        pooled = self.pooled
+
+        def draw(_t: int, utilisation: float) -> float:
+            band = self.by_load[bisect.bisect_right(UTILISATION_EDGES, utilisation)]
+            return float(rng.choice(band if len(band) else pooled))
+
+        return draw
+
+
+def committed_lag(
+    runs: Iterable[Sequence[Mapping[str, float]]],
+    trace: Callable[[], Rates],
+    duration_s: int,
+    capacity: float,
+) -> CommittedLag:
+    """The committed lag of ``runs`` (pooled: what the consumers' batching and writes leave
+    uncommitted, whoever sized the group), at every sample where the group was stable with
+    all its consumers, at least one, after its first :data:`SETTLED_S`."""
     rates = trace()
     arrivals = np.array([float(rates(t).sum()) for t in range(duration_s)])
-    return np.array(
-        [
-            s["lag"] / arrivals[int(s["t"])]
-            for samples in runs
-            for s in samples
-            if SETTLED_S <= s["t"] < duration_s and s.get("ready") and arrivals[int(s["t"])] > 0
-        ]
-    )
+    bands: list[list[float]] = [[] for _ in range(len(UTILISATION_EDGES) + 1)]
+    for samples in runs:
+        for s in samples:
+            if not (SETTLED_S <= s["t"] < duration_s and s.get("ready") and s["replicas"] >= 1):
+                continue
+            arriving = arrivals[int(s["t"])]
+            if arriving > 0:
+                band = bisect.bisect_right(UTILISATION_EDGES, arriving / (s["replicas"] * capacity))
+                bands[band].append(s["lag"] / arriving)
+    return CommittedLag(tuple(np.array(b) for b in bands))
 
 
 def startup_delays(samples: Sequence[Mapping[str, float]]) -> list[float]:
@@ -408,16 +439,22 @@ def _calibrated_lines(checks: Sequence[Mapping[str, float]]) -> list[str]:
     if not calibrated:
         return []
     first = calibrated[0]
+    edges = ("0", *map(str, UTILISATION_EDGES), "")
+    bands = ", ".join(
+        f"{low}-{high}: {first[f'committed_lag_p50_s_{name}']:.2f} s"
+        for low, high, name in zip(edges[:-1], edges[1:], UTILISATION_BANDS, strict=True)
+    )
     lines = [
         "",
         "The simulator calibrated on this run: its first consumer reads when the real group "
         "first was stable with one (the cold start), a consumer added reads after the "
         "start-up above, and the lag KEDA sees is the unread records plus the arrivals of "
         "the last r seconds, r drawn every second from the committed lag this run measured "
-        "in seconds of arrivals (every policy's group stable with all its consumers, after "
-        f"its first {SETTLED_S:.0f} s: p50 {first['committed_lag_p50_s']:.2f} s, p90 "
-        f"{first['committed_lag_p90_s']:.2f} s, where the model as it is assumes half the "
-        f"batch wait); {NOISE_SEEDS} draws.",
+        "in seconds of arrivals, among the samples at the simulated consumers' utilisation "
+        "(arrivals / (consumers x C)) (every policy's group stable with all its consumers, "
+        f"after its first {SETTLED_S:.0f} s; p50 by utilisation {bands}; all: p50 "
+        f"{first['committed_lag_p50_s']:.2f} s, p90 {first['committed_lag_p90_s']:.2f} s, "
+        f"where the model as it is assumes half the batch wait); {NOISE_SEEDS} draws.",
         "",
         "| lagThreshold | cold start (s) | consumer-s real | calibrated: mean (range) | "
         "peak real / calibrated | gap |",
