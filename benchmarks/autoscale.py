@@ -926,6 +926,9 @@ def model_checks(
     ]
 
 
+RECOMPUTED = "Model checks re-computed"
+
+
 def remodel(path: Path) -> int:
     """Check the current simulator against a committed Kubernetes run (its JSON's
     timelines): rewrite the model part of its markdown and JSON, saying at which code."""
@@ -953,10 +956,12 @@ def remodel(path: Path) -> int:
     now = machine_info()
     data["model_recomputed"] = f"{now['date_utc']} UTC, code {now['code']}"
     markdown = path.with_suffix(".md")
-    kept = markdown.read_text().split(keda_comparison.MODEL_INTRO)[0].rstrip("\n")
+    text = markdown.read_text()
+    marks = (text.find(RECOMPUTED), text.find(keda_comparison.MODEL_INTRO))
+    kept = text[: min((m for m in marks if m >= 0), default=len(text))].rstrip("\n")
     lines = keda_comparison.model_lines(checks)
     lines[1:1] = [
-        f"Model checks re-computed from this run's timelines on {data['model_recomputed']} "
+        f"{RECOMPUTED} from this run's timelines on {data['model_recomputed']} "
         "(python -m benchmarks.autoscale --remodel).",
         "",
     ]

@@ -347,6 +347,8 @@ def test_remodel_rewrites_only_the_model_part_of_a_kubernetes_result(tmp_path: P
     text = result.with_suffix(".md").read_text()
     assert text.startswith("# header\n\n| table |\n\nModel checks re-computed")
     assert "old text" not in text and "calibrated on this run" in text
+    assert main(["--remodel", str(result)]) == 0  # again: the part is replaced, not added
+    assert result.with_suffix(".md").read_text().count("re-computed") == 1
     (check,) = json.loads(result.read_text())["model"]
     assert check["threshold"] == 1000 and check["real_consumer_seconds"] == 20 + 2 * 70
     assert "calibrated_consumer_seconds" in check
