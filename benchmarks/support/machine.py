@@ -47,10 +47,13 @@ def machine_info() -> dict[str, str]:
 
 
 def code_version() -> str:
-    """The commit measured (``+`` when the work tree had changes), or ``unknown``."""
+    """The commit measured (``+`` when the work tree had changes outside the results, which
+    are what benchmarks write, not code), or ``unknown``."""
     try:
         commit = _git("rev-parse", "--short", "HEAD")
-        dirty = _git("status", "--porcelain", "--untracked-files=no")
+        dirty = _git(
+            "status", "--porcelain", "--untracked-files=no", "--", ".", ":!benchmarks/results"
+        )
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return commit + ("+" if dirty else "")
