@@ -21,6 +21,7 @@ writes ``results/autoscale_<cluster>.{md,json,png}``.
 from __future__ import annotations
 
 import argparse
+import bisect
 import contextlib
 import dataclasses
 import itertools
@@ -93,6 +94,7 @@ REPLAN = "asking the group to re-plan"  # a member above its capacity (consumer_
 DECISION = re.compile(r"(?:sidecar\.app|hpa) (scale_up|scale_down) (\d+) -> (\d+)")
 # A cooperative member's step: the partitions it gave up went to another member.
 REVOKED = re.compile(r"generation \d+: kept \d+, revoked (\d+), added \d+")
+REVOKED_PARTITIONS = re.compile(r"generation \d+ revoked: (.+)$")
 
 
 @dataclass(frozen=True)
@@ -122,6 +124,7 @@ class Run:
     scale_up_waits: list[float] = field(default_factory=list)
     scale_ups_early: int = 0
     moved: int = 0
+    rscore: float | None = None  # None: the members' logs do not name what they revoked
 
 
 @dataclass
@@ -221,6 +224,8 @@ def run_policy(
         )
         load = LoadGenerator(kafka.bootstrap_servers, walk, value_bytes=VALUE_BYTES)
         load.start()
+        started_at = datetime.now()  # the log's clock: local time
+        speeds: list[tuple[float, dict[TopicPartition, float]]] = []
         try:
             while load.is_alive() or (
                 result.samples
@@ -243,6 +248,7 @@ def run_policy(
                 if pods is not None and pods.hpa_lag is not None:
                     sample["hpa_lag"] = pods.hpa_lag
                 result.samples.append(sample)
+                speeds.append((elapsed, walk.current(elapsed)))
                 time.sleep(1.0)
         finally:
             load.stop()
@@ -258,6 +264,7 @@ def run_policy(
     _count_rows(result, rows, load.acked, duration_s)
     log_text = log_path.read_text() if pods is None else pods.merged_log(log_path)
     result.moved = moved_partitions(log_text, stopped_at)
+    result.rscore = summed_rscore(log_text, started_at, stopped_at, speeds)
     result.generations = generations_before(log_text, stopped_at)
     result.replans = log_text.count(REPLAN)
     result.causes = generations_by_cause(log_text, stopped_at)
@@ -372,6 +379,33 @@ def generations_before(log_text: str, until: datetime) -> int:
 def moved_partitions(log_text: str, until: datetime) -> int:
     """Partitions cooperative members gave up to other members before ``until``, summed."""
     return sum(int(m.group(1)) for m in _matches_before(log_text, REVOKED, until))
+
+
+def summed_rscore(
+    log_text: str,
+    started_at: datetime,
+    until: datetime,
+    speeds: Sequence[tuple[float, Mapping[TopicPartition, float]]],
+) -> float | None:
+    """The paper's Rscore summed over the run: every partition a member revoked before
+    ``until``, weighed by its speed then (``speeds``: seconds since ``started_at``, rates of
+    every partition) over C. None where the members' logs do not name what they revoked."""
+    if not speeds:
+        return None
+    times = [t for t, _ in speeds]
+    total, named = 0.0, False
+    for line in log_text.splitlines():
+        match = REVOKED_PARTITIONS.search(line)
+        logged = _logged_at(line) if match is not None else None
+        if match is None or logged is None or logged >= until:
+            continue
+        named = True
+        elapsed = (logged - started_at).total_seconds()
+        now = speeds[max(0, bisect.bisect_right(times, elapsed) - 1)][1]
+        for item in match.group(1).split():
+            topic, _, partition = item.rpartition(":")
+            total += now.get(TopicPartition(topic, int(partition)), 0.0) / CAPACITY
+    return total if named else None
 
 
 def _ledger_rows(out: Path) -> list[tuple[str, int, int, int, int]]:
@@ -508,6 +542,7 @@ def summarise(result: Run, duration_s: float) -> dict[str, Any]:
         "peak": result.peak,
         "moved_partitions": result.moved,
         "moved_per_hour": result.moved * 3600 / duration_s,
+        "rscore": result.rscore,
         **drain_figures(result.samples, result.policy.window_s),
     }
 

@@ -179,6 +179,13 @@ class CooperativeCoordinator(GroupCoordinator):
             len(lost),
             len(added),
         )
+        if lost:  # which ones: a benchmark weighs each move by its partition's speed (Rscore)
+            log.info(
+                "group %s generation %d revoked: %s",
+                self.group_id,
+                generation,
+                " ".join(f"{tp.topic}:{tp.partition}" for tp in sorted(lost)),
+            )
         await self._notify("on_partitions_assigned", added)
         if self.autoscaler_state.leaving:
             self._rejoin_until_emptied()

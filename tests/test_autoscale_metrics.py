@@ -12,6 +12,7 @@ import pytest
 
 from assignor import TopicPartition
 from benchmarks.autoscale import (
+    CAPACITY,
     Cause,
     Policy,
     Run,
@@ -28,6 +29,7 @@ from benchmarks.autoscale import (
     run_side_by_side,
     scale_events,
     scale_up_to_work,
+    summed_rscore,
     work_seconds,
 )
 from benchmarks.support.autoscale_member import RATE_ENV, ledger_sink
@@ -263,6 +265,31 @@ def test_moved_partitions_sum_what_members_gave_up_before_the_stop() -> None:
         ]
     )
     assert moved_partitions(log, datetime(2026, 11, 29, 10, 0, 4)) == 2
+
+
+def test_rscore_weighs_each_partition_revoked_before_the_stop_by_its_speed_then() -> None:
+    tp = TopicPartition
+    started = datetime(2026, 11, 29, 10, 0, 0)
+    # Rates seen each second: t0:1 runs at 500 records/s until 2 s, then at 100.
+    speeds = [
+        (0.0, {tp("as-x-t0", 1): 500.0, tp("as-x-t1", 3): 250.0}),
+        (2.0, {tp("as-x-t0", 1): 100.0, tp("as-x-t1", 3): 250.0}),
+    ]
+    log = "\n".join(
+        [
+            "2026-11-29 10:00:01,000 consumer_sdk.cooperative group g generation 2 revoked: "
+            "as-x-t0:1 as-x-t1:3",  # at 1 s: (500 + 250) / C
+            "2026-11-29 10:00:03,000 consumer_sdk.cooperative group g generation 3 revoked: "
+            "as-x-t0:1",  # at 3 s: 100 / C
+            "2026-11-29 10:00:05,000 consumer_sdk.cooperative group g generation 4 revoked: "
+            "as-x-t1:3",  # the benchmark's own stop: not counted
+        ]
+    )
+    until = datetime(2026, 11, 29, 10, 0, 4)
+    assert summed_rscore(log, started, until, speeds) == (500 + 250 + 100) / CAPACITY
+    # A log from before the SDK named its revoked partitions: not measured, not zero.
+    counts_only = "2026-11-29 10:00:01,000 x group g generation 2: kept 3, revoked 2, added 0"
+    assert summed_rscore(counts_only, started, until, speeds) is None
 
 
 def test_kubernetes_replica_changes_count_as_decisions() -> None:

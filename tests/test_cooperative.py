@@ -208,12 +208,19 @@ def test_scale_out_and_in_stop_only_the_partitions_that_move(
     kafka = kafka_cluster_handle.bootstrap_servers
     with (
         caplog.at_level(logging.INFO, logger="consumer_sdk.consumer"),
+        caplog.at_level(logging.INFO, logger="consumer_sdk.cooperative"),
         three_members(kafka, topic_factory, handover) as group,
     ):
         with group.load(3000):
             for step in ("out", "in"):
                 _scale(group, step)
         assert_delivered_and_disjoint(group, kafka_cluster_handle.kind)
+    # Each revocation is counted and its partitions named (the benchmarks' Rscore reads them).
+    messages = [r.getMessage() for r in caplog.records]
+    counts = [int(m[1]) for text in messages if (m := re.search(r"revoked (\d+), added", text))]
+    named = [m[1].split() for text in messages if (m := re.search(r"revoked: (.+)$", text))]
+    assert sum(counts) > 0 and sum(map(len, named)) == sum(counts)
+    assert all(item.rpartition(":")[0] == group.topic for items in named for item in items)
     releases = [m for r in caplog.records if (m := RELEASE_LINE.match(r.getMessage()))]
     if handover == "one-round":
         # Each old owner says how long its release took and which step took it.

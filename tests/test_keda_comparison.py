@@ -16,6 +16,7 @@ from benchmarks.support.keda_comparison import (
     model_check,
     model_lines,
     startup_delays,
+    table,
     verdicts,
 )
 
@@ -232,3 +233,15 @@ def test_the_model_calibrated_on_the_run_is_reported_beside_the_model_as_it_is()
     text = "\n".join(model_lines([check]))
     assert "calibrated on this run" in text and "p50 2.00 s" in text
     assert "| 1,000 | 10.0 | 90 |" in text
+
+
+def test_the_table_shows_rscore_where_measured_and_a_dash_where_not() -> None:
+    full = {
+        **row("ours (cooperative)", 2000, 10.0),
+        **dict.fromkeys(("peak", "scale_events", "generations", "moved_partitions"), 1),
+        **dict.fromkeys(("latency_p50_s", "latency_p90_s", "step_latency_p99_s"), 1.0),
+        "lag_s_p99": 1.0,
+    }
+    lines = table([full | {"rscore": 2.25}, full | {"rscore": None}], oracle=1000)
+    assert "Rscore" in lines[0]
+    assert lines[2].split(" | ")[-3] == "2.2" and lines[3].split(" | ")[-3] == "-"

@@ -45,12 +45,13 @@ def _point(row: Row) -> tuple[float, float]:
 
 
 def table(rows: Sequence[Row], oracle: float) -> list[str]:
-    """One line per run."""
+    """One line per run (Rscore: the speeds of the partitions moved over C, summed: the
+    paper's cost of moving them)."""
     lines = [
         "| policy | consumer-s | x oracle | peak | e2e p50 (s) | e2e p90 (s) | e2e p99 (s) | "
         "step-up p99 (s) | lag p99 (s) | scale events | generations | moved partitions | "
-        "moved / h | re-delivered | missing |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "moved / h | Rscore | re-delivered | missing |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         lines.append(
@@ -59,9 +60,16 @@ def table(rows: Sequence[Row], oracle: float) -> list[str]:
             f"{r['latency_p90_s']:.1f} | {r['latency_p99_s']:.1f} | "
             f"{r['step_latency_p99_s']:.1f} | {r['lag_s_p99']:.1f} | {r['scale_events']} | "
             f"{r['generations']} | {r['moved_partitions']} | {r['moved_per_hour']:,.0f} | "
-            f"{r['redelivered']} | {r['missing']} |"
+            f"{_rscore(r)} | {r['redelivered']} | {r['missing']} |"
         )
     return lines
+
+
+def _rscore(row: Row) -> str:
+    """The run's summed Rscore, or "-" where the members' logs did not name the partitions
+    they revoked (runs before the SDK logged them)."""
+    value = row.get("rscore")
+    return "-" if value is None else f"{value:.1f}"
 
 
 def verdicts(rows: Sequence[Row], oracle: float) -> list[str]:
