@@ -50,6 +50,7 @@ from benchmarks.support.autoscale_member import RATE_ENV
 from benchmarks.support.kube_workload import KubeSite, Sizing, commit_start
 from benchmarks.support.machine import (
     add_cluster_option,
+    baseline_checkout,
     broker_line,
     machine_info,
     machine_line,
@@ -807,10 +808,16 @@ KUBE_POLICY_KINDS = ("ours", "ours-keda", "keda", "fixed")
 THROUGH_KEDA = "ours through KEDA's external scaler"
 
 
-def kube_policies(chosen: Sequence[str], thresholds: Sequence[int], repeats: int) -> list[Policy]:
+def kube_policies(
+    chosen: Sequence[str],
+    thresholds: Sequence[int],
+    repeats: int,
+    baseline: tuple[str, Path] | None = None,
+) -> list[Policy]:
     """The Kubernetes comparison's policies in running order: each run of ours beside a KEDA
-    setting (run side by side, both meet the same noise), then ours through KEDA; the fixed
-    group is added once ours has run (it needs ours' peak)."""
+    setting (run side by side, both meet the same noise), or beside ours at the
+    ``baseline`` (revision, its work tree), then ours through KEDA; the fixed group is added
+    once ours has run (it needs ours' peak)."""
     ours = [
         Policy(
             OURS if repeats == 1 else f"{OURS} #{i + 1}",
@@ -824,6 +831,20 @@ def kube_policies(chosen: Sequence[str], thresholds: Sequence[int], repeats: int
         Policy(f"{KEDA}{t}", {}, KEDA_STABILISATION_S, Sizing("keda-kafka", 1, t))
         for t in (thresholds if "keda" in chosen else ())
     ]
+    if baseline is not None:
+        revision, tree = baseline
+        # The sidecar and the pods import the tree's code: first on the path, and the
+        # working directory (this checkout) left off it.
+        env = {"PYTHONPATH": str(tree), "PYTHONSAFEPATH": "1"}
+        keda = [
+            Policy(
+                f"ours at {revision}" + ("" if repeats == 1 else f" #{i + 1}"),
+                env,
+                SCALE_DOWN_WINDOW_S,
+                Sizing("sidecar"),
+            )
+            for i in range(repeats)
+        ] + keda
     paired = [p for pair in itertools.zip_longest(ours, keda) for p in pair if p is not None]
     if "ours-keda" in chosen:
         paired.append(Policy(THROUGH_KEDA, {}, SCALE_DOWN_WINDOW_S, Sizing("keda-external")))
@@ -859,7 +880,8 @@ def kube_main(args: argparse.Namespace, kind: ClusterKind, chosen: Sequence[str]
     from local_kube.keda import install_keda
 
     thresholds = [int(t) for t in args.keda.split(",") if t]
-    policies = kube_policies(chosen, thresholds, args.repeats)
+    baseline = (args.baseline, baseline_checkout(args.baseline)) if args.baseline else None
+    policies = kube_policies(chosen, thresholds, args.repeats, baseline)
 
     def fixed(runs: Sequence[Run]) -> Policy | None:
         ours = [r for r in runs if r.policy.name.startswith(OURS)]
@@ -900,6 +922,8 @@ def kube_main(args: argparse.Namespace, kind: ClusterKind, chosen: Sequence[str]
         ]
     )
     name = kube_result_name(kind, chosen, thresholds)
+    if args.baseline:
+        name += f"_vs_{args.baseline}"
     timelines = {
         r.policy.name: [
             [
@@ -1085,6 +1109,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3, help="runs of ours (kube only)")
     parser.add_argument("--parallel", type=int, default=2, help="policies at once (kube only)")
     parser.add_argument(
+        "--baseline",
+        default="",
+        help="with --platform kube: a revision whose sidecar and consumers run beside each "
+        "run of ours (another commit's code side by side; writes *_vs_<revision>)",
+    )
+    parser.add_argument(
         "--remodel",
         type=Path,
         default=None,
@@ -1106,6 +1136,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--policies: a comma-separated subset of {','.join(kinds)}")
     if args.repeats < 1 or args.parallel < 1:
         parser.error("--repeats and --parallel: integers >= 1")
+    if args.baseline and (args.platform != "kube" or "ours" not in chosen):
+        parser.error("--baseline: only with --platform kube and ours among --policies")
     kind = ClusterKind(args.cluster)
     if args.platform == "kube":
         return kube_main(args, kind, chosen)

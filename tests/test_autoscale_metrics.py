@@ -308,6 +308,18 @@ def test_kubernetes_replica_changes_count_as_decisions() -> None:
     ]
 
 
+def test_a_baseline_runs_beside_each_run_of_ours_from_its_own_tree(tmp_path: Path) -> None:
+    policies = kube_policies(["ours"], [], repeats=2, baseline=("04dc331", tmp_path))
+    assert [p.name for p in policies] == [
+        "ours (cooperative) #1",
+        "ours at 04dc331 #1",
+        "ours (cooperative) #2",
+        "ours at 04dc331 #2",
+    ]
+    assert policies[0].env == {}
+    assert policies[1].env == {"PYTHONPATH": str(tmp_path), "PYTHONSAFEPATH": "1"}
+
+
 def test_ours_runs_beside_kedas_settings_and_the_fixed_group_waits_for_ours() -> None:
     policies = kube_policies(["ours", "keda", "ours-keda"], [1000, 5000], repeats=3)
     assert [p.name for p in policies] == [

@@ -175,7 +175,7 @@ class KubeSite:
             f"app={WORKLOAD}",
             member,
             out / "pods",
-            env={**env, "PYTHONPATH": str(ROOT)},
+            env={"PYTHONPATH": str(ROOT), **env},  # a policy may run another tree's code
         )
         pods = Pods(namespace, sidecar_env, runner, AppsV1Api(admin), AutoscalingV2Api(admin))
         pods.start()
