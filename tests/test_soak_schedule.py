@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +20,7 @@ from benchmarks.soak.run import (
     analyse,
     cut_short,
     fault_kinds,
+    reread,
 )
 
 KINDS = tuple(FaultKind)
@@ -94,3 +97,12 @@ def test_faults_flag_names_the_kinds_it_accepts() -> None:
         fault_kinds("spark_kill,meteor")
     with pytest.raises(argparse.ArgumentTypeError, match="got ' , '"):
         fault_kinds(" , ")
+
+
+def test_a_run_from_before_the_gaps_were_written_gets_them_from_its_schedule(
+    tmp_path: Path,
+) -> None:
+    old = {"faults": [{"at": 300.0, "repaired": 340.0}, {"at": 400.5, "repaired": 430.0}]}
+    path = tmp_path / "soak.json"
+    path.write_text(json.dumps(old))
+    assert [f["next_fault_after_s"] for f in reread(path)["faults"]] == [60.5, None]

@@ -417,8 +417,8 @@ def analyse(run: Run, warm_up_s: float, min_span_s: float) -> dict[str, Any]:
                 **{k: v for k, v in asdict(fault).items() if k != "kind"},
                 "kind": fault.kind.name,
                 "recovered_s": None if back is None else round(back, 1),
-                "next_fault_after_s": (
-                    None if following == float("inf") else round(following - fault.repaired, 1)
+                "next_fault_after_s": _gap_to_next(
+                    [f.at for f in run.faults], index, fault.repaired
                 ),
                 "healthz_samples": len(during),
                 "healthz_as_expected": told,
@@ -595,12 +595,16 @@ def reread(path: Path) -> dict[str, Any]:
     ``next_fault_after_s`` is derived from the schedule when the run predates it."""
     data: dict[str, Any] = json.loads(path.read_text())
     faults = data["faults"]
+    starts = [fault["at"] for fault in faults]
     for index, fault in enumerate(faults):
         if "next_fault_after_s" not in fault:
-            following = faults[index + 1]["at"] if index + 1 < len(faults) else None
-            gap = None if following is None else round(following - fault["repaired"], 1)
-            fault["next_fault_after_s"] = gap
+            fault["next_fault_after_s"] = _gap_to_next(starts, index, fault["repaired"])
     return data
+
+
+def _gap_to_next(starts: Sequence[float], index: int, repaired: float) -> float | None:
+    """Seconds from a fault's repair to the start of the next one (None for the last)."""
+    return round(starts[index + 1] - repaired, 1) if index + 1 < len(starts) else None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
