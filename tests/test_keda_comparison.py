@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,27 @@ from benchmarks.support.keda_comparison import (
     table,
     verdicts,
 )
+
+
+def checked(
+    samples: list[dict[str, float]],
+    duration_s: int,
+    rate: float = 10.0,
+    trace: Callable[[], Callable[[int], np.ndarray]] | None = None,
+    **options: Any,
+) -> dict[str, float]:
+    """The model check at lagThreshold 1,000 on 24 partitions of C = 1,000, each at ``rate``
+    records/s (or ``trace``), nothing uncommitted unless calibrated."""
+    return model_check(
+        samples,
+        1000,
+        trace or (lambda: lambda _t: np.full(24, rate)),
+        partitions=24,
+        capacity=1000.0,
+        duration_s=duration_s,
+        uncommitted_s=0.0,
+        **options,
+    )
 
 
 def row(policy: str, cost: float, p99: float, moved_per_hour: float = 100.0) -> dict[str, Any]:
@@ -62,15 +84,7 @@ def test_the_rule_replayed_on_the_measured_lag_follows_the_hpas_ramp() -> None:
     # 20,000 records behind from the start at lagThreshold 1,000: the HPA goes 1 -> 4 at its
     # first sync (max(2x, 4)), then doubles every 15 s up to the 20 recommended.
     samples = [{"t": float(t), "replicas": 1.0, "lag": 20_000.0} for t in range(60)]
-    check = model_check(
-        samples,
-        1000,
-        lambda: lambda _t: np.full(24, 10.0),
-        partitions=24,
-        capacity=1000.0,
-        duration_s=60,
-        uncommitted_s=0.0,
-    )
+    check = checked(samples, 60)
     assert check["replay_peak"] == 20  # 4, 8, 16, 20: ceil(20,000 / 1,000) caps the ramp
     assert check["real_consumer_seconds"] == 60
     assert check["replay_gap"] > 0
@@ -86,16 +100,7 @@ def test_the_rule_replayed_at_the_hpas_syncs_matches_the_replicas_the_hpa_decide
         {"t": float(t), "replicas": 1.0, "lag": 0.0, "decided": decided(t), "hpa_lag": 20_000.0}
         for t in range(70)
     ]
-    check = model_check(
-        samples,
-        1000,
-        lambda: lambda _t: np.full(24, 10.0),
-        partitions=24,
-        capacity=1000.0,
-        duration_s=70,
-        uncommitted_s=0.0,
-        startup_s=5.0,
-    )
+    check = checked(samples, 70, startup_s=5.0)
     assert check["startup_s"] == 5.0 and check["started_consumer_seconds"] >= 70
     assert check["hpa_replay_peak"] == 20
     assert check["hpa_replay_decided_gap"] == 0
@@ -105,15 +110,7 @@ def test_the_rule_replayed_at_the_hpas_syncs_matches_the_replicas_the_hpa_decide
 
 def test_without_the_hpas_status_the_check_says_so_instead_of_replaying_nothing() -> None:
     samples = [{"t": float(t), "replicas": 2.0, "lag": 3000.0} for t in range(30)]
-    check = model_check(
-        samples,
-        1000,
-        lambda: lambda _t: np.full(24, 10.0),
-        partitions=24,
-        capacity=1000.0,
-        duration_s=30,
-        uncommitted_s=0.0,
-    )
+    check = checked(samples, 30)
     assert "hpa_replay_peak" not in check
     assert "started_consumer_seconds" not in check
     text = "\n".join(model_lines([check]))
@@ -192,14 +189,10 @@ def test_every_simulation_of_the_check_runs_on_a_fresh_trace() -> None:
         return lambda _t: np.full(24, 20.0 if next(calls) < 60 else 2000.0)
 
     samples = [{"t": float(t), "replicas": 1.0, "lag": 0.0, "ready": 1.0} for t in range(60)]
-    check = model_check(
+    check = checked(
         samples,
-        1000,
-        trace,
-        partitions=24,
-        capacity=1000.0,
-        duration_s=60,
-        uncommitted_s=0.0,
+        60,
+        trace=trace,
         startup_s=3.0,  # the rebalance pause: the same model twice
         committed=CommittedLag((np.array([0.0]),) * 4),
     )
@@ -213,14 +206,10 @@ def test_the_model_calibrated_on_the_run_is_reported_beside_the_model_as_it_is()
     samples = [
         {"t": float(t), "replicas": 1.0, "lag": 5000.0, "ready": float(t >= 10)} for t in range(90)
     ]
-    check = model_check(
+    check = checked(
         samples,
-        1000,
-        lambda: lambda _t: np.full(24, 50.0),
-        partitions=24,
-        capacity=1000.0,
-        duration_s=90,
-        uncommitted_s=0.0,
+        90,
+        rate=50.0,
         startup_s=3.0,
         committed=CommittedLag((np.array([2.0]),) * 4),
     )
