@@ -48,11 +48,11 @@ fi
 mkdir -p "$OUT" "$WORK"
 
 # build MODULE BINARY=PACKAGE...: builds each package of the pinned module into $OUT/BINARY,
-# unless they were built from these very pins.
+# unless they were built from these very pins (and LDFLAGS, which set their version).
 build() {
     local module="$1"; shift
     local stamp="$OUT/VERSIONS-$module" want start target
-    want="$({ cat "$PINS/$module/go.mod" "$PINS/$module/go.sum"; echo "$* ${GOFLAGS:-}"; } | cksum | cut -d' ' -f1)"
+    want="$({ cat "$PINS/$module/go.mod" "$PINS/$module/go.sum"; echo "$* ${GOFLAGS:-} ${LDFLAGS:-}"; } | cksum | cut -d' ' -f1)"
     if [[ "$(cat "$stamp" 2>/dev/null)" == "$want" ]]; then
         return 0
     fi
@@ -61,12 +61,21 @@ build() {
     cp -r "$PINS/$module" "$WORK/$module"
     start=$(date +%s)
     for target in "$@"; do
-        (cd "$WORK/$module" && go build -trimpath -ldflags "-s -w" -o "$OUT/${target%%=*}" "${target#*=}")
+        (cd "$WORK/$module" && go build -trimpath -ldflags "-s -w ${LDFLAGS:-}" -o "$OUT/${target%%=*}" "${target#*=}")
     done
     echo "$want" > "$stamp"
     echo "build_kube_control_plane: ${*%%=*} built into $OUT in $(( $(date +%s) - start )) s"
 }
 
+# pinned MODULE PATH: the version of PATH the pins of MODULE require.
+pinned() { sed -n "s|^require $2 ||p" "$PINS/$1/go.mod"; }
+
+# Stamped with the version built, as Kubernetes' own build does (else v0.0.0-master).
+kube_pin="$(pinned kube k8s.io/kubernetes)"
+kube_minor="${kube_pin#v1.}"
+version_pkg=k8s.io/component-base/version
+LDFLAGS="-X $version_pkg.gitVersion=$kube_pin -X $version_pkg.gitMajor=1 \
+    -X $version_pkg.gitMinor=${kube_minor%%.*} -X $version_pkg.gitTreeState=clean" \
 build kube kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver \
     kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager \
     kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler kubelet=k8s.io/kubernetes/cmd/kubelet
@@ -82,6 +91,7 @@ if [[ ! -x "$OUT/pause" || "$OUT/VERSIONS-kube" -nt "$OUT/pause" ]]; then
         -o "$OUT/pause" "$kube_dir/build/pause/linux/pause.c"
 fi
 build etcd etcd=go.etcd.io/etcd/server/v3
+LDFLAGS="-X github.com/kedacore/keda/v2/version.Version=$(pinned keda github.com/kedacore/keda/v2)" \
 build keda keda-operator=github.com/kedacore/keda/v2/cmd/operator \
     keda-adapter=github.com/kedacore/keda/v2/cmd/adapter
 build helm helm=helm.sh/helm/v4/cmd/helm

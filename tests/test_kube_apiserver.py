@@ -30,6 +30,7 @@ from kubernetes.client import (
     V1Namespace,
     V1ObjectMeta,
     V1TokenRequestSpec,
+    VersionApi,
 )
 from kubernetes.client.exceptions import ApiException
 
@@ -112,6 +113,16 @@ def pods_reach(admin: ApiClient, namespace: str, app: str, count: int) -> dict[s
         f"{count} pods of {app}",
     )
     return result
+
+
+def test_the_api_server_reports_the_kubernetes_version_it_was_built_from(admin: ApiClient) -> None:
+    pins = Path(__file__).parents[1] / "scripts" / "kube_control_plane" / "kube" / "go.mod"
+    pinned = next(
+        line.split()[-1] for line in pins.read_text().splitlines() if "k8s.io/kubernetes " in line
+    )
+    served = VersionApi(admin).get_code()
+    assert (served.git_version, served.git_tree_state) == (pinned, "clean")
+    assert f"{served.major}.{served.minor}" == pinned.removeprefix("v").rsplit(".", 1)[0]
 
 
 def test_deployment_scale_down_deletes_the_pods_the_assignor_emptied(
