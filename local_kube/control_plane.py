@@ -3,8 +3,9 @@
 The binaries are built from the Go module proxy by ``make kube-binaries``
 (``scripts/build_kube_control_plane.sh``) into ``$KAFKA_AUTOSCALER_CACHE/kube/bin``, or taken
 from ``KAFKA_AUTOSCALER_KUBE_BIN``. Everything runs on 127.0.0.1 from a temporary directory:
-no nodes (pods stay Pending unless a :class:`~local_kube.node.Node` joins), RBAC
-authorization, a static admin token in ``system:masters``, the controllers a Deployment's
+no nodes (pods stay Pending unless a :class:`~local_kube.node.Node` joins), Node and RBAC
+authorization with NodeRestriction, static tokens (the admin's in ``system:masters``, the
+node's kubelet's and the scheduler's, :data:`IDENTITIES`), the controllers a Deployment's
 scale needs (serviceaccount, deployment, replicaset), the HorizontalPodAutoscaler's and a
 node's, and the aggregation layer (a front-proxy client certificate from a CA made here,
 :attr:`ControlPlane.certificates`), so an extension API server such as KEDA's metrics server
@@ -39,6 +40,15 @@ from local_kafka.secured import Certificates
 
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager")
 ADMIN_TOKEN = "kafka-autoscaler-test-admin"  # a throwaway cluster's token
+NODE_NAME = "kafka-autoscaler-node"  # the one node that may join (local_kube.node)
+# Who each token is: the admin in system:masters; the node's kubelet as the Node authorizer
+# expects a node (system:node:<name> in system:nodes, limited to its own node and pods); the
+# scheduler under the user RBAC's bootstrap roles are bound to.
+IDENTITIES = {
+    "admin": (ADMIN_TOKEN, "admin", "system:masters"),
+    "kubelet": ("kafka-autoscaler-test-kubelet", f"system:node:{NODE_NAME}", "system:nodes"),
+    "kube-scheduler": ("kafka-autoscaler-test-scheduler", "system:kube-scheduler", ""),
+}
 START_TIMEOUT_S = 90.0
 FRONT_PROXY_CLIENT = "front-proxy-client"  # the name the aggregator proxies as
 
@@ -129,7 +139,12 @@ class ControlPlane:
         self._wait("etcd", f"http://127.0.0.1:{etcd_port}/health", deadline)
         key = self._service_account_key()
         tokens = self.root / "tokens.csv"
-        tokens.write_text(f'{ADMIN_TOKEN},admin,admin,"system:masters"\n')
+        tokens.write_text(
+            "".join(
+                f"{token},{user},{name}" + (f',"{group}"' if group else "") + "\n"
+                for name, (token, user, group) in IDENTITIES.items()
+            )
+        )
         self.certificates = Certificates.make(self.root / "pki", clients=[FRONT_PROXY_CLIENT])
         front_proxy = self.certificates.clients[FRONT_PROXY_CLIENT]
         serving = self.certificates.serving(
@@ -147,7 +162,8 @@ class ControlPlane:
                 f"--tls-cert-file={serving.certificate}",
                 f"--tls-private-key-file={serving.key}",
                 f"--token-auth-file={tokens}",
-                "--authorization-mode=RBAC",
+                "--authorization-mode=Node,RBAC",
+                "--enable-admission-plugins=NodeRestriction",
                 "--service-account-issuer=https://kubernetes.default.svc",
                 f"--service-account-key-file={key}",
                 f"--service-account-signing-key-file={key}",
@@ -232,9 +248,11 @@ class ControlPlane:
         )
         return key
 
-    def kubeconfig(self) -> Path:
-        """A kubeconfig file for the admin (written once)."""
-        path = self.root / "kubeconfig"
+    def kubeconfig(self, identity: str = "admin") -> Path:
+        """A kubeconfig file for one of :data:`IDENTITIES` (the admin by default; written
+        once)."""
+        token = IDENTITIES[identity][0]
+        path = self.root / ("kubeconfig" if identity == "admin" else f"kubeconfig-{identity}")
         if path.exists():
             return path
         path.write_text(
@@ -242,9 +260,9 @@ class ControlPlane:
             "clusters:\n- name: test\n  cluster:\n"
             f"    server: {self.server}\n"
             f"    certificate-authority: {self.ca}\n"
-            "users:\n- name: admin\n  user:\n"
-            f"    token: {ADMIN_TOKEN}\n"
-            "contexts:\n- name: test\n  context: {cluster: test, user: admin}\n"
+            f"users:\n- name: {identity}\n  user:\n"
+            f"    token: {token}\n"
+            f"contexts:\n- name: test\n  context: {{cluster: test, user: {identity}}}\n"
             "current-context: test\n"
         )
         return path

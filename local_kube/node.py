@@ -54,6 +54,7 @@ from contract.local_ports import free_port
 from local_kafka.clusters import required_legs
 from local_kafka.processes import processes_mentioning
 from local_kube.control_plane import (
+    NODE_NAME,
     ControlPlane,
     control_plane,
     kube_bin_dir,
@@ -62,7 +63,6 @@ from local_kube.control_plane import (
 )
 
 NODE_BINARIES = ("kube-scheduler", "kubelet", "containerd", "containerd-shim-runc-v2", "ctr")
-NODE_NAME = "kafka-autoscaler-node"
 # The sandbox image containerd's CRI starts first in every pod; built here (pause_image()).
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10.2"
 CNI_PLUGINS = Path("/usr/lib/cni")  # Debian's containernetworking-plugins
@@ -182,16 +182,16 @@ class Node:
         self.load(pause_archive(), PAUSE_IMAGE)
         for image in self.images:
             self.load_image(image)
-        kubeconfig = self.plane.kubeconfig()
+        scheduler = self.plane.kubeconfig("kube-scheduler")
         self._launch(
             "kube-scheduler",
-            [f"--kubeconfig={kubeconfig}", "--leader-elect=false", "--secure-port=0"],
+            [f"--kubeconfig={scheduler}", "--leader-elect=false", "--secure-port=0"],
         )
         self._launch(
             "kubelet",
             [
                 f"--config={self._kubelet_config()}",
-                f"--kubeconfig={kubeconfig}",
+                f"--kubeconfig={self.plane.kubeconfig('kubelet')}",
                 f"--root-dir={self.root / 'kubelet'}",
                 f"--cert-dir={self.root / 'kubelet-pki'}",
                 f"--hostname-override={NODE_NAME}",

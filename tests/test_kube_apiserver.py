@@ -38,6 +38,7 @@ from assignor.group_plan import removal_order
 from benchmarks.support.pod_runner import PodRunner
 from local_kube.control_plane import (
     DISCOVERY_CACHE,
+    IDENTITIES,
     IMAGE,
     ControlPlane,
     ControlPlaneUnavailable,
@@ -123,6 +124,21 @@ def test_the_api_server_reports_the_kubernetes_version_it_was_built_from(admin: 
     served = VersionApi(admin).get_code()
     assert (served.git_version, served.git_tree_state) == (pinned, "clean")
     assert f"{served.major}.{served.minor}" == pinned.removeprefix("v").rsplit(".", 1)[0]
+
+
+def test_the_nodes_kubelet_is_a_node_not_an_admin(plane: ControlPlane, namespace: str) -> None:
+    # The Node authorizer limits the kubelet's token to its own node and the pods bound to
+    # it: no secret of another namespace, no Deployment; the admin's token reads both.
+    kubelet = plane.client(IDENTITIES["kubelet"][0])
+    for denied in (
+        lambda: CoreV1Api(kubelet).list_namespaced_secret(namespace),
+        lambda: AppsV1Api(kubelet).list_namespaced_deployment(namespace),
+    ):
+        with pytest.raises(ApiException) as refused:
+            denied()
+        assert refused.value.status == 403
+    admin = plane.client()
+    assert CoreV1Api(admin).list_namespaced_secret(namespace).items == []
 
 
 def test_deployment_scale_down_deletes_the_pods_the_assignor_emptied(
