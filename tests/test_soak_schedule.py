@@ -20,6 +20,7 @@ from benchmarks.soak.run import (
     analyse,
     cut_short,
     fault_kinds,
+    not_judged_lines,
     reread,
 )
 
@@ -83,12 +84,20 @@ def test_growth_is_a_slope_per_incarnation_after_the_warm_up() -> None:
             t=60.0 * m, role="sidecar", pid=1, rss_mib=100 + 0.5 * m, anon_mib=60.0, fds=40
         )
         for m in range(30)
-    ] + [ProcessSample(t=600.0, role="consumer soak-0", pid=2, rss_mib=80, anon_mib=50.0, fds=30)]
+    ] + [
+        ProcessSample(t=t, role="consumer soak-0", pid=pid, rss_mib=80, anon_mib=50.0, fds=30)
+        for pid, t in ((2, 600.0), (2, 840.0), (3, 900.0))  # two lives of 4 and 0 minutes
+    ]
     figures = analyse(run, warm_up_s=300.0, min_span_s=600.0)
     (sidecar,) = figures["growth"]  # the consumer lived too briefly to judge
     assert sidecar["role"] == "sidecar" and sidecar["rss_mib_per_10_min"] == 5.0
     assert sidecar["anon_mib_per_10_min"] == 0.0  # the growth was in mapped files
     assert sidecar["fds_per_10_min"] == 0.0
+    # What was not judged is said, with why: its lives were too short.
+    unjudged = {"consumer soak-0": {"incarnations": 2, "longest_minutes": 4.0}}
+    assert figures["growth_not_judged"] == unjudged
+    (text,) = [line for line in not_judged_lines(unjudged) if line]
+    assert "consumer soak-0 (2 incarnation(s), the longest 4.0 min)" in text
 
 
 def test_faults_flag_names_the_kinds_it_accepts() -> None:

@@ -454,7 +454,23 @@ def analyse(run: Run, warm_up_s: float, min_span_s: float) -> dict[str, Any]:
                 ),
             }
         )
-    return {"steady_lag_p99": p99, "faults": recoveries, "growth": growth}
+    judged = {g["role"] for g in growth}
+    unjudged = {
+        role: {
+            "incarnations": sum(1 for r, _ in incarnations if r == role),
+            "longest_minutes": round(
+                max((s[-1].t - s[0].t) / 60 for (r, _), s in incarnations.items() if r == role),
+                1,
+            ),
+        }
+        for role in sorted({r for r, _ in incarnations} - judged)
+    }
+    return {
+        "steady_lag_p99": p99,
+        "faults": recoveries,
+        "growth": growth,
+        "growth_not_judged": unjudged,
+    }
 
 
 def row(*cells: object) -> str:
@@ -541,7 +557,24 @@ def report(figures: dict[str, Any], context: dict[str, Any]) -> str:
                 g["fds_per_10_min"],
             )
         )
+    lines += not_judged_lines(figures.get("growth_not_judged") or {})
     return "\n".join(lines)
+
+
+def not_judged_lines(unjudged: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The processes whose growth could not be judged, and how long they lived."""
+    if not unjudged:
+        return []
+    return [
+        "",
+        "Not judged (no incarnation lived long enough after the warm-up: faults killed them, "
+        "or the sidecar scaled them in): "
+        + "; ".join(
+            f"{role} ({u['incarnations']} incarnation(s), the longest {u['longest_minutes']} min)"
+            for role, u in unjudged.items()
+        )
+        + ".",
+    ]
 
 
 def plot(run: Run, path: Path) -> None:
