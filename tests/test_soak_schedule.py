@@ -22,6 +22,7 @@ from benchmarks.soak.run import (
     fault_kinds,
     not_judged_lines,
     reread,
+    unmeasured,
 )
 
 KINDS = tuple(FaultKind)
@@ -75,6 +76,23 @@ def test_a_fault_the_next_one_follows_within_the_target_is_cut_short_not_never()
     assert disk["recovered_s"] is None and disk["next_fault_after_s"] == 90.0
     assert not cut_short(disk)  # 90 s was time enough: a real miss
     assert kill["next_fault_after_s"] is None and not cut_short(kill)
+    assert not any(unmeasured(f) for f in (cut, disk, kill))  # the lag was read throughout
+
+
+def test_a_fault_whose_recovery_had_no_lag_figure_is_not_measured_not_never() -> None:
+    run = Run()
+    # The benchmark's reader has no figure from 200 s to 300 s; the lag is read again after.
+    run.samples = [
+        Sample(t=2.0 * i, lag=None if 100 <= i < 150 else 100, healthz=200, replicas=2)
+        for i in range(200)
+    ]
+    run.faults = [
+        InjectedFault(FaultKind.CONSUMER_KILL, 210.0, 211.0, "consumer soak-0"),  # next +89 s
+        InjectedFault(FaultKind.CONSUMER_KILL, 300.0, 301.0, "consumer soak-1"),
+    ]
+    blind, seen = analyse(run, warm_up_s=110.0, min_span_s=60.0)["faults"]
+    assert blind["recovered_s"] is None and unmeasured(blind) and not cut_short(blind)
+    assert seen["recovered_s"] == 1.0 and not unmeasured(seen)
 
 
 def test_growth_is_a_slope_per_incarnation_after_the_warm_up() -> None:
@@ -111,7 +129,16 @@ def test_faults_flag_names_the_kinds_it_accepts() -> None:
 def test_a_run_from_before_the_gaps_were_written_gets_them_from_its_schedule(
     tmp_path: Path,
 ) -> None:
-    old = {"faults": [{"at": 300.0, "repaired": 340.0}, {"at": 400.5, "repaired": 430.0}]}
+    old = {
+        "faults": [
+            {"at": 300.0, "repaired": 340.0, "recovered_s": None},
+            {"at": 400.5, "repaired": 430.0, "recovered_s": None},
+        ],
+        # No lag figure from 340 s to 400 s; figures from 430 s on.
+        "samples": [{"t": 338.0, "lag": 5}, {"t": 380.0, "lag": None}, {"t": 432.0, "lag": 9}],
+    }
     path = tmp_path / "soak.json"
     path.write_text(json.dumps(old))
-    assert [f["next_fault_after_s"] for f in reread(path)["faults"]] == [60.5, None]
+    faults = reread(path)["faults"]
+    assert [f["next_fault_after_s"] for f in faults] == [60.5, None]
+    assert [f["lag_unmeasured"] for f in faults] == [True, False]

@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import random
 import shlex
@@ -66,6 +67,7 @@ PARTITIONS = 12
 BROKERS = 3
 SESSION_MS = 6000
 SAMPLE_S = 2.0
+READER_FAILURES = 5  # samples in a row without a lag figure before a new reader
 PROCESS_SAMPLE_S = 60.0
 RECOVERY_TARGET_S = 60.0
 """The lag is to be back under the steady-state p99 this long after a fault's repair."""
@@ -304,21 +306,28 @@ class Sampler(threading.Thread):
         from confluent_kafka import Consumer
         from confluent_kafka import TopicPartition as Partition
 
-        reader = Consumer(
-            {"bootstrap.servers": self.soak.kafka.bootstrap_servers, "group.id": GROUP}
-        )
+        def fresh() -> Any:
+            return Consumer(
+                {"bootstrap.servers": self.soak.kafka.bootstrap_servers, "group.id": GROUP}
+            )
+
+        reader = fresh()
         partitions = [Partition(TOPIC, p) for p in range(PARTITIONS)]
         next_processes = 0.0
+        failures = 0
         try:
             while not self.halt.wait(SAMPLE_S):
                 t = self.soak.elapsed()
+                figure = lag(reader, partitions)
+                failures = 0 if figure is not None else failures + 1
+                if failures >= READER_FAILURES:
+                    # After kills of the group's coordinator, librdkafka's idle reader kept
+                    # failing for 254 and 262 s while the sidecar read the offsets: a new
+                    # client looks the coordinator up afresh.
+                    reader.close()
+                    reader, failures = fresh(), 0
                 self.run_record.samples.append(
-                    Sample(
-                        t,
-                        lag(reader, partitions),
-                        healthz(self.soak.port),
-                        replicas(self.soak.port),
-                    )
+                    Sample(t, figure, healthz(self.soak.port), replicas(self.soak.port))
                 )
                 if t >= next_processes:
                     next_processes = t + PROCESS_SAMPLE_S
@@ -409,6 +418,10 @@ def analyse(run: Run, warm_up_s: float, min_span_s: float) -> dict[str, Any]:
             ),
             None,
         )
+        judged_until = min(following, fault.repaired + RECOVERY_TARGET_S)
+        measured = any(
+            s.lag is not None for s in run.samples if fault.repaired <= s.t < judged_until
+        )
         during = [s.healthz for s in run.samples if fault.at <= s.t <= fault.repaired]
         expected: int | None = None if fault.kind is FaultKind.SIDECAR_KILL else 200
         told = sum(1 for answer in during if answer == expected)
@@ -420,6 +433,7 @@ def analyse(run: Run, warm_up_s: float, min_span_s: float) -> dict[str, Any]:
                 "next_fault_after_s": _gap_to_next(
                     [f.at for f in run.faults], index, fault.repaired
                 ),
+                "lag_unmeasured": back is None and not measured,
                 "healthz_samples": len(during),
                 "healthz_as_expected": told,
             }
@@ -486,6 +500,12 @@ def cut_short(fault: Mapping[str, Any]) -> bool:
     return fault["recovered_s"] is None and gap is not None and gap < RECOVERY_TARGET_S
 
 
+def unmeasured(fault: Mapping[str, Any]) -> bool:
+    """Not back, not cut short, and the benchmark's own lag reader had no figure from the
+    repair until the next fault or the target's end: nothing says whether the lag came back."""
+    return fault["recovered_s"] is None and not cut_short(fault) and fault["lag_unmeasured"]
+
+
 def report(figures: dict[str, Any], context: dict[str, Any]) -> str:
     """The markdown of results/soak.md."""
     by_kind: dict[str, list[dict[str, Any]]] = {}
@@ -513,9 +533,11 @@ def report(figures: dict[str, Any], context: dict[str, Any]) -> str:
         applied = [f for f in done if not f["skipped"]]
         times = [f["recovered_s"] for f in applied if f["recovered_s"] is not None]
         short = sum(1 for f in applied if cut_short(f))
-        never = len(applied) - len(times) - short
+        blind = sum(1 for f in applied if unmeasured(f))
+        never = len(applied) - len(times) - short - blind
         within = sum(1 for t in times if t <= RECOVERY_TARGET_S)
         notes = [f"{short} cut short by the next fault"] if short else []
+        notes += [f"{blind} not measured: no lag figure"] if blind else []
         notes += [f"{never} never"] if never else []
         answers = sum(f["healthz_samples"] for f in applied)
         expected = sum(f["healthz_as_expected"] for f in applied)
@@ -524,7 +546,8 @@ def report(figures: dict[str, Any], context: dict[str, Any]) -> str:
                 kind.value,
                 len(applied),
                 len(done) - len(applied),
-                f"{within} of {len(applied) - short}" + (f" ({', '.join(notes)})" if notes else ""),
+                f"{within} of {len(applied) - short - blind}"
+                + (f" ({', '.join(notes)})" if notes else ""),
                 f"{statistics.median(times):.0f} / {max(times):.0f}" if times else "-",
                 f"{expected} of {answers}",
             )
@@ -533,7 +556,9 @@ def report(figures: dict[str, Any], context: dict[str, Any]) -> str:
         "",
         f"Cut short: the next fault began less than {RECOVERY_TARGET_S:.0f} s after the "
         "fault's repair, before the lag was back; not judged (the schedule starts faults "
-        "45-90 s apart, and a cut lasts up to 60 s). Never: the lag did not come back before "
+        "45-90 s apart, and a cut lasts up to 60 s). Not measured: the benchmark's own lag "
+        "reader had no figure from the repair until the next fault or the target's end, so "
+        "nothing says whether the lag came back. Never: the lag did not come back before "
         "the next fault, which began later than that.",
         "",
         "Long-lived processes after the warm-up (each incarnation that lived long enough):",
@@ -625,13 +650,21 @@ def fault_kinds(text: str) -> tuple[FaultKind, ...]:
 
 def reread(path: Path) -> dict[str, Any]:
     """A finished run's JSON, as this code's :func:`report` reads it: each fault's
-    ``next_fault_after_s`` is derived from the schedule when the run predates it."""
+    ``next_fault_after_s`` and ``lag_unmeasured`` are derived from the schedule and the
+    samples when the run predates them."""
     data: dict[str, Any] = json.loads(path.read_text())
     faults = data["faults"]
     starts = [fault["at"] for fault in faults]
+    samples = data.get("samples", [])
     for index, fault in enumerate(faults):
         if "next_fault_after_s" not in fault:
             fault["next_fault_after_s"] = _gap_to_next(starts, index, fault["repaired"])
+        if "lag_unmeasured" not in fault:
+            gap = fault["next_fault_after_s"]
+            until = fault["repaired"] + min(RECOVERY_TARGET_S, math.inf if gap is None else gap)
+            fault["lag_unmeasured"] = fault["recovered_s"] is None and not any(
+                s["lag"] is not None for s in samples if fault["repaired"] <= s["t"] < until
+            )
     return data
 
 
