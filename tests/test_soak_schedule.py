@@ -126,19 +126,25 @@ def test_faults_flag_names_the_kinds_it_accepts() -> None:
         fault_kinds(" , ")
 
 
-def test_a_run_from_before_the_gaps_were_written_gets_them_from_its_schedule(
-    tmp_path: Path,
-) -> None:
-    old = {
+def test_a_finished_run_is_analysed_again_from_what_it_recorded(tmp_path: Path) -> None:
+    recorded = {
+        "duration_s": 600.0,
+        "warm_up_s": 110.0,
+        "steady_lag_p99": 1,  # stale figures of an older report: replaced
         "faults": [
-            {"at": 300.0, "repaired": 340.0, "recovered_s": None},
-            {"at": 400.5, "repaired": 430.0, "recovered_s": None},
+            {"kind": "CONSUMER_KILL", "at": 210.0, "repaired": 211.0, "target": "consumer soak-0"},
+            {"kind": "DISK_FULL", "at": 300.0, "repaired": 330.0, "target": "warehouse"},
         ],
-        # No lag figure from 340 s to 400 s; figures from 430 s on.
-        "samples": [{"t": 338.0, "lag": 5}, {"t": 380.0, "lag": None}, {"t": 432.0, "lag": 9}],
+        "samples": [
+            {"t": 2.0 * i, "lag": None if 105 <= i < 140 else 100, "healthz": 200, "replicas": 1}
+            for i in range(300)
+        ],
+        "processes": [],
     }
     path = tmp_path / "soak.json"
-    path.write_text(json.dumps(old))
-    faults = reread(path)["faults"]
-    assert [f["next_fault_after_s"] for f in faults] == [60.5, None]
-    assert [f["lag_unmeasured"] for f in faults] == [True, False]
+    path.write_text(json.dumps(recorded))
+    data = reread(path)
+    kill, disk = data["faults"]
+    assert data["steady_lag_p99"] == 100 and data["duration_s"] == 600.0
+    assert kill["next_fault_after_s"] == 89.0 and unmeasured(kill)
+    assert disk["recovered_s"] == 0.0 and not unmeasured(disk)

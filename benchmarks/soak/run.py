@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import math
 import os
 import random
 import shlex
@@ -433,7 +432,7 @@ def analyse(run: Run, warm_up_s: float, min_span_s: float) -> dict[str, Any]:
                 "next_fault_after_s": _gap_to_next(
                     [f.at for f in run.faults], index, fault.repaired
                 ),
-                "lag_unmeasured": back is None and not measured,
+                "lag_unmeasured": not measured,
                 "healthz_samples": len(during),
                 "healthz_as_expected": told,
             }
@@ -501,9 +500,9 @@ def cut_short(fault: Mapping[str, Any]) -> bool:
 
 
 def unmeasured(fault: Mapping[str, Any]) -> bool:
-    """Not back, not cut short, and the benchmark's own lag reader had no figure from the
-    repair until the next fault or the target's end: nothing says whether the lag came back."""
-    return fault["recovered_s"] is None and not cut_short(fault) and fault["lag_unmeasured"]
+    """Not cut short, and the benchmark's own lag reader had no figure from the repair until
+    the next fault or the target's end: nothing says whether the lag was back in time."""
+    return bool(fault.get("lag_unmeasured")) and not cut_short(fault)
 
 
 def report(figures: dict[str, Any], context: dict[str, Any]) -> str:
@@ -531,10 +530,11 @@ def report(figures: dict[str, Any], context: dict[str, Any]) -> str:
     for kind in FaultKind:
         done = by_kind.get(kind.name, [])
         applied = [f for f in done if not f["skipped"]]
-        times = [f["recovered_s"] for f in applied if f["recovered_s"] is not None]
         short = sum(1 for f in applied if cut_short(f))
         blind = sum(1 for f in applied if unmeasured(f))
-        never = len(applied) - len(times) - short - blind
+        judged = [f for f in applied if not cut_short(f) and not unmeasured(f)]
+        times = [f["recovered_s"] for f in judged if f["recovered_s"] is not None]
+        never = len(judged) - len(times)
         within = sum(1 for t in times if t <= RECOVERY_TARGET_S)
         notes = [f"{short} cut short by the next fault"] if short else []
         notes += [f"{blind} not measured: no lag figure"] if blind else []
@@ -649,23 +649,25 @@ def fault_kinds(text: str) -> tuple[FaultKind, ...]:
 
 
 def reread(path: Path) -> dict[str, Any]:
-    """A finished run's JSON, as this code's :func:`report` reads it: each fault's
-    ``next_fault_after_s`` and ``lag_unmeasured`` are derived from the schedule and the
-    samples when the run predates them."""
+    """A finished run's JSON, its figures analysed again by this code from what it recorded
+    (samples, processes, the faults as they happened)."""
     data: dict[str, Any] = json.loads(path.read_text())
-    faults = data["faults"]
-    starts = [fault["at"] for fault in faults]
-    samples = data.get("samples", [])
-    for index, fault in enumerate(faults):
-        if "next_fault_after_s" not in fault:
-            fault["next_fault_after_s"] = _gap_to_next(starts, index, fault["repaired"])
-        if "lag_unmeasured" not in fault:
-            gap = fault["next_fault_after_s"]
-            until = fault["repaired"] + min(RECOVERY_TARGET_S, math.inf if gap is None else gap)
-            fault["lag_unmeasured"] = fault["recovered_s"] is None and not any(
-                s["lag"] is not None for s in samples if fault["repaired"] <= s["t"] < until
+    run = Run(
+        samples=[Sample(**s) for s in data["samples"]],
+        processes=[ProcessSample(**p) for p in data["processes"]],
+        faults=[
+            InjectedFault(
+                FaultKind[f["kind"]], f["at"], f["repaired"], f["target"], f.get("skipped", "")
             )
-    return data
+            for f in data["faults"]
+        ],
+    )
+    return data | analyse(run, data["warm_up_s"], min_span_s(data["duration_s"]))
+
+
+def min_span_s(duration_s: float) -> float:
+    """How long an incarnation must live after the warm-up for its growth to be judged."""
+    return 20 * 60 if duration_s >= 2400 else 300
 
 
 def _gap_to_next(starts: Sequence[float], index: int, repaired: float) -> float | None:
@@ -788,7 +790,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "duplicated": sum(n - 1 for n in rows.values()),
         "failed_sends": load.failed,
     }
-    figures = analyse(run, args.warm_up, min_span_s=20 * 60 if args.duration >= 2400 else 300)
+    figures = analyse(run, args.warm_up, min_span_s(args.duration))
     table = report(figures, context)
     data = {
         **context,
