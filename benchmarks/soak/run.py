@@ -429,8 +429,8 @@ def analyse(run: Run, warm_up_s: float, min_span_s: float) -> dict[str, Any]:
                 **{k: v for k, v in asdict(fault).items() if k != "kind"},
                 "kind": fault.kind.name,
                 "recovered_s": None if back is None else round(back, 1),
-                "next_fault_after_s": _gap_to_next(
-                    [f.at for f in run.faults], index, fault.repaired
+                "next_fault_after_s": (
+                    None if following == float("inf") else round(following - fault.repaired, 1)
                 ),
                 "lag_unmeasured": not measured,
                 "healthz_samples": len(during),
@@ -467,16 +467,14 @@ def analyse(run: Run, warm_up_s: float, min_span_s: float) -> dict[str, Any]:
                 ),
             }
         )
+    lives: dict[str, list[float]] = {}
+    for (role, _), samples in incarnations.items():
+        lives.setdefault(role, []).append((samples[-1].t - samples[0].t) / 60)
     judged = {g["role"] for g in growth}
     unjudged = {
-        role: {
-            "incarnations": sum(1 for r, _ in incarnations if r == role),
-            "longest_minutes": round(
-                max((s[-1].t - s[0].t) / 60 for (r, _), s in incarnations.items() if r == role),
-                1,
-            ),
-        }
-        for role in sorted({r for r, _ in incarnations} - judged)
+        role: {"incarnations": len(minutes), "longest_minutes": round(max(minutes), 1)}
+        for role, minutes in sorted(lives.items())
+        if role not in judged
     }
     return {
         "steady_lag_p99": p99,
@@ -668,11 +666,6 @@ def reread(path: Path) -> dict[str, Any]:
 def min_span_s(duration_s: float) -> float:
     """How long an incarnation must live after the warm-up for its growth to be judged."""
     return 20 * 60 if duration_s >= 2400 else 300
-
-
-def _gap_to_next(starts: Sequence[float], index: int, repaired: float) -> float | None:
-    """Seconds from a fault's repair to the start of the next one (None for the last)."""
-    return round(starts[index + 1] - repaired, 1) if index + 1 < len(starts) else None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
