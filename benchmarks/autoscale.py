@@ -361,11 +361,18 @@ def _matches_before(
     log_text: str, pattern: re.Pattern[str], until: datetime
 ) -> Iterator[re.Match[str]]:
     """Every match of ``pattern`` on a log line stamped before ``until``."""
+    return (match for _, match in _stamped_matches_before(log_text, pattern, until))
+
+
+def _stamped_matches_before(
+    log_text: str, pattern: re.Pattern[str], until: datetime
+) -> Iterator[tuple[datetime, re.Match[str]]]:
+    """Every match of ``pattern`` on a log line stamped before ``until``, with the stamp."""
     for line in log_text.splitlines():
         match = pattern.search(line)
         logged = _logged_at(line) if match is not None else None
         if match is not None and logged is not None and logged < until:
-            yield match
+            yield logged, match
 
 
 def generations_before(log_text: str, until: datetime) -> int:
@@ -395,11 +402,7 @@ def summed_rscore(
         return None
     times = [t for t, _ in speeds]
     total, named = 0.0, False
-    for line in log_text.splitlines():
-        match = REVOKED_PARTITIONS.search(line)
-        logged = _logged_at(line) if match is not None else None
-        if match is None or logged is None or logged >= until:
-            continue
+    for logged, match in _stamped_matches_before(log_text, REVOKED_PARTITIONS, until):
         named = True
         elapsed = (logged - started_at).total_seconds()
         now = speeds[max(0, bisect.bisect_right(times, elapsed) - 1)][1]
@@ -831,12 +834,13 @@ def kube_policies(
         Policy(f"{KEDA}{t}", {}, KEDA_STABILISATION_S, Sizing("keda-kafka", 1, t))
         for t in (thresholds if "keda" in chosen else ())
     ]
+    partners: list[Policy] = []  # ours at the baseline, beside each run of ours first
     if baseline is not None:
         revision, tree = baseline
         # The sidecar and the pods import the tree's code: first on the path, and the
         # working directory (this checkout) left off it.
         env = {"PYTHONPATH": str(tree), "PYTHONSAFEPATH": "1"}
-        keda = [
+        partners = [
             Policy(
                 f"ours at {revision}" + ("" if repeats == 1 else f" #{i + 1}"),
                 env,
@@ -844,8 +848,10 @@ def kube_policies(
                 Sizing("sidecar"),
             )
             for i in range(repeats)
-        ] + keda
-    paired = [p for pair in itertools.zip_longest(ours, keda) for p in pair if p is not None]
+        ]
+    paired = [
+        p for pair in itertools.zip_longest(ours, partners + keda) for p in pair if p is not None
+    ]
     if "ours-keda" in chosen:
         paired.append(Policy(THROUGH_KEDA, {}, SCALE_DOWN_WINDOW_S, Sizing("keda-external")))
     return paired
