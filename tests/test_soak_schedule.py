@@ -21,7 +21,9 @@ from benchmarks.soak.run import (
     cut_short,
     fault_kinds,
     not_judged_lines,
+    omitted_line,
     reread,
+    result_name,
     unmeasured,
 )
 
@@ -124,6 +126,16 @@ def test_faults_flag_names_the_kinds_it_accepts() -> None:
         fault_kinds("spark_kill,meteor")
     with pytest.raises(argparse.ArgumentTypeError, match="got ' , '"):
         fault_kinds(" , ")
+
+
+def test_a_run_leaving_out_faults_is_named_apart_and_says_what_it_left_out() -> None:
+    every = [kind.name for kind in KINDS]
+    assert result_name(every) == "soak" and omitted_line(every) == []
+    assert omitted_line(None) == []
+    some = ["ZOMBIE", "NETWORK_CUT"]
+    assert result_name(some) == "soak_network_cut_zombie"
+    (line,) = omitted_line(some)
+    assert FaultKind.BROKER_KILL.value in line and FaultKind.ZOMBIE.value not in line
 
 
 def test_a_finished_run_is_analysed_again_from_what_it_recorded(tmp_path: Path) -> None:

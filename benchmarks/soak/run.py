@@ -503,6 +503,12 @@ def unmeasured(fault: Mapping[str, Any]) -> bool:
     return bool(fault.get("lag_unmeasured")) and not cut_short(fault)
 
 
+def omitted_line(kinds: Sequence[str] | None) -> list[str]:
+    """The report's line naming the fault kinds a run left out (none for the full schedule)."""
+    left_out = [kind.value for kind in FaultKind if kinds is not None and kind.name not in kinds]
+    return [f"Faults left out of this run: {'; '.join(left_out)}."] if left_out else []
+
+
 def report(figures: dict[str, Any], context: dict[str, Any]) -> str:
     """The markdown of results/soak.md."""
     by_kind: dict[str, list[dict[str, Any]]] = {}
@@ -516,6 +522,7 @@ def report(figures: dict[str, Any], context: dict[str, Any]) -> str:
         f"Load {context['duration_s']:.0f} s, seed {context['seed']}, the first "
         f"{context['warm_up_s']:.0f} s without faults; steady-state lag p99 "
         f"{figures['steady_lag_p99']:.0f} records.",
+        *omitted_line(context.get("fault_kinds")),
         "",
         f"**Records**: {context['produced']} produced, {context['missing']} missing, "
         f"{context['duplicated']} duplicated in the Delta table (read by delta-rs); "
@@ -646,6 +653,15 @@ def fault_kinds(text: str) -> tuple[FaultKind, ...]:
     return tuple(FaultKind[name] for name in names)
 
 
+def result_name(kinds: Sequence[str]) -> str:
+    """The name under results/: ``soak`` for every fault kind, ``soak_<kinds>`` for a subset,
+    so a run that leaves out some faults (to judge growth of processes the kills restart)
+    does not replace the full hour."""
+    if set(kinds) >= {kind.name for kind in FaultKind}:
+        return "soak"
+    return "soak_" + "_".join(kind.name.lower() for kind in FaultKind if kind.name in kinds)
+
+
 def reread(path: Path) -> dict[str, Any]:
     """A finished run's JSON, its figures analysed again by this code from what it recorded
     (samples, processes, the faults as they happened)."""
@@ -698,8 +714,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         table = report(data, data)
         print(table)
         if not args.no_write:
-            (RESULTS / "soak.md").write_text(table + "\n")
-            (RESULTS / "soak.json").write_text(json.dumps(data, indent=1) + "\n")
+            name = result_name(data.get("fault_kinds", [kind.name for kind in FaultKind]))
+            (RESULTS / f"{name}.md").write_text(table + "\n")
+            (RESULTS / f"{name}.json").write_text(json.dumps(data, indent=1) + "\n")
         return 0
     if os.geteuid() != 0:
         parser.error("the soak needs root (tmpfs, cgroups, nftables)")
@@ -775,6 +792,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "duration_s": args.duration,
             "warm_up_s": args.warm_up,
             "seed": args.seed,
+            "fault_kinds": [kind.name for kind in args.faults],
         }
     produced = {(p, o) for (_, p, o) in load.acked}
     context |= {
@@ -791,9 +809,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "samples": [asdict(s) for s in run.samples],
         "processes": [asdict(p) for p in run.processes],
     }
-    publish("soak", table, data, write=not args.no_write)
+    name = result_name(context["fault_kinds"])
+    publish(name, table, data, write=not args.no_write)
     if not args.no_write:
-        plot(run, RESULTS / "soak.png")
+        plot(run, RESULTS / f"{name}.png")
     (out / "soak.md").write_text(table + "\n")
     (out / "soak.json").write_text(json.dumps(data) + "\n")
     return 0 if context["missing"] == 0 and context["duplicated"] == 0 else 1
