@@ -22,7 +22,7 @@ Pure: encoding, decoding with field-by-field validation, freshness. No I/O.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -164,6 +164,23 @@ def _decode_drain(raw: object) -> DrainRule | None:
     if seconds <= 0:
         raise SnapshotError(f"drain.seconds must be a finite number > 0, got {seconds!r}")
     return DrainRule(seconds, _number(raw, "allowance_seconds", "drain."))
+
+
+def newest_of_group(values: Iterable[bytes | None], group: str) -> Snapshot | None:
+    """The newest valid snapshot of ``group`` among record values (malformed ones and other
+    groups' skipped): what a restarted sidecar reads back of its previous incarnation."""
+    newest: Snapshot | None = None
+    for value in values:
+        try:
+            snapshot = decode(value or b"")
+        except SnapshotError:
+            continue
+        if snapshot.group == group and (
+            newest is None
+            or (snapshot.timestamp, snapshot.sequence) > (newest.timestamp, newest.sequence)
+        ):
+            newest = snapshot
+    return newest
 
 
 def decode(data: bytes | str) -> Snapshot:

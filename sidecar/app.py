@@ -32,7 +32,7 @@ from sidecar.http import Endpoints
 from sidecar.keda import KedaController
 from sidecar.leader import Lease
 from sidecar.monitor import Monitor, Reading
-from sidecar.publisher import SnapshotPublisher
+from sidecar.publisher import SnapshotPublisher, age_s
 from sidecar.scalers.base import Scaler
 from sidecar.share_groups.loads import partition_loads
 from sidecar.share_groups.publisher import ShareLoadsPublisher
@@ -136,9 +136,28 @@ class Sidecar:
         self.publisher.use_options(self.client_options)
         await self.monitor.start()
         await self.publisher.start()
+        if self.capacity.auto and self.last_tick is None and self.capacity.carried is None:
+            await self._carry_over_capacity()
         if self.share_loads is not None:
             self.share_loads.use_options(self.client_options)
             await self.share_loads.start()
+
+    async def _carry_over_capacity(self) -> None:
+        """Start from the capacity the previous sidecar published, when it is recent."""
+        previous = await self.publisher.last_published(self.config.group)
+        if previous is None or previous.capacity is None:
+            return
+        if previous.unit != self.config.capacity_unit:
+            return
+        age = age_s(previous)
+        if self.capacity.carry_over(previous.capacity, age):
+            log.info(
+                "sizing with the capacity %.0f %s the previous sidecar published %.0f s ago "
+                "until the consumers measure again",
+                previous.capacity,
+                previous.unit,
+                age,
+            )
 
     async def stop(self) -> None:
         """Disconnect; release leadership; the scaler's consumers are left to the caller."""
@@ -214,7 +233,7 @@ class Sidecar:
         unit_lags = self.monitor.lags(reading)
         self._export(speeds, lags)
         per_record = self.monitor.per_record()
-        measured = self._measure_capacity(reading, per_record)
+        self._measure_capacity(reading, per_record)
         if speeds and reading.lags_known:  # else the assignor keeps the last good snapshot
             drain = self.controller.config.drain_rule
             snapshot = self.monitor.snapshot(
@@ -222,7 +241,7 @@ class Sidecar:
                 drain=drain,
                 speeds=speeds,
                 lags=unit_lags,
-                capacity=measured if self.capacity.auto else None,
+                capacity=self.capacity.published(per_record),
             )
             await self.publisher.publish(snapshot)
             metrics.SNAPSHOTS.inc()
@@ -302,10 +321,9 @@ class Sidecar:
                 self.controller.synchronise(self.scaler.replicas())
         return decision
 
-    def _measure_capacity(self, reading: Reading, per_record: float | None) -> float | None:
+    def _measure_capacity(self, reading: Reading, per_record: float | None) -> None:
         """Take in the consumers' capacity reports; export, and warn (once per change) when
-        the measured capacity has differed from the declared one for several minutes.
-        Returns the measured capacity in the speeds' unit (None: not measured)."""
+        the measured capacity has differed from the declared one for several minutes."""
         estimate = self.capacity
         before = dict(estimate.rejected)
         ceiling = self.controller.drain_ceiling
@@ -337,7 +355,6 @@ class Sidecar:
         self._warned = warning
         limit = ceiling.limit()
         metrics.DRAIN_CEILING.set(limit if limit is not None else 0)
-        return measured
 
     def _export(
         self, speeds: dict[TopicPartition, float], lags: dict[TopicPartition, float]

@@ -23,7 +23,10 @@ reports into one robust, decaying estimate:
   last time both were measured (at most 1: where fetching or decoding limits a consumer, its
   sink's rate overstates it). Raised too high, the group falls behind, saturates and measures;
 * with a declared capacity, a measured one more than ``tolerance`` away from it for
-  ``warn_after_s`` is a warning; with ``--capacity auto`` the measured one is used.
+  ``warn_after_s`` is a warning; with ``--capacity auto`` the measured one is used;
+* under ``--capacity auto``, a restarted sidecar starts from the capacity its previous
+  incarnation published (:meth:`CapacityEstimate.carry_over`) until the reports measure again:
+  the consumers' old reports are never fresh, so it would otherwise size by the initial value.
 
 Pure: the caller gives the time and the reports; no I/O.
 """
@@ -44,6 +47,9 @@ REJECT_REASONS = ("malformed", "absurd", "not_member")
 READING_WITHIN_S = 15.0
 # A member's busy rate counts once its sink was busy this long in the report's window.
 MIN_BUSY_S = 5.0
+# A previous incarnation's capacity is carried over if it was published at most this long ago
+# (a restart; after a longer gap the consumers may have been redeployed).
+CARRY_OVER_MAX_AGE_S = 900.0
 
 
 @dataclass
@@ -96,6 +102,22 @@ class CapacityEstimate:
         self._rejected_keys: set[tuple[str, int, int]] = set()
         self._differs_since: float | None = None
         self._ever_members: set[str] = set()
+        # What the previous sidecar published (in the sizing unit), used until a measurement.
+        self.carried: float | None = None
+
+    def carry_over(self, capacity: float, age_s: float) -> bool:
+        """Under ``--capacity auto``, size with ``capacity`` (in the sizing unit: what the
+        previous sidecar published ``age_s`` ago) until the consumers' reports measure;
+        whether it was taken (not under a declared capacity, not older than
+        ``CARRY_OVER_MAX_AGE_S`` either way of the clocks, not ``absurd_factor`` away from
+        the initial value)."""
+        sane = math.isfinite(capacity) and capacity > 0
+        if not (self.auto and sane and abs(age_s) <= CARRY_OVER_MAX_AGE_S):
+            return False
+        if not self.declared / self.absurd_factor <= capacity <= self.declared * self.absurd_factor:
+            return False
+        self.carried = capacity
+        return True
 
     def observe(
         self,
@@ -173,8 +195,8 @@ class CapacityEstimate:
         if self.busy is None or self._saturated_lately(now):
             return
         floor = self.records_per_s
-        if floor is None and per_record:
-            floor = self.declared / per_record  # raise above the declared only
+        if floor is None and per_record:  # raise above the carried or declared only
+            floor = (self.carried if self.carried is not None else self.declared) / per_record
         lifted = self.busy * self.calibration
         if floor is not None and lifted > floor:
             self.records_per_s, self.estimated_at, self.source = lifted, self.busy_at, "busy time"
@@ -297,10 +319,19 @@ class CapacityEstimate:
         return records_per_s * per_record
 
     def in_use(self, per_record: float | None) -> float:
-        """The capacity to size with: measured under ``--capacity auto`` once there is a
-        measurement, else the declared (or initial) one."""
-        measured = self.in_unit(per_record) if self.auto else None
-        return measured if measured is not None else self.declared
+        """The capacity to size with: under ``--capacity auto`` the measured one once there
+        is a measurement, else the carried-over one; else the declared (or initial) one."""
+        published = self.published(per_record)
+        return published if published is not None else self.declared
+
+    def published(self, per_record: float | None) -> float | None:
+        """The capacity the snapshot gives the consumers (their assignor packs by it, a
+        member judges its overload by it): under ``--capacity auto`` the measured one, else
+        the carried-over one; None otherwise (they use the one they were configured with)."""
+        if not self.auto:
+            return None
+        measured = self.in_unit(per_record)
+        return measured if measured is not None else self.carried
 
     def _track_difference(self, now: float, per_record: float | None) -> None:
         measured = self.records_per_s
@@ -343,6 +374,7 @@ class CapacityEstimate:
             "busy_rate": None if self.busy is None else self.in_unit_of(self.busy, per_record),
             "busy_calibration": round(self.calibration, 3),
             "in_use": self.in_use(per_record),
+            "carried_over": self.carried,
             "members_measured": sum(1 for m in self._members.values() if self._fresh(now, m)),
             "members_reading": self.reading_members(now, READING_WITHIN_S),
             "reports_ignored": {reason: self.rejected[reason] for reason in REJECT_REASONS},

@@ -1,18 +1,25 @@
-"""Publishes speed snapshots to the speeds topic, where the SDK's assignor reads them."""
+"""Publishes speed snapshots to the speeds topic, where the SDK's assignor reads them, and
+reads back the last one a previous incarnation published."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 from typing import Any
 
-from aiokafka import AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError, TopicAlreadyExistsError
+from aiokafka.structs import TopicPartition as KafkaTopicPartition
 
-from contract.snapshot import Snapshot, decode
+from contract.metadata import topic_partitions
+from contract.snapshot import Snapshot, decode, newest_of_group
 
 log = logging.getLogger(__name__)
 
+# Records read back from the end of the speeds topic: other groups' snapshots may share it.
+TAIL_RECORDS = 50
 # The speeds topic holds one small record per snapshot, keyed by group: compaction keeps the
 # latest per group, and anything older than a day goes whatever its key (a group that is gone).
 SPEEDS_TOPIC_CONFIG = {
@@ -95,3 +102,42 @@ class SnapshotPublisher:
         decode(value)  # never publish what readers would reject
         assert self._producer is not None, "call start() first"
         await self._producer.send_and_wait(self.topic, value=value, key=snapshot.group.encode())
+
+    async def last_published(self, group: str, timeout_s: float = 5.0) -> Snapshot | None:
+        """The newest valid snapshot of ``group`` among the topic's last records (a previous
+        incarnation's); None when there is none, or it could not be read in ``timeout_s``
+        (one log line: starting without it is only slower to size right)."""
+        try:
+            return await asyncio.wait_for(self._read_last(group), timeout_s)
+        except (KafkaError, TimeoutError) as exc:
+            log.warning("the last speed snapshot on %s was not read back: %r", self.topic, exc)
+            return None
+
+    async def _read_last(self, group: str) -> Snapshot | None:
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=self._bootstrap, enable_auto_commit=False, **self._options
+        )
+        try:
+            await consumer.start()
+            numbers = (await topic_partitions(consumer, [self.topic])).get(self.topic, set())
+            partitions = [KafkaTopicPartition(self.topic, p) for p in sorted(numbers)]
+            if not partitions:
+                return None
+            consumer.assign(partitions)
+            ends = await consumer.end_offsets(partitions)
+            for tp, end in ends.items():
+                consumer.seek(tp, max(0, end - TAIL_RECORDS))
+            values: list[bytes | None] = []
+            behind = [tp for tp, end in ends.items() if end > 0]
+            while behind:
+                batch = await consumer.getmany(timeout_ms=500)
+                values += [record.value for records in batch.values() for record in records]
+                behind = [tp for tp in behind if await consumer.position(tp) < ends[tp]]
+            return newest_of_group(values, group)
+        finally:
+            await consumer.stop()
+
+
+def age_s(snapshot: Snapshot) -> float:
+    """Seconds since ``snapshot`` was taken, by this machine's wall clock (its stamp's)."""
+    return snapshot.age(time.time())

@@ -127,6 +127,26 @@ def test_absurd_and_foreign_and_malformed_reports_are_ignored_and_counted() -> N
     assert estimate.records_per_s == pytest.approx(2_000.0)
 
 
+def test_a_restarted_sidecar_sizes_by_its_previous_capacity_until_the_consumers_measure() -> None:
+    estimate = CapacityEstimate(1_000.0, auto=True)
+    assert estimate.published(50.0) is None  # nothing carried, nothing measured: their own
+    assert estimate.carry_over(150_000.0, age_s=40.0)  # bytes/s, as the snapshot had it
+    assert estimate.in_use(50.0) == estimate.published(50.0) == 150_000.0
+    assert estimate.status(0.0, 50.0)["carried_over"] == 150_000.0
+    rounds(estimate, {"a": [2_000.0] * 3})
+    assert estimate.in_use(50.0) == estimate.published(50.0) == pytest.approx(100_000.0)
+
+
+def test_a_carried_capacity_too_old_absurd_or_under_a_declared_one_is_not_taken() -> None:
+    assert not CapacityEstimate(1_000.0, auto=True).carry_over(2_000.0, age_s=3_600.0)
+    assert not CapacityEstimate(1_000.0, auto=True).carry_over(2_000.0, age_s=-3_600.0)
+    assert not CapacityEstimate(1_000.0, auto=True).carry_over(5e6, age_s=1.0)
+    assert not CapacityEstimate(1_000.0, auto=True).carry_over(math.nan, age_s=1.0)
+    declared = CapacityEstimate(1_000.0, auto=False)
+    assert not declared.carry_over(2_000.0, age_s=1.0)
+    assert declared.in_use(1.0) == 1_000.0 and declared.published(1.0) is None
+
+
 def test_when_reports_stop_the_last_estimate_stays_and_says_how_old_it_is() -> None:
     estimate = CapacityEstimate(1_000.0, auto=True)
     rounds(estimate, {"a": [3_000.0] * 3})

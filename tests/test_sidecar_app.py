@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 import urllib.error
 import urllib.request
 import uuid
@@ -18,6 +19,7 @@ from assignor.backlog import DrainRule
 from assignor.group_plan import SpeedView
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.snapshot_cache import SnapshotCache
+from contract.snapshot import Snapshot
 from local_kafka.clusters import Capability, KafkaCluster
 from sidecar.app import Sidecar
 from sidecar.config import SidecarConfig, parse_args
@@ -25,7 +27,7 @@ from sidecar.controller import Action, Decision
 from sidecar.http import serve
 from sidecar.keda import KedaController
 from sidecar.leader import FileLease
-from sidecar.publisher import SPEEDS_TOPIC_CONFIG, ensure_speeds_topic
+from sidecar.publisher import SPEEDS_TOPIC_CONFIG, SnapshotPublisher, ensure_speeds_topic
 from sidecar.scalers.local import LocalScaler
 
 BASE = ["--bootstrap-servers", "k:9092", "--group", "g", "--topics", "a,b", "--capacity", "100"]
@@ -306,6 +308,43 @@ def test_loop_scales_publishes_and_serves(
     assert by_name == pytest.approx({f"{topic}:{p}": 90.0 for p in range(4)})
     # The assignor packs by the rule the controller sized the group by.
     assert view.drain == DrainRule(config.drain_seconds, config.wait_time_secs)
+
+
+def test_a_restarted_sidecar_starts_from_the_capacity_its_previous_incarnation_published(
+    kafka: str, topic_factory: Callable[..., str]
+) -> None:
+    topic = topic_factory(2)
+    config = SidecarConfig(
+        bootstrap_servers=kafka,
+        group=f"g-{topic}",
+        topics=(topic,),
+        capacity=100.0,
+        capacity_auto=True,
+        snapshot_topic=topic_factory(1, prefix="speeds"),
+        scaler="none",
+    )
+
+    async def restart() -> dict[str, object]:
+        previous = SnapshotPublisher(kafka, config.snapshot_topic)
+        await previous.start()
+        try:  # its last snapshot, 30 s ago; then another group's on the same topic
+            await previous.publish(Snapshot(config.group, 41, time.time() - 30, "records/s", {}))
+            await previous.publish(
+                Snapshot(config.group, 42, time.time() - 29, "records/s", {}, None, 400.0)
+            )
+            await previous.publish(Snapshot("other", 7, time.time(), "records/s", {}, None, 9.0))
+        finally:
+            await previous.stop()
+        sidecar = Sidecar(config, None, None)
+        await sidecar.start()
+        try:
+            return sidecar.capacity.status(0.0, 1.0)
+        finally:
+            await sidecar.stop()
+
+    status = asyncio.run(restart())
+    assert status["carried_over"] == 400.0 and status["in_use"] == 400.0
+    assert status["measured"] is None  # until the consumers measure again
 
 
 def test_the_speeds_topic_is_created_compacted_with_a_retention(

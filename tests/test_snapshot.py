@@ -12,7 +12,14 @@ from assignor import TopicPartition
 from assignor.backlog import DrainRule
 from consumer_sdk.snapshot_cache import MAX_CLOCK_SKEW_S, SnapshotCache
 from contract.local_ports import free_port
-from contract.snapshot import PartitionStat, Snapshot, SnapshotError, decode, speeds_topic
+from contract.snapshot import (
+    PartitionStat,
+    Snapshot,
+    SnapshotError,
+    decode,
+    newest_of_group,
+    speeds_topic,
+)
 
 TP = TopicPartition("orders", 3)
 
@@ -57,6 +64,16 @@ def test_round_trip_with_a_measured_capacity_and_a_bad_one_named() -> None:
     for bad in (0, -1, "fast", float("inf")):
         with pytest.raises(SnapshotError, match="capacity must be a finite number > 0"):
             decode(json.dumps({**sample(), "capacity": bad}))
+
+
+def test_the_newest_snapshot_of_a_group_is_found_among_other_groups_and_bad_records() -> None:
+    def taken(group: str, sequence: int, timestamp: float) -> bytes:
+        return Snapshot(group, sequence, timestamp, "records/s", {}, None, 10.0 * sequence).encode()
+
+    values = [taken("g", 7, 1000.0), None, b"{", taken("g", 9, 1001.0), taken("other", 99, 2000.0)]
+    newest = newest_of_group([*values, taken("g", 8, 1001.0)], "g")
+    assert newest is not None and (newest.sequence, newest.capacity) == (9, 90.0)
+    assert newest_of_group(values, "absent") is None and newest_of_group([], "g") is None
 
 
 def test_freshness() -> None:
