@@ -76,13 +76,20 @@ def test_consumers_get_racks_by_ordinal_in_turn(tmp_path: Path) -> None:
     assert not list(plain.glob("*.rack"))
 
 
-def test_crashed_consumer_is_noticed(tmp_path: Path) -> None:
+def test_a_crashed_consumer_is_noticed_and_restarted_after_its_back_off(tmp_path: Path) -> None:
+    clock = FakeClock()
     scaler = scaler_for(tmp_path)
+    scaler.clock = clock
     try:
         scaler.scale(2)
         assert wait_until(lambda: len(started(tmp_path)) == 2)
-        os.kill(scaler.processes[1].pid, signal.SIGKILL)
-        assert wait_until(lambda: scaler.replicas() == 1)
+        crashed = scaler.processes[1]
+        os.kill(crashed.pid, signal.SIGKILL)
+        crashed.wait(30)
+        assert scaler.replicas() == 1 and 1 not in scaler.processes  # backing off
+        clock.now = scaler.crashes[1].next_start
+        # No scale-up asked for: the count it was given is kept, as a Deployment keeps it.
+        assert scaler.replicas() == 2 and scaler.processes[1].pid != crashed.pid
     finally:
         scaler.close()
 

@@ -10,7 +10,10 @@ consumer is reaped later, killed if it outlives ``stop_timeout_s``, and its ordi
 reused before it is gone (never two members with one identity).
 
 A consumer that exits by itself crashed (consumers run until told to stop). Its ordinal is
-restarted after a back-off that doubles with every crash in a row (1 s up to 60 s); a run of
+restarted after a back-off that doubles with every crash in a row (1 s up to 60 s), by the
+first :meth:`LocalScaler.replicas` after it (the sidecar asks every tick): the scaler keeps
+the count it was last told, as a Deployment keeps its replicas, without waiting for the
+controller to ask for a scale-up; a run of
 ``HEALTHY_RUN_S`` forgives the past. Three crashes in a row make it crash-looping: a problem
 :meth:`LocalScaler.problems` reports (the sidecar shows it in /status, /healthz, metrics).
 
@@ -91,6 +94,7 @@ class LocalScaler:
         self.running: dict[int, _Running] = {}
         self.stopping: dict[int, tuple[subprocess.Popen[bytes], float]] = {}
         self.crashes: dict[int, _Crashes] = {}
+        self.desired = 0  # the count last asked for, kept through crashes
 
     @property
     def processes(self) -> dict[int, subprocess.Popen[bytes]]:
@@ -118,6 +122,8 @@ class LocalScaler:
             del self.running[ordinal]
             self._crashed(ordinal, code, now - run.started, now)
         self._reap_stopping(now)
+        if len(self.running) < self.desired:  # crashed ones whose back-off has ended
+            self._fill(self.desired - len(self.running), now)
         metrics.CRASH_LOOPING.set(len(self.crash_looping()))
         return len(self.running)
 
@@ -173,27 +179,30 @@ class LocalScaler:
         after a crash keeps its place and starts when its back-off ends), stop the highest."""
         if not isinstance(replicas, int) or not 0 <= replicas <= self.max_replicas:
             raise ValueError(f"replicas must be in [0, {self.max_replicas}], got {replicas!r}")
+        self.desired = replicas
         current = self.replicas()
         if replicas > current:
-            now = self.clock()
-            free = [
-                o
-                for o in range(self.max_replicas)
-                if o not in self.running and o not in self.stopping
-            ]
-            for ordinal in free[: replicas - current]:
-                crash = self.crashes.get(ordinal)
-                if crash is not None and crash.next_start > now:
-                    continue
-                if not identity_free(self.identity_lock(ordinal)):
-                    log.warning(
-                        "%s still runs (an earlier consumer): not started twice",
-                        self.identity(ordinal),
-                    )
-                    continue
-                self._start(ordinal, now)
+            self._fill(replicas - current, self.clock())
         elif replicas < current:
             self._stop(sorted(self.running, reverse=True)[: current - replicas])
+
+    def _fill(self, count: int, now: float) -> None:
+        """Start the ``count`` lowest free ordinals, but for those backing off after a
+        crash (they keep their place) and those whose earlier consumer still runs."""
+        free = [
+            o for o in range(self.max_replicas) if o not in self.running and o not in self.stopping
+        ]
+        for ordinal in free[:count]:
+            crash = self.crashes.get(ordinal)
+            if crash is not None and crash.next_start > now:
+                continue
+            if not identity_free(self.identity_lock(ordinal)):
+                log.warning(
+                    "%s still runs (an earlier consumer): not started twice",
+                    self.identity(ordinal),
+                )
+                continue
+            self._start(ordinal, now)
 
     def _start(self, ordinal: int, now: float) -> None:
         env = {
@@ -219,6 +228,7 @@ class LocalScaler:
 
     def close(self) -> None:
         """Stop every consumer and wait for them (at most ``stop_timeout_s``, then kill)."""
+        self.desired = 0
         self._stop(sorted(self.running, reverse=True))
         for process, deadline in list(self.stopping.values()):
             with contextlib.suppress(subprocess.TimeoutExpired):
