@@ -38,6 +38,7 @@ from sidecar.share_groups.loads import partition_loads
 from sidecar.share_groups.publisher import ShareLoadsPublisher
 
 log = logging.getLogger(__name__)
+CLOSE_TIMEOUT_S = 5.0  # each Kafka client's close on the way out
 # /livez: a loop with no tick and no connection attempt for this long is stuck. Longer than
 # the connection back-off's 30 s cap plus an attempt's own time-outs.
 STUCK_AFTER_S = 120.0
@@ -160,11 +161,17 @@ class Sidecar:
             )
 
     async def stop(self) -> None:
-        """Disconnect; release leadership; the scaler's consumers are left to the caller."""
-        await self.publisher.stop()
+        """Disconnect (each client given ``CLOSE_TIMEOUT_S``: a producer flushing to a
+        broker that just died would hold a SIGTERM for its request timeout); release
+        leadership; the scaler's consumers are left to the caller."""
+        closing = [self.publisher.stop(), self.monitor.stop()]
         if self.share_loads is not None:
-            await self.share_loads.stop()
-        await self.monitor.stop()
+            closing.insert(1, self.share_loads.stop())
+        for close in closing:
+            try:
+                await asyncio.wait_for(close, CLOSE_TIMEOUT_S)
+            except TimeoutError:
+                log.warning("a Kafka client did not close within %.0f s: left", CLOSE_TIMEOUT_S)
         if self.lease is not None:
             self.lease.release()
 
@@ -208,8 +215,13 @@ class Sidecar:
         try:
             while not stop.is_set():
                 started = self.clock()
+                # A SIGTERM mid-tick (a broker gone, a request waiting for its timeout) ends
+                # the tick; scaling is synchronous inside it, so it is never left half done.
+                ticking = asyncio.create_task(self.tick())
+                if not await finished_unless_stopped(ticking, stop):
+                    break
                 try:
-                    await self.tick()
+                    ticking.result()
                 except Exception as exc:  # the loop must survive anything one tick meets
                     self.last_beat = self.clock()
                     metrics.ERRORS.labels("tick").inc()

@@ -347,6 +347,40 @@ def test_a_restarted_sidecar_starts_from_the_capacity_its_previous_incarnation_p
     assert status["measured"] is None  # until the consumers measure again
 
 
+def test_a_stop_mid_tick_ends_the_tick_and_a_client_that_will_not_close_is_left(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    config = SidecarConfig(
+        bootstrap_servers="127.0.0.1:1", group="g", topics=("t",), capacity=100.0, scaler="none"
+    )
+    sidecar = Sidecar(config, None, None)
+    stop = asyncio.Event()
+    seen: list[str] = []
+
+    async def connected(_: asyncio.Event) -> bool:
+        return True
+
+    async def tick_waiting_for_a_dead_broker() -> None:
+        seen.append("tick")
+        stop.set()  # SIGTERM arrives while a request waits for its timeout
+        await asyncio.Event().wait()
+
+    async def publisher_flushing_for_ever() -> None:
+        seen.append("closing")
+        await asyncio.Event().wait()
+
+    async def monitor_closes() -> None:
+        seen.append("monitor closed")
+
+    monkeypatch.setattr(sidecar, "connect", connected)
+    monkeypatch.setattr(sidecar, "tick", tick_waiting_for_a_dead_broker)
+    monkeypatch.setattr(sidecar.publisher, "stop", publisher_flushing_for_ever)
+    monkeypatch.setattr(sidecar.monitor, "stop", monitor_closes)
+    monkeypatch.setattr("sidecar.app.CLOSE_TIMEOUT_S", 0.01)
+    asyncio.run(sidecar.run(stop))
+    assert seen == ["tick", "closing", "monitor closed"]
+
+
 def test_the_speeds_topic_is_created_compacted_with_a_retention(
     kafka_cluster_handle: KafkaCluster,
 ) -> None:
