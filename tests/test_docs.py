@@ -41,6 +41,24 @@ def test_every_relative_link_resolves(path: Path) -> None:
     assert broken == []
 
 
+RUN_CELL = re.compile(
+    r"\| \[(?P<machine>\w+), (?P<day>\d\d-\d\d), (?P<code>[0-9a-f]{7})\]"
+    r"\((?P<file>benchmarks/results/[\w.]+\.md)\) \|$"
+)
+
+
+def test_every_headline_row_names_the_run_its_file_holds() -> None:
+    """Machine, date and code in the README's headline table are those of the result file
+    it links (a re-run that replaces the file must update the row)."""
+    cells = [m for line in README.read_text().splitlines() if (m := RUN_CELL.search(line))]
+    assert len(cells) >= 10
+    for cell in cells:
+        lines = (ROOT / cell["file"]).read_text().splitlines()
+        (header,) = [line for line in lines[:8] if line.startswith("Machine:")]
+        assert cell["machine"] in header, (cell["file"], header)
+        assert re.search(rf"run \d{{4}}-{cell['day']} .*code {cell['code']}", header), header
+
+
 def test_the_link_check_sees_links() -> None:
     assert "docs/getting-started.md" in relative_links(README)
 
