@@ -113,11 +113,24 @@ def test_growth_is_a_slope_per_incarnation_after_the_warm_up() -> None:
     assert sidecar["role"] == "sidecar" and sidecar["rss_mib_per_10_min"] == 5.0
     assert sidecar["anon_mib_per_10_min"] == 0.0  # the growth was in mapped files
     assert sidecar["fds_per_10_min"] == 0.0
+    assert sidecar["anon_late_mib_per_10_min"] == 0.0
     # What was not judged is said, with why: its lives were too short.
     unjudged = {"consumer soak-0": {"incarnations": 2, "longest_minutes": 4.0}}
     assert figures["growth_not_judged"] == unjudged
     (text,) = [line for line in not_judged_lines(unjudged) if line]
     assert "consumer soak-0 (2 incarnation(s), the longest 4.0 min)" in text
+
+
+def test_a_warm_up_that_levels_off_shows_in_the_second_half_slope() -> None:
+    run = Run()
+    run.processes = [  # 2 MiB a minute for 10 minutes, then flat for 20
+        ProcessSample(
+            t=60.0 * m, role="broker 1", pid=9, rss_mib=0, anon_mib=2.0 * min(m, 10), fds=9
+        )
+        for m in range(31)
+    ]
+    (broker,) = analyse(run, warm_up_s=0.0, min_span_s=600.0)["growth"]
+    assert broker["anon_mib_per_10_min"] > 5 and broker["anon_late_mib_per_10_min"] == 0.0
 
 
 def test_faults_flag_names_the_kinds_it_accepts() -> None:
