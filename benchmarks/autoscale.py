@@ -994,9 +994,10 @@ def model_checks(
 RECOMPUTED = "Model checks re-computed"
 
 
-def remodel(path: Path) -> int:
+def remodel(path: Path, *, write: bool = True) -> int:
     """Check the current simulator against a committed Kubernetes run (its JSON's
-    timelines): rewrite the model part of its markdown and JSON, saying at which code."""
+    timelines): print the model part; with ``write``, rewrite it in the run's markdown and
+    JSON, saying at which code."""
     from benchmarks.support import keda_comparison
 
     data = json.loads(path.read_text())
@@ -1030,8 +1031,9 @@ def remodel(path: Path) -> int:
         "(python -m benchmarks.autoscale --remodel).",
         "",
     ]
-    markdown.write_text(kept + "\n" + "\n".join(lines) + "\n")
-    path.write_text(json.dumps(data, indent=1) + "\n")
+    if write:
+        markdown.write_text(kept + "\n" + "\n".join(lines) + "\n")
+        path.write_text(json.dumps(data, indent=1) + "\n")
     print("\n".join(lines))
     return 0
 
@@ -1131,7 +1133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.remodel is not None:
         if not args.remodel.is_file():
             parser.error(f"--remodel: a results .json file, got {args.remodel}")
-        return remodel(args.remodel)
+        return remodel(args.remodel, write=not args.no_write)
     if args.duration is None:
         args.duration = KUBE_DURATION_S if args.platform == "kube" else DURATION_S
     if not (math.isfinite(args.duration) and args.duration >= 60):
