@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.support.machine import code_version, machine_line
+from benchmarks.support.machine import machine_line
 from benchmarks.support.rate_writer import RateWriter
 from benchmarks.support.report import RESULTS, publish
 from benchmarks.support.share_members import read_from_the_start
@@ -241,8 +241,7 @@ def render(outcomes: Sequence[Outcome], kafka: ApacheKafka, duration_s: float) -
         "# Share groups on a skewed load",
         "",
         machine_line(),
-        f"Broker: Apache Kafka {kafka.version} (KRaft, 1 node, our broker assignors loaded). "
-        f"Code: {code_version()}.",
+        f"Broker: Apache Kafka {kafka.version} (KRaft, 1 node, our broker assignors loaded).",
         "",
         f"One partition written at {HOT:g} C, {PARTITIONS - 1} at {COLD:g} C each "
         f"({total:.1f} C in all; C = {CAPACITY:g} records/s, what one consumer works through); "
