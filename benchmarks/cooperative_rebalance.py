@@ -699,6 +699,7 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             key: sum(r[key] for r in runs) / len(runs)
             for key in ("moved", "pause_partition_s", "settle_s")
         }
+        pauses = [r["pause_partition_s"] for r in runs]
         summary.append(
             {
                 "profile": profile,
@@ -706,6 +707,8 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "scenario": scenario_name,
                 "runs": len(runs),
                 **mean,
+                "pause_min": min(pauses),
+                "pause_max": max(pauses),
                 "pause_per_moved_s": mean["pause_partition_s"] / max(1.0, mean["moved"]),
                 "redelivered": sum(r["redelivered"] for r in runs),
                 "redelivered_unmoved": sum(r["redelivered_unmoved"] for r in runs),
@@ -713,6 +716,13 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             }
         )
     return summary
+
+
+def overlapping(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Whether two summaries' ranges of pause over their runs overlap (both ran twice or more)."""
+    if min(a["runs"], b["runs"]) < 2:
+        return False
+    return bool(a["pause_min"] <= b["pause_max"] and b["pause_min"] <= a["pause_max"])
 
 
 def report(summary: list[dict[str, Any]], header: str, reference: str = OURS) -> str:
@@ -724,28 +734,35 @@ def report(summary: list[dict[str, Any]], header: str, reference: str = OURS) ->
             "",
             f"## Timings: {profile}",
             "",
-            "| scenario | protocol | runs | moved partitions | pause (partition-s) | pause per "
-            "moved partition (s) | settled in (s) | re-delivered | re-delivered, unmoved |",
-            "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+            "| scenario | protocol | runs | moved partitions | pause (partition-s) | its range "
+            "| pause per moved partition (s) | settled in (s) | re-delivered "
+            "| re-delivered, unmoved |",
+            "|---|---|---:|---:|---:|---|---:|---:|---:|---:|",
         ]
         for r in rows:
+            spread = f"{r['pause_min']:.2f}-{r['pause_max']:.2f}" if r["runs"] > 1 else "-"
             lines.append(
                 f"| {r['scenario']} | {r['protocol']} | {r['runs']} | {r['moved']:.1f} | "
-                f"{r['pause_partition_s']:.2f} | {r['pause_per_moved_s']:.3f} | "
+                f"{r['pause_partition_s']:.2f} | {spread} | {r['pause_per_moved_s']:.3f} | "
                 f"{r['settle_s']:.1f} | {r['redelivered']} | {r['redelivered_unmoved']} |"
             )
-        pause = {(r["protocol"], r["scenario"]): r["pause_partition_s"] for r in rows}
+        pause = {(r["protocol"], r["scenario"]): r for r in rows}
         lines += [
             "",
-            f"Pause of each protocol / pause of {reference} (above 1: {reference} pauses less):",
+            f"Pause of each protocol / pause of {reference} (above 1: {reference} pauses less; "
+            "'overlap': the two ranges of runs overlap, so the order may be noise):",
             "",
         ]
         for scenario_name in dict.fromkeys(r["scenario"] for r in rows):
-            ours = pause.get((reference, scenario_name), 0.0)
+            ours = pause.get((reference, scenario_name))
             ratios = [
-                f"{p} {pause[(p, scenario_name)] / ours:.2f}x"
-                for p, s in pause
-                if s == scenario_name and p != reference and ours > 0
+                f"{p} {other['pause_partition_s'] / ours['pause_partition_s']:.2f}x"
+                + (" overlap" if overlapping(other, ours) else "")
+                for (p, s), other in pause.items()
+                if s == scenario_name
+                and p != reference
+                and ours is not None
+                and ours["pause_partition_s"] > 0
             ]
             lines.append(f"- {scenario_name}: " + ", ".join(ratios))
     return "\n".join(lines)
