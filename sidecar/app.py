@@ -172,6 +172,8 @@ class Sidecar:
                 await asyncio.wait_for(close, CLOSE_TIMEOUT_S)
             except TimeoutError:
                 log.warning("a Kafka client did not close within %.0f s: left", CLOSE_TIMEOUT_S)
+            except Exception as exc:  # on the way out: the others still close, the lease goes
+                log.warning("a Kafka client failed to close: %r", exc)
         if self.lease is not None:
             self.lease.release()
 
