@@ -20,7 +20,7 @@ from aiokafka.structs import TopicPartition as KafkaTopicPartition
 
 from assignor.group_plan import SpeedView
 from consumer_sdk import metrics
-from contract.metadata import topic_partitions
+from contract.metadata import seek_to_tail, topic_partitions
 from contract.snapshot import Snapshot, SnapshotError, decode
 
 log = logging.getLogger(__name__)
@@ -166,11 +166,8 @@ class SnapshotCache:
         try:
             await consumer.start()
             partitions = await self._wait_for_topic(consumer)
-            consumer.assign(partitions)
-            ends = await consumer.end_offsets(partitions)
-            for tp, end in ends.items():
-                # A few records back: a malformed newest record must not hide a good one.
-                consumer.seek(tp, max(0, end - TAIL_RECORDS))
+            # A few records back: a malformed newest record must not hide a good one.
+            ends = await seek_to_tail(consumer, partitions, TAIL_RECORDS)
             if all(end == 0 for end in ends.values()):
                 self._caught_up.set()
             while True:

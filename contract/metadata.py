@@ -1,4 +1,5 @@
-"""Partitions of topics, from one metadata refresh of an aiokafka client."""
+"""Partitions of topics, from one metadata refresh of an aiokafka client; reading a topic's
+last records."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from collections.abc import Iterable
 
 from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import KafkaError
+from aiokafka.structs import TopicPartition
 
 
 async def topic_partitions(
@@ -25,3 +27,15 @@ async def topic_partitions(
         if partitions:
             found[topic] = set(partitions)
     return found
+
+
+async def seek_to_tail(
+    consumer: AIOKafkaConsumer, partitions: list[TopicPartition], records: int
+) -> dict[TopicPartition, int]:
+    """Assign ``partitions`` and place each ``records`` before its end (or at its start);
+    returns their end offsets, to tell when the tail has been read."""
+    consumer.assign(partitions)
+    ends: dict[TopicPartition, int] = await consumer.end_offsets(partitions)
+    for tp, end in ends.items():
+        consumer.seek(tp, max(0, end - records))
+    return ends

@@ -32,7 +32,7 @@ from sidecar.http import Endpoints
 from sidecar.keda import KedaController
 from sidecar.leader import Lease
 from sidecar.monitor import Monitor, Reading
-from sidecar.publisher import SnapshotPublisher, age_s
+from sidecar.publisher import SnapshotPublisher
 from sidecar.scalers.base import Scaler
 from sidecar.share_groups.loads import partition_loads
 from sidecar.share_groups.publisher import ShareLoadsPublisher
@@ -150,7 +150,7 @@ class Sidecar:
             return
         if previous.unit != self.config.capacity_unit:
             return
-        age = age_s(previous)
+        age = previous.age(time.time())  # its stamp is this wall clock's
         if self.capacity.carry_over(previous.capacity, age):
             log.info(
                 "sizing with the capacity %.0f %s the previous sidecar published %.0f s ago "

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
@@ -13,7 +12,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError, TopicAlreadyExistsError
 from aiokafka.structs import TopicPartition as KafkaTopicPartition
 
-from contract.metadata import topic_partitions
+from contract.metadata import seek_to_tail, topic_partitions
 from contract.snapshot import Snapshot, decode, newest_of_group
 
 log = logging.getLogger(__name__)
@@ -123,10 +122,7 @@ class SnapshotPublisher:
             partitions = [KafkaTopicPartition(self.topic, p) for p in sorted(numbers)]
             if not partitions:
                 return None
-            consumer.assign(partitions)
-            ends = await consumer.end_offsets(partitions)
-            for tp, end in ends.items():
-                consumer.seek(tp, max(0, end - TAIL_RECORDS))
+            ends = await seek_to_tail(consumer, partitions, TAIL_RECORDS)
             values: list[bytes | None] = []
             behind = [tp for tp, end in ends.items() if end > 0]
             while behind:
@@ -136,8 +132,3 @@ class SnapshotPublisher:
             return newest_of_group(values, group)
         finally:
             await consumer.stop()
-
-
-def age_s(snapshot: Snapshot) -> float:
-    """Seconds since ``snapshot`` was taken, by this machine's wall clock (its stamp's)."""
-    return snapshot.age(time.time())
