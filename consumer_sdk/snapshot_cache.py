@@ -93,11 +93,7 @@ class SnapshotCache:
                 MAX_CLOCK_SKEW_S,
             )
             return
-        latest = self.latest
-        if latest is not None and (snapshot.timestamp, snapshot.sequence) <= (
-            latest.timestamp,
-            latest.sequence,
-        ):
+        if not snapshot.newer_than(self.latest):
             self.counters.out_of_order += 1
             metrics.SNAPSHOTS_IGNORED.labels(self.group, "out_of_order").inc()
             return

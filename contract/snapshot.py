@@ -75,6 +75,10 @@ class Snapshot:
         """Seconds since the snapshot was taken (negative if it claims to be from the future)."""
         return now - self.timestamp
 
+    def newer_than(self, other: Snapshot | None) -> bool:
+        """Taken after ``other`` (by timestamp, then sequence); anything is newer than None."""
+        return other is None or (self.timestamp, self.sequence) > (other.timestamp, other.sequence)
+
     def is_fresh(self, now: float, max_age_s: float) -> bool:
         """Taken at most ``max_age_s`` ago (and not more than that in the future: clock skew)."""
         return abs(self.age(now)) <= max_age_s
@@ -175,10 +179,7 @@ def newest_of_group(values: Iterable[bytes | None], group: str) -> Snapshot | No
             snapshot = decode(value or b"")
         except SnapshotError:
             continue
-        if snapshot.group == group and (
-            newest is None
-            or (snapshot.timestamp, snapshot.sequence) > (newest.timestamp, newest.sequence)
-        ):
+        if snapshot.group == group and snapshot.newer_than(newest):
             newest = snapshot
     return newest
 
