@@ -59,6 +59,7 @@ from benchmarks.support.machine import (
     baseline_checkout,
     broker_line,
     imports_from,
+    machine_info,
     machine_line,
 )
 from benchmarks.support.polling import wait_for
@@ -768,6 +769,44 @@ def report(summary: list[dict[str, Any]], header: str, reference: str = OURS) ->
     return "\n".join(lines)
 
 
+RENDERED = "Table re-rendered"
+
+
+def reference_of(protocols: Sequence[str]) -> str:
+    """The protocol every other is compared with: ours (classic, else broker-side), else the
+    last one run."""
+    return next((p for p in (OURS, KIP848_OURS) if p in protocols), protocols[-1])
+
+
+def report_from(path: Path, *, write: bool = True) -> int:
+    """Render a committed run's table again from its rows (the current summary and report:
+    ranges, overlap marks), keeping the run's header, machine and date; with ``write``,
+    rewrite its markdown, JSON and plot, saying at which code."""
+    data = json.loads(path.read_text())
+    rows = data.get("rows")
+    if not isinstance(rows, list) or not rows:
+        print(f"--report-from: {path} has no rows to render (a results .json of this benchmark)")
+        return 2
+    markdown = path.with_suffix(".md")
+    text = markdown.read_text()
+    header = text[: text.find("\n## Timings")].rstrip("\n")
+    header = "\n".join(line for line in header.splitlines() if not line.startswith(RENDERED))
+    reference = reference_of(list(dict.fromkeys(r["protocol"] for r in rows)))
+    now = machine_info()
+    header += (
+        f"\n{RENDERED} from the run's rows on {now['date_utc']} UTC, code {now['code']} "
+        "(python -m benchmarks.cooperative_rebalance --report-from)."
+    )
+    summary = summarise(rows)
+    table = report(summary, header, reference)
+    print(table)
+    if write:
+        markdown.write_text(table + "\n")
+        path.write_text(json.dumps({**data, "summary": summary}, indent=1) + "\n")
+        plot(summary, path.with_suffix(".png"))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run every protocol side by side on one cluster per timing profile."""
     parser = argparse.ArgumentParser(description=__doc__)
@@ -794,7 +833,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="directory for each member's log and the ownership events (one per profile "
         "and protocol, in subdirectories)",
     )
+    parser.add_argument(
+        "--report-from",
+        type=Path,
+        metavar="JSON",
+        help="render a committed result's table again from its rows (this code's report) "
+        "and rewrite it; runs nothing",
+    )
     args = parser.parse_args(argv)
+    if args.report_from is not None:
+        if not args.report_from.is_file() or not args.report_from.with_suffix(".md").is_file():
+            parser.error(f"--report-from: a results .json beside its .md, got {args.report_from}")
+        return report_from(args.report_from, write=not args.no_write)
     kind = ClusterKind(args.cluster)
     asked = [p.strip() for p in args.protocols.split(",") if p.strip()]
     if not asked or any(p not in PROTOCOLS for p in asked):
@@ -857,7 +907,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ]
     )
     summary = summarise(rows)
-    reference = OURS if OURS in chosen else chosen[-1]
+    reference = reference_of(chosen)
     table = report(summary, header, reference)
     name = args.output or f"cooperative_rebalance_{kind.value}"
     publish(

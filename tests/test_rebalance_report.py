@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
-from benchmarks.cooperative_rebalance import report, summarise
+import pytest
+
+from benchmarks.cooperative_rebalance import RENDERED, report, report_from, summarise
 
 
 def run(protocol: str, pause: float, scenario: str = "scale-in 11->10") -> dict[str, Any]:
@@ -36,3 +40,34 @@ def test_the_report_gives_each_cells_range_and_says_when_two_ranges_overlap() ->
     mean = {name: sum(ps) / 3 for name, ps in PAUSES.items()}
     assert f"uniform {mean['uniform'] / mean['ours']:.2f}x overlap" in ratios
     assert ratios.endswith(f"static {mean['static'] / mean['ours']:.2f}x")
+
+
+def test_a_committed_run_is_rendered_again_from_its_rows_keeping_its_header(
+    tmp_path: Path,
+) -> None:
+    rows = [run(name, pause) for name, pauses in PAUSES.items() for pause in pauses]
+    result = tmp_path / "rebalance.json"
+    result.write_text(json.dumps({"machine": {"code": "abc1234"}, "rows": rows}))
+    header = "# Partition pause\n\nMachine: a machine; run 2026-12-04 16:22 UTC, code abc1234."
+    result.with_suffix(".md").write_text(header + "\n\n## Timings: old\n\n| old table |\n")
+    assert report_from(result) == 0
+    text = result.with_suffix(".md").read_text()
+    assert text.startswith(header + "\n" + RENDERED) and "| old table |" not in text
+    assert "| 10.30-14.20 |" in text
+    saved = json.loads(result.read_text())
+    assert saved["machine"] == {"code": "abc1234"} and len(saved["summary"]) == len(PAUSES)
+    assert result.with_suffix(".png").stat().st_size > 0
+    # Rendered twice, the header keeps one note of it.
+    assert report_from(result) == 0
+    assert result.with_suffix(".md").read_text().count(RENDERED) == 1
+
+
+def test_a_file_without_rows_is_refused_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = tmp_path / "other.json"
+    result.write_text(json.dumps({"machine": {}}))
+    result.with_suffix(".md").write_text("# other\n")
+    assert report_from(result) == 2
+    (line,) = capsys.readouterr().out.splitlines()
+    assert line.startswith("--report-from:") and "no rows" in line
