@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.soak.faults import FaultKind, schedule
+from benchmarks.soak.faults import FaultKind, delayed_start, schedule
 from benchmarks.soak.run import (
+    RECOVERY_TARGET_S,
     InjectedFault,
     ProcessSample,
     Run,
@@ -20,10 +21,12 @@ from benchmarks.soak.run import (
     analyse,
     cut_short,
     fault_kinds,
+    judged_at,
     not_judged_lines,
     omitted_line,
     reread,
     result_name,
+    steady_p99,
     unmeasured,
 )
 
@@ -173,3 +176,35 @@ def test_a_finished_run_is_analysed_again_from_what_it_recorded(tmp_path: Path) 
     assert data["steady_lag_p99"] == 100 and data["duration_s"] == 600.0
     assert kill["next_fault_after_s"] == 89.0 and unmeasured(kill)
     assert disk["recovered_s"] == 0.0 and not unmeasured(disk)
+
+
+def test_a_fault_waits_for_the_last_ones_verdict_and_moves_the_rest_back() -> None:
+    assert delayed_start(400.0, 0.0, None) == 400.0  # the first: as planned
+    assert delayed_start(400.0, 0.0, 380.0) == 400.0  # judged in time
+    assert delayed_start(400.0, 0.0, 431.0) == 431.0  # the last one's lag came back late
+    assert delayed_start(470.0, 31.0, 450.0) == 501.0  # later faults keep the delay
+
+
+def test_a_fault_is_judged_when_its_lag_is_back_or_the_target_has_passed() -> None:
+    def samples(lags: list[int | None]) -> list[Sample]:
+        return [
+            Sample(t=100.0 + 2 * i, lag=lag, healthz=200, replicas=1) for i, lag in enumerate(lags)
+        ]
+
+    back = samples([9_000, 5_000, None, 80, 9_000])
+    assert judged_at(back, repaired=101.0, p99=100) == 106.0
+    assert judged_at(back, repaired=107.0, p99=100) is None  # not back, target not over
+    high = samples([9_000] * 40)  # 100 ... 178 s
+    assert judged_at(high, repaired=110.0, p99=100) == 110.0 + RECOVERY_TARGET_S
+    assert judged_at([], repaired=110.0, p99=100) is None
+
+
+def test_the_steady_p99_leaves_out_the_first_minute_and_missing_figures() -> None:
+    def sample(t: float, lag: int | None) -> Sample:
+        return Sample(t=t, lag=lag, healthz=200, replicas=1)
+
+    kept = [sample(60, 100), sample(80, 120)]
+    noisy = [sample(10, 50_000), kept[0], sample(70, None), kept[1], sample(200, 9_000)]
+    assert steady_p99(noisy, warm_up_s=100.0) == steady_p99(kept, warm_up_s=100.0)
+    assert steady_p99(noisy, warm_up_s=100.0) < steady_p99(noisy, warm_up_s=300.0)
+    assert steady_p99(kept[:1], warm_up_s=100.0) == 0  # one figure: no p99

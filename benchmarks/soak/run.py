@@ -9,7 +9,8 @@ Connect server (restarted 5-15 s later on its port); one consumer cut from the n
 a consumer stopped with SIGSTOP past its session timeout and resumed (a zombie writer); the
 warehouse's disk (a tmpfs of its own) full for 30 s. Load: the paper's random walk per
 partition, no steps. The first ``--warm-up`` seconds have no fault; they give the steady
-state's lag p99.
+state's lag p99. A fault never begins before the last one is judged (its lag back under that
+p99, or 60 s after its repair): the schedule's later faults move back by the wait.
 
 Figures: records produced, missing and duplicated in the table (read by delta-rs); per fault,
 the time from its repair until the lag is back under the steady-state p99 (target 60 s); RSS
@@ -46,7 +47,7 @@ from typing import Any
 
 from assignor import TopicPartition
 from benchmarks.soak import network_cut
-from benchmarks.soak.faults import FaultKind, PlannedFault, schedule
+from benchmarks.soak.faults import FaultKind, PlannedFault, delayed_start, schedule
 from benchmarks.support.machine import broker_line, machine_line
 from benchmarks.support.report import RESULTS, publish
 from consumer_sdk.lake.spark_config import SparkSinkConfig
@@ -408,10 +409,29 @@ def slope_per_10_min(points: Sequence[tuple[float, float]]) -> float:
     return statistics.linear_regression(times, values).slope * 600
 
 
+def steady_p99(samples: Sequence[Sample], warm_up_s: float) -> float:
+    """The lag's p99 in the warm-up after its first minute: what a recovery comes back under."""
+    steady = [s.lag for s in samples if 60 <= s.t <= warm_up_s and s.lag is not None]
+    return statistics.quantiles(steady, n=100)[98] if len(steady) >= 2 else 0
+
+
+def judged_at(samples: Sequence[Sample], repaired: float, p99: float) -> float | None:
+    """When a fault repaired at ``repaired`` is judged: the first sample after it with the
+    lag back under ``p99``, or the recovery target's end; None: neither yet."""
+    back = next(
+        (s.t for s in samples if s.t >= repaired and s.lag is not None and s.lag <= p99), None
+    )
+    if back is not None:
+        return back
+    latest = samples[-1].t if samples else None
+    if latest is not None and latest >= repaired + RECOVERY_TARGET_S:
+        return repaired + RECOVERY_TARGET_S
+    return None
+
+
 def analyse(run: Run, warm_up_s: float, min_span_s: float) -> dict[str, Any]:
     """The figures of the module docstring."""
-    steady = [s.lag for s in run.samples if 60 <= s.t <= warm_up_s and s.lag is not None]
-    p99 = statistics.quantiles(steady, n=100)[98] if len(steady) >= 2 else 0
+    p99 = steady_p99(run.samples, warm_up_s)
     recoveries = []
     for index, fault in enumerate(run.faults):
         following = run.faults[index + 1].at if index + 1 < len(run.faults) else float("inf")
@@ -771,10 +791,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         sampler.start()
         stop = threading.Event()
         try:
+            shift, last = 0.0, None
             for fault in plan:
-                if stop.wait(max(0.0, fault.at - soak.elapsed())):
+                if last is not None:
+                    # The next fault waits for the last one's verdict, so none is cut short.
+                    p99 = steady_p99(run.samples, args.warm_up)
+                    verdict = judged_at(list(run.samples), last.repaired, p99)
+                    while verdict is None and not stop.wait(SAMPLE_S):
+                        verdict = judged_at(list(run.samples), last.repaired, p99)
+                start = delayed_start(fault.at, shift, None if last is None else verdict)
+                if start + fault.duration > args.duration - 60:
+                    break
+                shift = start - fault.at
+                if stop.wait(max(0.0, start - soak.elapsed())):
                     break
                 done = soak.inject(fault, stop)
+                last = done
                 run.faults.append(done)
                 print(
                     f"{done.at:7.0f} s {fault.kind.value}: {done.target or done.skipped} "
