@@ -228,7 +228,10 @@ def test_loop_scales_publishes_and_serves(
         try:
             base = f"http://127.0.0.1:{server.server_port}"
             status = json.loads(urllib.request.urlopen(base + "/status", timeout=10).read())
-            assert status["replicas"] == 4 and status["leader"] is True
+            decided = [
+                f"{d.action.value} {d.current}->{d.desired}: {d.reason}" for d in sidecar.decisions
+            ]
+            assert status["replicas"] == 4 and status["leader"] is True, decided
             # Nobody consumes: no member described, none seen committing.
             assert status["group_members"]["reading"] == 0
             assert not status["group_members"]["described"]

@@ -1,0 +1,65 @@
+"""Wait until a fresh Apache Kafka cluster coordinates groups.
+
+A new cluster creates ``__consumer_offsets`` on the first group request and then loads each
+of its partitions; until a group's partition is loaded, every request of that group fails
+(``GroupCoordinatorNotAvailable``, ``NOT_COORDINATOR``, ``COORDINATOR_LOAD_IN_PROGRESS``).
+Clients retry, but a test that counts rounds does not: a sidecar ticking five times on a
+fresh broker found its group's offsets unreadable in four of them (the flaky
+``test_loop_scales_publishes_and_serves[apache]``). So the cluster handle waits here, once,
+until one probe group per partition of the topic is described by its coordinator
+(DescribeGroups goes to the same coordinator as the sidecar's OffsetFetch and fails the same
+way until it is loaded; confluent-kafka 2.16.1's ``list_consumer_group_offsets`` of a group
+without partitions crashed the process here).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+PROBE_PREFIX = "kafka-autoscaler-ready-"
+
+
+def java_string_hash(text: str) -> int:
+    """Java's ``String.hashCode`` (32-bit signed), for text of the Basic Multilingual Plane."""
+    value = 0
+    for char in text:
+        value = (31 * value + ord(char)) & 0xFFFFFFFF
+    return value - (1 << 32) if value >= 1 << 31 else value
+
+
+def offsets_partition(group: str, partitions: int) -> int:
+    """The ``__consumer_offsets`` partition of ``group`` (Kafka: ``Utils.abs(hashCode) % n``,
+    where ``Utils.abs`` of the smallest int is 0)."""
+    value = java_string_hash(group)
+    return (0 if value == -(1 << 31) else abs(value)) % partitions
+
+
+def probe_groups(partitions: int) -> list[str]:
+    """One group name per partition of ``__consumer_offsets``, in partition order."""
+    if partitions < 1:
+        raise ValueError(f"partitions must be an integer >= 1, got {partitions!r}")
+    found: dict[int, str] = {}
+    index = 0
+    while len(found) < partitions:
+        name = f"{PROBE_PREFIX}{index}"
+        found.setdefault(offsets_partition(name, partitions), name)
+        index += 1
+    return [found[p] for p in range(partitions)]
+
+
+def wait_for_group_coordinators(admin: Any, partitions: int, deadline: float) -> list[str]:
+    """Describe each probe group through ``admin`` (a confluent-kafka ``AdminClient``) until
+    every coordinator answers or ``deadline`` (monotonic) passes; the probe groups still
+    failing then (empty: every coordinator answers)."""
+    waiting = probe_groups(partitions)
+    while waiting and time.monotonic() < deadline:
+        for group in list(waiting):
+            try:
+                admin.describe_consumer_groups([group], request_timeout=5)[group].result(10)
+            except Exception:  # not created, not loaded, or moving: asked again below
+                continue
+            waiting.remove(group)
+        if waiting:
+            time.sleep(0.1)
+    return waiting

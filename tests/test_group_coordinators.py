@@ -1,0 +1,37 @@
+"""Which ``__consumer_offsets`` partition coordinates a group (local_kafka.group_coordinators):
+pure, checked against Java's definition of ``String.hashCode``."""
+
+from __future__ import annotations
+
+import pytest
+
+from local_kafka.group_coordinators import (
+    java_string_hash,
+    offsets_partition,
+    probe_groups,
+)
+
+
+def java_definition(text: str) -> int:
+    """s[0]*31^(n-1) + ... + s[n-1] in unbounded integers, then wrapped to 32-bit signed."""
+    total = sum(ord(c) * 31 ** (len(text) - 1 - i) for i, c in enumerate(text)) % (1 << 32)
+    return total - (1 << 32) if total >= 1 << 31 else total
+
+
+@pytest.mark.parametrize("text", ["", "a", "soak", "g-t-afb2ca19ee", "x" * 40, "grüße"])
+def test_the_hash_is_javas_string_hashcode(text: str) -> None:
+    assert java_string_hash(text) == java_definition(text)
+
+
+def test_the_smallest_int_hash_maps_to_partition_zero() -> None:
+    # Java's best-known String whose hashCode is Integer.MIN_VALUE, where Math.abs stays negative.
+    assert java_string_hash("polygenelubricants") == -(1 << 31)
+    assert offsets_partition("polygenelubricants", 7) == 0
+
+
+def test_one_probe_group_lands_on_each_partition() -> None:
+    groups = probe_groups(10)
+    assert [offsets_partition(g, 10) for g in groups] == list(range(10))
+    assert len(set(groups)) == 10
+    with pytest.raises(ValueError, match="partitions must be an integer >= 1"):
+        probe_groups(0)
