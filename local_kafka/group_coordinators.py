@@ -8,8 +8,9 @@ fresh broker found its group's offsets unreadable in four of them (the flaky
 ``test_loop_scales_publishes_and_serves[apache]``). So the cluster handle waits here, once,
 until one probe group per partition of the topic is described by its coordinator
 (DescribeGroups goes to the same coordinator as the sidecar's OffsetFetch and fails the same
-way until it is loaded; confluent-kafka 2.16.1's ``list_consumer_group_offsets`` of a group
-without partitions crashed the process here).
+way until it is loaded; confluent-kafka 2.16.1's ``list_consumer_group_offsets`` crashed the
+process here on the coordinator's NOT_COORDINATOR, librdkafka's known crash of an OffsetFetch
+without a consumer group handle: confluent-kafka-python issue 1982).
 """
 
 from __future__ import annotations
