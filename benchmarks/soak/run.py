@@ -793,13 +793,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             shift, last = 0.0, None
             for fault in plan:
+                verdict = None
                 if last is not None:
                     # The next fault waits for the last one's verdict, so none is cut short.
                     p99 = steady_p99(run.samples, args.warm_up)
                     verdict = judged_at(list(run.samples), last.repaired, p99)
                     while verdict is None and not stop.wait(SAMPLE_S):
                         verdict = judged_at(list(run.samples), last.repaired, p99)
-                start = delayed_start(fault.at, shift, None if last is None else verdict)
+                start = delayed_start(fault.at, shift, verdict)
                 if start + fault.duration > args.duration - 60:
                     break
                 shift = start - fault.at
