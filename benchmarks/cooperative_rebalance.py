@@ -36,6 +36,7 @@ import asyncio
 import json
 import logging
 import multiprocessing
+import statistics
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -708,6 +709,7 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "scenario": scenario_name,
                 "runs": len(runs),
                 **mean,
+                "pauses": pauses,
                 "pause_min": min(pauses),
                 "pause_max": max(pauses),
                 "pause_per_moved_s": mean["pause_partition_s"] / max(1.0, mean["moved"]),
@@ -724,6 +726,16 @@ def overlapping(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     if min(a["runs"], b["runs"]) < 2:
         return False
     return bool(a["pause_min"] <= b["pause_max"] and b["pause_min"] <= a["pause_max"])
+
+
+def welch_t(a: Mapping[str, Any], b: Mapping[str, Any]) -> float | None:
+    """How many standard errors ``a``'s mean pause is above ``b``'s (Welch); None with fewer
+    than two runs on either side or no spread at all."""
+    xs, ys = a.get("pauses", []), b.get("pauses", [])
+    if len(xs) < 2 or len(ys) < 2:
+        return None
+    error = (statistics.variance(xs) / len(xs) + statistics.variance(ys) / len(ys)) ** 0.5
+    return None if error == 0 else (statistics.mean(xs) - statistics.mean(ys)) / error
 
 
 def report(summary: list[dict[str, Any]], header: str, reference: str = OURS) -> str:
@@ -751,7 +763,9 @@ def report(summary: list[dict[str, Any]], header: str, reference: str = OURS) ->
         lines += [
             "",
             f"Pause of each protocol / pause of {reference} (above 1: {reference} pauses less; "
-            "'overlap': the two ranges of runs overlap, so the order may be noise):",
+            "'overlap': the two ranges of runs overlap, so the order may be noise; t: the "
+            "difference of the means in standard errors, Welch's, where |t| < 2 cannot order "
+            "the two):",
             "",
         ]
         for scenario_name in dict.fromkeys(r["scenario"] for r in rows):
@@ -759,6 +773,7 @@ def report(summary: list[dict[str, Any]], header: str, reference: str = OURS) ->
             ratios = [
                 f"{p} {other['pause_partition_s'] / ours['pause_partition_s']:.2f}x"
                 + (" overlap" if overlapping(other, ours) else "")
+                + (f" t={t:+.1f}" if (t := welch_t(other, ours)) is not None else "")
                 for (p, s), other in pause.items()
                 if s == scenario_name
                 and p != reference
@@ -778,21 +793,43 @@ def reference_of(protocols: Sequence[str]) -> str:
     return next((p for p in (OURS, KIP848_OURS) if p in protocols), protocols[-1])
 
 
-def report_from(path: Path, *, write: bool = True) -> int:
-    """Render a committed run's table again from its rows (the current summary and report:
-    ranges, overlap marks), keeping the run's header, machine and date; with ``write``,
-    rewrite its markdown, JSON and plot, saying at which code."""
-    data = json.loads(path.read_text())
-    rows = data.get("rows")
-    if not isinstance(rows, list) or not rows:
-        print(f"--report-from: {path} has no rows to render (a results .json of this benchmark)")
-        return 2
-    markdown = path.with_suffix(".md")
-    text = markdown.read_text()
-    header = text[: text.find("\n## Timings")].rstrip("\n")
-    header = "\n".join(line for line in header.splitlines() if not line.startswith(RENDERED))
+def report_from(paths: Sequence[Path], *, write: bool = True) -> int:
+    """Render committed runs' tables again from their rows (the current summary and report:
+    ranges, overlap marks, t). One run keeps its header, machine and date; with ``write``,
+    its markdown, JSON and plot are rewritten, saying at which code. Several runs are pooled
+    (their rows together, each run's machine line in the header) and only printed."""
+    runs: list[tuple[Path, dict[str, Any]]] = []
+    for path in paths:
+        data = json.loads(path.read_text())
+        if not isinstance(data.get("rows"), list) or not data["rows"]:
+            print(
+                f"--report-from: {path} has no rows to render (a results .json of this benchmark)"
+            )
+            return 2
+        runs.append((path, data))
+    rows = [row for _, data in runs for row in data["rows"]]
     reference = reference_of(list(dict.fromkeys(r["protocol"] for r in rows)))
     now = machine_info()
+    headers = [
+        "\n".join(
+            line
+            for line in path.with_suffix(".md").read_text().split("\n## Timings")[0].splitlines()
+            if not line.startswith(RENDERED)
+        ).rstrip("\n")
+        for path, _ in runs
+    ]
+    if len(runs) == 1:
+        header = headers[0]
+    else:
+        header = "\n".join(
+            [headers[0].splitlines()[0], "", f"Pooled: the rows of {len(runs)} runs."]
+            + [
+                f"- {path.name}: "
+                + next((line for line in text.splitlines() if line.startswith("Machine:")), "")
+                for (path, _), text in zip(runs, headers, strict=True)
+            ]
+        )
+        write = False
     header += (
         f"\n{RENDERED} from the run's rows on {now['date_utc']} UTC, code {now['code']} "
         "(python -m benchmarks.cooperative_rebalance --report-from)."
@@ -801,7 +838,8 @@ def report_from(path: Path, *, write: bool = True) -> int:
     table = report(summary, header, reference)
     print(table)
     if write:
-        markdown.write_text(table + "\n")
+        path, data = runs[0]
+        path.with_suffix(".md").write_text(table + "\n")
         path.write_text(json.dumps({**data, "summary": summary}, indent=1) + "\n")
         plot(summary, path.with_suffix(".png"))
     return 0
@@ -836,14 +874,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--report-from",
         type=Path,
+        nargs="+",
         metavar="JSON",
         help="render a committed result's table again from its rows (this code's report) "
-        "and rewrite it; runs nothing",
+        "and rewrite it; several results are pooled and printed; runs nothing",
     )
     args = parser.parse_args(argv)
     if args.report_from is not None:
-        if not args.report_from.is_file() or not args.report_from.with_suffix(".md").is_file():
-            parser.error(f"--report-from: a results .json beside its .md, got {args.report_from}")
+        for path in args.report_from:
+            if not path.is_file() or not path.with_suffix(".md").is_file():
+                parser.error(f"--report-from: a results .json beside its .md, got {path}")
         return report_from(args.report_from, write=not args.no_write)
     kind = ClusterKind(args.cluster)
     asked = [p.strip() for p in args.protocols.split(",") if p.strip()]
