@@ -35,6 +35,7 @@ import argparse
 import asyncio
 import json
 import logging
+import math
 import multiprocessing
 import statistics
 import threading
@@ -734,7 +735,7 @@ def welch_t(a: Mapping[str, Any], b: Mapping[str, Any]) -> float | None:
     xs, ys = a.get("pauses", []), b.get("pauses", [])
     if len(xs) < 2 or len(ys) < 2:
         return None
-    error = (statistics.variance(xs) / len(xs) + statistics.variance(ys) / len(ys)) ** 0.5
+    error = math.sqrt(statistics.variance(xs) / len(xs) + statistics.variance(ys) / len(ys))
     return None if error == 0 else (statistics.mean(xs) - statistics.mean(ys)) / error
 
 

@@ -14,7 +14,7 @@ from local_kafka.group_coordinators import (
 
 def java_definition(text: str) -> int:
     """s[0]*31^(n-1) + ... + s[n-1] in unbounded integers, then wrapped to 32-bit signed."""
-    total = sum(ord(c) * 31 ** (len(text) - 1 - i) for i, c in enumerate(text)) % (1 << 32)
+    total = sum(ord(c) * int(31 ** (len(text) - 1 - i)) for i, c in enumerate(text)) % (1 << 32)
     return total - (1 << 32) if total >= 1 << 31 else total
 
 

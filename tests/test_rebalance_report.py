@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from pathlib import Path
 from typing import Any
@@ -42,7 +43,7 @@ def test_the_report_gives_each_cells_range_and_says_when_two_ranges_overlap() ->
 
     def t(name: str) -> float:  # Welch's, from its definition
         a, b = PAUSES[name], PAUSES["ours"]
-        error = (statistics.variance(a) / len(a) + statistics.variance(b) / len(b)) ** 0.5
+        error = math.sqrt(statistics.variance(a) / len(a) + statistics.variance(b) / len(b))
         return (statistics.mean(a) - statistics.mean(b)) / error
 
     assert f"uniform {mean['uniform'] / mean['ours']:.2f}x overlap t={t('uniform'):+.1f}" in ratios
