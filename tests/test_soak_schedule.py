@@ -21,6 +21,7 @@ from benchmarks.soak.run import (
     analyse,
     cut_short,
     fault_kinds,
+    first_back,
     judged_at,
     not_judged_lines,
     omitted_line,
@@ -197,6 +198,10 @@ def test_a_fault_is_judged_when_its_lag_is_back_or_the_target_has_passed() -> No
     high = samples([9_000] * 40)  # 100 ... 178 s
     assert judged_at(high, repaired=110.0, p99=100) == 110.0 + RECOVERY_TARGET_S
     assert judged_at([], repaired=110.0, p99=100) is None
+    # The analysis bounds the search by the next fault: a lag back only after it is not this
+    # fault's recovery.
+    assert first_back(back, since=101.0, p99=100, until=106.0) is None
+    assert first_back(back, since=101.0, p99=100, until=106.5) == 106.0
 
 
 def test_the_steady_p99_leaves_out_the_first_minute_and_missing_figures() -> None:

@@ -415,12 +415,20 @@ def steady_p99(samples: Sequence[Sample], warm_up_s: float) -> float:
     return statistics.quantiles(steady, n=100)[98] if len(steady) >= 2 else 0
 
 
+def first_back(
+    samples: Sequence[Sample], since: float, p99: float, until: float = float("inf")
+) -> float | None:
+    """The time of the first sample in [``since``, ``until``) with the lag back under ``p99``."""
+    return next(
+        (s.t for s in samples if since <= s.t < until and s.lag is not None and s.lag <= p99),
+        None,
+    )
+
+
 def judged_at(samples: Sequence[Sample], repaired: float, p99: float) -> float | None:
     """When a fault repaired at ``repaired`` is judged: the first sample after it with the
     lag back under ``p99``, or the recovery target's end; None: neither yet."""
-    back = next(
-        (s.t for s in samples if s.t >= repaired and s.lag is not None and s.lag <= p99), None
-    )
+    back = first_back(samples, repaired, p99)
     if back is not None:
         return back
     latest = samples[-1].t if samples else None
@@ -435,14 +443,8 @@ def analyse(run: Run, warm_up_s: float, min_span_s: float) -> dict[str, Any]:
     recoveries = []
     for index, fault in enumerate(run.faults):
         following = run.faults[index + 1].at if index + 1 < len(run.faults) else float("inf")
-        back = next(
-            (
-                s.t - fault.repaired
-                for s in run.samples
-                if fault.repaired <= s.t < following and s.lag is not None and s.lag <= p99
-            ),
-            None,
-        )
+        back_at = first_back(run.samples, fault.repaired, p99, until=following)
+        back = None if back_at is None else back_at - fault.repaired
         judged_until = min(following, fault.repaired + RECOVERY_TARGET_S)
         measured = any(
             s.lag is not None for s in run.samples if fault.repaired <= s.t < judged_until
@@ -791,12 +793,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         sampler.start()
         stop = threading.Event()
         try:
-            shift, last = 0.0, None
+            shift, last, p99 = 0.0, None, None
             for fault in plan:
                 verdict = None
                 if last is not None:
-                    # The next fault waits for the last one's verdict, so none is cut short.
-                    p99 = steady_p99(run.samples, args.warm_up)
+                    # The next fault waits for the last one's verdict, so none is cut short;
+                    # the p99 is the warm-up's, fixed once the first fault has run.
+                    if p99 is None:
+                        p99 = steady_p99(run.samples, args.warm_up)
                     verdict = judged_at(list(run.samples), last.repaired, p99)
                     while verdict is None and not stop.wait(SAMPLE_S):
                         verdict = judged_at(list(run.samples), last.repaired, p99)
