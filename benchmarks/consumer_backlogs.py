@@ -7,14 +7,17 @@ process (the SDK's program: ``consumer_sdk.cli``'s sink, glibc's mmap threshold 
 drains ``--cycles`` backlogs of ``--burst-mib`` each, produced while it runs and faster than
 it reads. After each drain, once idle for ``--idle-secs`` and after a garbage collection, it
 reports its anonymous memory (``RssAnon``), its RSS, the bytes Arrow's pool holds, the number
-of objects Python's collector tracks and, with ``--traced``, the memory Python's allocation
+of objects Python's collector tracks, what glibc's allocator holds allocated and keeps freed
+(``mallinfo2``: the gRPC client's and the record path's native memory, and Arrow's when
+``--arrow-pool system`` routes it there) and, with ``--traced``, the memory Python's allocation
 tracer sees, with the source lines that grew most since the first drain. A leak grows with
 every drain; a working set comes back to the same level.
 
 Sinks: ``null`` (the records are discarded after the record path), ``spark`` (a Delta table
 through a Spark Connect server started here, as the soak's consumers wrote).
 ``python -m benchmarks.consumer_backlogs [--sink null|spark] [--cycles 30] [--burst-mib 64]
-[--traced]`` writes ``results/consumer_backlogs_<sink>.{md,json,png}``.
+[--arrow-pool jemalloc|mimalloc|system] [--traced]`` writes
+``results/consumer_backlogs_<sink>[_<pool>][_traced].{md,json,png}``.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ import subprocess
 import sys
 import tempfile
 import tracemalloc
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -81,7 +84,7 @@ async def drain_and_report(args: argparse.Namespace) -> None:
     (``drain N``: until N records were handed to the sink; ``stop``)."""
     import pyarrow as pa
 
-    from consumer_sdk.allocator import pin_mmap_threshold
+    from consumer_sdk.allocator import heap_usage, pin_mmap_threshold
     from consumer_sdk.cli import parse_sink
     from consumer_sdk.config import ConsumerConfig
     from consumer_sdk.consumer import AutoscalingConsumer
@@ -121,7 +124,12 @@ async def drain_and_report(args: argparse.Namespace) -> None:
                 "rss_mib": status_mib("VmRSS"),
                 "arrow_mib": pa.total_allocated_bytes() / MIB,
                 "objects": len(gc.get_objects()),
+                "arrow_pool": pa.default_memory_pool().backend_name,
             }
+            heap = heap_usage()
+            if heap is not None:
+                sample["heap_allocated_mib"] = heap.allocated / MIB
+                sample["heap_kept_free_mib"] = heap.kept_free / MIB
             if args.traced:
                 sample["traced_mib"] = tracemalloc.get_traced_memory()[0] / MIB
                 snapshot = tracemalloc.take_snapshot()
@@ -166,6 +174,11 @@ def sink_environment(sink: str, work: Path) -> Iterator[dict[str, str]]:
         }
 
 
+def arrow_pool_environment(pool: str | None) -> dict[str, str]:
+    """The child's environment choosing Arrow's memory pool (none: Arrow's default)."""
+    return {} if pool is None else {"ARROW_DEFAULT_MEMORY_POOL": pool}
+
+
 def read_line(stream: IO[str], timeout_s: float) -> str:
     """One line of the child's output, or an error after ``timeout_s``."""
     ready, _, _ = select.select([stream], [], [], timeout_s)
@@ -200,7 +213,7 @@ def run(args: argparse.Namespace) -> tuple[list[dict[str, Any]], str]:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
-            env={**os.environ, **environment},
+            env={**os.environ, **environment, **arrow_pool_environment(args.arrow_pool)},
         )
         assert child.stdin is not None and child.stdout is not None
         try:
@@ -215,7 +228,9 @@ def run(args: argparse.Namespace) -> tuple[list[dict[str, Any]], str]:
                 samples.append(sample)
                 print(
                     f"drain {cycle}: anonymous {sample['anon_mib']:.1f} MiB, Arrow "
-                    f"{sample['arrow_mib']:.1f} MiB, {sample['objects']} objects",
+                    f"{sample['arrow_mib']:.1f} MiB, glibc "
+                    f"{sample.get('heap_allocated_mib', 0):.1f} MiB allocated, "
+                    f"{sample['objects']} objects",
                     flush=True,
                 )
             child.stdin.write("stop\n")
@@ -227,26 +242,41 @@ def run(args: argparse.Namespace) -> tuple[list[dict[str, Any]], str]:
         return samples, broker_line(broker)
 
 
+COLUMNS = (
+    ("cycle", "drain", "d"),
+    ("records", "records so far", ",.0f"),
+    ("anon_mib", "anonymous (MiB)", ".1f"),
+    ("rss_mib", "RSS (MiB)", ".1f"),
+    ("arrow_mib", "Arrow pool (MiB)", ".1f"),
+    ("heap_allocated_mib", "glibc allocated (MiB)", ".1f"),
+    ("heap_kept_free_mib", "glibc kept free (MiB)", ".1f"),
+    ("objects", "objects tracked", ",d"),
+    ("traced_mib", "traced (MiB)", ".1f"),
+)
+
+
+def row(cells: Iterable[str]) -> str:
+    """One markdown table row."""
+    return "| " + " | ".join(cells) + " |"
+
+
 def report(samples: Sequence[dict[str, Any]], header: Sequence[str]) -> str:
     """The per-drain table and the slopes."""
-    traced = any("traced_mib" in s for s in samples)
+    columns = [
+        (key, label, form)
+        for key, label, form in COLUMNS
+        if any(key in s for s in samples) or key in ("cycle", "records")
+    ]
     lines = [
         *header,
         "",
-        "| drain | records so far | anonymous (MiB) | RSS (MiB) | Arrow pool (MiB) | "
-        "objects tracked" + (" | traced (MiB) |" if traced else " |"),
-        "|---:|---:|---:|---:|---:|---:|" + ("---:|" if traced else ""),
+        row(label for _, label, _ in columns),
+        row("---:" for _ in columns),
     ]
     for s in samples:
-        lines.append(
-            f"| {s['cycle']} | {s['records']:,.0f} | {s['anon_mib']:.1f} | {s['rss_mib']:.1f} | "
-            f"{s['arrow_mib']:.1f} | {s['objects']:,}"
-            + (f" | {s['traced_mib']:.1f} |" if traced else " |")
-        )
+        lines.append(row(format(s[key], form) if key in s else "-" for key, _, form in columns))
     lines += ["", "Slope per drain, after the first (all drains / their second half):", ""]
-    keys = [("anon_mib", "anonymous MiB"), ("arrow_mib", "Arrow pool MiB"), ("objects", "objects")]
-    if traced:
-        keys.append(("traced_mib", "traced MiB"))
+    keys = [(key, label) for key, label, _ in columns if key not in ("cycle", "records")]
     for key, label in keys:
         whole, later = slopes(samples, key)
         shown = [f"{v:+.3f}" if v is not None else "-" for v in (whole, later)]
@@ -270,6 +300,8 @@ def plot(samples: Sequence[dict[str, Any]], path: Path) -> None:
     for key, label in (
         ("anon_mib", "anonymous"),
         ("arrow_mib", "Arrow pool"),
+        ("heap_allocated_mib", "glibc allocated"),
+        ("heap_kept_free_mib", "glibc kept free"),
         ("traced_mib", "traced"),
     ):
         if all(key in s for s in samples):
@@ -291,6 +323,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--cycles", type=int, default=30, help="backlogs drained")
     parser.add_argument("--burst-mib", type=int, default=64, help="MiB of values per backlog")
     parser.add_argument("--idle-secs", type=float, default=3.0, help="idle after each drain")
+    parser.add_argument(
+        "--arrow-pool",
+        choices=("jemalloc", "mimalloc", "system"),
+        help="Arrow's memory pool in the consumer (default: Arrow's own default)",
+    )
     parser.add_argument("--traced", action="store_true", help="Python's allocation tracer on")
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -314,9 +351,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "the SDK's defaults with one write in flight and a 2 s batch wait (the soak's), "
         "glibc's mmap threshold pinned as the consumer program does"
         + (", Python's allocation tracer on" if args.traced else "")
-        + ".",
+        + f". Arrow's pool: {samples[0].get('arrow_pool', '?') if samples else '?'}.",
     ]
-    name = f"consumer_backlogs_{args.sink}" + ("_traced" if args.traced else "")
+    name = (
+        f"consumer_backlogs_{args.sink}"
+        + (f"_{args.arrow_pool}" if args.arrow_pool else "")
+        + ("_traced" if args.traced else "")
+    )
     publish(name, report(samples, header), {"samples": samples}, write=not args.no_write)
     if not args.no_write:
         plot(samples, RESULTS / f"{name}.png")

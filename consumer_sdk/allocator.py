@@ -10,6 +10,9 @@ Kafka, in every row (``benchmarks/results/consumer_memory_apache_pinned.md``).
 
 Process-wide, so the SDK's own program (``consumer_sdk.cli``) calls it at start; a program
 embedding the consumer may call it too. It does nothing where the C library is not glibc.
+
+``heap_usage`` reads what glibc's allocator holds (``mallinfo2``): what is allocated and what
+it keeps freed, for telling a native leak from pages an allocator keeps.
 """
 
 from __future__ import annotations
@@ -17,21 +20,69 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import logging
+from dataclasses import dataclass
 
 log = logging.getLogger(__name__)
 M_MMAP_THRESHOLD = -3  # glibc's malloc.h
 MMAP_THRESHOLD_BYTES = 128 * 1024
 
 
+class _MallInfo2(ctypes.Structure):
+    """glibc's ``struct mallinfo2`` (malloc.h, glibc >= 2.33): ten ``size_t`` fields."""
+
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in (
+            "arena",
+            "ordblks",
+            "smblks",
+            "hblks",
+            "hblkhd",
+            "usmblks",
+            "fsmblks",
+            "uordblks",
+            "fordblks",
+            "keepcost",
+        )
+    ]
+
+
+@dataclass(frozen=True)
+class HeapUsage:
+    """What glibc's allocator holds over all its arenas, in bytes."""
+
+    allocated: int  # in use: heap chunks and blocks mapped on their own
+    kept_free: int  # freed into the heaps and not returned to the system
+
+
+def _libc() -> ctypes.CDLL | None:
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return None
+    try:
+        return ctypes.CDLL(name)
+    except OSError:
+        return None
+
+
+def heap_usage() -> HeapUsage | None:
+    """glibc's ``mallinfo2`` totals; None where the C library has none (not glibc, or older
+    than 2.33)."""
+    libc = _libc()
+    mallinfo2 = getattr(libc, "mallinfo2", None)
+    if mallinfo2 is None:
+        return None
+    mallinfo2.argtypes = ()
+    mallinfo2.restype = _MallInfo2
+    info = mallinfo2()
+    return HeapUsage(allocated=info.uordblks + info.hblkhd, kept_free=info.fordblks)
+
+
 def pin_mmap_threshold(threshold: int = MMAP_THRESHOLD_BYTES) -> bool:
     """Set glibc's M_MMAP_THRESHOLD to ``threshold`` bytes (fixed from now on); False where
     there is no glibc ``mallopt`` or it refused."""
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return False
-    try:
-        mallopt = ctypes.CDLL(name).mallopt
-    except (OSError, AttributeError):
+    mallopt = getattr(_libc(), "mallopt", None)
+    if mallopt is None:
         return False
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
     mallopt.restype = ctypes.c_int

@@ -477,7 +477,9 @@ def test_members_killed_after_writing_before_acknowledging_lose_and_repeat_nothi
     topic = f"share-sink-{uuid.uuid4().hex[:8]}"
     group = f"g-{topic}"
     apache_with_assignor.create_topic(topic, 2, 1)
-    read_from_the_start(bootstrap, group)
+    # The shortest lock the broker allows by default, so the killed member's records come
+    # back sooner than the default 30 s.
+    read_from_the_start(bootstrap, group, lock_duration_ms=15_000)
     produced = produce_tracked(
         bootstrap, topic, 600, 2, value_for=lambda i: POISON if i % 97 == 5 else f"r{i}".encode()
     )
@@ -495,7 +497,7 @@ def test_members_killed_after_writing_before_acknowledging_lose_and_repeat_nothi
             return len(set(rows) | set(dead)) == len(produced)
 
         assert wait_until(all_stored, timeout_s=300), "the members did not store every record"
-        # The killed member's records come again once their locks expire (30 s), and a
+        # The killed member's records come again once their locks expire (15 s), and a
         # merge finds them there already.
         logs = Path(config.warehouse).parent / "logs"
         assert wait_until(lambda: found_already_there(logs.glob("*.log")) > 0, timeout_s=180)

@@ -21,13 +21,24 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 )
 
 
-def read_from_the_start(bootstrap: str, group: str) -> None:
+def read_from_the_start(bootstrap: str, group: str, lock_duration_ms: int | None = None) -> None:
     """The group's share.auto.offset.reset=earliest (a share group starts at the log's end by
-    default), so every record written is owed to it."""
-    earliest = ConfigEntry(
-        "share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET
-    )
-    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[earliest])
+    default), so every record written is owed to it; with ``lock_duration_ms``, the group's
+    record lock duration too (the broker bounds it, by default 15-60 s)."""
+    entries = [
+        ConfigEntry(
+            "share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET
+        )
+    ]
+    if lock_duration_ms is not None:
+        entries.append(
+            ConfigEntry(
+                "share.record.lock.duration.ms",
+                str(lock_duration_ms),
+                incremental_operation=AlterConfigOpType.SET,
+            )
+        )
+    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=entries)
     admin = AdminClient({"bootstrap.servers": bootstrap})  # alive until the answer is in
     for future in admin.incremental_alter_configs([resource]).values():
         future.result(timeout=30)
