@@ -16,8 +16,8 @@ every drain; a working set comes back to the same level.
 Sinks: ``null`` (the records are discarded after the record path), ``spark`` (a Delta table
 through a Spark Connect server started here, as the soak's consumers wrote).
 ``python -m benchmarks.consumer_backlogs [--sink null|spark] [--cycles 30] [--burst-mib 64]
-[--arrow-pool jemalloc|mimalloc|system] [--traced]`` writes
-``results/consumer_backlogs_<sink>[_<pool>][_traced].{md,json,png}``.
+[--arrow-pool jemalloc|mimalloc|system] [--arena-max N] [--traced]`` writes
+``results/consumer_backlogs_<sink>[_<pool>][_arenas<N>][_traced].{md,json,png}``.
 """
 
 from __future__ import annotations
@@ -174,9 +174,13 @@ def sink_environment(sink: str, work: Path) -> Iterator[dict[str, str]]:
         }
 
 
-def arrow_pool_environment(pool: str | None) -> dict[str, str]:
-    """The child's environment choosing Arrow's memory pool (none: Arrow's default)."""
-    return {} if pool is None else {"ARROW_DEFAULT_MEMORY_POOL": pool}
+def allocator_environment(arrow_pool: str | None, arena_max: int | None) -> dict[str, str]:
+    """The child's environment choosing Arrow's memory pool and capping glibc's arenas (none:
+    the defaults: Arrow's pool, and up to eight arenas per core)."""
+    environment = {} if arrow_pool is None else {"ARROW_DEFAULT_MEMORY_POOL": arrow_pool}
+    if arena_max is not None:
+        environment["MALLOC_ARENA_MAX"] = str(arena_max)
+    return environment
 
 
 def read_line(stream: IO[str], timeout_s: float) -> str:
@@ -213,7 +217,11 @@ def run(args: argparse.Namespace) -> tuple[list[dict[str, Any]], str]:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
-            env={**os.environ, **environment, **arrow_pool_environment(args.arrow_pool)},
+            env={
+                **os.environ,
+                **environment,
+                **allocator_environment(args.arrow_pool, args.arena_max),
+            },
         )
         assert child.stdin is not None and child.stdout is not None
         try:
@@ -271,7 +279,7 @@ def report(samples: Sequence[dict[str, Any]], header: Sequence[str]) -> str:
         *header,
         "",
         row(label for _, label, _ in columns),
-        row("---:" for _ in columns),
+        "|" + "---:|" * len(columns),
     ]
     for s in samples:
         lines.append(row(format(s[key], form) if key in s else "-" for key, _, form in columns))
@@ -328,6 +336,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         choices=("jemalloc", "mimalloc", "system"),
         help="Arrow's memory pool in the consumer (default: Arrow's own default)",
     )
+    parser.add_argument("--arena-max", type=int, help="glibc's MALLOC_ARENA_MAX in the consumer")
     parser.add_argument("--traced", action="store_true", help="Python's allocation tracer on")
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -336,6 +345,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.cycles < 3 or args.burst_mib < 1 or args.idle_secs < 0:
         parser.error("--cycles >= 3, --burst-mib >= 1 and --idle-secs >= 0")
+    if args.arena_max is not None and args.arena_max < 1:
+        parser.error("--arena-max >= 1")
     if args.child:
         asyncio.run(drain_and_report(args))
         return 0
@@ -350,12 +361,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"the consumer idles {args.idle_secs:g} s, collects garbage and reports. Consumer: "
         "the SDK's defaults with one write in flight and a 2 s batch wait (the soak's), "
         "glibc's mmap threshold pinned as the consumer program does"
+        + (f", glibc's arenas capped at {args.arena_max}" if args.arena_max else "")
         + (", Python's allocation tracer on" if args.traced else "")
         + f". Arrow's pool: {samples[0].get('arrow_pool', '?') if samples else '?'}.",
     ]
     name = (
         f"consumer_backlogs_{args.sink}"
         + (f"_{args.arrow_pool}" if args.arrow_pool else "")
+        + (f"_arenas{args.arena_max}" if args.arena_max else "")
         + ("_traced" if args.traced else "")
     )
     publish(name, report(samples, header), {"samples": samples}, write=not args.no_write)

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks.consumer_backlogs import report, slopes
+from benchmarks.consumer_backlogs import allocator_environment, report, slopes
 
 
 def drains(anon: list[float]) -> list[dict[str, Any]]:
@@ -42,5 +42,24 @@ def test_the_report_has_a_row_per_drain_and_names_the_lines_that_grew() -> None:
     text = report(samples, ["# header"])
     rows = [line for line in text.splitlines() if line.startswith("| ") and "drain" not in line]
     assert len(rows) == len(samples) and rows[0].startswith("| 1 | 1,000 | 100.0 |")
-    assert "- anonymous MiB: +1.000 / +1.000" in text
+    assert "- anonymous (MiB): +1.000 / +1.000" in text
     assert "`sink.py:10` +1.50" in text
+    assert "glibc" not in text  # no heap figures in these samples: no such columns
+
+
+def test_the_heap_columns_show_when_the_consumer_reported_them() -> None:
+    samples = drains([100.0] * 6)
+    for i, s in enumerate(samples):
+        s |= {"heap_allocated_mib": 20.0, "heap_kept_free_mib": 5.0 + 0.5 * i}
+    text = report(samples, ["# header"])
+    assert "| glibc allocated (MiB) | glibc kept free (MiB) |" in text
+    assert "- glibc kept free (MiB): +0.500 / +0.500" in text
+    assert "- glibc allocated (MiB): +0.000 / +0.000" in text
+
+
+def test_the_allocator_settings_reach_the_consumer_only_when_asked() -> None:
+    assert allocator_environment(None, None) == {}
+    assert allocator_environment("system", 2) == {
+        "ARROW_DEFAULT_MEMORY_POOL": "system",
+        "MALLOC_ARENA_MAX": "2",
+    }
