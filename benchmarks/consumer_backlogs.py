@@ -6,18 +6,19 @@ left it. An hour of such swings cannot tell a leak from a working set. Here one 
 process (the SDK's program: ``consumer_sdk.cli``'s sink, glibc's mmap threshold pinned)
 drains ``--cycles`` backlogs of ``--burst-mib`` each, produced while it runs and faster than
 it reads. After each drain, once idle for ``--idle-secs`` and after a garbage collection, it
-reports its anonymous memory (``RssAnon``), its RSS, the bytes Arrow's pool holds, the number
-of objects Python's collector tracks, what glibc's allocator holds allocated and keeps freed
+reports its anonymous memory (``RssAnon``), its RSS, the pages freed lazily (``MADV_FREE``:
+counted in RSS until the kernel needs them), the bytes Arrow's pool holds, the number of
+objects Python's collector tracks, what glibc's allocator holds allocated and keeps freed
 (``mallinfo2``: the gRPC client's and the record path's native memory, and Arrow's when
-``--arrow-pool system`` routes it there) and, with ``--traced``, the memory Python's allocation
-tracer sees, with the source lines that grew most since the first drain. A leak grows with
-every drain; a working set comes back to the same level.
+``--arrow-pool system`` routes it there) and, with ``--traced``, the memory Python's
+allocation tracer sees, with the source lines that grew most since the first drain. A leak
+grows with every drain; a working set comes back to the same level.
 
 Sinks: ``null`` (the records are discarded after the record path), ``spark`` (a Delta table
 through a Spark Connect server started here, as the soak's consumers wrote).
 ``python -m benchmarks.consumer_backlogs [--sink null|spark] [--cycles 30] [--burst-mib 64]
-[--arrow-pool jemalloc|mimalloc|system] [--arena-max N] [--traced]`` writes
-``results/consumer_backlogs_<sink>[_<pool>][_arenas<N>][_traced].{md,json,png}``.
+[--arrow-pool jemalloc|mimalloc|system] [--arena-max N] [--give-back] [--traced]``
+writes ``results/consumer_backlogs_<sink>[_<pool>][_arenas<N>][_given_back][_traced].*``.
 """
 
 from __future__ import annotations
@@ -51,12 +52,12 @@ DRAIN_TIMEOUT_S = 900.0
 TOP_SITES = 6
 
 
-def status_mib(field: str) -> float:
-    """A ``/proc/self/status`` field (kB) in MiB."""
-    for line in Path("/proc/self/status").read_text().splitlines():
+def status_mib(field: str, source: str = "/proc/self/status") -> float:
+    """A ``/proc/self/status`` (or ``source``'s) field (kB) in MiB."""
+    for line in Path(source).read_text().splitlines():
         if line.startswith(field + ":"):
             return int(line.split()[1]) / 1024
-    raise RuntimeError(f"{field} not in /proc/self/status")
+    raise RuntimeError(f"{field} not in {source}")
 
 
 def handed_to_sink(group: str) -> float:
@@ -84,7 +85,7 @@ async def drain_and_report(args: argparse.Namespace) -> None:
     (``drain N``: until N records were handed to the sink; ``stop``)."""
     import pyarrow as pa
 
-    from consumer_sdk.allocator import heap_usage, pin_mmap_threshold
+    from consumer_sdk.allocator import give_back_free_memory, heap_usage, pin_mmap_threshold
     from consumer_sdk.cli import parse_sink
     from consumer_sdk.config import ConsumerConfig
     from consumer_sdk.consumer import AutoscalingConsumer
@@ -122,6 +123,9 @@ async def drain_and_report(args: argparse.Namespace) -> None:
                 "records": expected,
                 "anon_mib": status_mib("RssAnon"),
                 "rss_mib": status_mib("VmRSS"),
+                # Pages an allocator gave back with MADV_FREE: resident and counted in
+                # RssAnon until the kernel needs them.
+                "lazy_free_mib": status_mib("LazyFree", "/proc/self/smaps_rollup"),
                 "arrow_mib": pa.total_allocated_bytes() / MIB,
                 "objects": len(gc.get_objects()),
                 "arrow_pool": pa.default_memory_pool().backend_name,
@@ -130,6 +134,9 @@ async def drain_and_report(args: argparse.Namespace) -> None:
             if heap is not None:
                 sample["heap_allocated_mib"] = heap.allocated / MIB
                 sample["heap_kept_free_mib"] = heap.kept_free / MIB
+            if args.give_back:
+                give_back_free_memory()
+                sample["anon_given_back_mib"] = status_mib("RssAnon")
             if args.traced:
                 sample["traced_mib"] = tracemalloc.get_traced_memory()[0] / MIB
                 snapshot = tracemalloc.take_snapshot()
@@ -213,6 +220,7 @@ def run(args: argparse.Namespace) -> tuple[list[dict[str, Any]], str]:
                 f"--sink={args.sink}",
                 f"--idle-secs={args.idle_secs}",
                 *(["--traced"] if args.traced else []),
+                *(["--give-back"] if args.give_back else []),
             ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -255,6 +263,8 @@ COLUMNS = (
     ("records", "records so far", ",.0f"),
     ("anon_mib", "anonymous (MiB)", ".1f"),
     ("rss_mib", "RSS (MiB)", ".1f"),
+    ("anon_given_back_mib", "anonymous, free pages given back (MiB)", ".1f"),
+    ("lazy_free_mib", "lazily freed (MiB)", ".1f"),
     ("arrow_mib", "Arrow pool (MiB)", ".1f"),
     ("heap_allocated_mib", "glibc allocated (MiB)", ".1f"),
     ("heap_kept_free_mib", "glibc kept free (MiB)", ".1f"),
@@ -307,6 +317,8 @@ def plot(samples: Sequence[dict[str, Any]], path: Path) -> None:
     cycles = [s["cycle"] for s in samples]
     for key, label in (
         ("anon_mib", "anonymous"),
+        ("anon_given_back_mib", "anonymous, free pages given back"),
+        ("lazy_free_mib", "lazily freed"),
         ("arrow_mib", "Arrow pool"),
         ("heap_allocated_mib", "glibc allocated"),
         ("heap_kept_free_mib", "glibc kept free"),
@@ -337,6 +349,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="Arrow's memory pool in the consumer (default: Arrow's own default)",
     )
     parser.add_argument("--arena-max", type=int, help="glibc's MALLOC_ARENA_MAX in the consumer")
+    parser.add_argument(
+        "--give-back",
+        action="store_true",
+        help="after each report, trim glibc's heaps and Arrow's pool and report again",
+    )
     parser.add_argument("--traced", action="store_true", help="Python's allocation tracer on")
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -362,6 +379,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "the SDK's defaults with one write in flight and a 2 s batch wait (the soak's), "
         "glibc's mmap threshold pinned as the consumer program does"
         + (f", glibc's arenas capped at {args.arena_max}" if args.arena_max else "")
+        + (
+            "; after each report it trims glibc's heaps and Arrow's pool (malloc_trim, "
+            "release_unused) and reports its anonymous memory again"
+            if args.give_back
+            else ""
+        )
         + (", Python's allocation tracer on" if args.traced else "")
         + f". Arrow's pool: {samples[0].get('arrow_pool', '?') if samples else '?'}.",
     ]
@@ -369,6 +392,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"consumer_backlogs_{args.sink}"
         + (f"_{args.arrow_pool}" if args.arrow_pool else "")
         + (f"_arenas{args.arena_max}" if args.arena_max else "")
+        + ("_given_back" if args.give_back else "")
         + ("_traced" if args.traced else "")
     )
     publish(name, report(samples, header), {"samples": samples}, write=not args.no_write)

@@ -78,6 +78,20 @@ def heap_usage() -> HeapUsage | None:
     return HeapUsage(allocated=info.uordblks + info.hblkhd, kept_free=info.fordblks)
 
 
+def give_back_free_memory() -> bool:
+    """Return the pages glibc's heaps and Arrow's pool keep freed to the system
+    (``malloc_trim(0)`` and the pool's ``release_unused``); True if glibc trimmed any."""
+    import pyarrow as pa
+
+    pa.default_memory_pool().release_unused()
+    trim = getattr(_libc(), "malloc_trim", None)
+    if trim is None:
+        return False
+    trim.argtypes = (ctypes.c_size_t,)
+    trim.restype = ctypes.c_int
+    return bool(trim(0))
+
+
 def pin_mmap_threshold(threshold: int = MMAP_THRESHOLD_BYTES) -> bool:
     """Set glibc's M_MMAP_THRESHOLD to ``threshold`` bytes (fixed from now on); False where
     there is no glibc ``mallopt`` or it refused."""

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import ctypes
 import platform
+from pathlib import Path
 
 import pytest
 
-from consumer_sdk.allocator import heap_usage, pin_mmap_threshold
+from consumer_sdk.allocator import give_back_free_memory, heap_usage, pin_mmap_threshold
 
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt is glibc's")
@@ -30,3 +31,28 @@ def test_the_heap_usage_sees_an_allocation_and_its_free() -> None:
     assert held is not None and after is not None
     assert held.allocated - before.allocated >= 64 * 1024 * 1024
     assert held.allocated - after.allocated >= 64 * 1024 * 1024
+
+
+def anonymous_kib() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("RssAnon:"):
+            return int(line.split()[1])
+    raise AssertionError("no RssAnon")
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="malloc_trim is glibc's")
+def test_free_pages_in_the_middle_of_the_heap_are_given_back() -> None:
+    libc = ctypes.CDLL(None)
+    libc.malloc.argtypes, libc.malloc.restype = (ctypes.c_size_t,), ctypes.c_void_p
+    libc.free.argtypes, libc.free.restype = (ctypes.c_void_p,), None
+    libc.memset.argtypes = (ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t)
+    blocks = [libc.malloc(8 * 1024) for _ in range(8 * 1024)]  # 64 MiB under the threshold
+    for block in blocks:
+        libc.memset(block, 1, 8 * 1024)  # touched: resident
+    for block in blocks[:-1]:
+        libc.free(block)  # the last one stays, so glibc cannot trim the heap's top itself
+    kept = anonymous_kib()
+    give_back_free_memory()
+    given_back = anonymous_kib()
+    libc.free(blocks[-1])
+    assert kept - given_back > 32 * 1024, (kept, given_back)
