@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from consumer_sdk.allocator import pin_mmap_threshold
+from consumer_sdk.allocator import keep_giving_back, pin_mmap_threshold
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.consumer import AutoscalingConsumer
 from consumer_sdk.share import ShareMember
@@ -148,6 +148,7 @@ def main(
             file=sys.stderr,
         )
         return 3
+    keep_giving_back()  # what the allocators keep after a backlog, every minute
     try:
         consumer.run()
     except ConfigError as exc:  # found at start: a table with other columns, a warehouse...

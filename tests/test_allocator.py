@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import ctypes
 import platform
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
-from consumer_sdk.allocator import give_back_free_memory, heap_usage, pin_mmap_threshold
+from consumer_sdk.allocator import (
+    give_back_free_memory,
+    heap_usage,
+    keep_giving_back,
+    pin_mmap_threshold,
+)
 
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt is glibc's")
@@ -56,3 +63,20 @@ def test_free_pages_in_the_middle_of_the_heap_are_given_back() -> None:
     given_back = anonymous_kib()
     libc.free(blocks[-1])
     assert kept - given_back > 32 * 1024, (kept, given_back)
+
+
+def test_the_program_gives_back_again_and_again_in_a_daemon_thread() -> None:
+    calls: list[float] = []
+    three = threading.Event()
+
+    def counted() -> None:
+        calls.append(time.monotonic())
+        if len(calls) == 3:
+            three.set()
+
+    stop = keep_giving_back(interval_s=0.01, give_back=counted)
+    try:
+        assert three.wait(timeout=30), calls
+        assert any(t.name == "give-back-memory" and t.daemon for t in threading.enumerate())
+    finally:
+        stop.set()
