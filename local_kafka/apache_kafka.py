@@ -29,7 +29,7 @@ from consumer_sdk.lake.jar_lock import JarLockError, ensure_jars, read_lock
 from contract.local_ports import free_port
 from local_kafka.broker_assignor import broker_properties, ensure_broker_assignor_jar
 from local_kafka.embedded import BrokerHandle, EmbeddedKafkaError, check_new_topic
-from local_kafka.group_coordinators import wait_for_group_coordinators
+from local_kafka.group_coordinators import wait_in_child
 from local_kafka.kafka_jars import KAFKA_LOCK
 from local_kafka.secured import SecuredListeners
 
@@ -304,9 +304,7 @@ class ApacheKafka(BrokerHandle):
             self._bootstrap = ",".join(f"{self.host}:{n.broker_port}" for n in nodes)
             self._wait_ready(set(range(1, self.brokers + 1)), started + _READY_TIMEOUT_S)
             offsets_partitions = int(properties["offsets.topic.num.partitions"])
-            waiting = wait_for_group_coordinators(
-                _admin_for(self._bootstrap), offsets_partitions, started + _READY_TIMEOUT_S
-            )
+            waiting = wait_in_child(self._bootstrap, offsets_partitions, started + _READY_TIMEOUT_S)
             if waiting:
                 raise EmbeddedKafkaError(
                     f"Apache Kafka coordinates no group yet on {len(waiting)} of the "

@@ -10,12 +10,19 @@ until one probe group per partition of the topic is described by its coordinator
 (DescribeGroups goes to the same coordinator as the sidecar's OffsetFetch and fails the same
 way until it is loaded; confluent-kafka 2.16.1's ``list_consumer_group_offsets`` crashed the
 process here on the coordinator's NOT_COORDINATOR, librdkafka's known crash of an OffsetFetch
-without a consumer group handle: confluent-kafka-python issue 1982).
+without a consumer group handle: confluent-kafka-python issue 1982). The probe runs in a child
+process (``wait_in_child``): librdkafka also aborted once inside ``describe_consumer_groups``
+on a fresh cluster, and an abort there took the whole test session down with it; a child
+that dies is started again until the deadline.
 """
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
+from collections.abc import Sequence
 from typing import Any
 
 PROBE_PREFIX = "kafka-autoscaler-ready-"
@@ -64,3 +71,49 @@ def wait_for_group_coordinators(admin: Any, partitions: int, deadline: float) ->
         if waiting:
             time.sleep(0.1)
     return waiting
+
+
+def probe_command(bootstrap: str, partitions: int, seconds: float) -> list[str]:
+    """The child that probes (this module's ``main``)."""
+    module = "local_kafka.group_coordinators"
+    return [sys.executable, "-m", module, bootstrap, str(partitions), f"{seconds:.1f}"]
+
+
+def wait_in_child(
+    bootstrap: str,
+    partitions: int,
+    deadline: float,
+    command: Sequence[str] | None = None,
+) -> list[str]:
+    """``wait_for_group_coordinators`` in a child process, started again if it dies (a crash
+    in the client library), until ``deadline`` (monotonic); the probe groups still failing."""
+    waiting = probe_groups(partitions)
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            child = subprocess.run(
+                list(command or probe_command(bootstrap, partitions, left)),
+                capture_output=True,
+                text=True,
+                timeout=left + 30,
+            )
+        except subprocess.TimeoutExpired:
+            break
+        if child.returncode == 0:
+            answer: list[str] = json.loads(child.stdout.strip().splitlines()[-1])
+            return answer
+    return waiting
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Child: ``BOOTSTRAP PARTITIONS SECONDS``; prints the probe groups still failing (JSON)."""
+    from confluent_kafka.admin import AdminClient
+
+    bootstrap, partitions, seconds = argv if argv is not None else sys.argv[1:]
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    deadline = time.monotonic() + float(seconds)
+    print(json.dumps(wait_for_group_coordinators(admin, int(partitions), deadline)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

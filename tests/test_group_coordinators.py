@@ -3,12 +3,17 @@ pure, checked against Java's definition of ``String.hashCode``."""
 
 from __future__ import annotations
 
+import sys
+import time
+from pathlib import Path
+
 import pytest
 
 from local_kafka.group_coordinators import (
     java_string_hash,
     offsets_partition,
     probe_groups,
+    wait_in_child,
 )
 
 
@@ -35,3 +40,27 @@ def test_one_probe_group_lands_on_each_partition() -> None:
     assert len(set(groups)) == 10
     with pytest.raises(ValueError, match="partitions must be an integer >= 1"):
         probe_groups(0)
+
+
+def test_a_child_that_answers_is_believed() -> None:
+    answer = [sys.executable, "-c", "print('noise'); print('[\"g-1\"]')"]
+    assert wait_in_child("x:1", 3, time.monotonic() + 60, command=answer) == ["g-1"]
+
+
+def test_a_child_that_dies_is_started_again_until_it_answers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    starts = tmp_path / "starts"
+    monkeypatch.setenv("STARTS", str(starts))
+    dies_twice = (
+        "import os, pathlib, signal; p = pathlib.Path(os.environ['STARTS']); "
+        "p.write_text(p.read_text() + 'x' if p.exists() else 'x'); "
+        "os.kill(os.getpid(), signal.SIGABRT) if len(p.read_text()) < 3 else print('[]')"
+    )
+    command = [sys.executable, "-c", dies_twice]
+    assert wait_in_child("x:1", 3, time.monotonic() + 120, command=command) == []
+    assert starts.read_text() == "xxx"  # two aborts, then the answer
+
+
+def test_past_the_deadline_every_probe_group_is_still_waiting() -> None:
+    assert wait_in_child("x:1", 3, time.monotonic() - 1) == probe_groups(3)
