@@ -12,8 +12,9 @@ way until it is loaded; confluent-kafka 2.16.1's ``list_consumer_group_offsets``
 process here on the coordinator's NOT_COORDINATOR, librdkafka's known crash of an OffsetFetch
 without a consumer group handle: confluent-kafka-python issue 1982). The probe runs in a child
 process (``wait_in_child``): librdkafka also aborted once inside ``describe_consumer_groups``
-on a fresh cluster, and an abort there took the whole test session down with it; a child
-that dies is started again until the deadline.
+on a fresh cluster (likely its open issue 4605: an assertion on a timed-out DescribeGroups),
+and an abort there took the whole test session down with it; a child that dies is started
+again until the deadline.
 """
 
 from __future__ import annotations
