@@ -35,13 +35,13 @@ import subprocess
 import sys
 import tempfile
 import tracemalloc
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
 from benchmarks.consume_throughput import fill
 from benchmarks.support.machine import add_cluster_option, broker_line, machine_line
-from benchmarks.support.report import RESULTS, publish
+from benchmarks.support.report import RESULTS, publish, row
 from local_kafka.clusters import ClusterKind, kafka_cluster
 
 PARTITIONS = 12
@@ -273,11 +273,6 @@ COLUMNS = (
 )
 
 
-def row(cells: Iterable[str]) -> str:
-    """One markdown table row."""
-    return "| " + " | ".join(cells) + " |"
-
-
 def report(samples: Sequence[dict[str, Any]], header: Sequence[str]) -> str:
     """The per-drain table and the slopes."""
     columns = [
@@ -288,11 +283,11 @@ def report(samples: Sequence[dict[str, Any]], header: Sequence[str]) -> str:
     lines = [
         *header,
         "",
-        row(label for _, label, _ in columns),
+        row(*(label for _, label, _ in columns)),
         "|" + "---:|" * len(columns),
     ]
     for s in samples:
-        lines.append(row(format(s[key], form) if key in s else "-" for key, _, form in columns))
+        lines.append(row(*(format(s[key], form) if key in s else "-" for key, _, form in columns)))
     lines += ["", "Slope per drain, after the first (all drains / their second half):", ""]
     keys = [(key, label) for key, label, _ in columns if key not in ("cycle", "records")]
     for key, label in keys:

@@ -49,7 +49,7 @@ from assignor import TopicPartition
 from benchmarks.soak import network_cut
 from benchmarks.soak.faults import FaultKind, PlannedFault, delayed_start, schedule
 from benchmarks.support.machine import broker_line, machine_line
-from benchmarks.support.report import RESULTS, publish
+from benchmarks.support.report import RESULTS, publish, row
 from consumer_sdk.lake.spark_config import SparkSinkConfig
 from consumer_sdk.lake.spark_connect import SparkConnectServer
 from consumer_sdk.lake.spark_tables import table_root
@@ -514,11 +514,6 @@ def analyse(run: Run, warm_up_s: float, min_span_s: float) -> dict[str, Any]:
         "growth": growth,
         "growth_not_judged": unjudged,
     }
-
-
-def row(*cells: object) -> str:
-    """One markdown table row."""
-    return "| " + " | ".join(str(c) for c in cells) + " |"
 
 
 def cut_short(fault: Mapping[str, Any]) -> bool:

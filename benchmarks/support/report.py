@@ -11,6 +11,11 @@ from benchmarks.support.machine import machine_info
 RESULTS = Path(__file__).resolve().parent.parent / "results"
 
 
+def row(*cells: object) -> str:
+    """One markdown table row."""
+    return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
 def publish(name: str, table: str, data: dict[str, Any], *, write: bool = True) -> None:
     """Print ``table``; with ``write``, save ``results/<name>.md`` and ``results/<name>.json``
     (``data`` plus the machine and date)."""
