@@ -310,17 +310,11 @@ def plot(samples: Sequence[dict[str, Any]], path: Path) -> None:
 
     fig, ax = plt.subplots(figsize=(7, 3.8))
     cycles = [s["cycle"] for s in samples]
-    for key, label in (
-        ("anon_mib", "anonymous"),
-        ("anon_given_back_mib", "anonymous, free pages given back"),
-        ("lazy_free_mib", "lazily freed"),
-        ("arrow_mib", "Arrow pool"),
-        ("heap_allocated_mib", "glibc allocated"),
-        ("heap_kept_free_mib", "glibc kept free"),
-        ("traced_mib", "traced"),
-    ):
-        if all(key in s for s in samples):
-            ax.plot(cycles, [s[key] for s in samples], marker="o", markersize=3, label=label)
+    for key, label, _ in COLUMNS:
+        # The table's MiB columns but RSS (anonymous memory plus mapped files).
+        if label.endswith(" (MiB)") and key != "rss_mib" and all(key in s for s in samples):
+            series = [s[key] for s in samples]
+            ax.plot(cycles, series, marker="o", markersize=3, label=label.removesuffix(" (MiB)"))
     ax.set_xlabel("backlog drained")
     ax.set_ylabel("MiB after the drain")
     ax.grid(alpha=0.3)
