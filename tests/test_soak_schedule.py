@@ -27,8 +27,10 @@ from benchmarks.soak.run import (
     omitted_line,
     reread,
     result_name,
+    slope_error_per_10_min,
     steady_p99,
     unmeasured,
+    with_error,
 )
 
 KINDS = tuple(FaultKind)
@@ -135,6 +137,17 @@ def test_a_warm_up_that_levels_off_shows_in_the_second_half_slope() -> None:
     ]
     (broker,) = analyse(run, warm_up_s=0.0, min_span_s=600.0)["growth"]
     assert broker["anon_mib_per_10_min"] > 5 and broker["anon_late_mib_per_10_min"] == 0.0
+
+
+def test_a_slope_comes_with_how_finely_the_swings_let_it_be_told() -> None:
+    steady = [(60.0 * m, 100.0 + 0.1 * m) for m in range(30)]  # 1 MiB per 10 min, no noise
+    assert slope_error_per_10_min(steady) == pytest.approx(0.0, abs=1e-9)
+    swinging = [(60.0 * m, 100.0 + 0.1 * m + (20.0 if m % 2 else -20.0)) for m in range(30)]
+    wide = slope_error_per_10_min(swinging)
+    # Same trend, swings of +-20 MiB: the error exceeds the 1 MiB target itself.
+    assert wide is not None and wide > 1.0
+    assert slope_error_per_10_min(steady[:2]) is None  # too few points
+    assert with_error(1.88, 1.484) == "1.88 ± 1.48" and with_error(0.5, None) == "0.5"
 
 
 def test_faults_flag_names_the_kinds_it_accepts() -> None:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import random
 import shlex
@@ -409,6 +410,22 @@ def slope_per_10_min(points: Sequence[tuple[float, float]]) -> float:
     return statistics.linear_regression(times, values).slope * 600
 
 
+def slope_error_per_10_min(points: Sequence[tuple[float, float]]) -> float | None:
+    """The standard error of :func:`slope_per_10_min` (None with fewer than three points):
+    how finely an hour of samples that swing can tell a slope at all."""
+    if len(points) < 3:
+        return None
+    times = [t for t, _ in points]
+    values = [v for _, v in points]
+    fit = statistics.linear_regression(times, values)
+    mean_t = statistics.fmean(times)
+    spread = sum((t - mean_t) ** 2 for t in times)
+    residuals = sum((v - fit.intercept - fit.slope * t) ** 2 for t, v in points)
+    if spread == 0:
+        return None
+    return math.sqrt(residuals / (len(points) - 2) / spread) * 600
+
+
 def steady_p99(samples: Sequence[Sample], warm_up_s: float) -> float:
     """The lag's p99 in the warm-up after its first minute: what a recovery comes back under."""
     steady = [s.lag for s in samples if 60 <= s.t <= warm_up_s and s.lag is not None]
@@ -488,9 +505,15 @@ def analyse(run: Run, warm_up_s: float, min_span_s: float) -> dict[str, Any]:
                 "anon_mib_per_10_min": round(
                     slope_per_10_min([(s.t, s.anon_mib) for s in samples]), 2
                 ),
+                "anon_mib_per_10_min_se": rounded(
+                    slope_error_per_10_min([(s.t, s.anon_mib) for s in samples])
+                ),
                 # A warm-up (JIT, caches filling) slows down; a leak keeps its pace.
                 "anon_late_mib_per_10_min": round(
                     slope_per_10_min([(s.t, s.anon_mib) for s in later_half(samples)]), 2
+                ),
+                "anon_late_mib_per_10_min_se": rounded(
+                    slope_error_per_10_min([(s.t, s.anon_mib) for s in later_half(samples)])
                 ),
                 "fds_first": samples[0].fds,
                 "fds_last": samples[-1].fds,
@@ -593,10 +616,13 @@ def report(figures: dict[str, Any], context: dict[str, Any]) -> str:
         "nothing says whether the lag came back. Never: the lag did not come back before "
         "the next fault, which began later than that.",
         "",
-        "Long-lived processes after the warm-up (each incarnation that lived long enough):",
+        "Long-lived processes after the warm-up (each incarnation that lived long enough). "
+        "After each slope, its standard error: a process whose memory swings with its work "
+        "(a consumer's backlogs, a JVM's heap) gives a slope no finer than about twice that.",
         "",
         row("process", "pid", "minutes", "RSS first -> last (MiB)", "RSS MiB / 10 min")
-        + " anonymous first -> last (MiB) | anonymous MiB / 10 min | its second half"
+        + " anonymous first -> last (MiB) | anonymous MiB / 10 min ± standard error"
+        + " | its second half"
         + " | fds first -> last | fds / 10 min |",
         "|---|---:|---:|---|---:|---|---:|---:|---|---:|",
     ]
@@ -609,14 +635,26 @@ def report(figures: dict[str, Any], context: dict[str, Any]) -> str:
                 f"{g['rss_first_mib']} -> {g['rss_last_mib']}",
                 g["rss_mib_per_10_min"],
                 f"{g['anon_first_mib']} -> {g['anon_last_mib']}",
-                g["anon_mib_per_10_min"],
-                g.get("anon_late_mib_per_10_min", "-"),
+                with_error(g["anon_mib_per_10_min"], g.get("anon_mib_per_10_min_se")),
+                with_error(
+                    g.get("anon_late_mib_per_10_min", "-"), g.get("anon_late_mib_per_10_min_se")
+                ),
                 f"{g['fds_first']} -> {g['fds_last']}",
                 g["fds_per_10_min"],
             )
         )
     lines += not_judged_lines(figures.get("growth_not_judged") or {})
     return "\n".join(lines)
+
+
+def rounded(value: float | None) -> float | None:
+    """``value`` to two decimals, or None."""
+    return None if value is None else round(value, 2)
+
+
+def with_error(slope: object, error: float | None) -> str:
+    """A slope and, when known, its standard error (``1.88 ± 1.48``)."""
+    return f"{slope}" if error is None else f"{slope} ± {error:.2f}"
 
 
 def not_judged_lines(unjudged: Mapping[str, Mapping[str, Any]]) -> list[str]:
