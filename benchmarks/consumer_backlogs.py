@@ -18,9 +18,10 @@ every drain; a working set comes back to the same level.
 
 Settings (``--settings``, comma-separated; default all): ``default`` (Arrow's own pool,
 nothing given back), ``system`` (Arrow's buffers on glibc), ``given_back`` (after each report
-glibc's heaps and Arrow's pool are trimmed on the consumer's event-loop thread and the memory
-reported again), ``given_back_by_thread`` (the same from a thread of its own, as the consumer
-program's ``keep_giving_back`` does).
+glibc's heaps and Arrow's pool are trimmed on the consumer's event-loop thread, where the
+consumer program's ``give_back_every`` trims each minute, and the memory reported again),
+``given_back_by_thread`` (the same trim from a thread of its own, as the program did before:
+mimalloc gives back only the caches of the thread that asks).
 
 Sinks: ``null`` (the records are discarded after the record path), ``spark`` (Delta tables
 through one Spark Connect server started here, as the soak's consumers wrote).
@@ -81,13 +82,13 @@ SETTINGS = {
         Setting(
             "given_back",
             "Arrow's own pool; after each drain glibc's heaps and the pool are trimmed on the "
-            "consumer's event-loop thread",
+            "consumer's event-loop thread (where the consumer program trims each minute)",
             give_back="loop",
         ),
         Setting(
             "given_back_by_thread",
             "Arrow's own pool; after each drain the same trim runs in a thread of its own, as "
-            "the consumer program's keep_giving_back does",
+            "the consumer program did until it gave back on its event loop",
             give_back="thread",
         ),
     )

@@ -12,6 +12,7 @@ sink.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import logging
 import os
@@ -19,11 +20,12 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from consumer_sdk.allocator import keep_giving_back, pin_mmap_threshold
+from consumer_sdk.allocator import give_back_every, pin_mmap_threshold
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.consumer import AutoscalingConsumer
 from consumer_sdk.share import ShareMember
 from consumer_sdk.sink import CallbackSink, Record, Sink
+from consumer_sdk.stopping import run_until_signalled
 from contract.extras import missing_extra_line, missing_modules
 from contract.lifeline import (
     IDENTITY_FIELD,
@@ -148,13 +150,21 @@ def main(
             file=sys.stderr,
         )
         return 3
-    keep_giving_back()  # what the allocators keep after a backlog, every minute
     try:
-        consumer.run()
+        run_until_signalled(consumer.request_stop, lambda: _run_giving_back(consumer))
     except ConfigError as exc:  # found at start: a table with other columns, a warehouse...
         print(f"kafka-autoscaler-consumer: error: {exc}", file=sys.stderr)
         return 2
     return 0
+
+
+async def _run_giving_back(member: AutoscalingConsumer | ShareMember) -> None:
+    """Run ``member``, giving what the allocators keep after a backlog back every minute."""
+    giver = asyncio.create_task(give_back_every())
+    try:
+        await member.run_async()
+    finally:
+        giver.cancel()
 
 
 def _member(config: ConsumerConfig, sink: Sink) -> AutoscalingConsumer | ShareMember:

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import ctypes
 import platform
 import threading
-import time
 from pathlib import Path
 
 import pytest
 
 from consumer_sdk.allocator import (
+    give_back_every,
     give_back_free_memory,
     heap_usage,
-    keep_giving_back,
     pin_mmap_threshold,
 )
 
@@ -65,18 +66,25 @@ def test_free_pages_in_the_middle_of_the_heap_are_given_back() -> None:
     assert kept - given_back > 32 * 1024, (kept, given_back)
 
 
-def test_the_program_gives_back_again_and_again_in_a_daemon_thread() -> None:
-    calls: list[float] = []
-    three = threading.Event()
+def test_the_program_gives_back_again_and_again_on_its_event_loop_thread() -> None:
+    async def three_rounds() -> list[int]:
+        threads: list[int] = []
+        three = asyncio.Event()
 
-    def counted() -> None:
-        calls.append(time.monotonic())
-        if len(calls) == 3:
-            three.set()
+        def counted() -> None:
+            threads.append(threading.get_ident())
+            if len(threads) == 3:
+                three.set()
 
-    stop = keep_giving_back(interval_s=0.01, give_back=counted)
-    try:
-        assert three.wait(timeout=30), calls
-        assert any(t.name == "give-back-memory" and t.daemon for t in threading.enumerate())
-    finally:
-        stop.set()
+        giver = asyncio.create_task(give_back_every(interval_s=0.01, give_back=counted))
+        try:
+            await asyncio.wait_for(three.wait(), timeout=30)
+        finally:
+            giver.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await giver
+        assert giver.cancelled()
+        return threads
+
+    # The loop's own thread: mimalloc gives back only the caches of the thread that asks.
+    assert asyncio.run(three_rounds()) == [threading.get_ident()] * 3
