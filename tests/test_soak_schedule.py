@@ -147,6 +147,7 @@ def test_a_slope_comes_with_how_finely_the_swings_let_it_be_told() -> None:
     # Same trend, swings of +-20 MiB: the error exceeds the 1 MiB target itself.
     assert wide is not None and wide > 1.0
     assert slope_error_per_10_min(steady[:2]) is None  # too few points
+    assert slope_error_per_10_min([(60.0, 1.0)] * 3) is None  # no spread in time
     assert with_error(1.88, 1.484) == "1.88 ± 1.48" and with_error(0.5, None) == "0.5"
 
 

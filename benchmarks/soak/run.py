@@ -416,13 +416,12 @@ def slope_error_per_10_min(points: Sequence[tuple[float, float]]) -> float | Non
     if len(points) < 3:
         return None
     times = [t for t, _ in points]
-    values = [v for _, v in points]
-    fit = statistics.linear_regression(times, values)
     mean_t = statistics.fmean(times)
     spread = sum((t - mean_t) ** 2 for t in times)
-    residuals = sum((v - fit.intercept - fit.slope * t) ** 2 for t, v in points)
     if spread == 0:
         return None
+    fit = statistics.linear_regression(times, [v for _, v in points])
+    residuals = sum((v - fit.intercept - fit.slope * t) ** 2 for t, v in points)
     return math.sqrt(residuals / (len(points) - 2) / spread) * 600
 
 
