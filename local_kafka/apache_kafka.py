@@ -197,8 +197,10 @@ class ApacheKafka(BrokerHandle):
     controllers stay on loopback. ``heap_committed`` starts each node with its whole heap
     committed and touched (``-Xms`` = ``-Xmx``, ``-XX:+AlwaysPreTouch``, as production brokers
     run), so its resident memory no longer grows as the heap expands: what a long run needs
-    to tell a leak from a heap filling up. ``startup_seconds`` tells how long the last
-    :meth:`start` took.
+    to tell a leak from a heap filling up. ``native_memory_tracking`` starts each node with
+    the JVM's native memory tracking (summary level), so ``jcmd <pid> VM.native_memory``
+    can split its memory by kind (code cache, threads, GC, malloc, ...). ``startup_seconds``
+    tells how long the last :meth:`start` took.
     """
 
     def __init__(
@@ -207,6 +209,7 @@ class ApacheKafka(BrokerHandle):
         *,
         heap_mb: int = 512,
         heap_committed: bool = False,
+        native_memory_tracking: bool = False,
         work_dir: Path | None = None,
         settings: Mapping[str, str] | None = None,
         secured: SecuredListeners | None = None,
@@ -233,6 +236,7 @@ class ApacheKafka(BrokerHandle):
         self.racks = tuple(racks) if racks is not None else None
         self.heap_mb = heap_mb
         self.heap_committed = heap_committed
+        self.native_memory_tracking = native_memory_tracking
         self.settings = dict(settings or {})  # node properties over node_properties()
         self.secured = secured
         self.broker_assignor = broker_assignor
@@ -373,17 +377,21 @@ class ApacheKafka(BrokerHandle):
         """The mutual-TLS listeners, when the cluster is secured."""
         return ",".join(f"127.0.0.1:{n.mtls_port}" for n in self._nodes if n.mtls_port)
 
-    def _heap_options(self) -> tuple[str, ...]:
+    def _memory_options(self) -> tuple[str, ...]:
+        tracking = ("-XX:NativeMemoryTracking=summary",) if self.native_memory_tracking else ()
+        heap: tuple[str, ...]
         if self.heap_committed:
-            return (f"-Xms{self.heap_mb}m", f"-Xmx{self.heap_mb}m", "-XX:+AlwaysPreTouch")
-        return (f"-Xms{min(self.heap_mb, 256)}m", f"-Xmx{self.heap_mb}m")
+            heap = (f"-Xms{self.heap_mb}m", f"-Xmx{self.heap_mb}m", "-XX:+AlwaysPreTouch")
+        else:
+            heap = (f"-Xms{min(self.heap_mb, 256)}m", f"-Xmx{self.heap_mb}m")
+        return heap + tracking
 
     def _launch(self, node: _Node) -> None:
         with node.log_path.open("ab") as log:
             node.process = subprocess.Popen(
                 [
                     self._java,
-                    *self._heap_options(),
+                    *self._memory_options(),
                     *_JVM_OPTIONS,
                     f"-Dlog4j2.configurationFile={node.directory / 'log4j2.yaml'}",
                     "-cp",

@@ -186,13 +186,15 @@ def kafka_cluster(
     apache_settings: Mapping[str, str] | None = None,
     apache_heap_mb: int = 512,
     apache_heap_committed: bool = False,
+    apache_native_memory_tracking: bool = False,
     apache_secured: SecuredListeners | None = None,
     apache_broker_assignor: bool = False,
 ) -> Iterator[KafkaCluster]:
     """Yield a running cluster of ``kind`` (default :func:`default_cluster_kind`) and clean
     it up. ``brokers`` sizes the clusters started here (embedded 3, Apache Kafka 1 by
     default); ``apache_settings`` are node properties for Apache Kafka, ``apache_heap_mb``
-    each node's heap (``apache_heap_committed``: committed and touched at start),
+    each node's heap (``apache_heap_committed``: committed and touched at start;
+    ``apache_native_memory_tracking``: the JVM's native memory tracking on),
     ``apache_secured`` its secured listeners (local_kafka.secured), ``apache_broker_assignor``
     loads our KIP-848 assignor (local_kafka.broker_assignor). Raises
     :class:`local_kafka.apache_kafka.ApacheKafkaUnavailable` when Apache Kafka cannot start
@@ -214,6 +216,7 @@ def kafka_cluster(
             brokers=brokers or 1,
             heap_mb=apache_heap_mb,
             heap_committed=apache_heap_committed,
+            native_memory_tracking=apache_native_memory_tracking,
             settings=apache_settings,
             secured=apache_secured,
             broker_assignor=apache_broker_assignor,

@@ -33,6 +33,14 @@ def test_node_properties_for_three_combined_nodes(tmp_path: Path) -> None:
     assert properties["log.dirs"] == str(tmp_path / "data")
 
 
+@pytest.mark.parametrize("tracking", [False, True])
+def test_memory_options_commit_the_heap_and_track_native_memory_on_request(tracking: bool) -> None:
+    options = ApacheKafka(heap_mb=768, heap_committed=True, native_memory_tracking=tracking)
+    chosen = options._memory_options()
+    assert {"-Xms768m", "-Xmx768m", "-XX:+AlwaysPreTouch"} <= set(chosen)
+    assert ("-XX:NativeMemoryTracking=summary" in chosen) is tracking
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [

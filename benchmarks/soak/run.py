@@ -572,6 +572,11 @@ def report(figures: dict[str, Any], context: dict[str, Any]) -> str:
         f"{context['warm_up_s']:.0f} s without faults; steady-state lag p99 "
         f"{figures['steady_lag_p99']:.0f} records.",
         *omitted_line(context.get("fault_kinds")),
+        *(
+            ["Brokers ran with the JVM's native memory tracking (summary level)."]
+            if context.get("broker_native_memory_tracking")
+            else []
+        ),
         "",
         f"**Records**: {context['produced']} produced, {context['missing']} missing, "
         f"{context['duplicated']} duplicated in the Delta table (read by delta-rs); "
@@ -765,6 +770,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=tuple(FaultKind),
         help="comma-separated fault kinds to inject (default: all), e.g. spark_kill,broker_kill",
     )
+    parser.add_argument(
+        "--broker-nmt",
+        action="store_true",
+        help="start the brokers with the JVM's native memory tracking, for jcmd VM.native_memory",
+    )
     parser.add_argument("--no-write", action="store_true", help="print, do not save results/")
     parser.add_argument(
         "--report-from",
@@ -797,7 +807,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         stack.callback(network_cut.clean_up)
         warehouse = stack.enter_context(tmpfs(out / "warehouse", args.warehouse_mib))
         kafka = stack.enter_context(
-            kafka_cluster(ClusterKind.APACHE, brokers=BROKERS, apache_heap_committed=True)
+            kafka_cluster(
+                ClusterKind.APACHE,
+                brokers=BROKERS,
+                apache_heap_committed=True,
+                apache_native_memory_tracking=args.broker_nmt,
+            )
         )
         spark = stack.enter_context(
             SparkConnectServer(warehouse, log_file=out / "spark-connect.log")
@@ -873,6 +888,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "warm_up_s": args.warm_up,
             "seed": args.seed,
             "fault_kinds": [kind.name for kind in args.faults],
+            "broker_native_memory_tracking": args.broker_nmt,
         }
     produced = {(p, o) for (_, p, o) in load.acked}
     context |= {
