@@ -13,8 +13,9 @@ process here on the coordinator's NOT_COORDINATOR, librdkafka's known crash of a
 without a consumer group handle: confluent-kafka-python issue 1982). The probe runs in a child
 process (``wait_in_child``): librdkafka also aborted once inside ``describe_consumer_groups``
 on a fresh cluster (likely its open issue 4605: an assertion on a timed-out DescribeGroups),
-and an abort there took the whole test session down with it; a child that dies is started
-again until the deadline.
+and an abort there took the whole test session down with it; a child killed by a signal is
+started again until the deadline. A child that exits with an error (a broken import, a bad
+argument) would fail the same way every time, so that one stops the wait with its last line.
 """
 
 from __future__ import annotations
@@ -27,6 +28,10 @@ from collections.abc import Sequence
 from typing import Any
 
 PROBE_PREFIX = "kafka-autoscaler-ready-"
+
+
+class ProbeFailed(RuntimeError):
+    """The probe child exited with an error (not a crash): starting it again would not help."""
 
 
 def java_string_hash(text: str) -> int:
@@ -86,8 +91,10 @@ def wait_in_child(
     deadline: float,
     command: Sequence[str] | None = None,
 ) -> list[str]:
-    """``wait_for_group_coordinators`` in a child process, started again if it dies (a crash
-    in the client library), until ``deadline`` (monotonic); the probe groups still failing."""
+    """``wait_for_group_coordinators`` in a child process, started again if a signal kills it
+    (a crash in the client library), until ``deadline`` (monotonic); the probe groups still
+    failing. Raises :class:`ProbeFailed` with the child's last stderr line when it exits
+    with an error of its own."""
     waiting = probe_groups(partitions)
     while (left := deadline - time.monotonic()) > 0:
         try:
@@ -102,6 +109,12 @@ def wait_in_child(
         if child.returncode == 0:
             answer: list[str] = json.loads(child.stdout.strip().splitlines()[-1])
             return answer
+        if child.returncode > 0:
+            lines = child.stderr.strip().splitlines()
+            raise ProbeFailed(
+                f"the group coordinator probe exited with {child.returncode}: "
+                + (lines[-1] if lines else "(nothing on stderr)")
+            )
     return waiting
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from local_kafka.group_coordinators import (
+    ProbeFailed,
     java_string_hash,
     offsets_partition,
     probe_groups,
@@ -60,6 +61,29 @@ def test_a_child_that_dies_is_started_again_until_it_answers(
     command = [sys.executable, "-c", dies_twice]
     assert wait_in_child("x:1", 3, time.monotonic() + 120, command=command) == []
     assert starts.read_text() == "xxx"  # two aborts, then the answer
+
+
+@pytest.mark.parametrize(
+    ("script", "shown"),
+    [
+        ("import no_such_module", "ModuleNotFoundError: No module named 'no_such_module'"),
+        ("raise SystemExit(3)", "(nothing on stderr)"),
+    ],
+)
+def test_a_child_that_fails_by_itself_stops_the_wait_with_its_last_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, script: str, shown: str
+) -> None:
+    starts = tmp_path / "starts"
+    monkeypatch.setenv("STARTS", str(starts))
+    counted = (
+        "import os, pathlib; p = pathlib.Path(os.environ['STARTS']); "
+        f"p.write_text(p.read_text() + 'x' if p.exists() else 'x'); {script}"
+    )
+    command = [sys.executable, "-c", counted]
+    with pytest.raises(ProbeFailed, match=r"exited with \d+: ") as failed:
+        wait_in_child("x:1", 3, time.monotonic() + 120, command=command)
+    assert str(failed.value).endswith(shown)
+    assert starts.read_text() == "x"  # started once, not again
 
 
 def test_past_the_deadline_every_probe_group_is_still_waiting() -> None:
