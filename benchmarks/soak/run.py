@@ -49,6 +49,14 @@ from typing import Any
 from assignor import TopicPartition
 from benchmarks.soak import network_cut
 from benchmarks.soak.faults import FaultKind, PlannedFault, delayed_start, schedule
+from benchmarks.soak.native_memory import SAMPLE_S as NATIVE_SAMPLE_S
+from benchmarks.soak.native_memory import (
+    NativeSample,
+    jcmd_beside,
+    native_growth,
+    native_lines,
+    native_sample,
+)
 from benchmarks.support.machine import broker_line, machine_line
 from benchmarks.support.report import RESULTS, publish, row
 from consumer_sdk.lake.spark_config import SparkSinkConfig
@@ -57,7 +65,7 @@ from consumer_sdk.lake.spark_tables import table_root
 from contract.local_ports import free_port
 from examples.demo import capacity_settings
 from examples.load import LoadGenerator, RateWalk
-from local_kafka.apache_kafka import ApacheKafka
+from local_kafka.apache_kafka import ApacheKafka, java_executable
 from local_kafka.clusters import ClusterKind, KafkaCluster, kafka_cluster
 
 ROOT = Path(__file__).parent.parent.parent
@@ -114,6 +122,7 @@ class Run:
     samples: list[Sample] = field(default_factory=list)
     processes: list[ProcessSample] = field(default_factory=list)
     faults: list[InjectedFault] = field(default_factory=list)
+    native: list[NativeSample] = field(default_factory=list)  # brokers, with --broker-nmt
 
 
 def process_sample(t: float, role: str, pid: int) -> ProcessSample | None:
@@ -298,9 +307,10 @@ class Soak:
 class Sampler(threading.Thread):
     """Lag, /healthz and replicas every ``SAMPLE_S``; processes every minute."""
 
-    def __init__(self, soak: Soak, run: Run) -> None:
+    def __init__(self, soak: Soak, run: Run, *, native_memory: bool = False) -> None:
         super().__init__(name="soak-sampler", daemon=True)
         self.soak, self.run_record = soak, run
+        self.jcmd = jcmd_beside(java_executable()) if native_memory else None
         self.halt = threading.Event()
 
     def run(self) -> None:
@@ -314,7 +324,7 @@ class Sampler(threading.Thread):
 
         reader = fresh()
         partitions = [Partition(TOPIC, p) for p in range(PARTITIONS)]
-        next_processes = 0.0
+        next_processes = next_native = 0.0
         failures = 0
         try:
             while not self.halt.wait(SAMPLE_S):
@@ -335,6 +345,13 @@ class Sampler(threading.Thread):
                     for role, pid in self.soak.long_lived().items():
                         if (sample := process_sample(t, role, pid)) is not None:
                             self.run_record.processes.append(sample)
+                if self.jcmd is not None and t >= next_native:
+                    next_native = t + NATIVE_SAMPLE_S
+                    for role, pid in self.soak.long_lived().items():
+                        if role.startswith("broker") and (
+                            native := native_sample(t, role, pid, self.jcmd)
+                        ):
+                            self.run_record.native.append(native)
         finally:
             reader.close()
 
@@ -535,6 +552,7 @@ def analyse(run: Run, warm_up_s: float, min_span_s: float) -> dict[str, Any]:
         "faults": recoveries,
         "growth": growth,
         "growth_not_judged": unjudged,
+        "native_growth": native_growth(run.native, warm_up_s, min_span_s),
     }
 
 
@@ -648,6 +666,7 @@ def report(figures: dict[str, Any], context: dict[str, Any]) -> str:
             )
         )
     lines += not_judged_lines(figures.get("growth_not_judged") or {})
+    lines += native_lines(figures.get("native_growth") or [])
     return "\n".join(lines)
 
 
@@ -739,6 +758,7 @@ def reread(path: Path) -> dict[str, Any]:
     run = Run(
         samples=[Sample(**s) for s in data["samples"]],
         processes=[ProcessSample(**p) for p in data["processes"]],
+        native=[NativeSample(**n) for n in data.get("native", [])],
         faults=[
             InjectedFault(
                 FaultKind[f["kind"]], f["at"], f["repaired"], f["target"], f.get("skipped", "")
@@ -836,7 +856,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         load = LoadGenerator(kafka.bootstrap_servers, walk, value_bytes=200)
         soak.started = load.started_at = time.monotonic()
         load.start()
-        sampler = Sampler(soak, run)
+        sampler = Sampler(soak, run, native_memory=args.broker_nmt)
         sampler.start()
         stop = threading.Event()
         try:
@@ -904,6 +924,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         **figures,
         "samples": [asdict(s) for s in run.samples],
         "processes": [asdict(p) for p in run.processes],
+        "native": [asdict(n) for n in run.native],
     }
     name = result_name(context["fault_kinds"])
     publish(name, table, data, write=not args.no_write)
