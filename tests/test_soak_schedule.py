@@ -23,6 +23,7 @@ from benchmarks.soak.run import (
     fault_kinds,
     first_back,
     judged_at,
+    missing_tools,
     not_judged_lines,
     omitted_line,
     reread,
@@ -227,3 +228,18 @@ def test_the_steady_p99_leaves_out_the_first_minute_and_missing_figures() -> Non
     assert steady_p99(noisy, warm_up_s=100.0) == steady_p99(kept, warm_up_s=100.0)
     assert steady_p99(noisy, warm_up_s=100.0) < steady_p99(noisy, warm_up_s=300.0)
     assert steady_p99(kept[:1], warm_up_s=100.0) == 0  # one figure: no p99
+
+
+def test_the_soak_names_the_commands_it_lacks_before_it_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert missing_tools([FaultKind.ZOMBIE]) == ["mount (Debian: mount)"]
+    assert missing_tools([FaultKind.NETWORK_CUT]) == [
+        "mount (Debian: mount)",
+        "nft (Debian: nftables)",
+    ]
+    for tool in ("mount", "nft"):
+        (tmp_path / tool).write_text("#!/bin/sh\n")
+        (tmp_path / tool).chmod(0o755)
+    assert missing_tools(list(FaultKind)) == []

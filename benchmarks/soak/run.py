@@ -32,6 +32,7 @@ import math
 import os
 import random
 import shlex
+import shutil
 import signal
 import statistics
 import subprocess
@@ -742,6 +743,16 @@ def fault_kinds(text: str) -> tuple[FaultKind, ...]:
     return tuple(FaultKind[name] for name in names)
 
 
+def missing_tools(kinds: Sequence[FaultKind]) -> list[str]:
+    """The commands ``kinds`` need that are not on PATH, each with its Debian package."""
+    needed = {"mount": "mount"}
+    if FaultKind.NETWORK_CUT in kinds:
+        needed["nft"] = "nftables"
+    return [
+        f"{tool} (Debian: {package})" for tool, package in needed.items() if not shutil.which(tool)
+    ]
+
+
 def result_name(kinds: Sequence[str]) -> str:
     """The name under results/: ``soak`` for every fault kind, ``soak_<kinds>`` for a subset,
     so a run that leaves out some faults (to judge growth of processes the kills restart)
@@ -815,6 +826,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if os.geteuid() != 0:
         parser.error("the soak needs root (tmpfs, cgroups, nftables)")
+    if missing := missing_tools(args.faults):
+        parser.error(f"the soak needs {', '.join(missing)}: not found on PATH")
     if not 60 <= args.warm_up < args.duration:
         parser.error(f"--warm-up must be in [60, --duration), got {args.warm_up}")
     out = args.output / time.strftime("%Y%m%d-%H%M%S")
