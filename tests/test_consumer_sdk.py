@@ -521,7 +521,14 @@ def test_consumed_records_and_bytes_are_metrics(
     try:
         produce_numbered(kafka, topic, 100, 2)
         assert wait_until(lambda: seen.total() == 100)
-        page = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read()
+        # The counters move after the write is committed, a moment after the sink saw it.
+        counted = f'autoscaler_consumer_records_total{{group="{group}"'.encode()
+
+        def metrics_page() -> bytes:
+            return urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read()
+
+        assert wait_until(lambda: counted in metrics_page())
+        page = metrics_page()
         health = urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=10)
         assert member.consumer is not None and member.consumer.health.problems() == []
         # Other consumers of this test process count too: none may name this one's group.
