@@ -101,6 +101,8 @@ def test_the_report_section_shows_the_kinds_that_changed_most() -> None:
     rows = [line for line in lines if line.startswith("| ") and not line.startswith("| kind |")]
     assert [r.split(" | ")[0] for r in rows] == ["| anonymous", f"| {OUTSIDE}"]
     assert native_lines([]) == []
+    assert "every 10 minutes" in lines[1]
+    assert "every 2 minutes" in native_lines(native_growth(samples, 300, 1200), every_s=120)[1]
 
 
 def test_a_process_without_tracking_or_gone_gives_no_sample(tmp_path: Path) -> None:

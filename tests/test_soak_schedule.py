@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.soak.faults import FaultKind, delayed_start, schedule
+from benchmarks.soak.native_memory import MIN_SAMPLE_S as MIN_NATIVE_SAMPLE_S
 from benchmarks.soak.run import (
     RECOVERY_TARGET_S,
     InjectedFault,
@@ -33,6 +34,7 @@ from benchmarks.soak.run import (
     unmeasured,
     with_error,
 )
+from benchmarks.soak.run import main as soak_main
 
 KINDS = tuple(FaultKind)
 
@@ -243,3 +245,15 @@ def test_the_soak_names_the_commands_it_lacks_before_it_starts(
         (tmp_path / tool).write_text("#!/bin/sh\n")
         (tmp_path / tool).chmod(0o755)
     assert missing_tools(list(FaultKind)) == []
+
+
+def test_a_native_memory_interval_below_the_floor_is_refused_in_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as refused:
+        soak_main(["--broker-nmt", "--broker-nmt-every", "5"])
+    assert refused.value.code == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert error.endswith(
+        f"--broker-nmt-every must be at least {MIN_NATIVE_SAMPLE_S:.0f} seconds, got 5"
+    )

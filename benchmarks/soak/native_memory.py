@@ -23,6 +23,7 @@ from typing import Any
 from benchmarks.support.report import row
 
 SAMPLE_S = 600.0  # a JVM attach each time: often enough for a slope over an hour or two
+MIN_SAMPLE_S = 30.0  # each attach starts a jcmd JVM: more often would load the machine it measures
 OUTSIDE = "anonymous minus JVM committed"  # what nothing in the JVM accounts for
 _CATEGORY = re.compile(
     r"^-\s+(?P<name>[A-Za-z][\w ]*?)\s+\(reserved=\d+KB, committed=(?P<kib>\d+)KB"
@@ -118,14 +119,17 @@ def native_growth(
     return growth
 
 
-def native_lines(growth: Sequence[dict[str, Any]], shown: int = 8) -> list[str]:
-    """The report's section: per incarnation, the ``shown`` kinds that changed most."""
+def native_lines(
+    growth: Sequence[dict[str, Any]], every_s: float = SAMPLE_S, shown: int = 8
+) -> list[str]:
+    """The report's section: per incarnation, the ``shown`` kinds that changed most, sampled
+    every ``every_s`` seconds."""
     if not growth:
         return []
     lines = [
         "",
         "Brokers' memory by kind (the JVM's native memory tracking, committed MiB, first and "
-        f"last sample after the warm-up, every {SAMPLE_S / 60:.0f} minutes); "
+        f"last sample after the warm-up, every {every_s / 60:g} minutes); "
         f"'{OUTSIDE}' is anonymous memory minus the JVM's committed total: native "
         "libraries' own allocations and memory glibc keeps after it is freed.",
     ]

@@ -50,6 +50,7 @@ from typing import Any
 from assignor import TopicPartition
 from benchmarks.soak import network_cut
 from benchmarks.soak.faults import FaultKind, PlannedFault, delayed_start, schedule
+from benchmarks.soak.native_memory import MIN_SAMPLE_S as MIN_NATIVE_SAMPLE_S
 from benchmarks.soak.native_memory import SAMPLE_S as NATIVE_SAMPLE_S
 from benchmarks.soak.native_memory import (
     NativeSample,
@@ -308,10 +309,18 @@ class Soak:
 class Sampler(threading.Thread):
     """Lag, /healthz and replicas every ``SAMPLE_S``; processes every minute."""
 
-    def __init__(self, soak: Soak, run: Run, *, native_memory: bool = False) -> None:
+    def __init__(
+        self,
+        soak: Soak,
+        run: Run,
+        *,
+        native_memory: bool = False,
+        native_every_s: float = NATIVE_SAMPLE_S,
+    ) -> None:
         super().__init__(name="soak-sampler", daemon=True)
         self.soak, self.run_record = soak, run
         self.jcmd = jcmd_beside(java_executable()) if native_memory else None
+        self.native_every_s = native_every_s
         self.halt = threading.Event()
 
     def run(self) -> None:
@@ -347,7 +356,7 @@ class Sampler(threading.Thread):
                         if (sample := process_sample(t, role, pid)) is not None:
                             self.run_record.processes.append(sample)
                 if self.jcmd is not None and t >= next_native:
-                    next_native = t + NATIVE_SAMPLE_S
+                    next_native = t + self.native_every_s
                     for role, pid in self.soak.long_lived().items():
                         if role.startswith("broker") and (
                             native := native_sample(t, role, pid, self.jcmd)
@@ -667,7 +676,10 @@ def report(figures: dict[str, Any], context: dict[str, Any]) -> str:
             )
         )
     lines += not_judged_lines(figures.get("growth_not_judged") or {})
-    lines += native_lines(figures.get("native_growth") or [])
+    lines += native_lines(
+        figures.get("native_growth") or [],
+        context.get("broker_nmt_every_s", NATIVE_SAMPLE_S),
+    )
     return "\n".join(lines)
 
 
@@ -806,6 +818,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="start the brokers with the JVM's native memory tracking, for jcmd VM.native_memory",
     )
+    parser.add_argument(
+        "--broker-nmt-every",
+        type=float,
+        default=NATIVE_SAMPLE_S,
+        metavar="SECONDS",
+        help=f"with --broker-nmt, ask each broker every SECONDS (>= {MIN_NATIVE_SAMPLE_S:.0f}; "
+        f"default {NATIVE_SAMPLE_S:.0f}): restarted brokers live minutes, not hours",
+    )
     parser.add_argument("--no-write", action="store_true", help="print, do not save results/")
     parser.add_argument(
         "--report-from",
@@ -824,6 +844,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             (RESULTS / f"{name}.md").write_text(table + "\n")
             (RESULTS / f"{name}.json").write_text(json.dumps(data, indent=1) + "\n")
         return 0
+    if args.broker_nmt_every < MIN_NATIVE_SAMPLE_S:
+        parser.error(
+            f"--broker-nmt-every must be at least {MIN_NATIVE_SAMPLE_S:.0f} seconds, "
+            f"got {args.broker_nmt_every:g}"
+        )
     if os.geteuid() != 0:
         parser.error("the soak needs root (tmpfs, cgroups, nftables)")
     if missing := missing_tools(args.faults):
@@ -869,7 +894,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         load = LoadGenerator(kafka.bootstrap_servers, walk, value_bytes=200)
         soak.started = load.started_at = time.monotonic()
         load.start()
-        sampler = Sampler(soak, run, native_memory=args.broker_nmt)
+        sampler = Sampler(
+            soak, run, native_memory=args.broker_nmt, native_every_s=args.broker_nmt_every
+        )
         sampler.start()
         stop = threading.Event()
         try:
@@ -922,6 +949,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "seed": args.seed,
             "fault_kinds": [kind.name for kind in args.faults],
             "broker_native_memory_tracking": args.broker_nmt,
+            "broker_nmt_every_s": args.broker_nmt_every,
         }
     produced = {(p, o) for (_, p, o) in load.acked}
     context |= {
