@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmarks.soak.incarnations import by_incarnation, long_enough
 from benchmarks.support.report import row
 
 SAMPLE_S = 600.0  # a JVM attach each time: often enough for a slope over an hour or two
@@ -85,13 +86,9 @@ def native_growth(
     """For each incarnation sampled at least three times over ``min_span_s`` after the
     warm-up: each category's committed MiB first and last, and the part outside the JVM's
     accounts, largest change first."""
-    incarnations: dict[tuple[str, int], list[NativeSample]] = {}
-    for sample in samples:
-        if sample.t >= warm_up_s:
-            incarnations.setdefault((sample.role, sample.pid), []).append(sample)
     growth = []
-    for (role, pid), kept in sorted(incarnations.items()):
-        if len(kept) < 3 or kept[-1].t - kept[0].t < min_span_s:
+    for (role, pid), kept in sorted(by_incarnation(samples, warm_up_s).items()):
+        if not long_enough(kept, min_span_s):
             continue
         first, last = kept[0], kept[-1]
         kinds = {

@@ -50,6 +50,7 @@ from typing import Any
 from assignor import TopicPartition
 from benchmarks.soak import network_cut
 from benchmarks.soak.faults import FaultKind, PlannedFault, delayed_start, schedule
+from benchmarks.soak.incarnations import by_incarnation, long_enough
 from benchmarks.soak.native_memory import MIN_SAMPLE_S as MIN_NATIVE_SAMPLE_S
 from benchmarks.soak.native_memory import SAMPLE_S as NATIVE_SAMPLE_S
 from benchmarks.soak.native_memory import (
@@ -508,13 +509,10 @@ def analyse(run: Run, warm_up_s: float, min_span_s: float) -> dict[str, Any]:
                 "healthz_as_expected": told,
             }
         )
-    incarnations: dict[tuple[str, int], list[ProcessSample]] = {}
-    for sample in run.processes:
-        if sample.t >= warm_up_s:
-            incarnations.setdefault((sample.role, sample.pid), []).append(sample)
+    incarnations = by_incarnation(run.processes, warm_up_s)
     growth = []
     for (role, pid), samples in sorted(incarnations.items()):
-        if len(samples) < 3 or samples[-1].t - samples[0].t < min_span_s:
+        if not long_enough(samples, min_span_s):
             continue
         growth.append(
             {
