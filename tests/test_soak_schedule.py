@@ -6,7 +6,9 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -27,6 +29,8 @@ from benchmarks.soak.run import (
     missing_tools,
     not_judged_lines,
     omitted_line,
+    process_sample,
+    report,
     reread,
     result_name,
     slope_error_per_10_min,
@@ -256,4 +260,40 @@ def test_a_native_memory_interval_below_the_floor_is_refused_in_one_line(
     error = capsys.readouterr().err.strip().splitlines()[-1]
     assert error.endswith(
         f"--broker-nmt-every must be at least {MIN_NATIVE_SAMPLE_S:.0f} seconds, got 5"
+    )
+
+
+def test_log_segments_are_told_apart_from_the_descriptors_the_target_judges(
+    tmp_path: Path,
+) -> None:
+    # This process with a partition's segment open: counted apart from its other files.
+    segment = tmp_path / "orders-0" / f"{0:020d}.log"
+    segment.parent.mkdir()
+    segment.write_bytes(b"")
+    with segment.open("rb"), (tmp_path / "server.log").open("w"):
+        sample = process_sample(0.0, "broker-1", os.getpid())
+    assert sample is not None and sample.segment_fds == 1 and sample.fds > 1
+
+    def broker(m: int) -> ProcessSample:  # a segment rolled every 10 minutes, 200 others
+        return ProcessSample(60.0 * m, "broker-1", 9, 0, 0, 200 + m // 10, m // 10)
+
+    run = Run(processes=[broker(m) for m in range(31)])
+    (figures,) = analyse(run, warm_up_s=0.0, min_span_s=600.0)["growth"]
+    assert figures["fds_per_10_min"] > 0.9 and figures["other_fds_per_10_min"] == 0.0
+    assert (figures["segment_fds_first"], figures["segment_fds_last"]) == (0, 3)
+    older = Run(processes=[replace(broker(m), segment_fds=None) for m in range(31)])
+    (uncounted,) = analyse(older, warm_up_s=0.0, min_span_s=600.0)["growth"]
+    assert "other_fds_per_10_min" not in uncounted  # an older run's samples did not count them
+    context = {
+        "machine": "Machine: a test",
+        "broker": "Broker: none",
+        **{"duration_s": 1860.0, "warm_up_s": 0.0, "seed": 7},
+        **{"produced": 1, "missing": 0, "duplicated": 0, "failed_sends": 0},
+    }
+    counted = report(analyse(run, 0.0, 600.0), context).splitlines()
+    (row_of_broker,) = [line for line in counted if line.startswith("| broker-1 |")]
+    assert row_of_broker.endswith("| 0 -> 3 | 0.0 |")
+    assert any("other fds / 10 min" in line for line in counted)
+    assert not any(
+        "other fds" in line for line in report(analyse(older, 0.0, 600.0), context).splitlines()
     )

@@ -31,6 +31,7 @@ import json
 import math
 import os
 import random
+import re
 import shlex
 import shutil
 import signal
@@ -81,6 +82,7 @@ SESSION_MS = 6000
 SAMPLE_S = 2.0
 READER_FAILURES = 5  # samples in a row without a lag figure before a new reader
 PROCESS_SAMPLE_S = 60.0
+SEGMENT_FILE = re.compile(r"/\d{20}\.log$")  # a partition's log segment, named by offset
 RECOVERY_TARGET_S = 60.0
 """The lag is to be back under the steady-state p99 this long after a fault's repair."""
 
@@ -105,6 +107,9 @@ class ProcessSample:
     rss_mib: float
     anon_mib: float
     fds: int
+    # Of ``fds``, the open log segments (a broker keeps each one open until retention
+    # deletes it: they follow the data kept, not a leak). None: not counted (older runs).
+    segment_fds: int | None = None
 
 
 @dataclass
@@ -134,16 +139,20 @@ def process_sample(t: float, role: str, pid: int) -> ProcessSample | None:
     log, not with a leak)."""
     try:
         status = Path(f"/proc/{pid}/status").read_text()
-        fds = len(os.listdir(f"/proc/{pid}/fd"))
+        fds = os.listdir(f"/proc/{pid}/fd")
     except OSError:
         return None
+    segments = 0
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            segments += bool(SEGMENT_FILE.search(os.readlink(f"/proc/{pid}/fd/{fd}")))
     kib = {
         key: int(value.split()[0])
         for key, _, value in (line.partition(":") for line in status.splitlines())
         if key in ("VmRSS", "RssAnon")
     }
     return ProcessSample(
-        t, role, pid, kib.get("VmRSS", 0) / 1024, kib.get("RssAnon", 0) / 1024, fds
+        t, role, pid, kib.get("VmRSS", 0) / 1024, kib.get("RssAnon", 0) / 1024, len(fds), segments
     )
 
 
@@ -544,6 +553,7 @@ def analyse(run: Run, warm_up_s: float, min_span_s: float) -> dict[str, Any]:
                 "fds_per_10_min": round(
                     slope_per_10_min([(s.t, float(s.fds)) for s in samples]), 2
                 ),
+                **segment_fd_figures(samples),
             }
         )
     lives: dict[str, list[float]] = {}
@@ -561,6 +571,20 @@ def analyse(run: Run, warm_up_s: float, min_span_s: float) -> dict[str, Any]:
         "growth": growth,
         "growth_not_judged": unjudged,
         "native_growth": native_growth(run.native, warm_up_s, min_span_s),
+    }
+
+
+def segment_fd_figures(samples: Sequence[ProcessSample]) -> dict[str, Any]:
+    """The log segments among an incarnation's descriptors, first and last, and the slope of
+    the others (what the no-growth target judges); empty when they were not counted."""
+    if any(s.segment_fds is None for s in samples):
+        return {}
+    return {
+        "segment_fds_first": samples[0].segment_fds,
+        "segment_fds_last": samples[-1].segment_fds,
+        "other_fds_per_10_min": round(
+            slope_per_10_min([(s.t, float(s.fds - (s.segment_fds or 0))) for s in samples]), 2
+        ),
     }
 
 
@@ -637,6 +661,7 @@ def report(figures: dict[str, Any], context: dict[str, Any]) -> str:
                 f"{expected} of {answers}",
             )
         )
+    segments = any("other_fds_per_10_min" in g for g in figures["growth"])
     lines += [
         "",
         f"Cut short: the next fault began less than {RECOVERY_TARGET_S:.0f} s after the "
@@ -648,15 +673,31 @@ def report(figures: dict[str, Any], context: dict[str, Any]) -> str:
         "",
         "Long-lived processes after the warm-up (each incarnation that lived long enough). "
         "After each slope, its standard error: a process whose memory swings with its work "
-        "(a consumer's backlogs, a JVM's heap) gives a slope no finer than about twice that.",
+        "(a consumer's backlogs, a JVM's heap) gives a slope no finer than about twice that."
+        + (
+            " A broker keeps each log segment of its partitions open until retention deletes "
+            "it: those descriptors follow the data kept, and the no-growth target judges the "
+            "other ones."
+            if segments
+            else ""
+        ),
         "",
         row("process", "pid", "minutes", "RSS first -> last (MiB)", "RSS MiB / 10 min")
         + " anonymous first -> last (MiB) | anonymous MiB / 10 min ± standard error"
         + " | its second half"
-        + " | fds first -> last | fds / 10 min |",
-        "|---|---:|---:|---|---:|---|---:|---:|---|---:|",
+        + " | fds first -> last | fds / 10 min |"
+        + (" log segments among them, first -> last | other fds / 10 min |" if segments else ""),
+        "|---|---:|---:|---|---:|---|---:|---:|---|---:|" + ("---|---:|" if segments else ""),
     ]
     for g in figures["growth"]:
+        segment_cells = (
+            (
+                f"{g['segment_fds_first']} -> {g['segment_fds_last']}",
+                g["other_fds_per_10_min"],
+            )
+            if "other_fds_per_10_min" in g
+            else ("-", "-")
+        )
         lines.append(
             row(
                 g["role"],
@@ -671,6 +712,7 @@ def report(figures: dict[str, Any], context: dict[str, Any]) -> str:
                 ),
                 f"{g['fds_first']} -> {g['fds_last']}",
                 g["fds_per_10_min"],
+                *(segment_cells if segments else ()),
             )
         )
     lines += not_judged_lines(figures.get("growth_not_judged") or {})
