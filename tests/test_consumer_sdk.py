@@ -525,7 +525,10 @@ def test_consumed_records_and_bytes_are_metrics(
         counted = f'autoscaler_consumer_records_total{{group="{group}"'.encode()
 
         def metrics_page() -> bytes:
-            return urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read()
+            answer: bytes = urllib.request.urlopen(
+                f"http://127.0.0.1:{port}/metrics", timeout=10
+            ).read()
+            return answer
 
         assert wait_until(lambda: counted in metrics_page())
         page = metrics_page()
