@@ -52,6 +52,13 @@ from assignor import TopicPartition
 from benchmarks.soak import network_cut
 from benchmarks.soak.faults import FaultKind, PlannedFault, delayed_start, schedule
 from benchmarks.soak.incarnations import by_incarnation, long_enough
+from benchmarks.soak.live_heap import SAMPLE_S as LIVE_HEAP_SAMPLE_S
+from benchmarks.soak.live_heap import (
+    LiveHeapSample,
+    live_heap_growth,
+    live_heap_lines,
+    live_heap_sample,
+)
 from benchmarks.soak.native_memory import MIN_SAMPLE_S as MIN_NATIVE_SAMPLE_S
 from benchmarks.soak.native_memory import SAMPLE_S as NATIVE_SAMPLE_S
 from benchmarks.soak.native_memory import (
@@ -61,6 +68,7 @@ from benchmarks.soak.native_memory import (
     native_lines,
     native_sample,
 )
+from benchmarks.soak.slopes import slope_error_per_10_min, slope_per_10_min
 from benchmarks.support.machine import broker_line, machine_line
 from benchmarks.support.report import RESULTS, publish, row
 from consumer_sdk.lake.spark_config import SparkSinkConfig
@@ -131,6 +139,7 @@ class Run:
     processes: list[ProcessSample] = field(default_factory=list)
     faults: list[InjectedFault] = field(default_factory=list)
     native: list[NativeSample] = field(default_factory=list)  # brokers, with --broker-nmt
+    live_heap: list[LiveHeapSample] = field(default_factory=list)  # JVMs, with --live-heap
 
 
 def process_sample(t: float, role: str, pid: int) -> ProcessSample | None:
@@ -326,11 +335,14 @@ class Sampler(threading.Thread):
         *,
         native_memory: bool = False,
         native_every_s: float = NATIVE_SAMPLE_S,
+        live_heap: bool = False,
     ) -> None:
         super().__init__(name="soak-sampler", daemon=True)
         self.soak, self.run_record = soak, run
-        self.jcmd = jcmd_beside(java_executable()) if native_memory else None
-        self.native_every_s = native_every_s
+        self.jcmd = jcmd_beside(java_executable())
+        # Off: the first sample is due never.
+        self.native_every_s = native_every_s if native_memory else math.inf
+        self.live_heap_every_s = LIVE_HEAP_SAMPLE_S if live_heap else math.inf
         self.halt = threading.Event()
 
     def run(self) -> None:
@@ -344,7 +356,9 @@ class Sampler(threading.Thread):
 
         reader = fresh()
         partitions = [Partition(TOPIC, p) for p in range(PARTITIONS)]
-        next_processes = next_native = 0.0
+        next_processes = 0.0
+        next_native = 0.0 if self.native_every_s < math.inf else math.inf
+        next_live_heap = 0.0 if self.live_heap_every_s < math.inf else math.inf
         failures = 0
         try:
             while not self.halt.wait(SAMPLE_S):
@@ -365,13 +379,20 @@ class Sampler(threading.Thread):
                     for role, pid in self.soak.long_lived().items():
                         if (sample := process_sample(t, role, pid)) is not None:
                             self.run_record.processes.append(sample)
-                if self.jcmd is not None and t >= next_native:
+                if t >= next_native:
                     next_native = t + self.native_every_s
                     for role, pid in self.soak.long_lived().items():
                         if role.startswith("broker") and (
                             native := native_sample(t, role, pid, self.jcmd)
                         ):
                             self.run_record.native.append(native)
+                if t >= next_live_heap:
+                    next_live_heap = t + self.live_heap_every_s
+                    for role, pid in self.soak.long_lived().items():
+                        if role.startswith(("broker", "spark-connect")) and (
+                            heap := live_heap_sample(t, role, pid, self.jcmd)
+                        ):
+                            self.run_record.live_heap.append(heap)
         finally:
             reader.close()
 
@@ -438,28 +459,6 @@ def later_half(samples: Sequence[ProcessSample]) -> list[ProcessSample]:
     """The samples of the second half of an incarnation's span (at least two)."""
     middle = (samples[0].t + samples[-1].t) / 2
     return [s for s in samples if s.t >= middle] or list(samples[-2:])
-
-
-def slope_per_10_min(points: Sequence[tuple[float, float]]) -> float:
-    """Least-squares slope of (seconds, value), per 10 minutes."""
-    times = [t for t, _ in points]
-    values = [v for _, v in points]
-    return statistics.linear_regression(times, values).slope * 600
-
-
-def slope_error_per_10_min(points: Sequence[tuple[float, float]]) -> float | None:
-    """The standard error of :func:`slope_per_10_min` (None with fewer than three points):
-    how finely an hour of samples that swing can tell a slope at all."""
-    if len(points) < 3:
-        return None
-    times = [t for t, _ in points]
-    mean_t = statistics.fmean(times)
-    spread = sum((t - mean_t) ** 2 for t in times)
-    if spread == 0:
-        return None
-    fit = statistics.linear_regression(times, [v for _, v in points])
-    residuals = sum((v - fit.intercept - fit.slope * t) ** 2 for t, v in points)
-    return math.sqrt(residuals / (len(points) - 2) / spread) * 600
 
 
 def steady_p99(samples: Sequence[Sample], warm_up_s: float) -> float:
@@ -571,6 +570,7 @@ def analyse(run: Run, warm_up_s: float, min_span_s: float) -> dict[str, Any]:
         "growth": growth,
         "growth_not_judged": unjudged,
         "native_growth": native_growth(run.native, warm_up_s, min_span_s),
+        "live_heap_growth": live_heap_growth(run.live_heap, warm_up_s, min_span_s),
     }
 
 
@@ -720,6 +720,7 @@ def report(figures: dict[str, Any], context: dict[str, Any]) -> str:
         figures.get("native_growth") or [],
         context.get("broker_nmt_every_s", NATIVE_SAMPLE_S),
     )
+    lines += live_heap_lines(figures.get("live_heap_growth") or [])
     return "\n".join(lines)
 
 
@@ -822,6 +823,7 @@ def reread(path: Path) -> dict[str, Any]:
         samples=[Sample(**s) for s in data["samples"]],
         processes=[ProcessSample(**p) for p in data["processes"]],
         native=[NativeSample(**n) for n in data.get("native", [])],
+        live_heap=[LiveHeapSample(**h) for h in data.get("live_heap", [])],
         faults=[
             InjectedFault(
                 FaultKind[f["kind"]], f["at"], f["repaired"], f["target"], f.get("skipped", "")
@@ -865,6 +867,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="SECONDS",
         help=f"with --broker-nmt, ask each broker every SECONDS (>= {MIN_NATIVE_SAMPLE_S:.0f}; "
         f"default {NATIVE_SAMPLE_S:.0f}): restarted brokers live minutes, not hours",
+    )
+    parser.add_argument(
+        "--live-heap",
+        action="store_true",
+        help="every 5 minutes, take a class histogram of each broker and the Spark Connect "
+        "server (jcmd GC.class_histogram, a full collection): what their heaps hold alive",
     )
     parser.add_argument("--no-write", action="store_true", help="print, do not save results/")
     parser.add_argument(
@@ -935,7 +943,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         soak.started = load.started_at = time.monotonic()
         load.start()
         sampler = Sampler(
-            soak, run, native_memory=args.broker_nmt, native_every_s=args.broker_nmt_every
+            soak,
+            run,
+            native_memory=args.broker_nmt,
+            native_every_s=args.broker_nmt_every,
+            live_heap=args.live_heap,
         )
         sampler.start()
         stop = threading.Event()
@@ -990,6 +1002,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "fault_kinds": [kind.name for kind in args.faults],
             "broker_native_memory_tracking": args.broker_nmt,
             "broker_nmt_every_s": args.broker_nmt_every,
+            "live_heap": args.live_heap,
         }
     produced = {(p, o) for (_, p, o) in load.acked}
     context |= {
@@ -1006,6 +1019,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "samples": [asdict(s) for s in run.samples],
         "processes": [asdict(p) for p in run.processes],
         "native": [asdict(n) for n in run.native],
+        "live_heap": [asdict(h) for h in run.live_heap],
     }
     name = result_name(context["fault_kinds"])
     publish(name, table, data, write=not args.no_write)
