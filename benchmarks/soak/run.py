@@ -328,21 +328,9 @@ class Soak:
 class Sampler(threading.Thread):
     """Lag, /healthz and replicas every ``SAMPLE_S``; processes every minute."""
 
-    def __init__(
-        self,
-        soak: Soak,
-        run: Run,
-        *,
-        native_memory: bool = False,
-        native_every_s: float = NATIVE_SAMPLE_S,
-        live_heap: bool = False,
-    ) -> None:
+    def __init__(self, soak: Soak, run: Run) -> None:
         super().__init__(name="soak-sampler", daemon=True)
         self.soak, self.run_record = soak, run
-        self.jcmd = jcmd_beside(java_executable())
-        # Off: the first sample is due never.
-        self.native_every_s = native_every_s if native_memory else math.inf
-        self.live_heap_every_s = LIVE_HEAP_SAMPLE_S if live_heap else math.inf
         self.halt = threading.Event()
 
     def run(self) -> None:
@@ -357,8 +345,6 @@ class Sampler(threading.Thread):
         reader = fresh()
         partitions = [Partition(TOPIC, p) for p in range(PARTITIONS)]
         next_processes = 0.0
-        next_native = 0.0 if self.native_every_s < math.inf else math.inf
-        next_live_heap = 0.0 if self.live_heap_every_s < math.inf else math.inf
         failures = 0
         try:
             while not self.halt.wait(SAMPLE_S):
@@ -379,22 +365,44 @@ class Sampler(threading.Thread):
                     for role, pid in self.soak.long_lived().items():
                         if (sample := process_sample(t, role, pid)) is not None:
                             self.run_record.processes.append(sample)
-                if t >= next_native:
-                    next_native = t + self.native_every_s
-                    for role, pid in self.soak.long_lived().items():
-                        if role.startswith("broker") and (
-                            native := native_sample(t, role, pid, self.jcmd)
-                        ):
-                            self.run_record.native.append(native)
-                if t >= next_live_heap:
-                    next_live_heap = t + self.live_heap_every_s
-                    for role, pid in self.soak.long_lived().items():
-                        if role.startswith(("broker", "spark-connect")) and (
-                            heap := live_heap_sample(t, role, pid, self.jcmd)
-                        ):
-                            self.run_record.live_heap.append(heap)
         finally:
             reader.close()
+
+
+class JvmSampler(threading.Thread):
+    """The brokers' native memory every ``native_every_s`` and the JVMs' live heap every
+    5 minutes, each when asked for. A thread of its own: an attach takes a second or more,
+    which would leave gaps in the lag samples recoveries are timed by."""
+
+    def __init__(
+        self, soak: Soak, run: Run, *, native_every_s: float | None, live_heap: bool
+    ) -> None:
+        super().__init__(name="soak-jvm-sampler", daemon=True)
+        self.soak, self.run_record = soak, run
+        self.jcmd = jcmd_beside(java_executable())
+        self.native_every_s = native_every_s
+        self.live_heap = live_heap
+        self.halt = threading.Event()
+
+    def run(self) -> None:
+        next_native = 0.0 if self.native_every_s is not None else math.inf
+        next_live_heap = 0.0 if self.live_heap else math.inf
+        while not self.halt.wait(SAMPLE_S):
+            t = self.soak.elapsed()
+            if t >= next_native and self.native_every_s is not None:
+                next_native = t + self.native_every_s
+                for role, pid in self.soak.long_lived().items():
+                    if role.startswith("broker") and (
+                        native := native_sample(t, role, pid, self.jcmd)
+                    ):
+                        self.run_record.native.append(native)
+            if t >= next_live_heap:
+                next_live_heap = t + LIVE_HEAP_SAMPLE_S
+                for role, pid in self.soak.long_lived().items():
+                    if role.startswith(("broker", "spark-connect")) and (
+                        heap := live_heap_sample(t, role, pid, self.jcmd)
+                    ):
+                        self.run_record.live_heap.append(heap)
 
 
 def lag(reader: Any, partitions: list[Any]) -> int | None:
@@ -942,14 +950,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         load = LoadGenerator(kafka.bootstrap_servers, walk, value_bytes=200)
         soak.started = load.started_at = time.monotonic()
         load.start()
-        sampler = Sampler(
+        sampler = Sampler(soak, run)
+        sampler.start()
+        jvm_sampler = JvmSampler(
             soak,
             run,
-            native_memory=args.broker_nmt,
-            native_every_s=args.broker_nmt_every,
+            native_every_s=args.broker_nmt_every if args.broker_nmt else None,
             live_heap=args.live_heap,
         )
-        sampler.start()
+        if args.broker_nmt or args.live_heap:
+            jvm_sampler.start()
         stop = threading.Event()
         try:
             shift, last, p99 = 0.0, None, None
@@ -989,8 +999,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             stop.set()
             load.stop()
         finally:
-            sampler.halt.set()
-            sampler.join(30)
+            for thread in (sampler, jvm_sampler):
+                thread.halt.set()
+                if thread.is_alive():
+                    thread.join(150)
             soak.stop_sidecar()
         rows = landed(warehouse)
         context = {
