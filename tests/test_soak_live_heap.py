@@ -63,3 +63,39 @@ def test_growth_is_judged_per_incarnation_and_names_the_class_that_grew() -> Non
     (table_row,) = [line for line in lines if line.startswith("| broker-1 |")]
     assert "`TopicPartition` +2.00" in table_row and "| 1.0 |" in table_row
     assert live_heap_lines([]) == []
+
+
+def test_the_jvm_sampler_asks_the_brokers_and_spark_connect_only(tmp_path: Path) -> None:
+    from benchmarks.soak.run import JvmSampler, Run
+    from tests.sdk_helpers import wait_until
+
+    class Processes:
+        """The part of the soak the sampler reads: its clock and its processes."""
+
+        def elapsed(self) -> float:
+            return 400.0
+
+        def long_lived(self) -> dict[str, int]:
+            return {"broker-1": 11, "spark-connect": 12, "sidecar": 13, "consumer soak-0": 14}
+
+    asked = tmp_path / "asked"
+    jcmd = tmp_path / "jcmd"
+    jcmd.write_text(
+        f"#!{sys.executable}\nimport sys\n"
+        f"open({str(asked)!r}, 'a').write(sys.argv[1] + ' ' + sys.argv[2] + '\\n')\n"
+        f"print({HISTOGRAM!r})\n"
+    )
+    jcmd.chmod(0o755)
+    run = Run()
+    sampler = JvmSampler(Processes(), run, native_every_s=None, live_heap=True)  # type: ignore[arg-type]
+    sampler.jcmd = str(jcmd)
+    sampler.start()
+    try:
+        assert wait_until(lambda: len(run.live_heap) >= 2)
+    finally:
+        sampler.halt.set()
+        sampler.join(30)
+    assert {(s.role, s.pid) for s in run.live_heap} == {("broker-1", 11), ("spark-connect", 12)}
+    # Native memory was not asked for: only class histograms were taken.
+    assert set(asked.read_text().split()) == {"11", "12", "GC.class_histogram"}
+    assert run.native == []
