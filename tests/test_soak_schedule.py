@@ -33,12 +33,12 @@ from benchmarks.soak.run import (
     report,
     reread,
     result_name,
-    slope_error_per_10_min,
     steady_p99,
     unmeasured,
     with_error,
 )
 from benchmarks.soak.run import main as soak_main
+from benchmarks.soak.slopes import slope_error_per_10_min
 
 KINDS = tuple(FaultKind)
 
