@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import math
 import os
 import random
 import re
@@ -43,7 +42,7 @@ import time
 import urllib.error
 import urllib.request
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -385,24 +384,31 @@ class JvmSampler(threading.Thread):
         self.halt = threading.Event()
 
     def run(self) -> None:
-        next_native = 0.0 if self.native_every_s is not None else math.inf
-        next_live_heap = 0.0 if self.live_heap else math.inf
+        # (every how many seconds, which roles, how to ask one, where its answers go)
+        probes: list[
+            tuple[float, tuple[str, ...], Callable[[float, str, int, str], Any], list[Any]]
+        ] = []
+        if self.native_every_s is not None:
+            probes.append((self.native_every_s, ("broker",), native_sample, self.run_record.native))
+        if self.live_heap:
+            probes.append(
+                (
+                    LIVE_HEAP_SAMPLE_S,
+                    ("broker", "spark-connect"),
+                    live_heap_sample,
+                    self.run_record.live_heap,
+                )
+            )
+        due = [0.0] * len(probes)
         while not self.halt.wait(SAMPLE_S):
             t = self.soak.elapsed()
-            if t >= next_native and self.native_every_s is not None:
-                next_native = t + self.native_every_s
+            for index, (every_s, roles, take, into) in enumerate(probes):
+                if t < due[index]:
+                    continue
+                due[index] = t + every_s
                 for role, pid in self.soak.long_lived().items():
-                    if role.startswith("broker") and (
-                        native := native_sample(t, role, pid, self.jcmd)
-                    ):
-                        self.run_record.native.append(native)
-            if t >= next_live_heap:
-                next_live_heap = t + LIVE_HEAP_SAMPLE_S
-                for role, pid in self.soak.long_lived().items():
-                    if role.startswith(("broker", "spark-connect")) and (
-                        heap := live_heap_sample(t, role, pid, self.jcmd)
-                    ):
-                        self.run_record.live_heap.append(heap)
+                    if role.startswith(roles) and (taken := take(t, role, pid, self.jcmd)):
+                        into.append(taken)
 
 
 def lag(reader: Any, partitions: list[Any]) -> int | None:
