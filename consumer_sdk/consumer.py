@@ -40,6 +40,7 @@ from consumer_sdk.loop_watch import LoopStallWatch
 from consumer_sdk.pipeline.commit import OffsetCommits
 from consumer_sdk.pipeline.drain import DrainMeter, backlog_behind
 from consumer_sdk.pipeline.fetch import AnyPending, BatchFiller
+from consumer_sdk.pipeline.markers import offsets_past_markers
 from consumer_sdk.pipeline.resume import ResumeLookups
 from consumer_sdk.pipeline.retry import RetryPolicy
 from consumer_sdk.pipeline.write import BatchWriter, WriteAbandoned, WrittenBatch
@@ -69,6 +70,9 @@ log = logging.getLogger(__name__)
 # How long a member whose partitions were handed over in one round waits before leaving
 # (see close): longer than the spread of members' SyncGroup requests on a busy machine.
 LEAVE_AFTER_HANDOVER_S = 0.5
+# A fetch position is known at once for a partition being read; a wait past this is a reset
+# in progress, and the next idle round asks again.
+POSITION_WAIT_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -315,6 +319,7 @@ class AutoscalingConsumer:
             group_id=config.group,
             enable_auto_commit=False,
             auto_offset_reset=config.auto_offset_reset,
+            isolation_level=config.isolation_level,
             session_timeout_ms=config.session_timeout_ms,
             heartbeat_interval_ms=config.heartbeat_interval_ms,
             max_poll_interval_ms=config.max_poll_interval_ms,
@@ -369,7 +374,8 @@ class AutoscalingConsumer:
                         batch.behind = self._behind(batch.next_offsets())
                         self._writer.submit(batch)
                         wake_fetcher(self._consumer)  # the next batch has room again
-                    elif self._commits.uncommitted:
+                    await self._owe_past_markers()
+                    if not batch and self._commits.uncommitted:
                         await self._commits.submit({})
                 self._check_overload()
         finally:
@@ -466,6 +472,40 @@ class AutoscalingConsumer:
         batch = self._pending.take(partitions)
         if batch:
             await self._writer.write(batch)
+
+    def _idle(self) -> set[KafkaTopicPartition]:
+        """Partitions this member reads whose every record before the fetch position is
+        written: nothing pending, no write in flight holding them, not being revoked or
+        looked up, nothing of them refused by the sink."""
+        reading = {KafkaTopicPartition(tp.topic, tp.partition) for tp in self._reading}
+        busy = (
+            self._writer.holding()
+            | self._fetch.revoking
+            | self._resume.waiting
+            | self._commits.refused()
+            | self._pending.first_offsets(reading).keys()
+        )
+        return reading - busy
+
+    async def _owe_past_markers(self) -> None:
+        """Owe the fetch position of idle partitions whose commits stop short of it: what
+        lies between is transaction markers or aborted batches (:mod:`.pipeline.markers`).
+        Caller holds ``self._lock``."""
+        consumer = self._consumer
+        if consumer is None:
+            return
+        assigned = consumer.assignment()
+        positions: dict[KafkaTopicPartition, int] = {}
+        for tp in sorted(self._idle() & assigned):
+            with contextlib.suppress(KafkaError, TimeoutError):
+                positions[tp] = await asyncio.wait_for(consumer.position(tp), POSITION_WAIT_S)
+        # A rebalance may have run during the waits: owe only what is still idle.
+        still = self._idle()
+        owed = offsets_past_markers(
+            {tp: o for tp, o in positions.items() if tp in still}, self._commits.known
+        )
+        for tp, offset in owed.items():
+            self._commits.owe(tp, offset)
 
     def _account(self, flushed: WrittenBatch) -> None:
         group = self.config.group

@@ -18,6 +18,10 @@ ENV_PREFIX = "AUTOSCALER_"
 CAPACITY_AUTO = "auto"
 # consumer: a partition has one member; share: KIP-932 share groups, members share partitions.
 GROUP_TYPES = ("consumer", "share")
+# read_committed: only what committed transactions wrote (Kafka's transactional producers,
+# Kafka Streams, Flink, Debezium, Connect's exactly-once sources); read_uncommitted: all.
+READ_COMMITTED, READ_UNCOMMITTED = "read_committed", "read_uncommitted"
+ISOLATION_LEVELS = (READ_COMMITTED, READ_UNCOMMITTED)
 INITIAL_CAPACITY = {"records/s": 1000.0, "bytes/s": 1_000_000.0}
 
 
@@ -98,6 +102,13 @@ class GroupSettings:
         "record once by merging on topic, partition and offset)",
         "consumer",
     )
+    isolation_level: str = setting(
+        "read_committed (the records of committed transactions and of non-transactional "
+        "producers; a partition is read up to its last stable offset, and the sidecar's lag "
+        "is measured to it) or read_uncommitted (every record, aborted transactions' too, "
+        "up to the high watermark)",
+        READ_COMMITTED,
+    )
     # Security: every Kafka client of the consumers and the sidecar (contract.security).
     security_protocol: str = setting("PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL", "PLAINTEXT")
     sasl_mechanism: str | None = setting(
@@ -162,6 +173,8 @@ class GroupSettings:
             )
         if self.group_type not in GROUP_TYPES:
             self._fail("group_type", f"one of {', '.join(GROUP_TYPES)}")
+        if self.isolation_level not in ISOLATION_LEVELS:
+            self._fail("isolation_level", f"one of {', '.join(ISOLATION_LEVELS)}")
         if not isinstance(self.group, str) or not self.group.strip():
             self._fail("group", "a non-empty consumer group id")
         if not self.topics or not all(is_topic_name(t) for t in self.topics):

@@ -49,6 +49,9 @@ class Capability(StrEnum):
     CREATE_TOPICS = "CreateTopics"
     DESCRIBE_LOG_DIRS = "DescribeLogDirs"
     DESCRIBE_GROUPS = "DescribeGroups"
+    # Read committed: the aborted-transaction index in fetch responses and the last stable
+    # offset (librdkafka's mock cluster keeps neither, and its markers fail their CRC).
+    TRANSACTIONS = "transactions read committed"
 
 
 class _TopicCreator(Protocol):

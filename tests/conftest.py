@@ -32,6 +32,7 @@ from local_kafka.clusters import (
 _MARKER_CAPABILITY = {
     "needs_create_topics": Capability.CREATE_TOPICS,
     "needs_describe_log_dirs": Capability.DESCRIBE_LOG_DIRS,
+    "needs_transactions": Capability.TRANSACTIONS,
 }
 
 

@@ -92,6 +92,20 @@ class OffsetCommits:
             self._releasing.pop(partition, None)
             self._refused.discard(partition)
 
+    def known(self, partition: KafkaTopicPartition) -> int | None:
+        """The furthest offset of ``partition`` this member committed or owes (None: none)."""
+        offsets = [
+            o
+            for o in (self.uncommitted.get(partition), self.committed.get(partition))
+            if o is not None
+        ]
+        return max(offsets) if offsets else None
+
+    def refused(self) -> frozenset[KafkaTopicPartition]:
+        """Partitions the sink refused records of (:meth:`forget`) and not given up since:
+        their fetch position is past records this member did not write."""
+        return frozenset(self._refused)
+
     def owes_any(self, partitions: Iterable[KafkaTopicPartition]) -> bool:
         """True if an offset of one of ``partitions`` is still to be committed."""
         return any(p in self.uncommitted for p in partitions)

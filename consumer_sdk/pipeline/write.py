@@ -108,6 +108,10 @@ class BatchWriter:
         """True while ``depth`` batches are being written: a new one would wait."""
         return self.free_slots() == 0
 
+    def holding(self) -> frozenset[KafkaTopicPartition]:
+        """The partitions the writes in flight hold records of."""
+        return frozenset().union(*self._holding.values())
+
     def free_slots(self) -> int:
         """How many more batches could be written at once now."""
         return max(0, self.depth - sum(not task.done() for task in self._writes))
