@@ -78,6 +78,7 @@ class Sidecar:
             rack_locality=config.rack_locality,
             group_type=config.group_type,
             describe_group=config.group_protocol != "consumer",
+            isolation_level=config.isolation_level,
         )
         self.publisher = SnapshotPublisher(
             config.bootstrap_servers, config.snapshot_topic, self.client_options
@@ -246,6 +247,7 @@ class Sidecar:
         # The backlog joins the speeds, so in their unit (bytes when capacity is bytes/s).
         unit_lags = self.monitor.lags(reading)
         self._export(speeds, lags)
+        self._export_open_transactions(reading)
         per_record = self.monitor.per_record()
         self._measure_capacity(reading, per_record)
         if speeds and reading.lags_known:  # else the assignor keeps the last good snapshot
@@ -380,6 +382,13 @@ class Sidecar:
         for tp, lag in lags.items():
             metrics.LAG.labels(tp.topic, str(tp.partition)).set(lag)
 
+    def _export_open_transactions(self, reading: Reading) -> None:
+        metrics.OPEN_TRANSACTION.clear()
+        for tp, held in reading.open_transactions.items():
+            metrics.OPEN_TRANSACTION.labels(tp.topic, str(tp.partition)).set(
+                reading.at - held.since
+            )
+
     def record(self, decision: Decision) -> None:
         """Keep a decision: last and recent, metrics, and a log line for every scale and
         for each scale-up held (once per current and demand)."""
@@ -510,6 +519,17 @@ class Sidecar:
             if reading
             else {},
             "problems": self.problems(),
+            # Partitions whose last stable offset a transaction left open holds.
+            "open_transactions": {
+                f"{tp.topic}:{tp.partition}": {
+                    "last_stable_offset": held.stable,
+                    "end_offset": held.end,
+                    "open_for_s": round(reading.at - held.since, 1),
+                }
+                for tp, held in sorted(reading.open_transactions.items())
+            }
+            if reading
+            else {},
             "broker_plans": None if self.planner is None else self.planner.status(),
             "share_group": None if self.share_loads is None else self.share_loads.status(),
             "last_decision": None

@@ -13,7 +13,14 @@ SPEED = Gauge(
 )
 LAG = Gauge(
     "autoscaler_partition_lag",
-    "End offset minus committed offset",
+    "Last stable offset (read_committed) or end offset, minus committed offset",
+    ["topic", "partition"],
+    registry=REGISTRY,
+)
+OPEN_TRANSACTION = Gauge(
+    "autoscaler_partition_open_transaction_seconds",
+    "How long a transaction left open has held the partition's last stable offset below its "
+    "end (read_committed consumers wait for it); absent when none does",
     ["topic", "partition"],
     registry=REGISTRY,
 )

@@ -27,9 +27,11 @@ from assignor.backlog import DrainRule
 from assignor.plugin import partition_racks
 from assignor.types import partitions_by_topic
 from contract.metadata import topic_partitions
+from contract.settings import READ_COMMITTED
 from contract.snapshot import UNITS, PartitionStat, Snapshot
 from sidecar.log_dirs import DescribeLogDirsRequest, partition_sizes
 from sidecar.offset_fetch import OffsetFetchFailed, committed_offsets
+from sidecar.open_transactions import HeldOpen, OpenTransactions, held_open_line
 from sidecar.share_groups.requests import (
     DescribeShareGroupOffsetsRequest,
     ShareGroupDescribeRequest,
@@ -74,6 +76,10 @@ class Reading:
     share_lags: dict[TopicPartition, float] | None = None
     # Topic name -> id, where the round learnt them (share groups).
     topic_ids: dict[str, str] = field(default_factory=dict)
+    # read_committed: each partition's last stable offset (what its consumers can reach),
+    # and the partitions held by a transaction left open (sidecar.open_transactions).
+    stable_offsets: dict[TopicPartition, int] = field(default_factory=dict)
+    open_transactions: dict[TopicPartition, HeldOpen] = field(default_factory=dict)
 
     @property
     def group_members(self) -> int | None:
@@ -86,12 +92,13 @@ class Reading:
         return None if self.group_state is None else self.group_state == "Stable"
 
     def lags(self) -> dict[TopicPartition, float]:
-        """End offset minus committed offset (the whole log if nothing was committed); a share
-        group's lags as measured."""
+        """What the group's consumers can read and have not committed: the last stable
+        offset where read (read_committed), else the end offset, minus the committed offset
+        (the whole log if nothing was committed); a share group's lags as measured."""
         if self.share_lags is not None:
             return dict(self.share_lags)
         return {
-            tp: float(max(0, end - self.committed.get(tp, 0)))
+            tp: float(max(0, self.stable_offsets.get(tp, end) - self.committed.get(tp, 0)))
             for tp, end in self.end_offsets.items()
         }
 
@@ -168,6 +175,7 @@ class Monitor:
         rack_locality: str = "none",
         group_type: str = "consumer",
         describe_group: bool = True,
+        isolation_level: str = READ_COMMITTED,
     ) -> None:
         if not topics:
             raise ValueError("topics must name at least one topic")
@@ -176,6 +184,10 @@ class Monitor:
         self.requested_unit = unit
         self.rack_locality = rack_locality  # none, leader or replicas (SidecarConfig's)
         self.group_type = group_type  # consumer or share (SidecarConfig's)
+        # read_committed: lags are measured to the last stable offset (a share group's
+        # isolation is its own group setting, and its lags the broker's).
+        self.reads_committed = isolation_level == READ_COMMITTED and group_type != "share"
+        self.open_transactions = OpenTransactions()
         # False for a KIP-848 group: the classic DescribeGroups finds it "Dead", and the
         # sidecar's planner describes it with ConsumerGroupDescribe instead.
         self.describe_group = describe_group
@@ -195,6 +207,8 @@ class Monitor:
         self._request_timeout_ms = request_timeout_ms
         self.use_options(client_options or {})
         self._consumer: AIOKafkaConsumer | None = None
+        # Asks ListOffsets for the last stable offsets (isolation read_committed).
+        self._stable_reader: AIOKafkaConsumer | None = None
         self._admin: AIOKafkaAdminClient | None = None
 
     def use_options(self, client_options: dict[str, Any]) -> None:
@@ -205,16 +219,22 @@ class Monitor:
         """Connect (no group membership: the monitor only reads offsets)."""
         self._consumer = AIOKafkaConsumer(bootstrap_servers=self._bootstrap, **self._options)
         await self._consumer.start()
+        if self.reads_committed:
+            self._stable_reader = AIOKafkaConsumer(
+                bootstrap_servers=self._bootstrap, isolation_level=READ_COMMITTED, **self._options
+            )
+            await self._stable_reader.start()
         self._admin = AIOKafkaAdminClient(bootstrap_servers=self._bootstrap, **self._options)
         await self._admin.start()
 
     async def stop(self) -> None:
         """Disconnect."""
-        if self._consumer is not None:
-            await self._consumer.stop()
+        for client in (self._consumer, self._stable_reader):
+            if client is not None:
+                await client.stop()
         if self._admin is not None:
             await self._admin.close()
-        self._consumer = self._admin = None
+        self._consumer = self._stable_reader = self._admin = None
 
     async def poll(self) -> Reading:
         """Read end and committed offsets once and update the speed windows."""
@@ -235,6 +255,8 @@ class Monitor:
             except KafkaError as exc:
                 reading.lags_known = False
                 reading.problems.append(f"end offsets unavailable: {exc!r}")
+            if self._stable_reader is not None:
+                await self._stable(partitions, reading)
             if self.group_type != "share":
                 await self._committed(partitions, reading)
         if self.group_type == "share":
@@ -252,6 +274,25 @@ class Monitor:
             self.size_tracker.forget(TopicPartition(tp.topic, tp.partition) for tp in partitions)
         self._log_problems(reading)
         return reading
+
+    async def _stable(self, partitions: list[KafkaTopicPartition], reading: Reading) -> None:
+        """The last stable offsets (ListOffsets, read_committed), and the partitions a
+        transaction left open holds (reported in ``reading.problems``)."""
+        assert self._stable_reader is not None
+        try:
+            stable = await self._stable_reader.end_offsets(partitions)
+        except KafkaError as exc:
+            reading.lags_known = False
+            reading.problems.append(f"last stable offsets unavailable: {exc!r}")
+            return
+        reading.stable_offsets = {
+            TopicPartition(tp.topic, tp.partition): int(o) for tp, o in stable.items()
+        }
+        held = self.open_transactions.observe(
+            reading.at, reading.stable_offsets, reading.end_offsets
+        )
+        reading.open_transactions = held
+        reading.problems.extend(held_open_line(tp, h) for tp, h in sorted(held.items()))
 
     def _log_problems(self, reading: Reading) -> None:
         """Each problem when it appears, and once a minute while it lasts (a cluster without

@@ -4,14 +4,18 @@ paths, and the group's committed offsets reach each partition's end past the las
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 
+from assignor import TopicPartition as Partition
 from consumer_sdk.sink import CallbackSink, Record
+from sidecar.monitor import Monitor, Reading
 from tests.history import History, check, produce_transactions
 from tests.sdk_helpers import SeenRecords, ThreadedMember, member_config, wait_until
+from tests.test_sidecar_monitor import FakeClock, produce_per_partition
 
 PARTITIONS = 4
 pytestmark = pytest.mark.needs_transactions
@@ -98,3 +102,49 @@ def test_read_uncommitted_is_there_for_who_asks_and_commits_still_reach_the_end(
     assert verdict.aborted_landed == history.aborted and len(history.aborted) == 100
     assert not verdict.missing and not verdict.duplicated, str(verdict)
     assert committed == ends, f"committed {committed}, partitions end at {ends}"
+
+
+def test_the_sidecar_measures_lag_to_the_last_stable_offset_and_flags_a_transaction_left_open(
+    kafka: str, topic_factory: Callable[..., str]
+) -> None:
+    topic = topic_factory(PARTITIONS, prefix="txn")
+    group = f"g-{topic}"
+    history, seen, committed, ends = read_transactions(kafka, topic, group, before=6, during=0)
+    assert committed == ends and check(history, landed(seen)).exactly_once
+    clock = FakeClock()
+    stuck = Producer({"bootstrap.servers": kafka, "transactional.id": f"stuck-{topic}"})
+    stuck.init_transactions(30)
+
+    async def run() -> list[Reading]:
+        monitor = Monitor(kafka, group, [topic], clock=clock)
+        await monitor.start()
+        readings = [await monitor.poll()]  # drained: nothing open, nothing to read
+        try:
+            stuck.begin_transaction()
+            for _ in range(200):
+                stuck.produce(topic, value=b"open" * 10, partition=0)
+            assert stuck.flush(30) == 0
+            produce_per_partition(kafka, topic, {0: 100})  # written behind the open one
+            for _ in range(2):
+                clock.now += 5.0
+                readings.append(await monitor.poll())
+            stuck.commit_transaction(30)
+            clock.now += 5.0
+            readings.append(await monitor.poll())
+        finally:
+            await monitor.stop()
+        return readings
+
+    drained, first, second, ended = asyncio.run(run())
+    p0 = Partition(topic, 0)
+    assert set(drained.lags().values()) == {0.0} and not drained.open_transactions
+    # Open: the records after the last stable offset are not lag, and not yet flagged...
+    assert first.end_offsets[p0] == ends[0] + 300 and first.stable_offsets[p0] == ends[0]
+    assert set(first.lags().values()) == {0.0} and not first.open_transactions
+    # ... and at the second reading that finds it open they are.
+    assert set(second.lags().values()) == {0.0}
+    assert second.open_transactions[p0].stable == ends[0]
+    assert second.open_transactions[p0].waiting == 300  # its records and those behind them
+    assert any(f"{topic}:0: a transaction is open" in p for p in second.problems)
+    # Committed: readable, so lag; no longer open.
+    assert ended.lags()[p0] >= 300 and not ended.open_transactions
