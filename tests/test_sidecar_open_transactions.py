@@ -22,8 +22,7 @@ def test_a_stable_offset_stuck_below_the_end_is_flagged_at_the_second_reading() 
 def test_transactions_that_commit_between_readings_are_never_flagged() -> None:
     tracker = OpenTransactions()
     flagged = [
-        tracker.observe(5.0 * i, {A: 100 * i, B: 40}, {A: 100 * i + 30, B: 40})
-        for i in range(1, 6)
+        tracker.observe(5.0 * i, {A: 100 * i, B: 40}, {A: 100 * i + 30, B: 40}) for i in range(1, 6)
     ]
     assert flagged == [{}] * 5
 
