@@ -79,9 +79,14 @@ class LakeAppender:
         # dead-letter table: from the resume read, then from this writer's own commits.
         self._stored: dict[tuple[str, int], int] = {}
         self._dead_stored: dict[tuple[str, int], int] = {}
-        # Partitions a commit of which failed: whether it landed is unknown until the next
-        # claim reads the history, so no record of them is written meanwhile.
+        # Partitions a commit of which failed: whether it landed is unknown until a claim
+        # reads the history (the next append of them claims them anew first), so no
+        # record of them is written meanwhile.
         self._uncertain: set[tuple[str, int]] = set()
+        # A claim this writer replaced by its own next one while it kept the partition
+        # (renewed to settle an uncertain commit) -> that next claim: batches staged under
+        # the old one are still this owner's.
+        self._renewed: dict[str, str] = {}
         self.history_reads = 0
         self._files: FileCommitter | None = None
         if config.files_by_arrow:
@@ -178,9 +183,12 @@ class LakeAppender:
         """Commit ``batch`` (whose last offset per partition is ``last_offsets``; dead
         letters, then rows) without the partitions it lost and without what the table
         already holds."""
-        held = dict(claims)
+        held = {p: self._latest(token) for p, token in claims.items()}
         started = time.monotonic()
         target = self._target(topic)
+        uncertain = sorted(p for p in last_offsets if (topic, p) in self._uncertain)
+        if uncertain:
+            self._settle(session, target, uncertain, held)
         with self._fence.locked(target, last_offsets) as owners:
             locked = time.monotonic()
             for partition, owner in owners.items():
@@ -255,6 +263,60 @@ class LakeAppender:
             locked - started,
         )
         return AppendResult(rows.num_rows, dead.num_rows, frozenset(lost), fenced, skipped, taken)
+
+    def _latest(self, token: str) -> str:
+        """This writer's current claim for a batch read under ``token`` (itself unless this
+        writer renewed it)."""
+        while token in self._renewed:
+            token = self._renewed[token]
+        return token
+
+    def _settle(
+        self, session: Any, target: WriteTarget, partitions: list[int], held: dict[int, str]
+    ) -> None:
+        """Find out whether the failed commit of ``partitions`` landed before anything of
+        them is appended again (a commit can land and its answer be lost: a connection
+        reset after the server committed, Iceberg's CommitStateUnknownException). Those this
+        writer still owns are claimed anew, so no commit under the old claim can land from
+        now on (a Spark Connect server may still be running it), then the tables' history
+        says where each is; ``held`` (the batch's claims) takes the new claims."""
+        topic = target.topic
+        with self._fence.locked(target, partitions) as owners:
+            mine = [p for p in partitions if owners[p] and owners[p] == held.get(p)]
+            renewed = {p: self._fence.write_owner(target, p) for p in mine}
+        if not mine:
+            return  # claimed by another member since: dropped as lost below
+        for p in mine:  # before anything can fail: the claims are this writer's now
+            self._renewed[held[p]] = renewed[p]
+            held[p] = self._claims[(topic, p)] = renewed[p]
+        self._fence.wait_at_gates(target, mine)
+        rows = stored_offsets(self._history(session, target.table), topic)
+        dead = stored_offsets(
+            self._history(session, target.dead_table), topic, bound_for=target.table
+        )
+        for p in mine:
+            for known, found in ((self._stored, rows), (self._dead_stored, dead)):
+                if p in found:
+                    known[(topic, p)] = found[p]
+                else:
+                    known.pop((topic, p), None)
+            self._uncertain.discard((topic, p))
+        with self._fence.locked(target, mine) as owners:
+            self._fence.write_stored(
+                target,
+                {
+                    p: StoredOffsets(rows.get(p), dead.get(p))
+                    for p in mine
+                    if owners[p] == renewed[p]
+                },
+            )
+        log.warning(
+            "%s: a commit of partitions %s failed without saying whether it landed; claimed "
+            "them again and read the tables' history: their rows end at %s",
+            topic,
+            mine,
+            {p: rows.get(p) for p in mine},
+        )
 
     def _write(
         self, session: Any, table: str, rows: pa.Table, ingest_date: date, metadata: str
