@@ -786,8 +786,30 @@ def test_a_process_whose_connect_server_is_gone_still_exits(tmp_path: Path) -> N
 class RefusingSession:
     """A session without a format's jars: every statement fails as Spark's would."""
 
+    def __init__(
+        self, message: str = "[DATA_SOURCE_NOT_FOUND] Failed to find the data source: delta."
+    ) -> None:
+        self.message = message
+
     def sql(self, statement: str) -> None:
-        raise RuntimeError("[DATA_SOURCE_NOT_FOUND] Failed to find the data source: delta.")
+        raise RuntimeError(self.message)
+
+
+@pytest.mark.parametrize("table_format", ["delta", "iceberg"])
+def test_a_link_that_fails_while_a_table_is_created_is_no_configuration_error(
+    tmp_path: Path, table_format: str
+) -> None:
+    """A Spark Connect link reset once made a consumer exit for good, blaming the jars."""
+    root = tmp_path / "db.db" / "t"
+    root.mkdir(parents=True)
+    (root.parent / "_tables").mkdir()
+    (root.parent / "_tables" / "t.json").write_text('{"columns": "`a` INT"}')
+    flaky = RefusingSession(
+        "(java.lang.IllegalStateException) Operation was orphaned because of an internal error."
+    )
+    with pytest.raises(RuntimeError, match="orphaned") as raised:
+        create_table(flaky, "db", "t", root, table_format)
+    assert not isinstance(raised.value, ConfigError)
 
 
 @pytest.mark.parametrize("table_format", ["delta", "iceberg"])

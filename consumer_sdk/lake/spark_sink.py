@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import os
 import shutil
@@ -66,6 +67,11 @@ from consumer_sdk.lake.table_store import OffsetLedger, StagedFile, staged_parqu
 from consumer_sdk.sink import PartitionsFenced
 from contract.settings import ConfigError
 
+# A warehouse these say of is set up wrong (the user's to fix); a full disk or an I/O error
+# is not, and the start is retried.
+_SETUP_ERRNOS = frozenset(
+    {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR, errno.EEXIST, errno.ENOENT}
+)
 log = logging.getLogger(__name__)
 STAGING_DIR = ".staging"
 # A batch from this size on is written by two Spark tasks at once (see SparkTableSink._frame).
@@ -131,6 +137,8 @@ class SparkTableSink:
             try:
                 self.config.warehouse_path.mkdir(parents=True, exist_ok=True)
             except OSError as exc:  # not a directory, not writable, read-only
+                if exc.errno not in _SETUP_ERRNOS:
+                    raise  # a full disk, an I/O error: retried
                 raise self._unwritable(exc) from None
             _remove_dead_staging(
                 self.config.warehouse_path / STAGING_DIR, self.config.staging_max_age_secs
@@ -153,6 +161,8 @@ class SparkTableSink:
             try:
                 self._ensure_table(table, schema)
             except OSError as exc:
+                if exc.errno not in _SETUP_ERRNOS:
+                    raise
                 raise self._unwritable(exc) from None
 
     def _unwritable(self, exc: OSError) -> ConfigError:

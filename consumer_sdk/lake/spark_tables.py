@@ -221,6 +221,29 @@ def describe_table(root: Path, schema: pa.Schema, table_format: str) -> None:
     os.replace(staged, descriptor)
 
 
+# What Spark says when a format's classes or its catalog are not there; any other failure
+# to create a table (a Spark Connect link reset: "Operation was orphaned because of an
+# internal error") is transient, and the caller retries it.
+_FORMAT_MISSING = (
+    "DATA_SOURCE_NOT_FOUND",
+    "Failed to find the data source",
+    "Failed to find data source",
+    "CATALOG_NOT_FOUND",
+    "plugin class not found",
+    "Cannot find catalog plugin class",
+    "ClassNotFoundException",
+    "NoClassDefFoundError",
+    "DELTA_CONFIGURE_SPARK_SESSION_WITH_EXTENSION_AND_CATALOG",
+)
+
+
+def format_missing(exc: BaseException) -> bool:
+    """Whether ``exc`` says this Spark lacks a table format's jars or catalog (a
+    configuration error), rather than that a call failed on its way (retried)."""
+    text = str(exc)
+    return any(marker in text for marker in _FORMAT_MISSING)
+
+
 def create_table(
     session: Any,
     database: str,
@@ -252,7 +275,7 @@ def create_table(
             for statement in statements:
                 session.sql(statement)
     except Exception as exc:
-        if table_format in _FORMAT_JARS:
+        if table_format in _FORMAT_JARS and format_missing(exc):
             raise ConfigError(
                 f"table_format {table_format} needs {_FORMAT_JARS[table_format]} on the "
                 f"Spark classpath; this Spark could not create {database}.{table}: "
