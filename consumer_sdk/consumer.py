@@ -95,6 +95,9 @@ class _Listener(ConsumerRebalanceListener):
     async def on_partitions_assigned(self, assigned: set[KafkaTopicPartition]) -> None:
         await self._owner._on_assigned(assigned)
 
+    async def on_partitions_lost(self, lost: set[KafkaTopicPartition]) -> None:
+        self._owner._on_lost(lost)
+
 
 class AutoscalingConsumer:
     """An asyncio Kafka consumer whose group is packed by write speed; see module doc.
@@ -144,6 +147,8 @@ class AutoscalingConsumer:
         # Of ``assigned``, those this member reads (resumed, not waiting for a release or
         # for the sink): what the ownership log counts.
         self._reading: set[TopicPartition] = set()
+        # Partitions lost with the membership, until the next assignment (_on_lost).
+        self._lost: set[KafkaTopicPartition] = set()
         # the pipeline's stages
         pending: AnyPending = PendingColumns() if self._columnar else PendingRecords()
         self._fetch = BatchFiller(
@@ -601,6 +606,23 @@ class AutoscalingConsumer:
         self._commits.disown(revoked)
         self._change_ownership("revoked", lost)
 
+    def _on_lost(self, lost: set[KafkaTopicPartition]) -> None:
+        """The coordinator no longer knows this member: ``lost`` may be another member's
+        already. Nothing more of them is written or committed: their pending records are
+        dropped, what is owed of them forgotten, and what is fetched of them until the next
+        assignment is not taken. Writes in flight finish (a fencing sink refuses them once
+        the new owner has claimed the partitions; their commits are not made)."""
+        gone = {TopicPartition(tp.topic, tp.partition) for tp in lost}
+        self._stopped_reading(gone)
+        self._resume.forget(lost)
+        for tp in lost:
+            self._pending.drop(tp)
+        self._lost |= lost
+        self._fetch.revoking |= lost  # fetched records of them are not taken until then
+        self._commits.disown(lost)
+        self._change_ownership("revoked", gone)
+        metrics.PARTITIONS_LOST.labels(self.config.group).inc(len(lost))
+
     def _release(self, revoked: set[KafkaTopicPartition]) -> None:
         """Give ``revoked`` up at once, so the rebalance round waits for no table write.
 
@@ -787,6 +809,9 @@ class AutoscalingConsumer:
     async def _on_assigned(self, assigned: set[KafkaTopicPartition]) -> None:
         consumer = self._consumer
         coordinator: Any = getattr(consumer, "_coordinator", None)
+        if self._lost:  # lost with an earlier membership: the join that lost them is done
+            self._fetch.revoking_ended(self._lost)
+            self._lost = set()
         if coordinator is not None:
             self.state.generation = int(coordinator.generation)
         added = {TopicPartition(tp.topic, tp.partition) for tp in assigned}

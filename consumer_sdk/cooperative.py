@@ -27,7 +27,11 @@ revokes them, and the consumer leaves the group at once (:meth:`AutoscalingConsu
 
 A round is eager when the group is (a member without cooperative support is present, per
 the leader's assignment) or when this member lost its generation (it was dropped from the
-group: its partitions may already be someone else's). Offsets are not committed while a
+group: its partitions may already be someone else's). Those partitions are *lost*, not
+revoked (Kafka's ``onPartitionsLost``): the moment the coordinator refuses the member's id
+or generation, the listener drops them without writing or committing anything of them, and
+the member joins again claiming nothing, even when the refusal came in the middle of a
+cooperative rejoin that had claimed them. Offsets are not committed while a
 cooperative rejoin is in flight (``rejoining``); brokers reject them mid-rebalance and the
 consumer commits them with the next batch.
 
@@ -83,17 +87,68 @@ class CooperativeCoordinator(GroupCoordinator):
     autoscaler_state: MemberState
     rejoining: bool
     eager_round: bool
+    # Partitions lost with the membership and not yet assigned again, and the listener's
+    # on_partitions_lost for them while it runs.
+    lost: set[KafkaTopicPartition]
+    losing: asyncio.Task[None] | None
 
     def reset_generation(self) -> None:
         # Called when the coordinator refused our member id or generation (we were evicted,
         # or a round ended without us), and once more after LeaveGroup when closing.
         if self.generation > 0 and not self._closing.done():
             metrics.MEMBERSHIP_LOST.labels(self.group_id).inc()
+            self._lose_assignment()
         super().reset_generation()
+
+    def _lose_assignment(self) -> None:
+        """The group may have given this member's partitions to others already (Kafka's
+        partitions lost): the listener drops them at once (``on_partitions_lost``), and the
+        member rejoins as a new one owning nothing; the join in flight, if any, completes
+        as an eager one (everything it gives is new to the member)."""
+        state = self.autoscaler_state
+        state.holding = False
+        state.owned = ()
+        state.awaiting = frozenset()
+        state.generation = OffsetCommitRequest.DEFAULT_GENERATION_ID
+        self.eager_round = True
+        subscription = self._subscription.subscription
+        assignment = subscription.assignment if subscription is not None else None
+        newly = set(assignment.tps) - self.lost if assignment is not None else set()
+        if not newly:
+            return
+        self.lost |= newly
+        log.warning(
+            "group %s: the coordinator no longer knows this member (evicted, or a round "
+            "ended without it): its %d partition(s) are lost, dropped unwritten, and it "
+            "rejoins owning nothing",
+            self.group_id,
+            len(newly),
+        )
+        previous = self.losing
+        self.losing = asyncio.ensure_future(self._notify_after(previous, newly))
+
+    async def _notify_after(
+        self, previous: asyncio.Task[None] | None, lost: set[KafkaTopicPartition]
+    ) -> None:
+        if previous is not None:
+            await previous
+        await self._notify("on_partitions_lost", lost)
+
+    async def _partitions_lost_told(self) -> None:
+        """Wait until the listener has heard of every partition lost so far."""
+        while self.losing is not None and not self.losing.done():
+            await self.losing
 
     async def _on_join_prepare(self, previous_assignment: Any) -> None:
         state = self.autoscaler_state
         generation_lost = self.generation == OffsetCommitRequest.DEFAULT_GENERATION_ID
+        if generation_lost and previous_assignment is not None:
+            # Lost, not revoked: nothing of them is flushed or committed (see reset_generation).
+            await self._partitions_lost_told()
+            self.eager_round = True
+            state.holding = False
+            await super()._on_join_prepare(None)
+            return
         if previous_assignment is None or generation_lost or state.group_mode != COOPERATIVE:
             self.eager_round = True
             state.holding = False
@@ -135,6 +190,8 @@ class CooperativeCoordinator(GroupCoordinator):
         self, generation: int, member_id: str, protocol: str, member_assignment_bytes: bytes
     ) -> None:
         self.rejoining = False
+        await self._partitions_lost_told()  # before anything of the new assignment
+        self.lost = set()
         # aiokafka stops heartbeating for a rejoin and starts again only after this step,
         # whose revocation callback flushes and commits the lost partitions: a sink write
         # of seconds. The member is in the new generation already; without heartbeats
@@ -229,5 +286,7 @@ def make_cooperative(consumer: AIOKafkaConsumer, state: MemberState) -> Cooperat
     coordinator.autoscaler_state = state
     coordinator.rejoining = False
     coordinator.eager_round = False
+    coordinator.lost = set()
+    coordinator.losing = None
     state.holding = True
     return coordinator  # type: ignore[no-any-return]

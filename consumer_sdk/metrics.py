@@ -105,6 +105,12 @@ PARTITIONS_RELEASED = Counter(
     "Revoked partitions given up without writing their pending records (the sink fences)",
     ["group"],
 )
+PARTITIONS_LOST = Counter(
+    "autoscaler_consumer_partitions_lost_total",
+    "Partitions dropped unwritten and uncommitted because the coordinator no longer knew "
+    "this member (evicted, or a round ended without it)",
+    ["group"],
+)
 HANDOVERS = Counter(
     "autoscaler_consumer_handovers_total",
     "Partitions given in a one-round hand-over, by how their wait for the old owner ended: "
