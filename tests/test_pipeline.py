@@ -11,13 +11,14 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from aiokafka.errors import KafkaError, RebalanceInProgressError
+from aiokafka.errors import KafkaError, RebalanceInProgressError, UnknownMemberIdError
 from aiokafka.structs import OffsetAndMetadata
 from aiokafka.structs import TopicPartition as KTP
 from prometheus_client import REGISTRY
 
 from assignor import TopicPartition
 from assignor.cooperative import mark_released, released_generation
+from consumer_sdk.pipeline import commit as commit_stage
 from consumer_sdk.pipeline.commit import OffsetCommits
 from consumer_sdk.pipeline.fetch import BatchFiller
 from consumer_sdk.pipeline.resume import ResumeLookups
@@ -820,3 +821,49 @@ def test_retry_delays_double_up_to_a_ceiling_an_outage_end_can_afford() -> None:
     assert delays[:3] == [0.2, 0.4, 0.8]
     assert delays[-1] == RetryPolicy().max_delay_s <= 5.0  # a freed disk waits 5 s at most
     assert all(b == min(2 * a, delays[-1]) for a, b in itertools.pairwise(delays))
+
+
+def test_a_release_commit_that_fails_is_tried_again_until_it_lands(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(commit_stage, "RELEASE_FIRST_DELAY_S", 0.001)
+
+    async def go() -> tuple[FakeClient, OffsetCommits]:
+        client = FakeClient()
+        commits = commits_for(client)
+        await commits.submit({P0: 10})
+        await commits.settle()
+        commits.releasing([P0], generation=3)
+        client.commit_failures = 2  # a coordinator moving: refused twice, then taken
+        await commits.release({P0}, generation=3)
+        return client, commits
+
+    client, commits = asyncio.run(go())
+    _, release = client.committed_offsets
+    assert {tp: (m.offset, released_generation(m.metadata)) for tp, m in release.items()} == {
+        P0: (10, 3)
+    }
+    assert commits.committed[P0] == 10
+
+
+def test_a_release_refused_for_the_membership_is_not_tried_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(commit_stage, "RELEASE_FIRST_DELAY_S", 0.001)
+
+    async def go() -> tuple[FakeClient, int]:
+        client = FakeClient()
+        commits = commits_for(client)
+        commits.owe(P0, 10)
+        commits.releasing([P0], generation=3)
+        attempts = commits.attempts
+
+        async def refused(offsets: Any) -> None:
+            raise UnknownMemberIdError()
+
+        monkeypatch.setattr(client, "commit", refused)
+        await commits.release({P0}, generation=3)
+        return client, commits.attempts - attempts
+
+    client, attempts = asyncio.run(go())
+    assert attempts == 1 and client.committed_offsets == []

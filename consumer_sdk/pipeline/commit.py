@@ -14,7 +14,12 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
-from aiokafka.errors import KafkaError
+from aiokafka.errors import (
+    CommitFailedError,
+    IllegalGenerationError,
+    KafkaError,
+    UnknownMemberIdError,
+)
 from aiokafka.structs import OffsetAndMetadata
 from aiokafka.structs import TopicPartition as KafkaTopicPartition
 
@@ -26,6 +31,10 @@ log = logging.getLogger(__name__)
 COMMIT_TIMEOUT_S = 30.0
 # How long a release waits for the fetch position of a partition nobody committed yet.
 POSITION_TIMEOUT_S = 5.0
+# A release commit that fails is tried again for this long, from this first delay doubling.
+RELEASE_RETRY_S, RELEASE_FIRST_DELAY_S = 10.0, 0.2
+# Failures that say this member is no longer in the group: a commit cannot succeed again.
+MEMBERSHIP_REFUSED = (UnknownMemberIdError, IllegalGenerationError, CommitFailedError)
 
 
 class CommitClient(Protocol):
@@ -210,9 +219,8 @@ class OffsetCommits:
                     offsets[tp] = min(offset, skipped[tp])
             if not offsets:
                 return
-            self.attempts += 1
             marked = {tp: OffsetAndMetadata(o, metadata) for tp, o in offsets.items()}
-            await asyncio.wait_for(client.commit(marked), COMMIT_TIMEOUT_S)
+            await self._commit_release(client, marked)
         except (KafkaError, AssertionError, TimeoutError) as exc:
             metrics.COMMIT_FAILURES.labels(self._group).inc()
             log.warning(
@@ -225,6 +233,28 @@ class OffsetCommits:
         self.committed.update(offsets)
         for tp in offsets:
             self.uncommitted.pop(tp, None)
+
+    async def _commit_release(
+        self, client: CommitClient, marked: dict[KafkaTopicPartition, OffsetAndMetadata]
+    ) -> None:
+        """Commit a release, tried again with backoff for up to ``RELEASE_RETRY_S`` while
+        the failure may pass (a coordinator moving, a timeout): its next owners wait for
+        it, and without it they read from an older commit. A refused member id or
+        generation is final (the partitions are lost, not released)."""
+        deadline = time.monotonic() + RELEASE_RETRY_S
+        delay = RELEASE_FIRST_DELAY_S
+        while True:
+            self.attempts += 1
+            try:
+                await asyncio.wait_for(client.commit(marked), COMMIT_TIMEOUT_S)
+                return
+            except (KafkaError, AssertionError, TimeoutError) as exc:
+                if isinstance(exc, MEMBERSHIP_REFUSED) or time.monotonic() + delay > deadline:
+                    raise
+                metrics.COMMIT_FAILURES.labels(self._group).inc()
+                log.warning("committing a release failed (%r); trying again in %.1f s", exc, delay)
+            await asyncio.sleep(delay)
+            delay *= 2
 
     def _with_metadata(
         self, offsets: dict[KafkaTopicPartition, int]
