@@ -43,8 +43,10 @@ from consumer_sdk.pipeline.fetch import AnyPending, BatchFiller
 from consumer_sdk.pipeline.markers import offsets_past_markers
 from consumer_sdk.pipeline.resume import ResumeLookups
 from consumer_sdk.pipeline.retry import RetryPolicy
+from consumer_sdk.pipeline.stuck import StuckPartitions
 from consumer_sdk.pipeline.write import BatchWriter, WriteAbandoned, WrittenBatch
 from consumer_sdk.records.columnar_fetch import BoundedRecords, ColumnarDecoding, install
+from consumer_sdk.records.corrupt_fetches import CORRUPT_FETCHES
 from consumer_sdk.records.fetch_budget import limit_fetch_ahead, wake_fetcher
 from consumer_sdk.records.fetch_sizes import (
     PARTITION_FETCH_BYTES,
@@ -147,6 +149,7 @@ class AutoscalingConsumer:
         # Of ``assigned``, those this member reads (resumed, not waiting for a release or
         # for the sink): what the ownership log counts.
         self._reading: set[TopicPartition] = set()
+        self._stuck = StuckPartitions()
         # Partitions lost with the membership, until the next assignment (_on_lost).
         self._lost: set[KafkaTopicPartition] = set()
         # the pipeline's stages
@@ -380,6 +383,7 @@ class AutoscalingConsumer:
                         self._writer.submit(batch)
                         wake_fetcher(self._consumer)  # the next batch has room again
                     await self._owe_past_markers()
+                    self._hold_stuck()
                     if not batch and self._commits.uncommitted:
                         await self._commits.submit({})
                 self._check_overload()
@@ -511,6 +515,21 @@ class AutoscalingConsumer:
         )
         for tp, offset in owed.items():
             self._commits.owe(tp, offset)
+
+    def _hold_stuck(self) -> None:
+        """Partitions whose fetches keep failing at one offset: on /healthz and a metric,
+        and paused between tries (:mod:`.pipeline.stuck`)."""
+        consumer = self._consumer
+        if consumer is None:
+            return
+        stuck = {
+            KafkaTopicPartition(topic, partition): failure
+            for (topic, partition), failure in CORRUPT_FETCHES.stuck().items()
+        }
+        owned = self._owned()
+        line = self._stuck.step(consumer, stuck, owned, self._resume.waiting)
+        self.health.report("records", line)
+        metrics.PARTITIONS_STUCK.labels(self.config.group).set(len(stuck.keys() & owned))
 
     def _account(self, flushed: WrittenBatch) -> None:
         group = self.config.group

@@ -176,8 +176,15 @@ BATCHES_REFUSED = Counter(
 )
 CORRUPT_FETCHES = Counter(
     "autoscaler_consumer_corrupt_fetches_total",
-    "Fetched message sets whose batches could not be told apart (fetched again)",
+    "Fetched message sets whose batches could not be told apart or failed their CRC (fetched "
+    "again; the position stays)",
     ["topic"],
+)
+PARTITIONS_STUCK = Gauge(
+    "autoscaler_consumer_partitions_stuck",
+    "Partitions of this member whose fetches failed their checks (CRC) at one offset 3 "
+    "times or more in a row: paused between tries, nothing of them skipped",
+    ["group"],
 )
 MEMBERSHIP_LOST = Counter(
     "autoscaler_consumer_membership_lost_total",

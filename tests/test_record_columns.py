@@ -149,14 +149,25 @@ def with_crc(data: bytearray) -> bytes:
     return bytes(data)
 
 
-def test_a_corrupt_batch_becomes_a_refusal_row_and_the_next_batch_is_read() -> None:
-    data = bytearray(batch([(b"key", b"value", []), (b"k", b"v", [])], 0))
-    data[-1] ^= 0xFF
-    after = batch([(None, b"after", [])], 2)
-    columns = decode_records("t", 0, bytes(data) + after, 0)
-    assert refused(columns) == [(1, "CRC mismatch (record batch, offsets 0-1)")]
-    assert [row[3] for row in column_rows(columns)] == [None, b"after"]
-    assert columns.next_offset == 3
+def test_a_batch_failing_its_crc_stops_reading_where_it_starts() -> None:
+    good = batch([(b"key", b"value", []), (b"k", b"v", [])], 0)
+    spoilt = bytearray(batch([(None, b"spoilt", [])], 2))
+    spoilt[-1] ^= 0xFF
+    after = batch([(None, b"after", [])], 3)
+    pieces = decode_pieces("t", 0, good + bytes(spoilt) + after, 0)
+    first = next(pieces)  # what passed its CRC is handed over
+    assert [row[3] for row in column_rows(first)] == [b"value", b"v"] and first.next_offset == 2
+    with pytest.raises(CorruptRecords, match="t:0: the record batch after offset 1 fails its CRC"):
+        next(pieces)
+    # Its base offset (outside the CRC) decides nothing: ahead or behind, nothing is read.
+    for base in (1 << 40, 0):
+        moved = bytearray(spoilt)
+        struct.pack_into(">q", moved, 0, base)
+        with pytest.raises(CorruptRecords):
+            list(decode_pieces("t", 0, bytes(moved) + after, 2))
+
+
+def test_a_batch_that_fails_to_parse_becomes_a_refusal_row() -> None:
     # A batch whose CRC matches but whose records end early: refused, not read past its end.
     short = bytearray(batch([(b"key", b"value", [])], 0))
     struct.pack_into(">i", short, 57, 2)  # claims two records, holds one

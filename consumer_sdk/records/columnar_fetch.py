@@ -29,6 +29,7 @@ from aiokafka.record.memory_records import MemoryRecords
 from consumer_sdk import metrics
 from consumer_sdk.records.batch_header import LENGTH_PREFIX, CorruptRecords
 from consumer_sdk.records.bounded_batches import checked_batch
+from consumer_sdk.records.corrupt_fetches import CORRUPT_FETCHES, STUCK_AFTER
 from consumer_sdk.records.inflate import DEFAULT_MAX_RECORD_BATCH_BYTES
 from consumer_sdk.records.record_columns import (
     DEFAULT_PIECE_BYTES,
@@ -184,13 +185,26 @@ class ColumnarPartitionRecords:
                 self._data = self._pieces = None
                 raise
             except CorruptRecords as exc:
-                # Batches that cannot be told apart (a broken broker): nothing more of this
-                # response is handed over and the position stays, so it is fetched again.
-                # Raising would lose the records aiokafka already handed over of other
-                # partitions in this poll.
+                # Batches that cannot be told apart, or one failing its CRC: nothing more of
+                # this response is handed over and the position stays, so it is fetched
+                # again. Raising would lose the records aiokafka already handed over of
+                # other partitions in this poll.
                 self._data = self._pieces = None
                 metrics.CORRUPT_FETCHES.labels(topic).inc()
-                log.error("%s:%d at offset %d: %s", topic, partition, self.next_fetch_offset, exc)
+                failure = CORRUPT_FETCHES.failed(topic, partition, self.next_fetch_offset, str(exc))
+                if failure.count == 1:
+                    log.warning("%s:%d at offset %d: %s", topic, partition, failure.offset, exc)
+                elif failure.count == STUCK_AFTER:
+                    log.error(
+                        "%s:%d is stuck at offset %d: %d fetches in a row failed the same way "
+                        "(the broker's copy, not the wire): %s; it is fetched again after a "
+                        "growing pause, and nothing of it is skipped",
+                        topic,
+                        partition,
+                        failure.offset,
+                        failure.count,
+                        exc,
+                    )
                 raise StopIteration from None
             if columns.refused:
                 metrics.BATCHES_REFUSED.labels(topic).inc(columns.refused)
@@ -202,6 +216,7 @@ class ColumnarPartitionRecords:
                     "; ".join(columns.refusal_reasons()),
                 )
             self.next_fetch_offset = columns.next_offset
+            CORRUPT_FETCHES.read(topic, partition, columns.next_offset)
             if columns.count:
                 return columns
 

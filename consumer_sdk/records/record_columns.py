@@ -164,7 +164,23 @@ def _header_problem(header: BatchHeader, limit: int) -> str | None:
     return None
 
 
-Outcome = Section | LargeBatch | Refusal | None
+class Unverified:
+    """A batch that failed its CRC: none of its fields can be trusted, its base offset and
+    length included (the CRC does not cover them), so reading stops before it."""
+
+
+UNVERIFIED = Unverified()
+
+
+def unverified_reason(topic: str, partition: int, offset: int) -> str:
+    """What a consumer says of a batch failing its CRC where reading stopped."""
+    return (
+        f"{topic}:{partition}: the record batch after offset {offset - 1} fails its CRC: "
+        "nothing of it or after it is read, and it is fetched again"
+    )
+
+
+Outcome = Section | LargeBatch | Refusal | Unverified | None
 
 
 def _batches(
@@ -182,15 +198,17 @@ def _batches(
     pending_aborts = sorted(aborted, key=lambda pair: pair[1])  # (producer id, first offset)
     aborting: set[int] = set()
     for header in batch_headers(view):
+        batch = view[header.start : header.end]
+        # First: a batch failing its CRC may be anywhere, whatever its base offset says.
+        if check_crcs and crc32c(batch[CRC_START:]) != header.crc:
+            yield fetch_offset, UNVERIFIED
+            return
         problem = _header_problem(header, limit)
         # Past this batch, even when its own range is nonsense (else it is fetched for ever),
         # but never past what an offset can be.
         past = min(max(header.next_offset, header.base_offset + 1), MAX_OFFSET)
         if past <= fetch_offset:
             continue  # wholly before what was asked for (a compressed batch re-sent)
-        batch = view[header.start : header.end]
-        if problem is None and check_crcs and crc32c(batch[CRC_START:]) != header.crc:
-            problem = "CRC mismatch"
         if problem is not None:
             yield past, refusal(header, problem)
             continue
@@ -263,7 +281,9 @@ def decode_pieces(
     when asked for; the last piece carries the offset past everything read, and may be
     empty. A batch that is malformed, or takes more than ``max_record_batch_bytes`` once
     inflated, becomes one :data:`REFUSED_HEADER` row; a message set whose batches cannot be
-    told apart raises :class:`CorruptRecords` (after the pieces before that point)."""
+    told apart, or one with a batch failing its CRC, raises :class:`CorruptRecords` after
+    the pieces before that point (the position never moves on fields the CRC does not
+    cover: Kafka's Java consumer raises too)."""
     if not 0 <= fetch_offset <= MAX_OFFSET:
         raise CorruptRecords(f"fetch offset {fetch_offset} outside [0, 2^63 - 1]")
     piece = _Piece(topic, partition, fetch_offset)
@@ -276,6 +296,10 @@ def decode_pieces(
         max_record_batch_bytes,
         piece_bytes,
     ):
+        if isinstance(outcome, Unverified):
+            if piece.sections or piece.refusals or piece.next_offset > fetch_offset:
+                yield piece.columns()
+            raise CorruptRecords(unverified_reason(topic, partition, piece.next_offset))
         if isinstance(outcome, Refusal):
             piece.refusals.append(outcome)
         elif isinstance(outcome, Section):
