@@ -88,3 +88,25 @@ def test_readme_heuristics_example_runs() -> None:
     scope: dict[str, object] = {}
     exec(block, scope)
     assert scope["plan"]
+
+
+SNIPPET = re.compile(r'^--8<-- "(?P<path>[^"]+)"$')
+# Whatever a snippet marker looks like once a formatter has spaced it out ("--8 < --").
+MARKER_LIKE = re.compile(r"^\s*-+\s*8\s*<\s*-+")
+
+
+@pytest.mark.parametrize("path", MARKDOWN, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_snippet_include_names_a_file_that_exists(path: Path) -> None:
+    """A mangled marker renders as text: mkdocs build --strict passed with the quickstart
+    page showing ``--8 < --"examples/delta_quickstart.py"`` instead of the code."""
+    markers = [line for line in path.read_text().splitlines() if MARKER_LIKE.match(line)]
+    found = [SNIPPET.match(line) for line in markers]
+    assert all(found), [line for line, m in zip(markers, found, strict=True) if m is None]
+    paths = [re.sub(r"(:-?\d*)+$", "", m["path"]) for m in found if m]  # file:start:end
+    missing = [p for p in paths if not (ROOT / p).is_file()]
+    assert missing == []
+
+
+def test_the_getting_started_page_includes_the_quickstart() -> None:
+    text = (DOCS / "getting-started.md").read_text()
+    assert '--8<-- "examples/delta_quickstart.py"' in text
