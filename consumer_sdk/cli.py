@@ -43,6 +43,15 @@ SPARK_MODULES = ("pyspark", "deltalake", "pyiceberg", "pandas")
 SHARE_MODULES = ("confluent_kafka",)
 
 
+# What kafka-autoscaler-consumer's --sink (AUTOSCALER_SINK) takes: its --help and the
+# configuration reference (kafka_autoscaler.reference_pages).
+SINK_HELP = (
+    "spark (Spark tables, AUTOSCALER_SPARK_*), spark:WAREHOUSE, jsonl:PATH ({identity} "
+    "becomes the member identity), or null, which DISCARDS every record and commits it "
+    "(for tests and benchmarks)"
+)
+
+
 def _null(_topic: str, _records: Sequence[Record]) -> None:
     return None
 
@@ -117,9 +126,7 @@ def main(
     parser.add_argument(
         "--sink",
         default=os.environ.get("AUTOSCALER_SINK"),
-        help="where records go (AUTOSCALER_SINK): spark (Spark tables, AUTOSCALER_SPARK_*), "
-        "spark:WAREHOUSE, jsonl:PATH ({identity} becomes the member identity), or null, which "
-        "DISCARDS every record and commits it (for tests and benchmarks). Required.",
+        help=f"where records go (AUTOSCALER_SINK): {SINK_HELP}. Required.",
     )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")

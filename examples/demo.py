@@ -5,7 +5,7 @@ where the sidecar measures bytes/s through DescribeLogDirs), 2 topics x 12 parti
 whose per-partition rates
 follow the paper's random walk with a step up and a step down, the sidecar (local scaler,
 default heuristic) starting and stopping SDK consumer processes, each writing what it reads
-into Spark tables (one Parquet table per topic in a local warehouse) through a Spark Connect
+into Spark tables (one Delta table per topic in a local warehouse) through a Spark Connect
 server the demo starts on 127.0.0.1, so consumers stay light Python processes. A live view
 shows speeds, desired and actual consumers, lag and each plan's Rscore. At the end: rows in
 the tables counted with Spark and compared with what was produced (every record exactly

@@ -19,6 +19,7 @@ from typing import Any
 from prometheus_client.metrics import MetricWrapperBase
 
 from consumer_sdk import metrics as consumer_metrics
+from consumer_sdk.cli import SINK_HELP
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.lake.spark_config import SparkSinkConfig, spark_env_name
 from contract.settings import GroupSettings, env_name, setting_help
@@ -86,6 +87,8 @@ def configuration_page() -> str:
         *_rows(fields(GroupSettings), env_name, flag=True),
         "\n## Consumers\n",
         *_rows((f for f in fields(ConsumerConfig) if f.name not in shared), env_name, False),
+        "| `sink` (`kafka-autoscaler-consumer --sink`) | `AUTOSCALER_SINK` | required | "
+        f"{_cell(SINK_HELP)} |",
         "\n## The Spark table sink\n",
         *_rows(fields(SparkSinkConfig), spark_env_name, flag=False),
         "\n## The sidecar\n",
