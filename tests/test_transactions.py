@@ -13,7 +13,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from assignor import TopicPartition as Partition
 from consumer_sdk.sink import CallbackSink, Record
 from sidecar.monitor import Monitor, Reading
-from tests.history import History, check, produce_transactions
+from benchmarks.support.history import History, check, produce_transactions
 from tests.sdk_helpers import SeenRecords, ThreadedMember, member_config, wait_until
 from tests.test_sidecar_monitor import FakeClock, produce_per_partition
 

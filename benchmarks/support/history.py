@@ -1,4 +1,4 @@
-"""A history checker for exactly once: what producers had acknowledged, and which of their
+"""A history checker for exactly once (benchmarks and tests): what producers had acknowledged, and which of their
 transactions committed, against what a sink or table holds.
 
 In the spirit of Kafka's ``tests/kafkatest`` and Jepsen's transaction tests: the producer
