@@ -11,9 +11,9 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from assignor import TopicPartition as Partition
+from benchmarks.support.history import History, check, produce_transactions
 from consumer_sdk.sink import CallbackSink, Record
 from sidecar.monitor import Monitor, Reading
-from benchmarks.support.history import History, check, produce_transactions
 from tests.sdk_helpers import SeenRecords, ThreadedMember, member_config, wait_until
 from tests.test_sidecar_monitor import FakeClock, produce_per_partition
 
