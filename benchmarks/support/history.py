@@ -1,5 +1,6 @@
-"""A history checker for exactly once (benchmarks and tests): what producers had acknowledged, and which of their
-transactions committed, against what a sink or table holds.
+"""A history checker for exactly once (benchmarks and tests): what producers had
+acknowledged, and which of their transactions committed, against what a sink or table
+holds.
 
 In the spirit of Kafka's ``tests/kafkatest`` and Jepsen's transaction tests: the producer
 side is a client the project did not write (confluent-kafka, librdkafka), which logs every
