@@ -24,7 +24,11 @@ def main() -> int:
     (folder / f"{identity}.started").write_text(str(os.getpid()))
     rack = os.environ.get("AUTOSCALER_CLIENT_RACK")
     if rack is not None:
-        (folder / f"{identity}.rack").write_text(rack)
+        # Whole or not at all: a SIGTERM between creating the file and writing it left it
+        # empty (failed CI emulation of this stop).
+        staged = folder / f".{identity}.rack"
+        staged.write_text(rack)
+        os.replace(staged, folder / f"{identity}.rack")
     while True:
         time.sleep(0.05)
 
