@@ -3,10 +3,12 @@ string.
 
 ``--kind embedded`` (default) runs librdkafka's mock cluster in this process; ``--kind
 apache`` starts Apache Kafka KRaft nodes from the locked jars (Java 17 needed) and says on
-stderr how long they took to be ready. With ``--control``, commands read from stdin
-(``create_topic NAME PARTITIONS [REPLICATION]``, ``broker_down ID``, ``broker_up ID``, and on
-the embedded broker ``set_rtt ID MS``, ``push_request_errors API CODE...``) are answered one
-line each (``ok`` or ``error <message>``), and the broker stops at end of input.
+stderr how long they took to be ready; ``--broker-assignor`` has them load our broker-side
+assignors (KIP-848 ``autoscaler``, share groups) with the topics those read. With
+``--control``, commands read from stdin (``create_topic NAME PARTITIONS [REPLICATION]``,
+``broker_down ID``, ``broker_up ID``, and on the embedded broker ``set_rtt ID MS``,
+``push_request_errors API CODE...``) are answered one line each (``ok`` or
+``error <message>``), and the broker stops at end of input.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from assignor.validation import TOPIC_NAME_RULE, is_topic_name
+from contract.broker_plans import PLANS_TOPIC
+from contract.share_loads import SHARE_LOADS_TOPIC
 from local_kafka.apache_kafka import MAX_NODES, ApacheKafka
 from local_kafka.embedded import BrokerHandle, EmbeddedKafka, EmbeddedKafkaError
 
@@ -149,6 +153,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="also write the bootstrap string to this file (atomically) once ready",
     )
     parser.add_argument(
+        "--broker-assignor",
+        action="store_true",
+        help="with --kind apache: load our broker-side assignors (group.consumer.assignors "
+        "autoscaler for KIP-848 groups, the share-group one) and create the topics they read "
+        "the sidecar's plans and loads from, so --group-protocol consumer and --group-type "
+        "share can be tried locally",
+    )
+    parser.add_argument(
         "--control",
         action="store_true",
         help="read control commands from stdin (create_topic, broker_down, ...); stop at EOF",
@@ -165,12 +177,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if not low <= brokers <= high:
             raise ValueError(f"--brokers must be in [{low}, {high}] for --kind {args.kind}")
+        if args.broker_assignor and args.kind != "apache":
+            raise ValueError(
+                "--broker-assignor needs --kind apache (the embedded broker has no "
+                "broker-side assignors)"
+            )
         topics = parse_topics(args.topic)
         _check_bootstrap_file(args.bootstrap_file)
     except ValueError as exc:
         parser.error(str(exc))
     broker: BrokerHandle = (
-        EmbeddedKafka(brokers=brokers) if args.kind == "embedded" else ApacheKafka(brokers)
+        EmbeddedKafka(brokers=brokers)
+        if args.kind == "embedded"
+        else ApacheKafka(brokers, broker_assignor=args.broker_assignor)
     )
     # A signal while nodes start interrupts the start, which stops what it started.
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -193,6 +212,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 file=sys.stderr,
                 flush=True,
             )
+        if args.broker_assignor:
+            for name in (PLANS_TOPIC, SHARE_LOADS_TOPIC):  # the assignors read them
+                broker.create_topic(name, 1, min(3, brokers))
         for name, partitions in topics:
             broker.create_topic(name, partitions, min(3, brokers))
         if args.bootstrap_file is not None:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Consumer
 
 from local_kafka.apache_kafka import ApacheKafka, _Node, kafka_version, node_properties
 from local_kafka.broker_cli import MAX_PARTITIONS
@@ -148,3 +151,57 @@ def test_broker_cli_prints_bootstrap_writes_the_file_and_answers_control(
     assert process.stderr is not None
     said = process.stderr.read()
     assert ("node(s) ready in" in said) == (kind == "apache")
+
+
+def test_broker_cli_loads_the_broker_side_assignor_on_request(tmp_path: Path) -> None:
+    """Issue 94: without the switch, members naming the autoscaler assignor could not join
+    a cluster the CLI started, and docs/broker-assignor.md could not be followed locally."""
+    skip_unless_runnable(ClusterKind.APACHE)
+    process = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "local_kafka.broker_cli", "--kind", "apache"),
+            *("--brokers", "1", "--topic", "packed:2", "--broker-assignor"),
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        bootstrap = process.stdout.readline().strip()
+        if not bootstrap:
+            assert process.stderr is not None
+            pytest.fail(f"no bootstrap string; stderr: {process.stderr.read()}")
+        produce_numbered(bootstrap, "packed", 20, 2)
+        member = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": "g-packed",
+                "group.protocol": "consumer",
+                "group.remote.assignor": "autoscaler",
+                "auto.offset.reset": "earliest",
+            }
+        )
+        try:
+            member.subscribe(["packed"])
+            read = 0
+            deadline = time.monotonic() + 60
+            while read < 20 and time.monotonic() < deadline:
+                message = member.poll(0.5)
+                if message is None:
+                    continue
+                assert message.error() is None, message.error()
+                read += 1
+            assert read == 20
+        finally:
+            member.close()
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=60) == 0
+
+
+def test_broker_cli_refuses_the_assignor_switch_on_the_embedded_broker() -> None:
+    result = _broker_cli("--broker-assignor")
+    assert result.returncode == 2
+    assert "--broker-assignor needs --kind apache" in result.stderr
