@@ -137,8 +137,6 @@ class SparkTableSink:
             try:
                 self.config.warehouse_path.mkdir(parents=True, exist_ok=True)
             except OSError as exc:  # not a directory, not writable, read-only
-                if exc.errno not in _SETUP_ERRNOS:
-                    raise  # a full disk, an I/O error: retried
                 raise self._unwritable(exc) from None
             _remove_dead_staging(
                 self.config.warehouse_path / STAGING_DIR, self.config.staging_max_age_secs
@@ -161,11 +159,14 @@ class SparkTableSink:
             try:
                 self._ensure_table(table, schema)
             except OSError as exc:
-                if exc.errno not in _SETUP_ERRNOS:
-                    raise
                 raise self._unwritable(exc) from None
 
-    def _unwritable(self, exc: OSError) -> ConfigError:
+    def _unwritable(self, exc: OSError) -> Exception:
+        """What to raise for ``exc`` met writing the warehouse: a ConfigError where it is set
+        up wrong (``_SETUP_ERRNOS``), else ``exc`` itself (a full disk, an I/O error: the
+        start is retried)."""
+        if exc.errno not in _SETUP_ERRNOS:
+            return exc
         return ConfigError(
             f"warehouse (AUTOSCALER_SPARK_WAREHOUSE) must be a directory this process can "
             f"write, got {self.config.warehouse!r}: {exc.strerror} ({exc.filename})"
