@@ -88,6 +88,25 @@ def _broker_cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def _started_broker_cli(
+    *args: str, stdin: int = subprocess.DEVNULL
+) -> tuple[subprocess.Popen[str], str]:
+    """The broker CLI started with ``args``, and the bootstrap string it printed first."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "local_kafka.broker_cli", *args],
+        stdin=stdin,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    printed = process.stdout.readline().strip()
+    if not printed:
+        assert process.stderr is not None
+        pytest.fail(f"no bootstrap string; stderr: {process.stderr.read()}")
+    return process, printed
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -116,23 +135,13 @@ def test_broker_cli_prints_bootstrap_writes_the_file_and_answers_control(
     if kind == "apache":
         skip_unless_runnable(ClusterKind.APACHE)
     bootstrap_file = tmp_path / "bootstrap.txt"
-    process = subprocess.Popen(
-        [
-            *(sys.executable, "-m", "local_kafka.broker_cli", "--kind", kind),
-            *("--brokers", "1", "--topic", "cli:2", "--control"),
-            *("--bootstrap-file", str(bootstrap_file)),
-        ],
+    process, printed = _started_broker_cli(
+        *("--kind", kind, "--brokers", "1", "--topic", "cli:2", "--control"),
+        *("--bootstrap-file", str(bootstrap_file)),
         stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
     )
     try:
         assert process.stdout is not None and process.stdin is not None
-        printed = process.stdout.readline().strip()
-        if not printed:
-            assert process.stderr is not None
-            pytest.fail(f"no bootstrap string; stderr: {process.stderr.read()}")
         assert printed.startswith("127.0.0.1:")
         assert bootstrap_file.read_text().strip() == printed
         process.stdin.write("create_topic made 3\n")
@@ -157,22 +166,10 @@ def test_broker_cli_loads_the_broker_side_assignor_on_request(tmp_path: Path) ->
     """Issue 94: without the switch, members naming the autoscaler assignor could not join
     a cluster the CLI started, and docs/broker-assignor.md could not be followed locally."""
     skip_unless_runnable(ClusterKind.APACHE)
-    process = subprocess.Popen(
-        [
-            *(sys.executable, "-m", "local_kafka.broker_cli", "--kind", "apache"),
-            *("--brokers", "1", "--topic", "packed:2", "--broker-assignor"),
-        ],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    process, bootstrap = _started_broker_cli(
+        "--kind", "apache", "--brokers", "1", "--topic", "packed:2", "--broker-assignor"
     )
     try:
-        assert process.stdout is not None
-        bootstrap = process.stdout.readline().strip()
-        if not bootstrap:
-            assert process.stderr is not None
-            pytest.fail(f"no bootstrap string; stderr: {process.stderr.read()}")
         produce_numbered(bootstrap, "packed", 20, 2)
         member = Consumer(
             {
