@@ -19,8 +19,7 @@ from consumer_sdk.lake.spark_config import SparkSinkConfig
 from consumer_sdk.lake.spark_sink import SparkTableSink
 from consumer_sdk.sink import Record, records_table
 from tests.lake_readers import key_counts, warehouse_config
-
-POISON = b"\xff\xfe not utf-8"
+from tests.test_spark_sink import POISON
 
 
 @pytest.fixture(scope="module", autouse=True)
