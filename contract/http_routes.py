@@ -39,15 +39,23 @@ def metrics_route(registry: CollectorRegistry) -> Route:
     return lambda _headers: Response(200, CONTENT_TYPE_LATEST, generate_latest(registry))
 
 
-def health_route(problems: Callable[[], list[str]], explain: Callable[[], bool]) -> Route:
-    """``/healthz``: ``ok`` (200), or ``unhealthy`` (503) with a line per problem when
-    ``explain()`` (the lines may name brokers and users)."""
+def health_route(
+    problems: Callable[[], list[str]],
+    explain: Callable[[], bool],
+    degraded: Callable[[], list[str]] = list,
+) -> Route:
+    """``/healthz``: ``ok`` (200); ``degraded`` (200: a probe passes) with a line per
+    ``degraded()`` reason; or ``unhealthy`` (503) with a line per problem. The lines only
+    when ``explain()`` (they may name brokers and users)."""
 
     def answer(_headers: Message[str, str]) -> Response:
         found = problems()
-        if not found:
-            return text(200, "ok\n")
-        return text(503, "\n".join(["unhealthy", *(found if explain() else []), ""]))
+        if found:
+            return text(503, "\n".join(["unhealthy", *(found if explain() else []), ""]))
+        warnings = degraded()
+        if warnings:
+            return text(200, "\n".join(["degraded", *(warnings if explain() else []), ""]))
+        return text(200, "ok\n")
 
     return answer
 

@@ -29,6 +29,7 @@ from sidecar.capacity import READING_WITHIN_S, CapacityEstimate
 from sidecar.config import SidecarConfig
 from sidecar.controller import Action, Controller, ControllerConfig, Decision, Observation
 from sidecar.http import Endpoints
+from sidecar.join_watch import JoinWatch, MemberFailure
 from sidecar.keda import KedaController
 from sidecar.leader import Lease
 from sidecar.monitor import Monitor, Reading
@@ -126,6 +127,9 @@ class Sidecar:
         self._held: tuple[int, int] | None = None
         self.connect_problem: str | None = None
         self._sized: int | None = None
+        # Whether the consumers asked for are at work (no scale-up adds more while not).
+        self.join_watch = JoinWatch()
+        self.join_problem: str | None = None
 
     async def start(self) -> None:
         """Connect the monitor and publisher, with the credentials as their files say now
@@ -266,6 +270,7 @@ class Sidecar:
         metrics.LEADER.set(1 if leading else 0)
         if not leading:
             self._sized = None
+            self.join_problem = None  # the leader watches the members it scales
         if not leading or self.scaler is None:
             return None
         actual = self.scaler.replicas()
@@ -283,6 +288,7 @@ class Sidecar:
             return None
         if self.planner is not None:
             self.planner.describe_into(reading)
+        self._watch_joins(reading, actual)
         members_report = reading.group_protocol == PROTOCOL_NAME
         observation_capacity = self.capacity.in_use(per_record)
         observation = (
@@ -303,6 +309,7 @@ class Sidecar:
                 lags_known=reading.lags_known,
                 partition_racks=reading.partition_racks,
                 max_members=self.share_loads.max_size if self.share_loads else None,
+                join_problem=self.join_problem,
             )
             if speeds
             else None
@@ -336,6 +343,32 @@ class Sidecar:
                 log.error("scaling to %d failed: %r; resynchronising", decision.desired, exc)
                 self.controller.synchronise(self.scaler.replicas())
         return decision
+
+    def _watch_joins(self, reading: Reading, asked: int) -> None:
+        """Whether the ``asked`` consumers are at work: the scaler's failing members and the
+        group's members (sidecar.join_watch). Said in the log when it starts and when it
+        ends, kept for /status, /healthz and the scale-up it holds."""
+        assert self.scaler is not None
+        try:
+            failures = self.scaler.failing_members()
+        except Exception as exc:  # the pods unreadable this round: judged by the group alone
+            metrics.ERRORS.labels("failing_members").inc()
+            log.debug("failing members not read: %r", exc)
+            failures = []
+        problem = self.join_watch.observe(reading.at, asked, reading.group_members, failures)
+        line = problem.line(reading.at) if problem is not None else None
+        if problem is not None and self.join_problem is None:
+            log.warning("%s: no scale-up until they join", line)
+        elif problem is None and self.join_problem is not None:
+            log.info("the consumers asked for joined the group: scaling resumes")
+        self.join_problem = line
+        metrics.MEMBERS_FAILING.set(len(failures))
+        metrics.NOT_JOINING.set(0 if problem is None else 1)
+
+    def failing_members(self) -> list[MemberFailure]:
+        """The members failing as the last round saw them."""
+        problem = self.join_watch.problem
+        return list(problem.failures) if problem is not None else []
 
     def _measure_capacity(self, reading: Reading, per_record: float | None) -> None:
         """Take in the consumers' capacity reports; export, and warn (once per change) when
@@ -444,6 +477,12 @@ class Sidecar:
             reasons.append(self.monitor.share_unsupported)
         return reasons + self.scaler_problems()
 
+    def degraded_reasons(self) -> list[str]:
+        """What /healthz shows while still passing (200, "degraded"): consumers that are not
+        joining hold scale-ups, but the sidecar itself works, and restarting it or taking it
+        out of a Service cures nothing."""
+        return [self.join_problem] if self.join_problem is not None else []
+
     def liveness_problems(self) -> list[str]:
         """What /livez shows: the loop stuck (no tick done or failed, no connection tried)
         for :data:`STUCK_AFTER_S` or three intervals plus 5 s, whichever is longer. Kafka
@@ -465,6 +504,7 @@ class Sidecar:
             self.status,
             self.config.status_token_file,
             self.liveness_problems,
+            self.degraded_reasons,
         )
 
     def problems(self) -> list[str]:
@@ -530,6 +570,17 @@ class Sidecar:
             }
             if reading
             else {},
+            # Why the consumers asked for are not at work (None: they are), and the failing
+            # ones in their own words: no scale-up meanwhile.
+            "not_joining": None
+            if self.join_problem is None
+            else {
+                "problem": self.join_problem,
+                "failing": [
+                    {"member": failure.member, "reason": failure.reason}
+                    for failure in self.failing_members()
+                ],
+            },
             "broker_plans": None if self.planner is None else self.planner.status(),
             "share_group": None if self.share_loads is None else self.share_loads.status(),
             "last_decision": None

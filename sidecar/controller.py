@@ -193,13 +193,17 @@ class Observation:
     # The most members the group may have (a share group's group.share.max.size; None: the
     # partition count for a consumer group, no cap of its own for a share group).
     max_members: int | None = None
+    # Why the consumers asked for are not all at work (sidecar.join_watch: members failing,
+    # or not joined for long): no scale-up adds consumers that would fail alike.
+    join_problem: str | None = None
 
     def group_holds(self, replicas: int) -> bool | None:
-        """Whether the group is stable with at least ``replicas`` members; None: unknown, or
-        no member at all (nothing consumes: no rebalance to wait for, and with a scaler that
-        only recommends, nobody may ever join). Without a description, members seen
-        committing count: fewer than ``replicas`` means some have not started reading."""
-        if self.group_stable is None or not self.group_members:
+        """Whether the group is stable with at least ``replicas`` members; None: unknown.
+        A described group with no member holds none (consumers asked for and none joined:
+        measured on Apache Kafka, a scale-up a second while no member could join). Without
+        a description, members seen committing count: fewer than ``replicas`` means some
+        have not started reading."""
+        if self.group_stable is None or self.group_members is None:
             if self.reading_members:
                 return self.reading_members >= replicas
             return None
@@ -463,8 +467,10 @@ class Controller:
         return max(t for _, t in self._lower)
 
     def _scale_up_wait(self, now: float, observation: Observation, current: int) -> str | None:
-        """Why a scale-up waits now (one rebalance at a time, the step still measuring);
-        None: it does not."""
+        """Why a scale-up waits now (consumers failing to join, one rebalance at a time, the
+        step still measuring); None: it does not."""
+        if observation.join_problem is not None:
+            return observation.join_problem
         if self._joining(now, observation, current):
             return (
                 f"scaled up {now - (self._scaled_up_at or now):.0f} s ago to {current}, and "

@@ -1,7 +1,8 @@
 """HTTP endpoints: ``/metrics`` (Prometheus text), ``/healthz``, ``/livez``, ``/status`` (JSON).
 
 What each shows: ``/metrics`` the figures (speeds and lags per partition, replicas,
-capacity); ``/healthz`` ok, or why not, a line each (for a readiness probe and people);
+capacity); ``/healthz`` ok, or why not, a line each (for a readiness probe and people; "degraded"
+with a line each, still 200, while the consumers asked for are not joining);
 ``/livez`` the same for what a restart cures alone, a stuck loop (a liveness probe: Kafka
 out of reach would otherwise restart every sidecar until it is back); ``/status`` the whole
 picture (plan, speeds, lags, decisions, problems), topology included. With a status token
@@ -36,6 +37,8 @@ class Endpoints:
     at each request, so a rotated secret takes effect at once."""
     liveness: Callable[[], list[str]] = list
     """Why ``/livez`` fails, a line each: only what a restart cures (a stuck loop)."""
+    degraded: Callable[[], list[str]] = list
+    """What ``/healthz`` shows while it passes ("degraded"): consumers not joining."""
 
     def token(self) -> str | None:
         """The token ``/status`` asks for, None when open. An unreadable or empty file
@@ -69,7 +72,9 @@ def serve(host: str, port: int, endpoints: Endpoints) -> ThreadingHTTPServer:
 
     routes = {
         "/metrics": metrics_route(REGISTRY),
-        "/healthz": health_route(endpoints.problems, lambda: endpoints.token() is None),
+        "/healthz": health_route(
+            endpoints.problems, lambda: endpoints.token() is None, endpoints.degraded
+        ),
         "/livez": health_route(endpoints.liveness, lambda: endpoints.token() is None),
         "/status": status,
     }

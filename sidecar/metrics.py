@@ -102,3 +102,14 @@ CRASH_LOOPING = Gauge(
     "Consumers of the local scaler that crashed three times in a row or more",
     registry=REGISTRY,
 )
+MEMBERS_FAILING = Gauge(
+    "autoscaler_consumers_failing",
+    "Consumers the scaler started that fail now (exited, CrashLoopBackOff, ImagePullBackOff)",
+    registry=REGISTRY,
+)
+NOT_JOINING = Gauge(
+    "autoscaler_consumers_not_joining",
+    "1 while the consumers asked for are not joining the group (failing, or missing for a "
+    "minute): scale-ups are held",
+    registry=REGISTRY,
+)

@@ -42,6 +42,7 @@ class Step:
     desired: int
     stable: bool | None = None  # the group as described: None unknown
     members: int | None = None
+    join_problem: str | None = None  # sidecar.join_watch's finding
 
 
 def run(steps: list[Step], start: int, **config: float) -> list[str]:
@@ -52,7 +53,11 @@ def run(steps: list[Step], start: int, **config: float) -> list[str]:
     for step in steps:
         clock.now = step.at
         observation = Observation(
-            step.at, speeds(step.full), group_stable=step.stable, group_members=step.members
+            step.at,
+            speeds(step.full),
+            group_stable=step.stable,
+            group_members=step.members,
+            join_problem=step.join_problem,
         )
         decision = controller.step(observation)
         assert (decision.action, decision.desired) == (step.action, step.desired), (step, decision)
@@ -324,13 +329,31 @@ def test_a_scale_up_waits_for_the_group_to_take_in_the_one_before() -> None:
             Step(12, 5, Action.SCALE_UP, 5, stable=True, members=3),  # taken in: next step
             Step(13, 6, Action.HOLD, 5, stable=None, members=None),  # unknown: settle time only
             Step(20, 6, Action.SCALE_UP, 6, stable=None, members=None),
-            Step(30, 7, Action.SCALE_UP, 7, stable=True, members=0),  # no member: no wait
+            # No member at all after a scale-up: none joined (not "nothing to wait for").
+            Step(30, 7, Action.HOLD, 6, stable=False, members=0),
         ],
         start=2,
         scale_up_settle_s=5,
     )
     assert "has not taken that in yet (3 member(s), rebalancing" in reasons[1]
     assert "has not taken that in yet (2 member(s), stable" in reasons[2]
+    assert "has not taken that in yet (0 member(s), rebalancing" in reasons[-1]
+
+
+def test_consumers_not_joining_hold_every_scale_up_until_they_join() -> None:
+    # What sidecar.join_watch found (members exiting at start) holds a scale-up for as long
+    # as it lasts, past the bounded wait for a group to take a scale-up in.
+    failing = "consumers are not joining the group: 0 of 3 joined, for 2 s"
+    reasons = run(
+        [
+            Step(0, 3, Action.SCALE_UP, 3, stable=True, members=2),
+            Step(10, 5, Action.HOLD, 3, stable=False, members=0, join_problem=failing),
+            Step(10 + GROUP_SETTLE_LIMIT_S, 5, Action.HOLD, 3, members=0, join_problem=failing),
+            Step(100, 5, Action.SCALE_UP, 5, stable=True, members=3),  # joined: sizing again
+        ],
+        start=2,
+    )
+    assert reasons[1].endswith(f"held: {failing}") and reasons[2].endswith(f"held: {failing}")
 
 
 def test_a_group_that_never_takes_in_a_scale_up_holds_it_for_a_bounded_time() -> None:

@@ -17,6 +17,7 @@ from sidecar.broker_plans.group import ASSIGNORS_CONFIG, assignor_problem
 from sidecar.broker_plans.planning import BrokerPlan, holds, plan_members, still_reading
 from sidecar.broker_plans.scaler import EMPTY_WITHIN_S, EmptyFirstScaler
 from sidecar.config import parse_args
+from sidecar.join_watch import MemberFailure
 from sidecar.scalers.local import LocalScaler
 from tests.sdk_helpers import wait_until
 
@@ -103,6 +104,9 @@ class Inner:
         self.running = replicas
 
     def problems(self) -> list[str]:
+        return []
+
+    def failing_members(self) -> list[MemberFailure]:
         return []
 
     def close(self) -> None:

@@ -199,3 +199,30 @@ def test_file_lease_is_freed_when_the_holder_dies(tmp_path: Path) -> None:
     finally:
         if holder.poll() is None:
             holder.kill()
+
+
+def test_a_consumer_that_exits_is_failing_in_its_own_words_until_it_restarts(
+    tmp_path: Path,
+) -> None:
+    flag = tmp_path / "fixed"
+    program = (
+        "import pathlib, sys, time\n"
+        f"if not pathlib.Path({str(flag)!r}).exists():\n"
+        "    print('starting', file=sys.stderr)\n"
+        "    print('sink: cannot start: no table', file=sys.stderr)\n"
+        "    sys.exit(3)\n"
+        "time.sleep(600)\n"
+    )
+    scaler = LocalScaler([sys.executable, "-c", program], identity_prefix="sink")
+    try:
+        scaler.scale(1)
+        assert wait_until(lambda: scaler.replicas() == 0)  # exited
+        (failure,) = scaler.failing_members()
+        assert failure.member == "sink-0"
+        assert failure.reason.startswith("exited with 3 after ")
+        assert failure.reason.endswith("(1 in a row): sink: cannot start: no table")
+        flag.touch()  # fixed: the restart after the back-off runs, and fails no more
+        assert wait_until(lambda: scaler.replicas() == 1, timeout_s=10)
+        assert scaler.failing_members() == []
+    finally:
+        scaler.close()

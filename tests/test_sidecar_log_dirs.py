@@ -12,6 +12,7 @@ from confluent_kafka import Producer
 
 from sidecar.app import Sidecar
 from sidecar.config import SidecarConfig
+from sidecar.join_watch import MemberFailure
 from sidecar.log_dirs import (
     DescribeLogDirsRequest,
     DescribeLogDirsRequest_v1,
@@ -104,6 +105,9 @@ def test_unsupported_cluster_falls_back_to_records(
             raise AssertionError("must not scale on speeds in the wrong unit")
 
         def problems(self) -> list[str]:
+            return []
+
+        def failing_members(self) -> list[MemberFailure]:
             return []
 
         def close(self) -> None:

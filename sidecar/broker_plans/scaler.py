@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 
 from sidecar.broker_plans.planner import BrokerPlanner
+from sidecar.join_watch import MemberFailure
 from sidecar.scalers.base import Scaler
 
 log = logging.getLogger(__name__)
@@ -64,6 +65,10 @@ class EmptyFirstScaler:
             if line:
                 lines.append(line)
         return lines
+
+    def failing_members(self) -> list[MemberFailure]:
+        """The inner scaler's."""
+        return self.inner.failing_members()
 
     def close(self) -> None:
         """Close the inner scaler; the planner's control member leaves."""

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from sidecar.join_watch import MemberFailure
+
 
 class Scaler(Protocol):
     """Reads and sets the number of consumer replicas."""
@@ -19,6 +21,12 @@ class Scaler(Protocol):
     def problems(self) -> list[str]:
         """What is wrong with the replicas now (for example a crash-looping consumer), one
         line each; empty when nothing is."""
+        ...
+
+    def failing_members(self) -> list[MemberFailure]:
+        """Members this scaler started that fail now (a consumer that exited, a pod waiting
+        in CrashLoopBackOff), each with its own last error where it can be read; empty when
+        none is (sidecar.join_watch holds scale-ups meanwhile)."""
         ...
 
     def close(self) -> None:

@@ -16,15 +16,20 @@ import threading
 from typing import Protocol
 
 from sidecar import metrics
+from sidecar.join_watch import MemberFailure
 
 log = logging.getLogger(__name__)
 
 
 class Marker(Protocol):
-    """Marks the pods beyond a count to be deleted first."""
+    """Marks the pods beyond a count to be deleted first, and says which fail."""
 
     def mark(self, keep: int) -> None:
         """Mark every live pod beyond the ``keep`` kept."""
+        ...
+
+    def failing(self) -> list[MemberFailure]:
+        """The pods that fail now (CrashLoopBackOff, ImagePullBackOff, ...)."""
         ...
 
 
@@ -66,6 +71,11 @@ class KedaTarget:
     def problems(self) -> list[str]:
         """None: whether KEDA follows shows in KEDA's and the HPA's status."""
         return []
+
+    def failing_members(self) -> list[MemberFailure]:
+        """The Deployment's pods that fail now (none known without its pods: a StatefulSet's
+        members are judged by whether they join)."""
+        return self._pods.failing() if self._pods is not None else []
 
     def close(self) -> None:
         """Nothing to release."""

@@ -13,8 +13,10 @@ from typing import Any
 from kubernetes.client import ApiClient, AppsV1Api
 from kubernetes.client.exceptions import ApiException
 
+from sidecar.join_watch import MemberFailure
 from sidecar.scalers.errors import ScalerError, explain
 from sidecar.scalers.pod_deletion import DELETION_COST, DeletionMarker
+from sidecar.scalers.pod_failures import PodFailures
 
 __all__ = ["DELETION_COST", "KubernetesScaler", "ScalerError", "replicas_compare_and_set"]
 log = logging.getLogger(__name__)
@@ -46,6 +48,7 @@ class KubernetesScaler:
             raise ValueError(f"kind must be deployment or statefulset, got {kind!r}")
         self.apps = AppsV1Api(api)
         self.marker = DeletionMarker(api, namespace)
+        self.pods = PodFailures(api, namespace)
         self.namespace, self.kind, self.name = namespace, kind, name
 
     def _read(self) -> Any:
@@ -65,6 +68,11 @@ class KubernetesScaler:
     def problems(self) -> list[str]:
         """Pod health is Kubernetes' to report (CrashLoopBackOff): nothing here."""
         return []
+
+    def failing_members(self) -> list[MemberFailure]:
+        """The workload's pods that fail now (CrashLoopBackOff, ImagePullBackOff, ...)."""
+        scale = self._read()
+        return self.pods.failing(scale.status.selector if scale.status is not None else "")
 
     def replicas(self) -> int:
         """``spec.replicas`` of the scale subresource."""

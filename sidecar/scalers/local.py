@@ -17,6 +17,9 @@ controller to ask for a scale-up; a run of
 ``HEALTHY_RUN_S`` forgives the past. Three crashes in a row make it crash-looping: a problem
 :meth:`LocalScaler.problems` reports (the sidecar shows it in /status, /healthz, metrics).
 
+A consumer's stderr goes to the sidecar's, line by line, and its last line is kept: the
+member's own words for why it exited (:meth:`LocalScaler.failing_members`, shown in /status).
+
 Consumers die with the sidecar (:mod:`contract.lifeline`: SIGTERM when their parent
 dies, even by kill -9) and hold a lock per member identity while they run; an identity whose
 lock is still held (a consumer of a dead sidecar still flushing) is not started again.
@@ -29,20 +32,54 @@ import logging
 import os
 import signal
 import subprocess
+import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from contract.lifeline import IDENTITY_FIELD, IDENTITY_LOCK_ENV, PARENT_ENV, identity_free
 from sidecar import metrics
+from sidecar.join_watch import MemberFailure
 
 log = logging.getLogger(__name__)
 
 HEALTHY_RUN_S = 30.0
 BACKOFF_S = (1.0, 60.0)  # after the first crash, and the longest
 CRASH_LOOP = 3  # crashes in a row that make a member crash-looping
+LAST_LINE_CHARS = 300  # of a consumer's last stderr line kept
+TAIL_DRAIN_S = 1.0  # how long an exit waits for the rest of its stderr
+
+
+class StderrTail:
+    """Copies a process's stderr to the sidecar's, line by line, keeping the last non-empty
+    line (a thread until the pipe closes)."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self.last = ""
+        self._thread = threading.Thread(
+            target=self._copy, args=(stream,), name="consumer-stderr", daemon=True
+        )
+        self._thread.start()
+
+    def _copy(self, stream: IO[bytes]) -> None:
+        with stream:
+            for line in iter(stream.readline, b""):
+                text = line.decode(errors="replace").strip()
+                if text:
+                    self.last = text[:LAST_LINE_CHARS]
+                with contextlib.suppress(OSError, ValueError):  # our stderr closed: keep going
+                    sys.stderr.buffer.write(line)
+                    sys.stderr.buffer.flush()
+
+    def finish(self) -> str:
+        """The last line once the process's stderr has been read to its end (or
+        :data:`TAIL_DRAIN_S` passed: a child of the consumer may hold it open)."""
+        self._thread.join(TAIL_DRAIN_S)
+        return self.last
 
 
 @dataclass
@@ -52,12 +89,15 @@ class _Crashes:
     count: int
     last_code: int
     next_start: float
+    ran_s: float = 0.0
+    last_line: str = ""
 
 
 @dataclass
 class _Running:
     process: subprocess.Popen[bytes]
     started: float
+    stderr: StderrTail | None = None
 
 
 class LocalScaler:
@@ -120,26 +160,28 @@ class LocalScaler:
                     self.crashes.pop(ordinal, None)
                 continue
             del self.running[ordinal]
-            self._crashed(ordinal, code, now - run.started, now)
+            last_line = run.stderr.finish() if run.stderr is not None else ""
+            self._crashed(ordinal, code, now - run.started, now, last_line)
         self._reap_stopping(now)
         if len(self.running) < self.desired:  # crashed ones whose back-off has ended
             self._fill(self.desired - len(self.running), now)
         metrics.CRASH_LOOPING.set(len(self.crash_looping()))
         return len(self.running)
 
-    def _crashed(self, ordinal: int, code: int, ran_s: float, now: float) -> None:
+    def _crashed(self, ordinal: int, code: int, ran_s: float, now: float, last_line: str) -> None:
         previous = self.crashes.get(ordinal)
         count = 1 if previous is None or ran_s >= HEALTHY_RUN_S else previous.count + 1
         backoff = min(BACKOFF_S[1], BACKOFF_S[0] * 2 ** (count - 1))
-        self.crashes[ordinal] = _Crashes(count, code, now + backoff)
+        self.crashes[ordinal] = _Crashes(count, code, now + backoff, ran_s, last_line)
         metrics.CONSUMER_CRASHES.inc()
         log.warning(
-            "consumer %s exited with %s after %.1f s (crash %d in a row); restart in %.0f s",
+            "consumer %s exited with %s after %.1f s (crash %d in a row); restart in %.0f s%s",
             self.identity(ordinal),
             code,
             ran_s,
             count,
             backoff,
+            f"; its last line: {last_line}" if last_line else "",
         )
 
     def _reap_stopping(self, now: float) -> None:
@@ -173,6 +215,23 @@ class LocalScaler:
                 f"{max(0.0, crash.next_start - now):.0f} s"
             )
         return lines
+
+    def failing_members(self) -> list[MemberFailure]:
+        """The consumers that exited and wait for their restart, with their exit code and
+        last stderr line (one restarted is judged by whether it joins: sidecar.join_watch)."""
+        failures = []
+        for ordinal, crash in sorted(self.crashes.items()):
+            if ordinal in self.running:
+                continue
+            said = f": {crash.last_line}" if crash.last_line else ""
+            failures.append(
+                MemberFailure(
+                    self.identity(ordinal),
+                    f"exited with {crash.last_code} after {crash.ran_s:.1f} s "
+                    f"({crash.count} in a row){said}",
+                )
+            )
+        return failures
 
     def scale(self, replicas: int) -> None:
         """Run ``replicas`` consumers: start the lowest free ordinals (an ordinal backing off
@@ -215,8 +274,9 @@ class LocalScaler:
             env["AUTOSCALER_CLIENT_RACK"] = self.racks[ordinal % len(self.racks)]
         identity = self.identity(ordinal)
         command = [word.replace(IDENTITY_FIELD, identity) for word in self.command]
-        process = subprocess.Popen(command, env=env)
-        self.running[ordinal] = _Running(process, now)
+        process = subprocess.Popen(command, env=env, stderr=subprocess.PIPE)
+        assert process.stderr is not None
+        self.running[ordinal] = _Running(process, now, StderrTail(process.stderr))
         log.info("started consumer %s (pid %d)", identity, process.pid)
 
     def _stop(self, ordinals: Sequence[int]) -> None:

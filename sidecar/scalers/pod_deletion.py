@@ -14,7 +14,9 @@ from kubernetes.client import ApiClient, AppsV1Api, CoreV1Api
 from kubernetes.client.exceptions import ApiException
 
 from assignor.group_plan import removal_order
+from sidecar.join_watch import MemberFailure
 from sidecar.scalers.errors import explain
+from sidecar.scalers.pod_failures import PodFailures
 
 DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 
@@ -62,13 +64,21 @@ class DeploymentPods:
     def __init__(self, api: ApiClient, namespace: str, name: str) -> None:
         self.apps = AppsV1Api(api)
         self.marker = DeletionMarker(api, namespace)
+        self.pods = PodFailures(api, namespace)
         self.namespace, self.name = namespace, name
 
-    def mark(self, keep: int) -> None:
-        """Mark the Deployment's pods beyond ``keep`` to be deleted first."""
+    def _selector(self) -> str:
         try:
             scale = self.apps.read_namespaced_deployment_scale(self.name, self.namespace)
         except ApiException as exc:
             raise explain(exc, f"reading deployment/{self.name}/scale") from exc
         selector = scale.status.selector if scale.status is not None else None
-        self.marker.mark(selector or "", keep)
+        return selector or ""
+
+    def mark(self, keep: int) -> None:
+        """Mark the Deployment's pods beyond ``keep`` to be deleted first."""
+        self.marker.mark(self._selector(), keep)
+
+    def failing(self) -> list[MemberFailure]:
+        """The Deployment's pods that fail now."""
+        return self.pods.failing(self._selector())
