@@ -1,6 +1,7 @@
 """A KIP-848 consumer with no code of kafka-autoscaler in it: plain confluent-kafka with
 ``group.protocol=consumer``, ``group.remote.assignor=autoscaler`` and a ``group.instance.id``
-(the name the sidecar's plans give it). Each record costs ``1 / --records-per-second`` seconds
+(the name the sidecar's plans give it). A fatal error ends it with exit code 1 and one line
+on stderr. Each record costs ``1 / --records-per-second`` seconds
 of work (a consumer's capacity; 0: none); it appends each record's partition, offset, write
 time and when its work was done to a JSON-lines file and commits after writing; SIGTERM closes
 it (it leaves the group). ``-X key=value`` adds a librdkafka property, as kcat does, and
@@ -24,7 +25,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, Message
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message
 
 
 def row(record: Message) -> dict[str, Any]:
@@ -114,6 +115,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             while not stopping:
                 started = time.monotonic()
                 records = consumer.consume(500, 0.2)
+                for record in records:
+                    error = record.error()
+                    # librdkafka hands a fatal error over as a record error _FATAL (whose
+                    # own fatal() is False); this consumer would never read again.
+                    if error is not None and (error.code() == KafkaError._FATAL or error.fatal()):
+                        raise KafkaException(error)
                 good = [r for r in records if r.error() is None]
                 if good:
                     # The work: the batch's cost, less the time polling took.

@@ -78,8 +78,9 @@ from assignor.validation import is_finite_number, is_integer
 from contract.settings import GROUP_TYPES
 from sidecar.drain_ceiling import DrainCeiling
 
-# The longest a scale-up waits for the group to take in the one before (a consumer that never
-# joins, crashing at start, must not stop the group from growing).
+# The longest a scale-up waits for the group to take in the one before: members that joined
+# but read nothing (given no partition) must not stop the group from growing. Members that
+# never join are sidecar.join_watch's, which holds scale-ups from sooner (JOIN_WITHIN_S).
 GROUP_SETTLE_LIMIT_S = 60.0
 # The group counts as saturated (its drain is what it can do, for the drain ceiling) while
 # its lag is at least this many seconds of arrivals beyond the batch allowance, and records.

@@ -27,8 +27,10 @@ from dataclasses import dataclass
 
 # How long the group may have fewer members than the replicas asked for before that is a
 # join failure (a classic group's first join waits out the broker's initial rebalance delay,
-# then a round; a consumer whose sink starts a JVM first joins after it).
-JOIN_WITHIN_S = 60.0
+# then a round; a consumer whose sink starts a JVM first joins after it). Shorter than the
+# controller's bounded wait for a scale-up to be taken in (GROUP_SETTLE_LIMIT_S, 60 s), so
+# that wait never ends in a further scale-up while members are missing.
+JOIN_WITHIN_S = 45.0
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,9 @@ class MemberFailure:
     reason: str
     """What failed, in its own words where they can be read (a consumer's last stderr line,
     a pod's waiting reason and message)."""
+    counted: bool = True
+    """Whether the scaler's replica count includes it (a pod does; a local consumer waiting
+    out its restart back-off does not, though it was asked for)."""
 
 
 @dataclass(frozen=True)
@@ -90,6 +95,7 @@ class JoinWatch:
         """Take in one round: the replicas asked for, the members the group has (None:
         unknown), the scaler's failing members. Returns the problem that holds scale-ups
         now (also kept in :attr:`problem`), None when the consumers asked for are at work."""
+        asked += sum(1 for failure in failures if not failure.counted)
         short = joined is not None and joined < asked
         self._short_since = _since(self._short_since, now) if short else None
         self._failing_since = _since(self._failing_since, now) if failures else None

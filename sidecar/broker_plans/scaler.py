@@ -67,8 +67,15 @@ class EmptyFirstScaler:
         return lines
 
     def failing_members(self) -> list[MemberFailure]:
-        """The inner scaler's."""
-        return self.inner.failing_members()
+        """The inner scaler's, and, while the brokers lack the assignor the members name,
+        every wanted member not in the group: it cannot join (its heartbeat is refused)."""
+        failures = self.inner.failing_members()
+        problem = self.planner.assignor_problem
+        if problem:
+            named = {failure.member for failure in failures} | set(self.planner.members())
+            wanted = self.planner.wanted(self.inner.replicas())
+            failures += [MemberFailure(m, problem) for m in wanted if m not in named]
+        return failures
 
     def close(self) -> None:
         """Close the inner scaler; the planner's control member leaves."""

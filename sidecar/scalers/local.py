@@ -229,6 +229,7 @@ class LocalScaler:
                     self.identity(ordinal),
                     f"exited with {crash.last_code} after {crash.ran_s:.1f} s "
                     f"({crash.count} in a row){said}",
+                    counted=False,
                 )
             )
         return failures
