@@ -357,7 +357,8 @@ def test_consumers_not_joining_hold_every_scale_up_until_they_join() -> None:
 
 
 def test_a_group_that_never_takes_in_a_scale_up_holds_it_for_a_bounded_time() -> None:
-    # A consumer crashing at start never joins: after the limit the controller acts again.
+    # Members that joined but read nothing (given no partition): after the limit the controller
+    # acts again. Members that never join are sidecar.join_watch's (test_sidecar_join_watch).
     run(
         [
             Step(0, 3, Action.SCALE_UP, 3, stable=True, members=2),
