@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from assignor import TopicPartition
-from benchmarks.support.autoscale_member import RATE_ENV
+from benchmarks.support.autoscale_member import FAIL_UNTIL_ENV, RATE_ENV
 from benchmarks.support.kube_workload import KubeSite, Sizing, commit_start
 from benchmarks.support.machine import (
     add_cluster_option,
@@ -106,6 +106,9 @@ class Policy:
     env: dict[str, str]
     window_s: float
     sizing: Sizing | None = None  # who sizes the Deployment, with --platform kube
+    # Seconds from the start during which every consumer exits at once (its sink cannot
+    # start): does the policy scale into failure, and does it recover?
+    failing_s: float = 0.0
 
 
 @dataclass
@@ -126,6 +129,7 @@ class Run:
     scale_ups_early: int = 0
     moved: int = 0
     rscore: float | None = None  # None: the members' logs do not name what they revoked
+    starts: int = 0  # consumer processes started while the consumers were failing
 
 
 @dataclass
@@ -220,6 +224,8 @@ def run_policy(
             sizing = policy.sizing or Sizing("sidecar")
             pods = stack.enter_context(site.workload(slug, sizing, env, out, group))
             env |= pods.sidecar_env
+        if policy.failing_s:
+            env[FAIL_UNTIL_ENV] = str(time.time() + policy.failing_s)
         sidecar = subprocess.Popen(
             [sys.executable, "-m", "sidecar.cli"], env=env, cwd=ROOT, stdout=log, stderr=log
         )
@@ -272,8 +278,56 @@ def run_policy(
     start_ups = scale_up_to_work(log_text)
     result.scale_up_waits, result.scale_ups_early = start_ups.waits, start_ups.early
     result.peak = int(max((s["replicas"] for s in result.samples), default=0))
+    result.starts = starts_by(log_text, started_at, policy.failing_s)
     print(f"{policy.name}: done ({out})", flush=True)
     return result
+
+
+def starts_by(log_text: str, started_at: datetime, within_s: float) -> int:
+    """Consumer processes the sidecar started in the first ``within_s`` seconds."""
+    until = started_at.timestamp() + within_s
+    return sum(
+        1
+        for line in log_text.splitlines()
+        if "sidecar.scalers.local started consumer" in line
+        and (at := _logged_at(line)) is not None
+        and at.timestamp() <= until
+    )
+
+
+def failing_figures(result: Run) -> dict[str, Any]:
+    """While the consumers could not start, and after: the most replicas asked for, the
+    processes started, and the seconds from the fix until the lag was back under 10 s of
+    arrivals (None: never within the run)."""
+    failing_s = result.policy.failing_s
+    if not failing_s:
+        return {}
+    during = [s for s in result.samples if s["t"] <= failing_s]
+    caught_up = next(
+        (
+            s["t"] - failing_s
+            for s in result.samples
+            if s["t"] > failing_s and s["rate"] > 0 and s["lag"] <= 10 * s["rate"]
+        ),
+        None,
+    )
+    return {
+        "failing_s": failing_s,
+        "peak_while_failing": int(max((s["replicas"] for s in during), default=0)),
+        "starts_while_failing": result.starts,
+        "caught_up_after_fix_s": caught_up,
+    }
+
+
+def failing_line(row: dict[str, Any]) -> str:
+    """What a run with failing consumers shows: did it scale into failure, and recover."""
+    caught = row["caught_up_after_fix_s"]
+    return (
+        f"- {row['policy']}: consumers failing for the first {row['failing_s']:.0f} s: at most "
+        f"{row['peak_while_failing']} asked for, {row['starts_while_failing']} consumer "
+        f"processes started meanwhile; lag back under 10 s of arrivals "
+        + ("never within the run" if caught is None else f"{caught:.0f} s after the fix")
+    )
 
 
 def taken_in(status: Mapping[str, Any]) -> bool:
@@ -548,6 +602,7 @@ def summarise(result: Run, duration_s: float) -> dict[str, Any]:
         "moved_per_hour": result.moved * 3600 / duration_s,
         "rscore": result.rscore,
         **drain_figures(result.samples, result.policy.window_s),
+        **failing_figures(result),
     }
 
 
@@ -669,6 +724,9 @@ def report(
     if work is not None:
         lines.append(f"All the trace's records / C (any lag allowed): {work:,.0f} consumer-s.")
     lines.append("")
+    failing = [failing_line(r) for r in rows if r.get("failing_s")]
+    if failing:
+        lines += [*failing, ""]
     if not rows or not rows[0]["policy"].startswith("ours (cooperative)"):
         return "\n".join(lines)  # the targets are ours against the others
     ours = rows[0]
@@ -782,7 +840,10 @@ def start_up_line(rows: Sequence[dict[str, Any]]) -> str:
 
 # C declared at these multiples of what the consumers drain, with and without --capacity auto.
 MISDECLARED = (0.5, 2.0)
-POLICY_KINDS = ("ours", "eager", "keda", "fixed", "capacity", "shared")
+POLICY_KINDS = ("ours", "eager", "keda", "fixed", "capacity", "shared", "failing")
+# The "failing" rows: consumers that cannot start for the first third of the trace.
+FAILING_SHARE = 1 / 3
+FAILING_KEDA_THRESHOLD = 1000
 OURS = "ours (cooperative)"
 KEDA = "KEDA lagThreshold="
 SHARED = "shared Spark Connect sink"
@@ -1188,6 +1249,23 @@ def main(argv: Sequence[str] | None = None) -> int:
                         SCALE_DOWN_WINDOW_S,
                     ),
                 ]
+        if "failing" in chosen:
+            failing_s = args.duration * FAILING_SHARE
+            policies += [
+                Policy(
+                    f"ours, consumers failing the first {failing_s:.0f} s",
+                    {},
+                    SCALE_DOWN_WINDOW_S,
+                    failing_s=failing_s,
+                ),
+                Policy(
+                    f"KEDA lagThreshold={FAILING_KEDA_THRESHOLD}, consumers failing the first "
+                    f"{failing_s:.0f} s",
+                    {"AUTOSCALER_KEDA_LAG_THRESHOLD": str(FAILING_KEDA_THRESHOLD)},
+                    KEDA_STABILISATION_S,
+                    failing_s=failing_s,
+                ),
+            ]
         for policy in policies:
             runs.append(run_policy(kafka, kind, policy, args.duration, args.seed))
         if "shared" in chosen:
@@ -1240,6 +1318,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             + " or ".join(f"{f:g}x" for f in MISDECLARED)
             + f" the downstream's {CAPACITY:g} records/s; with --capacity auto, from that "
             "value until the consumers' measurement arrives."
+        )
+    if "failing" in chosen:
+        header += (
+            "\n\nFailing rows: for the first third of the trace every consumer exits at once "
+            "(its sink cannot start: one line, exit code 2), as consumers with a wrong "
+            "password, a missing table or a missing broker assignor do; then they start. "
+            f"KEDA-style at lagThreshold {FAILING_KEDA_THRESHOLD} beside ours."
         )
     if "shared" in chosen:
         header += (

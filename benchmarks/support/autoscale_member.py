@@ -28,6 +28,9 @@ from consumer_sdk.sink import Sink
 from contract.settings import ConfigError
 
 RATE_ENV = "AUTOSCALER_BENCH_SINK_RECORDS_PER_SEC"
+# Unix time before which the ledger cannot start (a sink whose table or credentials are not
+# there yet): the member exits with one line, as a misconfigured consumer does.
+FAIL_UNTIL_ENV = "AUTOSCALER_BENCH_SINK_FAILS_UNTIL"
 
 
 class PacedLedger:
@@ -61,6 +64,12 @@ def ledger_sink(spec: str, identity: str) -> Sink:
     SDK's command line takes them."""
     if not spec.startswith("ledger:"):
         return cli.parse_sink(spec, identity)
+    fails_until = float(os.environ.get(FAIL_UNTIL_ENV) or 0)
+    if time.time() < fails_until:
+        raise ConfigError(
+            f"the ledger cannot start for another {fails_until - time.time():.0f} s "
+            f"({FAIL_UNTIL_ENV})"
+        )
     raw = os.environ.get(RATE_ENV, "")
     try:
         rate = float(raw)
