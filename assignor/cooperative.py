@@ -39,9 +39,11 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any, TypeGuard
 
 from assignor.member_data import MemberData, by_topic
 from assignor.types import TopicPartition
+from assignor.validation import json_document
 
 COOPERATIVE = "cooperative"
 EAGER = "eager"
@@ -136,7 +138,7 @@ def mark_released(metadata: str, generation: int) -> str:
     """Commit metadata saying its committer released the partition in ``generation``:
     ``metadata`` (a JSON object such as the capacity report, or empty) with the mark added."""
     try:
-        raw = json.loads(metadata) if metadata else {}
+        raw = json_document(metadata) if metadata else {}
     except ValueError:
         raw = {}
     fields = raw if isinstance(raw, dict) else {}
@@ -150,11 +152,10 @@ def released_generation(metadata: str | None) -> int | None:
     if not metadata or RELEASED_KEY not in metadata:
         return None
     try:
-        value = json.loads(metadata).get(RELEASED_KEY)
+        value = _field(metadata, RELEASED_KEY)
     except (ValueError, AttributeError):
         return None
-    valid = isinstance(value, int) and not isinstance(value, bool) and value >= 0
-    return value if valid else None
+    return value if _count(value) else None
 
 
 def gives_partitions(
@@ -243,11 +244,25 @@ def encode_assignment_data(
     return json.dumps(data, separators=(",", ":")).encode()
 
 
+def _field(data: bytes | str | None, name: str) -> object:
+    """Field ``name`` of the JSON object in ``data`` (None when absent; ``data`` empty: an
+    empty object); ValueError when ``data`` is not a JSON object of bounded size and depth."""
+    document = json_document(data or b"{}")
+    if not isinstance(document, dict):
+        raise ValueError("not a JSON object")
+    return document.get(name)
+
+
+def _count(value: object) -> TypeGuard[int]:
+    """Whether ``value`` is an integer >= 0 (not a boolean)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
 def decode_awaiting(data: bytes | None) -> frozenset[TopicPartition]:
     """The partitions an assignment says await their old owner's release (none when absent
     or unreadable: such partitions are read at once, as from an older leader)."""
     try:
-        raw = json.loads(data or b"{}").get("await", {})
+        raw: Any = _field(data, "await") or {}
         return frozenset(
             TopicPartition(topic, p)
             for topic, partitions in raw.items()
@@ -262,18 +277,17 @@ def decode_members(data: bytes | None) -> int | None:
     """How many members the leader planned for; None when absent or unreadable (an older
     leader)."""
     try:
-        members = json.loads(data or b"{}").get("members")
+        members = _field(data, "members")
     except (ValueError, AttributeError):
         return None
-    valid = isinstance(members, int) and not isinstance(members, bool) and members >= 0
-    return members if valid else None
+    return members if _count(members) else None
 
 
 def decode_one_round(data: bytes | None) -> bool:
     """Whether the assignment hands moving partitions over in its own round (False when
     absent or unreadable: a member that lost partitions rejoins for the hand-over round)."""
     try:
-        return json.loads(data or b"{}").get("one_round") is True
+        return _field(data, "one_round") is True
     except (ValueError, AttributeError):
         return False
 
@@ -282,7 +296,7 @@ def decode_handover(data: bytes | None) -> bool:
     """Whether the assignment announces a hand-over round (False when absent or unreadable:
     an older leader, whose members wait for their heartbeat instead)."""
     try:
-        return json.loads(data or b"{}").get("handover") is True
+        return _field(data, "handover") is True
     except (ValueError, AttributeError):
         return False
 
@@ -291,7 +305,7 @@ def decode_assignment_data(data: bytes | None) -> str:
     """The group's mode from an assignment; ``eager`` when absent or unreadable (a leader
     that does not withhold moving partitions)."""
     try:
-        mode = json.loads(data or b"{}").get("mode")
+        mode = _field(data, "mode")
     except (ValueError, AttributeError):
         return EAGER
     return mode if mode in PROTOCOLS else EAGER

@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from assignor.types import TopicPartition, partitions_by_topic
-from assignor.validation import is_finite_number, is_integer
+from assignor.validation import is_finite_number, is_integer, json_document
 
 MEMBER_DATA_VERSION = 1
 
@@ -105,7 +105,7 @@ def decode_member_data(data: bytes | None) -> MemberData | None:
     if not data:
         return None
     try:
-        raw = json.loads(data)
+        raw = json_document(data)
         if not isinstance(raw, dict) or raw.get("v") != MEMBER_DATA_VERSION:
             return None
         identity, heuristic = raw["identity"], raw["heuristic"]

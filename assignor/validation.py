@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import sys
@@ -10,6 +11,22 @@ from dataclasses import dataclass
 from typing import TypeGuard
 
 from assignor.types import TopicPartition
+
+# The longest JSON a group member may send another (its userdata, an assignment, commit
+# metadata): far above any real one (a member owning 10,000 partitions writes about 60 KB).
+MAX_GROUP_JSON_CHARS = 1 << 20
+
+
+def json_document(data: bytes | str, max_chars: int = MAX_GROUP_JSON_CHARS) -> object:
+    """``data`` parsed as JSON; ValueError when it is longer than ``max_chars``, not JSON,
+    or nested too deeply for the parser (whose RecursionError would otherwise pass every
+    caller's ValueError handler: a member's userdata stopped the leader's assign())."""
+    if len(data) > max_chars:
+        raise ValueError(f"JSON of {len(data)} characters, at most {max_chars}")
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
 
 
 @dataclass(frozen=True)

@@ -1,14 +1,16 @@
 """atheris harness for what the sidecar and the consumers read from each other through Kafka:
 the capacity report in offset-commit metadata (contract.capacity) and the speed snapshot
-(contract.snapshot), hostile or broken; and the share-group responses the sidecar reads from
-the brokers (sidecar.share_groups.requests).
+(contract.snapshot), hostile or broken; the share-group responses the sidecar reads from
+the brokers (sidecar.share_groups.requests); and what group members send each other through
+the coordinator (a member's userdata, an assignment's, commit metadata's release mark).
 
-The first input byte picks the decoder (its value mod 4: report, snapshot, share offsets,
-share group description), the rest is the record. Each decoder must return a value or raise
-its own error (CapacityReportError, SnapshotError, ShareResponseError; aiokafka's decoding
-refuses with ValueError or struct.error), nothing else; the sidecar's capacity estimate must
-take any metadata in without raising and never end with a capacity that is not a finite
-number > 0. Run by fuzz/run.py: ``python -m fuzz.control_plane
+The first input byte picks the decoder (its value mod 5: report, snapshot, share offsets,
+share group description, group member data), the rest is the record. Each decoder must
+return a value or raise its own error (CapacityReportError, SnapshotError,
+ShareResponseError; aiokafka's decoding refuses with ValueError or struct.error), nothing
+else; the group member decoders raise nothing at all (garbage reads as absent); the
+sidecar's capacity estimate must take any metadata in without raising and never end with a
+capacity that is not a finite number > 0. Run by fuzz/run.py: ``python -m fuzz.control_plane
 [libFuzzer flags] CORPUS...``.
 """
 
@@ -22,7 +24,18 @@ import sys
 
 import atheris
 
-with atheris.instrument_imports(include=["contract", "sidecar.capacity", "sidecar.share_groups"]):
+with atheris.instrument_imports(
+    include=["contract", "sidecar.capacity", "sidecar.share_groups", "assignor"]
+):
+    from assignor.cooperative import (
+        decode_assignment_data,
+        decode_awaiting,
+        decode_handover,
+        decode_members,
+        decode_one_round,
+        released_generation,
+    )
+    from assignor.member_data import decode_member_data
     from contract.capacity import CapacityReportError
     from contract.capacity import decode as decode_report
     from contract.snapshot import SnapshotError
@@ -42,7 +55,19 @@ def test_one_input(data: bytes) -> None:
     if not data:
         return
     body = data[1:]
-    kind = data[0] % 4
+    kind = data[0] % 5
+    if kind == 4:
+        for decode in (
+            decode_member_data,
+            decode_assignment_data,
+            decode_awaiting,
+            decode_handover,
+            decode_members,
+            decode_one_round,
+        ):
+            decode(body)
+        released_generation(body.decode("utf-8", errors="replace"))
+        return
     if kind == 1:
         with contextlib.suppress(SnapshotError):
             decode_snapshot(body)

@@ -95,8 +95,9 @@ def section_seeds() -> list[bytes]:
 
 def control_plane_seeds() -> list[bytes]:
     """The control-plane harness's inputs: a selector byte, then a capacity report (0), a
-    speed snapshot (1), as the sidecar and the consumers write them, or a share group's
-    offsets (2) or description (3), as the brokers answer them."""
+    speed snapshot (1), as the sidecar and the consumers write them, a share group's
+    offsets (2) or description (3), as the brokers answer them, or what group members send
+    each other (4): a member's userdata, an assignment's, release-marked commit metadata."""
     from assignor import TopicPartition
     from assignor.backlog import DrainRule
     from contract.capacity import CapacityReport
@@ -137,10 +138,18 @@ def control_plane_seeds() -> list[bytes]:
     described = ShareGroupDescribeResponse_v1(
         0, [(0, None, "g", "Stable", 3, 3, "simple", [member], 0, {})], {}
     )
+    from assignor.cooperative import COOPERATIVE, encode_assignment_data, mark_released
+    from assignor.member_data import MemberData
+
+    owned = tuple(TopicPartition("t", p) for p in range(3))
+    member_data = MemberData("sink-0", "repair", 2310.5, 7, owned, True, False, False, True)
+    assignment = encode_assignment_data(COOPERATIVE, True, 3, owned[:1], one_round=True)
+    group = [member_data.encode(), assignment, mark_released('{"cap":1}', 7).encode()]
     return (
         [b"\x00" + r.encode().encode() for r in reports]
         + [b"\x01" + snapshot.encode()]
         + [b"\x02" + offsets.encode(), b"\x03" + described.encode()]
+        + [b"\x04" + data for data in group]
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 
+import pytest
 from aiokafka.coordinator.protocol import (
     ConsumerProtocolMemberAssignment,
     ConsumerProtocolMemberMetadata,
@@ -33,6 +34,7 @@ from assignor.group_plan import SpeedView
 from assignor.member_data import MemberData, decode_member_data
 from assignor.plugin import MemberState, PluginStats, build_assignor
 from assignor.types import TopicPartition
+from assignor.validation import MAX_GROUP_JSON_CHARS
 from contract.capacity import CapacityReport
 from contract.capacity import decode as decode_capacity_report
 
@@ -397,3 +399,21 @@ def test_one_round_gives_everything_and_awaits_exactly_what_others_read(seed: in
         for t in tps:  # read at once only if nobody else reads it
             others = {m for m, d in members.items() if t in d.owned} - {member}
             assert (t in plan.awaiting.get(member, [])) == bool(others)
+
+
+@pytest.mark.parametrize("depth", [10_000, 100_000])
+def test_group_json_nested_too_deeply_reads_as_absent(depth: int) -> None:
+    # A member's userdata or commit metadata nested deeper than the parser recurses raised
+    # RecursionError, past every ValueError handler: the leader's assign() stopped.
+    nested = ("[" * depth + "]" * depth).encode()
+    assert decode_member_data(nested) is None
+    assert released_generation('{"rel":' + nested.decode() + "}") is None
+    assert decode_members(nested) is None and decode_one_round(nested) is False
+    assert decode_assignment_data(nested) == EAGER and decode_awaiting(nested) == frozenset()
+
+
+def test_group_json_beyond_its_size_cap_reads_as_absent() -> None:
+    fine = MemberData("m", "repair", None, 1, (tp(0),), True, False, False, False)
+    padded = fine.encode()[:-1] + b',"pad":"' + b"x" * MAX_GROUP_JSON_CHARS + b'"}'
+    assert decode_member_data(fine.encode()) == fine
+    assert decode_member_data(padded) is None
