@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import tempfile
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -402,3 +403,48 @@ def test_a_consumer_killed_mid_batch_is_restarted_and_its_delta_table_holds_ever
         counts = key_counts(config, table)
         assert set(counts) == acked, why()
         assert set(counts.values()) == {1}, why()
+
+
+def test_the_chart_does_not_scale_into_consumers_that_exit_at_once(
+    cluster: tuple[ControlPlane, Node], namespace: str
+) -> None:
+    """Every consumer container exits at start (a sink setting it refuses): the sidecar holds
+    the Deployment at the count it had when the failure showed, though the load asks for
+    three, and says why in the consumer's own words (its termination message: the chart
+    keeps the last log lines)."""
+    plane, started = cluster
+    apps = AppsV1Api(plane.client())
+    with ApacheKafka(host=POD_GATEWAY) as kafka:
+        topic = f"fails-{uuid.uuid4().hex[:6]}"
+        kafka.create_topic(topic, PARTITIONS)
+        consumer = {"args": ["--sink", "nowhere"], "resources": {"requests": {"cpu": "50m"}}}
+        pods = install(plane, namespace, chart_objects(plane, kafka, topic, consumer=consumer))
+        why = pods_explained(started, pods)
+
+        def replicas() -> int:
+            spec = apps.read_namespaced_deployment(RELEASE, namespace).spec
+            return int(spec.replicas or 0) if spec is not None else 0
+
+        def said() -> list[str]:
+            return [
+                line
+                for name in pods.live()
+                for line in started.logs(namespace, name, "sidecar").splitlines()
+                if "consumers are not joining the group" in line
+            ]
+
+        try:
+            # 3 x 100 records/s: three consumers of the declared 100 are needed.
+            with PacedLoad(kafka.bootstrap_servers, topic, 3 * CAPACITY, PARTITIONS):
+                assert wait_until(lambda: bool(said()), WAIT_S), why()
+                held = replicas()
+                counts = []
+                for _ in range(30):  # half a minute of the sidecar's decisions
+                    counts.append(replicas())
+                    time.sleep(1.0)
+            line = said()[0]
+            assert "--sink (AUTOSCALER_SINK) must be spark" in line, line
+            assert "exited with 2" in line or "last exit code 2" in line, line
+            assert max(counts) <= held < 3, (counts, why())
+        finally:
+            pods.stopping.set()

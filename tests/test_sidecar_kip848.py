@@ -6,6 +6,7 @@ removed is emptied first; nothing is lost. And a broker without the assignor is 
 
 from __future__ import annotations
 
+import math
 import shlex
 import sys
 from collections.abc import Iterator
@@ -66,7 +67,14 @@ def test_the_sidecar_sizes_a_kip848_group_and_the_broker_follows_its_plans(
         page = status(port)
         members = sorted(page["broker_plans"]["plan"])
         assert members == [f"sink-{i}" for i in range(len(members))]
-        assert all(load <= CAPACITY for load in member_loads(page).values()), page
+        loads = member_loads(page)
+        assert all(load <= CAPACITY for load in loads.values()), page
+        # At most the packing's lower bound (the load over C, rounded up) plus one, each
+        # partition held by one member.
+        lower_bound = math.ceil(sum(page["speeds"].values()) / CAPACITY)
+        assert len(members) <= lower_bound + 1, (members, page["speeds"])
+        held = [tp for tps in page["broker_plans"]["plan"].values() for tp in tps]
+        assert sorted(held) == sorted(set(held)) and len(held) == len(RATES), page
         assert not page["broker_plans"]["problems"]
         writer.finish()  # no traffic: down to one member, the others emptied first
         assert wait_until(lambda: running(out) == ["sink-0"], timeout_s=120), status(port)
