@@ -17,11 +17,17 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from email.message import Message
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from contract.http_routes import Response, health_route, metrics_route, serve_routes, text
+from contract.http_routes import (
+    Response,
+    RouteServer,
+    health_route,
+    metrics_route,
+    serve_routes,
+    text,
+)
 from sidecar.metrics import REGISTRY
 
 
@@ -60,7 +66,7 @@ class Endpoints:
         return bool(wanted) and hmac.compare_digest(given.encode(), wanted.encode())
 
 
-def serve(host: str, port: int, endpoints: Endpoints) -> ThreadingHTTPServer:
+def serve(host: str, port: int, endpoints: Endpoints) -> RouteServer:
     """Start the endpoints in a daemon thread; returns the server (``.server_port``)."""
 
     def status(headers: Message[str, str]) -> Response:
