@@ -43,6 +43,10 @@ CLOSE_TIMEOUT_S = 5.0  # each Kafka client's close on the way out
 # /livez: a loop with no tick and no connection attempt for this long is stuck. Longer than
 # the connection back-off's 30 s cap plus an attempt's own time-outs.
 STUCK_AFTER_S = 120.0
+STATUS_CLOSED = (
+    "/status is closed: --http-host {host!r} is not loopback and no --status-token-file is "
+    "set (AUTOSCALER_STATUS_TOKEN_FILE); --status-open true serves it without a token"
+)
 
 
 class Sidecar:
@@ -505,6 +509,7 @@ class Sidecar:
             self.config.status_token_file,
             self.liveness_problems,
             self.degraded_reasons,
+            STATUS_CLOSED.format(host=self.config.http_host) if self.config.status_closed else None,
         )
 
     def problems(self) -> list[str]:

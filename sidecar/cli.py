@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from contract.extras import missing_extra_line, missing_modules
 from contract.quiet_logs import quiet_repeats
 from contract.settings import without_credentials
-from sidecar.app import Sidecar
+from sidecar.app import STATUS_CLOSED, Sidecar
 from sidecar.config import SidecarConfig, parse_args
 from sidecar.http import serve
 from sidecar.leader import FileLease, Lease
@@ -24,6 +24,8 @@ from sidecar.scalers.local import LocalScaler
 
 if TYPE_CHECKING:  # grpc comes with the keda extra: imported only with --scaler keda
     from sidecar.external_scaler.server import ExternalScalerServer
+
+log = logging.getLogger(__name__)
 
 
 class CannotListen(RuntimeError):
@@ -118,6 +120,8 @@ async def run(config: SidecarConfig) -> None:
     if config.http_port:
         try:
             server = serve(config.http_host, config.http_port, sidecar.endpoints())
+            if config.status_closed:
+                log.warning("%s", STATUS_CLOSED.format(host=config.http_host))
         except OSError as exc:  # port in use, host that does not resolve or is not ours
             raise CannotListen(
                 f"--http-host/--http-port (AUTOSCALER_HTTP_HOST/PORT): cannot serve on "

@@ -4,6 +4,7 @@ its default; validated with messages naming the flag, the variable and the range
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import math
 import os
 import re
@@ -182,11 +183,23 @@ class SidecarConfig(GroupSettings):
     )
     status_token_file: str = setting(
         "a file whose first line is the bearer token /status asks for, read at each request "
-        "(empty: /status is open to whoever reaches http_host)",
+        "(empty: /status is open on a loopback http_host, closed on any other unless "
+        "--status-open)",
         "",
+    )
+    status_open: bool = setting(
+        "true or false: serve /status and /healthz's reasons without a token on a "
+        "non-loopback http_host (they name brokers, users and topics)",
+        False,
     )
     # Set by ``--capacity auto`` (not a flag of its own): size with the measured capacity.
     capacity_auto: bool = setting("derived from --capacity auto", False)
+
+    @property
+    def status_closed(self) -> bool:
+        """Whether /status (and /healthz's reasons) are refused for want of a token: no
+        token file, a non-loopback http_host, and --status-open not given."""
+        return not self.status_token_file and not self.status_open and not loopback(self.http_host)
 
     def label(self, name: str) -> str:
         """Flags are how sidecar users meet a field."""
@@ -300,10 +313,27 @@ def _command_words(command: str) -> list[str]:
         return []
 
 
+def loopback(host: str) -> bool:
+    """Whether ``host`` is a loopback address (``localhost`` included; ``""``, every
+    interface, and other names are not)."""
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
 def _converter(name: str, kind: str) -> Callable[[str], Any]:
     def convert(raw: str) -> Any:
         if name == "capacity" and is_capacity_auto(raw):
             return raw
+        if kind.startswith("bool"):
+            if raw.strip().lower() not in ("true", "false"):
+                raise argparse.ArgumentTypeError(
+                    f"{flag_label(name)} must be true or false, got {raw!r}"
+                )
+            return raw.strip().lower() == "true"
         try:
             if kind.startswith("int"):
                 return int(raw)

@@ -96,3 +96,31 @@ def test_a_token_file_without_a_token_is_one_line(
         parse_args([*BASE_ARGS, "--status-token-file", str(path)], {})
     error = capsys.readouterr().err.strip().splitlines()[-1]
     assert "--status-token-file (AUTOSCALER_STATUS_TOKEN_FILE) must be a readable file" in error
+
+
+def test_off_loopback_without_a_token_status_is_closed_and_says_how_to_open_it() -> None:
+    closed = parse_args([*BASE_ARGS, "--http-host", "0.0.0.0"], {})
+    assert closed.status_closed
+    assert not parse_args([*BASE_ARGS, "--http-host", "::1"], {}).status_closed
+    assert not parse_args([*BASE_ARGS, "--http-host", "localhost"], {}).status_closed
+    opened = parse_args([*BASE_ARGS, "--http-host", "0.0.0.0"], {"AUTOSCALER_STATUS_OPEN": "true"})
+    assert opened.status_open and not opened.status_closed
+    line = "/status is closed: no token on a non-loopback address"
+    endpoints = Endpoints(lambda: list(REASONS), lambda: {"group": "g"}, closed=line)
+    server = serve("127.0.0.1", 0, endpoints)
+    try:
+        base = f"http://127.0.0.1:{server.server_port}"
+        assert get(base + "/status") == (403, line + "\n")
+        assert get(base + "/healthz") == (503, "unhealthy\n")  # the reasons name brokers
+        assert get(base + "/metrics")[0] == 200  # scrapes and probes stay open
+    finally:
+        server.shutdown()
+
+
+def test_a_flag_that_is_not_true_or_false_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        parse_args([*BASE_ARGS, "--status-open", "yes please"], {})
+    assert exited.value.code == 2
+    assert "--status-open (AUTOSCALER_STATUS_OPEN) must be true or false, got 'yes please'" in (
+        capsys.readouterr().err
+    )
