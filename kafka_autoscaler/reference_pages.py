@@ -72,7 +72,8 @@ def _rows(items: Iterable[Field[Any]], variable: Callable[[str], str], flag: boo
     for f in items:
         cells = [f"`{f.name}`", f"`{variable(f.name)}`"]
         if flag:
-            cells.append(f"`{flag_name(f.name)}`")
+            # A secret is no flag: the command line shows in the process list.
+            cells.append("none (secret)" if f.metadata.get("secret") else f"`{flag_name(f.name)}`")
         cells += [_default(f), _cell(setting_help(f))]
         lines.append("| " + " | ".join(cells) + " |")
     return lines

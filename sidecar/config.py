@@ -324,6 +324,16 @@ def loopback(host: str) -> bool:
         return False
 
 
+def _refuse_on_command_line(name: str) -> Callable[[str], Any]:
+    def refuse(_raw: str) -> Any:
+        raise argparse.ArgumentTypeError(
+            f"a secret on the command line shows in the process list (/proc/*/cmdline): set "
+            f"{env_name(name)} or the matching *_file setting instead"
+        )
+
+    return refuse
+
+
 def _converter(name: str, kind: str) -> Callable[[str], Any]:
     def convert(raw: str) -> Any:
         if name == "capacity" and is_capacity_auto(raw):
@@ -369,21 +379,30 @@ def parse_args(
     flags = [f for f in fields(SidecarConfig) if f.name not in DERIVED]
     for f in flags:
         default = "required" if f.name in REQUIRED else f"default {f.default!r}"
+        secret = bool(f.metadata.get("secret"))
         parser.add_argument(
             flag_name(f.name),
             dest=f.name,
-            type=_converter(f.name, str(f.type)),
-            help=f"{setting_help(f)} ({default}; env {env_name(f.name)})".replace("%", "%%"),
+            type=_refuse_on_command_line(f.name) if secret else _converter(f.name, str(f.type)),
+            help=(
+                f"not a flag: a secret on the command line shows in the process list; set "
+                f"env {env_name(f.name)} or its file setting"
+                if secret
+                else f"{setting_help(f)} ({default}; env {env_name(f.name)})".replace("%", "%%")
+            ),
         )
     defaults: dict[str, Any] = {}
+    secrets: dict[str, Any] = {}  # from the environment only, past argparse (no flag)
     try:
         for f in flags:
             if env_name(f.name) in env:
-                defaults[f.name] = _converter(f.name, str(f.type))(env[env_name(f.name)])
+                found = secrets if f.metadata.get("secret") else defaults
+                found[f.name] = _converter(f.name, str(f.type))(env[env_name(f.name)])
     except argparse.ArgumentTypeError as exc:
         parser.error(str(exc))
     parser.set_defaults(**defaults)
-    values = {k: v for k, v in vars(parser.parse_args(argv)).items() if v is not None}
+    parsed = {k: v for k, v in vars(parser.parse_args(argv)).items() if v is not None}
+    values = {**parsed, **secrets}
     missing = [name for name in REQUIRED if name not in values]
     if missing:
         parser.error("missing " + ", ".join(flag_label(m) for m in missing))

@@ -206,3 +206,20 @@ def test_the_sidecar_reads_a_rotated_password_at_its_next_connection_attempt(
     secret.unlink()  # mid-rotation: the file is briefly gone; what was read is kept
     asyncio.run(attempt())
     assert sidecar.client_options["sasl_plain_password"] == "rotated"
+
+
+def test_a_password_is_refused_as_a_sidecar_flag_in_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from sidecar.config import parse_args
+
+    base = ["--bootstrap-servers", "b:9092", "--group", "g", "--topics", "t", "--capacity", "1"]
+    with pytest.raises(SystemExit) as exited:
+        parse_args([*base, "--sasl-plain-password", "hunter2"], {})
+    assert exited.value.code == 2
+    error = capsys.readouterr().err
+    assert "a secret on the command line shows in the process list" in error
+    assert "hunter2" not in error
+    # The variable is where it belongs.
+    config = parse_args(base, {"AUTOSCALER_SASL_PLAIN_PASSWORD": "hunter2"})
+    assert config.sasl_plain_password == "hunter2"
