@@ -18,7 +18,7 @@ from contract.settings import without_credentials
 from sidecar.app import STATUS_CLOSED, Sidecar
 from sidecar.config import SidecarConfig, parse_args
 from sidecar.http import serve
-from sidecar.leader import FileLease, Lease
+from sidecar.leader import FileLease, Lease, LockDirError, default_lock_dir, ensure_private_dir
 from sidecar.scalers.base import Scaler
 from sidecar.scalers.local import LocalScaler
 
@@ -81,6 +81,8 @@ def build_lease(config: SidecarConfig) -> Lease:
 
         identity = os.environ.get("POD_NAME") or socket.gethostname()
         return KubernetesLease(kubernetes_client(), config.namespace, config.lease_name, identity)
+    if config.lock_path.parent == default_lock_dir():
+        ensure_private_dir(config.lock_path.parent)
     return FileLease(config.lock_path)
 
 
@@ -164,7 +166,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     quiet_repeats()  # one line a minute, not several a second, while a broker is down
     try:
         asyncio.run(run(config))
-    except CannotListen as exc:
+    except (CannotListen, LockDirError) as exc:
         print(f"kafka-autoscaler-sidecar: error: {exc}", file=sys.stderr)
         return 2
     return 0

@@ -27,6 +27,7 @@ from contract.settings import (
     setting_help,
 )
 from contract.share_loads import SHARE_LOADS_TOPIC
+from sidecar.leader import default_lock_dir
 
 SCALERS = ("local", "kubernetes", "keda", "none")
 SIZING_RACK_LOCALITIES = ("none", "leader", "replicas")
@@ -166,7 +167,8 @@ class SidecarConfig(GroupSettings):
         6000,
     )
     lock_file: str = setting(
-        "leader lock of local sidecars (empty: /tmp/kafka-autoscaler-<group>.lock)",
+        "leader lock of local sidecars (empty: <group>.lock in /tmp/kafka-autoscaler-<uid>, "
+        "a directory of this user's own, mode 0700)",
         "",
     )
     lease_name: str = setting(
@@ -269,7 +271,7 @@ class SidecarConfig(GroupSettings):
             object.__setattr__(self, "scaled_object", self.workload_name)
         if not self.lock_file:
             safe = re.sub(r"[^a-zA-Z0-9._-]", "_", self.group)
-            object.__setattr__(self, "lock_file", f"/tmp/kafka-autoscaler-{safe}.lock")
+            object.__setattr__(self, "lock_file", str(default_lock_dir() / f"{safe}.lock"))
         if not self.lease_name:
             safe = re.sub(r"[^a-z0-9-]", "-", self.group.lower())[:50].strip("-") or "group"
             object.__setattr__(self, "lease_name", f"kafka-autoscaler-{safe}")

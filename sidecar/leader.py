@@ -8,10 +8,43 @@ replaces this (sidecar.k8s_lease).
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
+import stat
 from pathlib import Path
 from typing import Protocol
+
+
+class LockDirError(RuntimeError):
+    """The lock's private directory cannot be trusted; the message says why and what to set."""
+
+
+def default_lock_dir() -> Path:
+    """Where the sidecar's locks live unless ``--lock-file`` says otherwise: a directory of
+    this user's own (``/tmp`` is everyone's: a lock there could be a link planted by another
+    user, or held by them)."""
+    return Path(f"/tmp/kafka-autoscaler-{os.getuid()}")
+
+
+def ensure_private_dir(path: Path) -> None:
+    """Create ``path`` (mode 0700) if missing; LockDirError when it is a link, not a
+    directory, another user's, or writable by others."""
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(path, 0o700)
+    info = os.lstat(path)
+    why = None
+    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
+        why = "is not a directory (a link or a file)"
+    elif info.st_uid != os.getuid():
+        why = f"belongs to uid {info.st_uid}, not {os.getuid()}"
+    elif info.st_mode & 0o022:
+        why = f"is writable by others (mode {stat.S_IMODE(info.st_mode):o})"
+    if why is not None:
+        raise LockDirError(
+            f"the lock directory {path} {why}: remove it, or set --lock-file "
+            f"(AUTOSCALER_LOCK_FILE) to a path in a directory of this user's own"
+        )
 
 
 class Lease(Protocol):
@@ -48,7 +81,8 @@ class FileLease:
         if self._fd is not None:
             return True
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        # Never through a link: one planted at the lock's path would have us write elsewhere.
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

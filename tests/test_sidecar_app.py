@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import time
 import urllib.error
 import urllib.request
@@ -47,7 +48,7 @@ def test_flags_and_environment() -> None:
     assert config.topics == ("a", "b") and config.heuristic == "mbf"
     assert config.max_replicas == 7  # the flag wins over the variable
     assert config.snapshot_topic == "g.autoscaler.speeds"
-    assert config.lock_file == "/tmp/kafka-autoscaler-g.lock"
+    assert config.lock_file == f"/tmp/kafka-autoscaler-{os.getuid()}/g.lock"
 
 
 def test_the_local_scaler_hands_the_shared_settings_to_its_consumers() -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sidecar.leader import FileLease
+from sidecar.leader import FileLease, LockDirError, ensure_private_dir
 from sidecar.scalers.local import HEALTHY_RUN_S, LocalScaler, _Crashes
 from tests.sdk_helpers import wait_until
 
@@ -226,3 +226,33 @@ def test_a_consumer_that_exits_is_failing_in_its_own_words_until_it_restarts(
         assert scaler.failing_members() == []
     finally:
         scaler.close()
+
+
+def test_the_lock_is_never_opened_through_a_link(tmp_path: Path) -> None:
+    target = tmp_path / "elsewhere"
+    target.write_text("not ours to write\n")
+    link = tmp_path / "g.lock"
+    link.symlink_to(target)
+    with pytest.raises(OSError):
+        FileLease(link).acquire()
+    assert target.read_text() == "not ours to write\n"
+    own = FileLease(tmp_path / "own.lock")
+    assert own.acquire()
+    assert (tmp_path / "own.lock").stat().st_mode & 0o077 == 0  # others read nothing
+    own.release()
+
+
+def test_a_lock_directory_that_is_not_ours_alone_is_one_line(tmp_path: Path) -> None:
+    private = tmp_path / "locks"
+    ensure_private_dir(private)
+    assert private.stat().st_mode & 0o777 == 0o700
+    ensure_private_dir(private)  # again: ours already
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    with pytest.raises(LockDirError, match=r"is writable by others \(mode 777\).*--lock-file"):
+        ensure_private_dir(shared)
+    link = tmp_path / "link"
+    link.symlink_to(private)
+    with pytest.raises(LockDirError, match="is not a directory"):
+        ensure_private_dir(link)
