@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import stat
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -86,6 +87,7 @@ def check_security(settings: SecurityFields, fail: Callable[[str, str], NoReturn
     if (settings.ssl_certfile is None) != (settings.ssl_keyfile is None):
         fail("ssl_keyfile", "given together with ssl_certfile (mutual TLS needs both)")
     _check_files(settings, SECRET_FILES, "a readable file; this one does not exist", fail)
+    _check_writers(settings, (*SECRET_FILES, "ssl_keyfile"), fail)
     if settings.sasl_plain_password is not None and settings.sasl_password_file is not None:
         fail("sasl_password_file", "unset when sasl_plain_password is given (one source)")
     if sasl and mechanism in PASSWORD_MECHANISMS:
@@ -108,6 +110,24 @@ def _check_files(
         path = getattr(settings, name)
         if path is not None and not os.path.isfile(path):
             fail(name, accepted)
+
+
+def _check_writers(
+    settings: SecurityFields, names: tuple[str, ...], fail: Callable[[str, str], NoReturn]
+) -> None:
+    """Fail on a credential file others may write (anyone on the machine could swap the
+    credentials, or the key, for their own). Others reading it is allowed: a Kubernetes
+    Secret volume mounts 0644 unless its defaultMode says 0400."""
+    for name in names:
+        path = getattr(settings, name)
+        if path is None:
+            continue
+        try:
+            mode = stat.S_IMODE(os.stat(path).st_mode)
+        except OSError:
+            continue  # missing: said by _check_files
+        if mode & 0o022:
+            fail(name, f"a file only its owner may write (0644 or stricter), not mode {mode:o}")
 
 
 class FileTokenProvider(AbstractTokenProvider):

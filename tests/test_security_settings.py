@@ -223,3 +223,13 @@ def test_a_password_is_refused_as_a_sidecar_flag_in_one_line(
     # The variable is where it belongs.
     config = parse_args(base, {"AUTOSCALER_SASL_PLAIN_PASSWORD": "hunter2"})
     assert config.sasl_plain_password == "hunter2"
+
+
+def test_a_credential_file_others_may_write_is_refused_naming_it(tmp_path: Path) -> None:
+    secret = tmp_path / "password"
+    secret.write_text("p\n")
+    secret.chmod(0o644)  # as a Secret volume mounts it: others may read, not write
+    assert ConsumerConfig(**scram(sasl_password_file=str(secret))).sasl_password_file
+    secret.chmod(0o666)
+    with pytest.raises(ConfigError, match=r"sasl_password_file .* not mode 666"):
+        ConsumerConfig(**scram(sasl_password_file=str(secret)))
