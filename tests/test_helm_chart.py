@@ -201,3 +201,30 @@ def test_a_bad_value_fails_the_render_naming_it(value: str, named: str) -> None:
     lines = [line for line in done.stderr.splitlines() if named in line]
     assert lines, done.stderr
     assert "goroutine" not in done.stderr and "panic" not in done.stderr
+
+
+@pytest.mark.parametrize("values", [[], ["--set", "keda.enabled=true"]])
+def test_only_the_sidecar_holds_a_kubernetes_token_and_pods_meet_restricted(
+    values: list[str],
+) -> None:
+    token_path = "/var/run/secrets/kubernetes.io/serviceaccount"
+    for obj in render(*values):
+        if obj["kind"] not in ("Deployment", "StatefulSet"):
+            continue
+        pod = obj["spec"]["template"]["spec"]
+        assert pod["automountServiceAccountToken"] is False
+        assert pod["securityContext"]["runAsNonRoot"] is True
+        assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        for container in pod["containers"]:
+            security = container["securityContext"]
+            assert security["capabilities"] == {"drop": ["ALL"]}
+            assert security["allowPrivilegeEscalation"] is False
+            mounts = {m["mountPath"]: m["name"] for m in container.get("volumeMounts", [])}
+            assert (token_path in mounts) == (container["name"] == "sidecar"), container
+        tmp = [
+            m["name"]
+            for c in pod["containers"]
+            for m in c.get("volumeMounts", [])
+            if m["mountPath"] == "/tmp"
+        ]
+        assert len(tmp) == len(set(tmp)) == len(pod["containers"])  # a /tmp each

@@ -321,7 +321,7 @@ def dry_run(admin: ApiClient, namespace: str, documents: list[dict[str, Any]]) -
         client.server_side_apply(
             resource,
             body=document,
-            namespace=namespace,
+            namespace=namespace if resource.namespaced else None,
             field_manager="kafka-autoscaler-tests",
             dry_run="All",
         )
@@ -578,3 +578,69 @@ def test_each_threads_dynamic_client_keeps_its_own_discovery_cache(admin: ApiCli
     elsewhere.join()
     assert len(set(caches)) == 2
     assert all(cache.parent == DISCOVERY_CACHE and cache.is_file() for cache in caches)
+
+
+def test_the_charts_sidecar_account_may_patch_a_pods_deletion_cost_and_nothing_else(
+    plane: ControlPlane, admin: ApiClient, namespace: str
+) -> None:
+    """The Role cannot say which fields of a pod may be patched; the chart's
+    ValidatingAdmissionPolicy does: with the sidecar's own token, the pod-deletion-cost
+    annotation changes, an image, a label or another annotation does not."""
+    from tests.test_helm_chart import render
+
+    wanted = {"ServiceAccount", "Role", "RoleBinding"} | {
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    }
+    chart = [doc for doc in render("--namespace", namespace) if doc["kind"] in wanted]
+    assert {doc["kind"] for doc in chart} == wanted
+    cluster_scoped = {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
+    for document in chart:
+        create(admin, None if document["kind"] in cluster_scoped else namespace, document)
+    try:
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "sink-0", "labels": {"app": "sink"}},
+            "spec": {"containers": [{"name": "consumer", "image": IMAGE}]},
+        }
+        create(admin, namespace, pod)
+        core = CoreV1Api(plane.client(sidecar_token(admin, namespace, "sink")))
+
+        def patched(body: dict[str, Any]) -> int:
+            return forbidden(lambda: core.patch_namespaced_pod("sink-0", namespace, body))
+
+        image = {"spec": {"containers": [{"name": "consumer", "image": "evil/image:1"}]}}
+        refused = wait_for(
+            lambda: (
+                forbidden(
+                    lambda: core.patch_namespaced_pod("sink-0", namespace, image, dry_run="All")
+                )
+                == 403
+            ),
+            "the policy in force",
+        )
+        assert refused
+        assert patched({"metadata": {"annotations": {DELETION_COST: "-1000"}}}) == 0
+        assert patched({"metadata": {"annotations": {DELETION_COST: "0"}}}) == 0
+        assert patched(image) == 403
+        assert patched({"metadata": {"labels": {"app": "elsewhere"}}}) == 403
+        assert patched({"metadata": {"annotations": {"other": "x"}}}) == 403
+        assert patched({"metadata": {"finalizers": ["example.com/hold"]}}) == 403
+        read = CoreV1Api(admin).read_namespaced_pod("sink-0", namespace)
+        assert read.spec is not None and read.metadata is not None
+        assert read.spec.containers[0].image == IMAGE
+        assert read.metadata.annotations == {DELETION_COST: "0"}
+        assert read.metadata.labels == {"app": "sink"}
+        # The admin (another account) is not limited by it.
+        CoreV1Api(admin).patch_namespaced_pod(
+            "sink-0", namespace, {"metadata": {"labels": {"tier": "x"}}}
+        )
+    finally:
+        client = dynamic(admin)
+        for document in chart:
+            if document["kind"] in cluster_scoped:
+                resource = client.resources.get(
+                    api_version=document["apiVersion"], kind=document["kind"]
+                )
+                resource.delete(name=document["metadata"]["name"])

@@ -82,6 +82,22 @@ def namespace(cluster: tuple[ControlPlane, Node]) -> str:
     return name
 
 
+@pytest.fixture
+def restricted_namespace(cluster: tuple[ControlPlane, Node]) -> str:
+    """A namespace where the "restricted" Pod Security Standard is enforced: a pod that
+    runs as root, keeps a capability or has no seccomp profile is refused."""
+    plane, _ = cluster
+    name = f"r-{uuid.uuid4().hex[:8]}"
+    labels = {"pod-security.kubernetes.io/enforce": "restricted"}
+    namespace = {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": name, "labels": labels},
+    }
+    create(plane.client(), None, namespace)
+    return name
+
+
 def pod_status(plane: ControlPlane, namespace: str, name: str) -> Any:
     return CoreV1Api(plane.client()).read_namespaced_pod(name, namespace).status
 
@@ -190,7 +206,7 @@ PARTITIONS = 4
 
 
 def chart_objects(
-    plane: ControlPlane, kafka: ApacheKafka, topic: str, **overrides: Any
+    plane: ControlPlane, kafka: ApacheKafka, topic: str, namespace: str, **overrides: Any
 ) -> list[dict[str, Any]]:
     """The chart rendered by Helm for pods on the node's bridge: Kafka and the API server at
     the bridge's gateway, the images the node has, a declared capacity of 100 records/s and
@@ -219,7 +235,7 @@ def chart_objects(
     with tempfile.NamedTemporaryFile("w", suffix=".yaml") as file:
         yaml.safe_dump(values, file)
         file.flush()
-        done = run_helm("template", RELEASE, str(CHART), "-f", file.name)
+        done = run_helm("template", RELEASE, str(CHART), "-f", file.name, "--namespace", namespace)
     assert done.returncode == 0, done.stderr
     return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
 
@@ -266,9 +282,11 @@ class PodWatch:
 
 
 def install(plane: ControlPlane, namespace: str, objects: list[dict[str, Any]]) -> PodWatch:
-    """Create the rendered objects; a started watch of the namespace's pods."""
+    """Create the rendered objects (the cluster-scoped admission policy too); a started watch
+    of the namespace's pods."""
     for obj in objects:
-        create(plane.client(), namespace, obj)
+        scoped = not obj["kind"].startswith("ValidatingAdmissionPolicy")
+        create(plane.client(), namespace if scoped else None, obj)
     pods = PodWatch(plane, namespace)
     threading.Thread(target=pods.run, daemon=True).start()
     return pods
@@ -289,7 +307,7 @@ def pods_explained(started: Node, pods: PodWatch) -> Callable[[], str]:
 
 
 def test_the_chart_scales_its_pods_with_the_load_and_the_lease_moves_with_its_holder(
-    cluster: tuple[ControlPlane, Node], namespace: str
+    cluster: tuple[ControlPlane, Node], restricted_namespace: str
 ) -> None:
     """Installed on the node, the chart's sidecars (the Lease holder) scale the Deployment
     out for a load step, on after the holder's pod is deleted, and back in when the load
@@ -300,20 +318,20 @@ def test_the_chart_scales_its_pods_with_the_load_and_the_lease_moves_with_its_ho
     with ApacheKafka(host=POD_GATEWAY) as kafka:
         topic = f"chart-{uuid.uuid4().hex[:6]}"
         kafka.create_topic(topic, PARTITIONS)
-        objects = chart_objects(plane, kafka, topic)
+        objects = chart_objects(plane, kafka, topic, restricted_namespace)
         lease_name = next(o for o in objects if o["kind"] == "ConfigMap")["data"][
             "AUTOSCALER_LEASE_NAME"
         ]
-        pods = install(plane, namespace, objects)
+        pods = install(plane, restricted_namespace, objects)
         why = pods_explained(started, pods)
 
         def replicas() -> int:
-            spec = apps.read_namespaced_deployment(RELEASE, namespace).spec
+            spec = apps.read_namespaced_deployment(RELEASE, restricted_namespace).spec
             return int(spec.replicas or 0) if spec is not None else 0
 
         def holder() -> str | None:
             try:
-                spec = leases.read_namespaced_lease(lease_name, namespace).spec
+                spec = leases.read_namespaced_lease(lease_name, restricted_namespace).spec
             except ApiException:
                 return None
             return spec.holder_identity if spec is not None else None
@@ -327,7 +345,7 @@ def test_the_chart_scales_its_pods_with_the_load_and_the_lease_moves_with_its_ho
                 assert wait_until(lambda: replicas() == 2 and len(pods.ready()) == 2, WAIT_S), why()
                 first_holder = holder()
                 assert first_holder is not None, why()
-                CoreV1Api(plane.client()).delete_namespaced_pod(first_holder, namespace)
+                CoreV1Api(plane.client()).delete_namespaced_pod(first_holder, restricted_namespace)
                 assert wait_until(lambda: holder() not in (None, first_holder), WAIT_S), why()
                 assert wait_until(lambda: len(pods.ready()) == 2, WAIT_S), why()
                 assert replicas() == 2, why()
@@ -364,6 +382,7 @@ def test_a_consumer_killed_mid_batch_is_restarted_and_its_delta_table_holds_ever
             plane,
             kafka,
             topic,
+            namespace,  # a hostPath for the table: not "restricted"
             capacity=1000,
             maxReplicas=1,
             batchBytes=262144,
@@ -406,7 +425,7 @@ def test_a_consumer_killed_mid_batch_is_restarted_and_its_delta_table_holds_ever
 
 
 def test_the_chart_does_not_scale_into_consumers_that_exit_at_once(
-    cluster: tuple[ControlPlane, Node], namespace: str
+    cluster: tuple[ControlPlane, Node], restricted_namespace: str
 ) -> None:
     """Every consumer container exits at start (a sink setting it refuses): the sidecar holds
     the Deployment at the count it had when the failure showed, though the load asks for
@@ -418,18 +437,22 @@ def test_the_chart_does_not_scale_into_consumers_that_exit_at_once(
         topic = f"fails-{uuid.uuid4().hex[:6]}"
         kafka.create_topic(topic, PARTITIONS)
         consumer = {"args": ["--sink", "nowhere"], "resources": {"requests": {"cpu": "50m"}}}
-        pods = install(plane, namespace, chart_objects(plane, kafka, topic, consumer=consumer))
+        pods = install(
+            plane,
+            restricted_namespace,
+            chart_objects(plane, kafka, topic, restricted_namespace, consumer=consumer),
+        )
         why = pods_explained(started, pods)
 
         def replicas() -> int:
-            spec = apps.read_namespaced_deployment(RELEASE, namespace).spec
+            spec = apps.read_namespaced_deployment(RELEASE, restricted_namespace).spec
             return int(spec.replicas or 0) if spec is not None else 0
 
         def said() -> list[str]:
             return [
                 line
                 for name in pods.live()
-                for line in started.logs(namespace, name, "sidecar").splitlines()
+                for line in started.logs(restricted_namespace, name, "sidecar").splitlines()
                 if "consumers are not joining the group" in line
             ]
 

@@ -38,3 +38,36 @@ app.kubernetes.io/component: consumer
 {{- define "kafka-autoscaler.image" -}}
 {{- printf "%s:%s" .repository .tag -}}
 {{- end -}}
+
+{{/* Pods pass the "restricted" Pod Security Standard: non-root, the runtime's default
+     seccomp profile, and (containerSecurity) no capabilities, no privilege escalation. */}}
+{{- define "kafka-autoscaler.podSecurity" -}}
+runAsNonRoot: true
+runAsUser: 10001
+seccompProfile: {type: RuntimeDefault}
+{{- end -}}
+
+{{- define "kafka-autoscaler.containerSecurity" -}}
+readOnlyRootFilesystem: true
+allowPrivilegeEscalation: false
+capabilities: {drop: [ALL]}
+{{- end -}}
+
+{{/* The sidecar's Kubernetes credentials, as Kubernetes itself would mount them (a token
+     bound to the pod and rotated, the cluster's CA, the namespace), but into the sidecar
+     container alone: the consumer, which runs the user's sink code and reads the records,
+     holds no token (the pod sets automountServiceAccountToken: false). */}}
+{{- define "kafka-autoscaler.tokenVolume" -}}
+- name: kube-api-access
+  projected:
+    defaultMode: 0444
+    sources:
+      - serviceAccountToken: {path: token, expirationSeconds: 3607}
+      - configMap: {name: kube-root-ca.crt, items: [{key: ca.crt, path: ca.crt}]}
+      - downwardAPI:
+          items: [{path: namespace, fieldRef: {fieldPath: metadata.namespace}}]
+{{- end -}}
+
+{{- define "kafka-autoscaler.tokenMount" -}}
+- {name: kube-api-access, mountPath: /var/run/secrets/kubernetes.io/serviceaccount, readOnly: true}
+{{- end -}}
