@@ -42,9 +42,6 @@ class MemberFailure:
     reason: str
     """What failed, in its own words where they can be read (a consumer's last stderr line,
     a pod's waiting reason and message)."""
-    counted: bool = True
-    """Whether the scaler's replica count includes it (a pod does; a local consumer waiting
-    out its restart back-off does not, though it was asked for)."""
 
 
 @dataclass(frozen=True)
@@ -95,7 +92,6 @@ class JoinWatch:
         """Take in one round: the replicas asked for, the members the group has (None:
         unknown), the scaler's failing members. Returns the problem that holds scale-ups
         now (also kept in :attr:`problem`), None when the consumers asked for are at work."""
-        asked += sum(1 for failure in failures if not failure.counted)
         short = joined is not None and joined < asked
         self._short_since = _since(self._short_since, now) if short else None
         self._failing_since = _since(self._failing_since, now) if failures else None

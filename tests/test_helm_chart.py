@@ -228,3 +228,52 @@ def test_only_the_sidecar_holds_a_kubernetes_token_and_pods_meet_restricted(
             if m["mountPath"] == "/tmp"
         ]
         assert len(tmp) == len(set(tmp)) == len(pod["containers"])  # a /tmp each
+
+
+def test_a_password_in_extra_settings_is_refused_naming_where_it_goes() -> None:
+    done = run_helm(
+        "template", "sink", str(CHART), *REQUIRED,
+        "--set", "extraSettings.AUTOSCALER_SASL_PLAIN_PASSWORD=hunter2",
+    )  # fmt: skip
+    assert done.returncode != 0
+    assert "extraSettings.AUTOSCALER_SASL_PLAIN_PASSWORD would sit in a ConfigMap" in done.stderr
+    assert "hunter2" not in done.stdout
+
+
+def test_each_container_gets_its_own_credentials_and_the_status_token() -> None:
+    objects = render(
+        "--set", "consumer.extraEnv[0].name=AUTOSCALER_SASL_PLAIN_USERNAME",
+        "--set", "consumer.extraEnv[0].value=sink-consumer",
+        "--set", "sidecar.extraEnv[0].name=AUTOSCALER_SASL_PLAIN_USERNAME",
+        "--set", "sidecar.extraEnv[0].value=sink-sidecar",
+        "--set", "sidecar.extraVolumeMounts[0].name=sidecar-user",
+        "--set", "sidecar.extraVolumeMounts[0].mountPath=/etc/kafka-user",
+        "--set", "sidecar.statusTokenSecret=sink-status",
+    )  # fmt: skip
+    pod = by_kind(objects)["Deployment"]["spec"]["template"]["spec"]
+    containers = {c["name"]: c for c in pod["containers"]}
+
+    def env(name: str) -> dict[str, str]:
+        return {e["name"]: e.get("value", "") for e in containers[name]["env"]}
+
+    assert env("consumer")["AUTOSCALER_SASL_PLAIN_USERNAME"] == "sink-consumer"
+    assert env("sidecar")["AUTOSCALER_SASL_PLAIN_USERNAME"] == "sink-sidecar"
+    token_file = env("sidecar")["AUTOSCALER_STATUS_TOKEN_FILE"]
+    assert "AUTOSCALER_STATUS_TOKEN_FILE" not in env("consumer")
+    mounts = {m["name"]: m["mountPath"] for m in containers["sidecar"]["volumeMounts"]}
+    assert token_file.startswith(mounts["status-token"]) and "sidecar-user" in mounts
+    assert "sidecar-user" not in {m["name"] for m in containers["consumer"]["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["status-token"]["secret"]["secretName"] == "sink-status"
+
+
+@pytest.mark.parametrize("keda", ["false", "true"])
+def test_the_network_policy_opens_the_metrics_ports_and_the_sizers_to_keda(keda: str) -> None:
+    objects = by_kind(
+        render("--set", "networkPolicy.enabled=true", "--set", f"keda.enabled={keda}")
+    )
+    ingress = objects["NetworkPolicy"]["spec"]["ingress"]
+    ports = {p["port"] for rule in ingress for p in rule["ports"]}
+    assert {9100, 8080} <= ports
+    assert (6000 in ports) == (keda == "true")
+    assert "NetworkPolicy" not in by_kind(render())  # asked for, not by default

@@ -523,7 +523,7 @@ def test_consumers_that_cannot_join_hold_scale_ups_and_say_why(
             while scaler.count < 2:  # 4 partitions at 40/s: 2 consumers of 100
                 assert clock.now < 5030, sidecar.decisions[-1]
                 await tick(40)
-            scaler.count = 1  # one exited at start: the controller resynchronises
+            scaler.count = 1  # scaled down by hand: the controller resynchronises
             scaler.failing = [exited]
             for _ in range(5):  # the load doubles: 4 are needed, and none is added
                 held.append(await tick(80))

@@ -61,10 +61,3 @@ def test_fewer_asked_than_members_is_no_shortfall() -> None:
 def test_the_join_time_must_be_positive() -> None:
     with pytest.raises(ValueError, match="join_within_s must be > 0"):
         JoinWatch(0.0)
-
-
-def test_members_waiting_out_a_restart_count_as_asked_for() -> None:
-    # A local consumer that exited is not in the scaler's count, but it was asked for.
-    waiting = MemberFailure("sink-2", "exited with 1", counted=False)
-    problem = JoinWatch().observe(0.0, asked=2, joined=0, failures=[waiting])
-    assert problem is not None and problem.asked == 3

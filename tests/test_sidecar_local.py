@@ -48,7 +48,7 @@ def test_scale_up_and_down_by_ordinal(tmp_path: Path) -> None:
         scaler.scale(1)  # the highest ordinals go, each by SIGTERM, without waiting here
         assert scaler.replicas() == 1
         assert wait_until(lambda: stopped(tmp_path) == {"sink-1", "sink-2"})
-        assert wait_until(lambda: scaler.replicas() == 1 and not scaler.stopping)
+        assert wait_until(lambda: scaler.running_count() == 1 and not scaler.stopping)
         scaler.scale(2)  # the lowest free ordinal comes back
         assert sorted(scaler.processes) == [0, 1]
     finally:
@@ -86,10 +86,12 @@ def test_a_crashed_consumer_is_noticed_and_restarted_after_its_back_off(tmp_path
         crashed = scaler.processes[1]
         os.kill(crashed.pid, signal.SIGKILL)
         crashed.wait(30)
-        assert scaler.replicas() == 1 and 1 not in scaler.processes  # backing off
+        # Still asked for (as a Deployment keeps its replicas), not running: backing off.
+        assert scaler.replicas() == 2 and scaler.running_count() == 1
+        assert 1 not in scaler.processes
         clock.now = scaler.crashes[1].next_start
         # No scale-up asked for: the count it was given is kept, as a Deployment keeps it.
-        assert scaler.replicas() == 2 and scaler.processes[1].pid != crashed.pid
+        assert scaler.running_count() == 2 and scaler.processes[1].pid != crashed.pid
     finally:
         scaler.close()
 
@@ -101,7 +103,7 @@ def test_consumer_ignoring_sigterm_is_killed(tmp_path: Path) -> None:
     process = scaler.processes[0]
     scaler.scale(0)
     assert process.poll() is None  # scale() did not wait for it: the sidecar's loop goes on
-    assert wait_until(lambda: scaler.replicas() == 0 and not scaler.stopping)
+    assert wait_until(lambda: scaler.running_count() == 0 and not scaler.stopping)
     assert process.returncode == -signal.SIGKILL
     assert stopped(tmp_path) == set()
 
@@ -125,7 +127,7 @@ def test_a_crash_looping_consumer_backs_off_and_is_reported(tmp_path: Path) -> N
         starts += 1
         process = scaler.processes[0]
         process.wait(30)
-        assert scaler.replicas() == 0
+        assert scaler.running_count() == 0 and scaler.replicas() == 1
         assert scaler.crashes[0].count == crash
         scaler.scale(1)  # within the back-off: not started again
         assert not scaler.processes
@@ -216,13 +218,13 @@ def test_a_consumer_that_exits_is_failing_in_its_own_words_until_it_restarts(
     scaler = LocalScaler([sys.executable, "-c", program], identity_prefix="sink")
     try:
         scaler.scale(1)
-        assert wait_until(lambda: scaler.replicas() == 0)  # exited
+        assert wait_until(lambda: scaler.running_count() == 0)  # exited
         (failure,) = scaler.failing_members()
         assert failure.member == "sink-0"
         assert failure.reason.startswith("exited with 3 after ")
         assert failure.reason.endswith("(1 in a row): sink: cannot start: no table")
         flag.touch()  # fixed: the restart after the back-off runs, and fails no more
-        assert wait_until(lambda: scaler.replicas() == 1, timeout_s=10)
+        assert wait_until(lambda: scaler.running_count() == 1, timeout_s=10)
         assert scaler.failing_members() == []
     finally:
         scaler.close()

@@ -150,8 +150,19 @@ class LocalScaler:
         return self.lock_dir / f"{self.identity(ordinal)}.lock"
 
     def replicas(self) -> int:
-        """Replicas running now (crashed ones are reaped and counted, stopping ones are
-        reaped or killed when overdue)."""
+        """The replicas asked for, as a Deployment's ``spec.replicas`` (a crashed consumer
+        waiting out its back-off still counts: it was asked for and will be started
+        again); tends the processes first (:meth:`running_count`)."""
+        self._tend()
+        return self.desired
+
+    def running_count(self) -> int:
+        """Consumers running now (crashed ones are reaped and counted, stopping ones are
+        reaped or killed when overdue, crashed ones whose back-off has ended started)."""
+        self._tend()
+        return len(self.running)
+
+    def _tend(self) -> None:
         now = self.clock()
         for ordinal, run in list(self.running.items()):
             code = run.process.poll()
@@ -166,7 +177,6 @@ class LocalScaler:
         if len(self.running) < self.desired:  # crashed ones whose back-off has ended
             self._fill(self.desired - len(self.running), now)
         metrics.CRASH_LOOPING.set(len(self.crash_looping()))
-        return len(self.running)
 
     def _crashed(self, ordinal: int, code: int, ran_s: float, now: float, last_line: str) -> None:
         previous = self.crashes.get(ordinal)
@@ -229,7 +239,6 @@ class LocalScaler:
                     self.identity(ordinal),
                     f"exited with {crash.last_code} after {crash.ran_s:.1f} s "
                     f"({crash.count} in a row){said}",
-                    counted=False,
                 )
             )
         return failures
@@ -240,11 +249,17 @@ class LocalScaler:
         if not isinstance(replicas, int) or not 0 <= replicas <= self.max_replicas:
             raise ValueError(f"replicas must be in [0, {self.max_replicas}], got {replicas!r}")
         self.desired = replicas
-        current = self.replicas()
-        if replicas > current:
-            self._fill(replicas - current, self.clock())
-        elif replicas < current:
-            self._stop(sorted(self.running, reverse=True)[: current - replicas])
+        running = self.running_count()  # fills up to ``replicas``, back-offs permitting
+        if replicas < running:
+            self._stop(sorted(self.running, reverse=True)[: running - replicas])
+        # A crashed ordinal no longer asked for is not started again: forget its crashes.
+        wanted = len(self.running) + sum(1 for o in self.crashes if o not in self.running)
+        for ordinal in sorted(self.crashes, reverse=True):
+            if wanted <= replicas:
+                break
+            if ordinal not in self.running:
+                del self.crashes[ordinal]
+                wanted -= 1
 
     def _fill(self, count: int, now: float) -> None:
         """Start the ``count`` lowest free ordinals, but for those backing off after a

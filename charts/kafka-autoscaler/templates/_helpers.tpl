@@ -71,3 +71,24 @@ capabilities: {drop: [ALL]}
 {{- define "kafka-autoscaler.tokenMount" -}}
 - {name: kube-api-access, mountPath: /var/run/secrets/kubernetes.io/serviceaccount, readOnly: true}
 {{- end -}}
+
+{{/* sidecar.statusTokenSecret: a Secret whose key "token" is the bearer token /status asks
+     for (without one, /status is closed on the pod's address). */}}
+{{- define "kafka-autoscaler.statusTokenVolume" -}}
+{{- with .Values.sidecar.statusTokenSecret }}
+- name: status-token
+  secret: {secretName: {{ . | quote }}, defaultMode: 0400, items: [{key: token, path: token}]}
+{{- end }}
+{{- end -}}
+
+{{- define "kafka-autoscaler.statusTokenMount" -}}
+{{- if .Values.sidecar.statusTokenSecret }}
+- {name: status-token, mountPath: /etc/kafka-autoscaler/status-token, readOnly: true}
+{{- end }}
+{{- end -}}
+
+{{- define "kafka-autoscaler.statusTokenEnv" -}}
+{{- if .Values.sidecar.statusTokenSecret }}
+- {name: AUTOSCALER_STATUS_TOKEN_FILE, value: /etc/kafka-autoscaler/status-token/token}
+{{- end }}
+{{- end -}}
