@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -37,6 +38,8 @@ from contract.lifeline import (
 from contract.quiet_logs import quiet_repeats
 from contract.settings import ConfigError
 
+log = logging.getLogger(__name__)
+
 # What the Spark table sink imports from the 'spark' extra.
 SPARK_MODULES = ("pyspark", "deltalake", "pyiceberg", "pandas")
 # What a share-group member imports from the 'share' extra.
@@ -52,8 +55,30 @@ SINK_HELP = (
 )
 
 
-def _null(_topic: str, _records: Sequence[Record]) -> None:
-    return None
+NULL_WARNING_EVERY_S = 60.0
+
+
+class DiscardedRecords:
+    """``--sink null``: every record is dropped and its offset committed. Asked for on
+    purpose (there is no default sink), and said every minute with the count so far, so a
+    deployment left on it is noticed before the records are needed."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.discarded = 0
+        self._said_at: float | None = None
+
+    def write(self, _topic: str, records: Sequence[Record]) -> None:
+        """Count ``records`` as discarded; warn when a minute has passed since the last."""
+        self.discarded += len(records)
+        now = self.clock()
+        if self._said_at is None or now - self._said_at >= NULL_WARNING_EVERY_S:
+            self._said_at = now
+            log.warning(
+                "--sink null discards every record it reads and commits its offset: %d "
+                "discarded so far (AUTOSCALER_SINK=spark writes them to tables)",
+                self.discarded,
+            )
 
 
 def jsonl_sink(path: Path) -> Sink:
@@ -86,7 +111,7 @@ def parse_sink(spec: str, identity: str = "") -> Sink:
     """``spark[:WAREHOUSE]``, ``null`` or ``jsonl:PATH`` (``{identity}`` in PATH becomes the
     member identity)."""
     if spec == "null":
-        return CallbackSink(_null)
+        return CallbackSink(DiscardedRecords().write)
     kind, sep, target = spec.partition(":")
     if kind == "spark":
         if missing := missing_modules(SPARK_MODULES):

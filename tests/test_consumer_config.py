@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import subprocess
 import sys
@@ -259,3 +260,23 @@ def test_consumer_cli_says_what_is_wrong_in_one_line(
     assert message in result.stderr
     assert "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_the_null_sink_says_every_minute_how_many_records_it_discarded(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from consumer_sdk.cli import NULL_WARNING_EVERY_S, DiscardedRecords
+    from consumer_sdk.sink import Record
+
+    now = [0.0]
+    sink = DiscardedRecords(clock=lambda: now[0])
+    batch = [Record("t", 0, offset, 0, None, b"v") for offset in range(3)]
+    with caplog.at_level(logging.WARNING, logger="consumer_sdk.cli"):
+        sink.write("t", batch)  # the first batch: said at once
+        now[0] = NULL_WARNING_EVERY_S - 1
+        sink.write("t", batch)  # within the minute: not again
+        now[0] = NULL_WARNING_EVERY_S
+        sink.write("t", batch)
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 2 and sink.discarded == 9
+    assert "3 discarded so far" in said[0] and "9 discarded so far" in said[1]

@@ -29,6 +29,8 @@ REQUIRED = [
     "group=orders-sink",
     "--set",
     "topics={orders,payments}",
+    "--set-json",  # a sink named on purpose: the chart has no default
+    'consumer.args=["--sink","null"]',
 ]
 
 
@@ -277,3 +279,17 @@ def test_the_network_policy_opens_the_metrics_ports_and_the_sizers_to_keda(keda:
     assert {9100, 8080} <= ports
     assert (6000 in ports) == (keda == "true")
     assert "NetworkPolicy" not in by_kind(render())  # asked for, not by default
+
+
+def test_the_chart_has_no_default_sink_and_spark_needs_somewhere_to_write() -> None:
+    base = [a for a in REQUIRED if a not in ("--set-json", 'consumer.args=["--sink","null"]')]
+    unnamed = run_helm("template", "sink", str(CHART), *base)
+    assert unnamed.returncode != 0
+    assert "consumer.args: say where records go" in unnamed.stderr
+    spark = ["--set-json", 'consumer.args=["--sink","spark"]']
+    nowhere = run_helm("template", "sink", str(CHART), *base, *spark)
+    assert "set extraSettings.AUTOSCALER_SPARK_WAREHOUSE" in nowhere.stderr
+    warehouse = ["--set", "extraSettings.AUTOSCALER_SPARK_WAREHOUSE=/lake"]
+    objects = by_kind(render(*spark, *warehouse))
+    consumer = objects["Deployment"]["spec"]["template"]["spec"]["containers"][0]
+    assert consumer["args"] == ["--sink", "spark"]

@@ -228,7 +228,10 @@ def chart_objects(
             for name, image in (("consumer", CONSUMER), ("sidecar", SIDECAR))
         },
         "workload": {"terminationGracePeriodSeconds": GRACE_S},
-        "consumer": {"resources": {"requests": {"cpu": "50m", "memory": "128Mi"}}},
+        "consumer": {
+            "args": ["--sink", "null"],  # named: the chart has no default sink
+            "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}},
+        },
         "sidecar": {"resources": {"requests": {"cpu": "50m", "memory": "64Mi"}}},
         **overrides,
     }

@@ -92,3 +92,16 @@ capabilities: {drop: [ALL]}
 - {name: AUTOSCALER_STATUS_TOKEN_FILE, value: /etc/kafka-autoscaler/status-token/token}
 {{- end }}
 {{- end -}}
+
+{{/* The consumer's arguments: a sink must be named (no default discards records), and the
+     Spark sink needs a warehouse or a Spark Connect server to write to. */}}
+{{- define "kafka-autoscaler.consumerArgs" -}}
+{{- $args := .Values.consumer.args -}}
+{{- if not (has "--sink" $args) -}}
+{{- fail "consumer.args: say where records go: [\"--sink\", \"spark\"] with extraSettings.AUTOSCALER_SPARK_WAREHOUSE (or AUTOSCALER_SPARK_REMOTE), or [\"--sink\", \"null\"] to discard every record on purpose" -}}
+{{- end -}}
+{{- if and (has "spark" $args) (not (or (hasKey .Values.extraSettings "AUTOSCALER_SPARK_WAREHOUSE") (hasKey .Values.extraSettings "AUTOSCALER_SPARK_REMOTE"))) -}}
+{{- fail "consumer.args --sink spark: set extraSettings.AUTOSCALER_SPARK_WAREHOUSE (a path on a volume every pod mounts) or AUTOSCALER_SPARK_REMOTE (a Spark Connect server)" -}}
+{{- end -}}
+{{- toJson $args -}}
+{{- end -}}
