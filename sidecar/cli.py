@@ -16,7 +16,7 @@ from contract.extras import missing_extra_line, missing_modules
 from contract.quiet_logs import quiet_repeats
 from contract.settings import without_credentials
 from sidecar.app import STATUS_CLOSED, Sidecar
-from sidecar.config import SidecarConfig, parse_args
+from sidecar.config import SidecarConfig, loopback, parse_args
 from sidecar.http import serve
 from sidecar.leader import FileLease, Lease, LockDirError, default_lock_dir, ensure_private_dir
 from sidecar.scalers.base import Scaler
@@ -89,11 +89,26 @@ def build_lease(config: SidecarConfig) -> Lease:
 def serve_external_scaler(config: SidecarConfig, sidecar: Sidecar) -> ExternalScalerServer:
     """KEDA's external scaler (``--scaler keda``), answering with the sidecar's count."""
     from sidecar.external_scaler.answers import Answers
-    from sidecar.external_scaler.server import ExternalScalerUnavailable, serve_keda
+    from sidecar.external_scaler.server import ExternalScalerUnavailable, Tls, serve_keda
 
     answers = Answers(config.scaled_object, config.namespace, config.group, sidecar.sized)
+    tls = (
+        Tls(
+            config.keda_tls_cert_file,
+            config.keda_tls_key_file,
+            config.keda_client_ca_file or None,
+        )
+        if config.keda_tls_cert_file
+        else None
+    )
+    if tls is None and not loopback(config.keda_host):
+        log.warning(
+            "KEDA's external scaler on %s speaks plain text to anyone who reaches it: set "
+            "--keda-tls-cert-file, --keda-tls-key-file and --keda-client-ca-file (mutual TLS)",
+            config.keda_host,
+        )
     try:
-        return serve_keda(config.keda_host, config.keda_port, answers)
+        return serve_keda(config.keda_host, config.keda_port, answers, tls=tls)
     except ExternalScalerUnavailable as exc:
         raise CannotListen(str(exc)) from None
 

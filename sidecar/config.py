@@ -166,6 +166,20 @@ class SidecarConfig(GroupSettings):
         "with --scaler keda: its port, [0, 65535] (0: any free port)",
         6000,
     )
+    keda_tls_cert_file: str = setting(
+        "with --scaler keda: the gRPC service's certificate (PEM); with --keda-tls-key-file, "
+        "TLS (empty: plain text, only for a loopback --keda-host)",
+        "",
+    )
+    keda_tls_key_file: str = setting(
+        "with --scaler keda: the key of --keda-tls-cert-file (PEM)",
+        "",
+    )
+    keda_client_ca_file: str = setting(
+        "with --scaler keda: the CA a client certificate must be signed by: mutual TLS, "
+        "calls without one refused (KEDA's tlsClientCert and tlsClientKey)",
+        "",
+    )
     lock_file: str = setting(
         "leader lock of local sidecars (empty: <group>.lock in /tmp/kafka-autoscaler-<uid>, "
         "a directory of this user's own, mode 0700)",
@@ -247,6 +261,13 @@ class SidecarConfig(GroupSettings):
             fail("scaled_object", "the ScaledObject's name (--scaler keda), in --namespace")
         if not 0 <= self.keda_port <= 65535:
             fail("keda_port", "a TCP port in [0, 65535] (0: any free port)")
+        if bool(self.keda_tls_cert_file) != bool(self.keda_tls_key_file):
+            fail("keda_tls_key_file", "given together with keda_tls_cert_file")
+        if self.keda_client_ca_file and not self.keda_tls_cert_file:
+            fail("keda_client_ca_file", "given with keda_tls_cert_file (mutual TLS is TLS)")
+        for name in ("keda_tls_cert_file", "keda_tls_key_file", "keda_client_ca_file"):
+            if getattr(self, name) and not Path(getattr(self, name)).is_file():
+                fail(name, "a readable PEM file; this one does not exist")
         if not 0 <= self.http_port <= 65535:
             fail("http_port", "a TCP port in [0, 65535] (0: no HTTP endpoint)")
         if self.status_token_file and not _first_line(self.status_token_file):

@@ -21,6 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contract.local_ports import free_port
+from local_kafka.secured import Certificates
 from sidecar.app import Sidecar
 from sidecar.config import SidecarConfig, parse_args
 from sidecar.external_scaler import messages
@@ -31,7 +32,7 @@ from sidecar.external_scaler.answers import (
     Refused,
     ScaledObject,
 )
-from sidecar.external_scaler.server import ExternalScalerServer, serve_keda
+from sidecar.external_scaler.server import MAX_STREAMS, ExternalScalerServer, Tls, serve_keda
 from sidecar.leader import FileLease
 from sidecar.scalers.keda_target import KedaTarget
 from tests.sdk_helpers import stop_sidecar_process, wait_until
@@ -154,8 +155,13 @@ def test_any_call_is_answered_or_refused_with_a_line(
 class KedaClient:
     """Calls the service the way KEDA's external scaler does (externalscaler.proto's paths)."""
 
-    def __init__(self, port: int) -> None:
-        self.channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    def __init__(self, port: int, credentials: grpc.ChannelCredentials | None = None) -> None:
+        target = f"127.0.0.1:{port}"
+        self.channel = (
+            grpc.insecure_channel(target)
+            if credentials is None
+            else grpc.secure_channel(target, credentials)
+        )
 
     def _call(self, method: str, response: Any, stream: bool = False) -> Any:
         path = f"/{messages.SERVICE}/{method}"
@@ -397,3 +403,64 @@ def test_the_sidecar_process_serves_keda_and_stops_on_sigterm(
     finally:
         client.channel.close()
         stop_sidecar_process(sidecar)
+
+
+def tls_credentials(pki: Certificates, client: bool) -> grpc.ChannelCredentials:
+    """What KEDA's scaler presents: the CA it trusts (caCert) and, for mutual TLS, its own
+    certificate and key (tlsClientCert, tlsClientKey)."""
+    pair = pki.client("keda-operator") if client else None
+    return grpc.ssl_channel_credentials(
+        root_certificates=pki.ca.certificate.read_bytes(),
+        private_key=pair.key.read_bytes() if pair else None,
+        certificate_chain=pair.certificate.read_bytes() if pair else None,
+    )
+
+
+def test_over_mutual_tls_a_client_without_a_certificate_is_refused(tmp_path: Path) -> None:
+    pki = Certificates.make(tmp_path / "pki")
+    served = pki.serving("keda-scaler", "sizer", ["127.0.0.1"])
+    tls = Tls(str(served.certificate), str(served.key), str(pki.ca.certificate))
+    server = serve_keda("127.0.0.1", 0, answers(lambda: 4), poll_s=0.01, tls=tls)
+    trusted = KedaClient(server.port, tls_credentials(pki, client=True))
+    anonymous = KedaClient(server.port, tls_credentials(pki, client=False))
+    plain = KedaClient(server.port)
+    try:
+        assert trusted.metrics() == 4.0
+        for refused in (anonymous, plain):
+            with pytest.raises(grpc.RpcError) as failed:
+                refused.metrics()
+            assert failed.value.code() is grpc.StatusCode.UNAVAILABLE  # the handshake fails
+    finally:
+        for client in (trusted, anonymous, plain):
+            client.channel.close()
+        server.stop(grace_s=0)
+
+
+def test_streams_beyond_the_cap_are_refused_and_polls_still_answered(
+    served: tuple[list[int | None], KedaClient, ExternalScalerServer],
+) -> None:
+    count, client, _ = served
+    count[0] = 2
+    streams = [client.stream_is_active() for _ in range(MAX_STREAMS)]
+    try:
+        assert all(next(iter(stream)).result is True for stream in streams)  # all open
+        with pytest.raises(grpc.RpcError) as refused:
+            next(iter(client.stream_is_active()))
+        assert refused.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert f"{MAX_STREAMS} streams are open already" in (refused.value.details() or "")
+        assert client.metrics() == 2.0  # the polls KEDA makes meanwhile
+    finally:
+        for stream in streams:
+            stream.cancel()  # type: ignore[attr-defined]
+    # A stream closed gives its place back.
+    assert wait_until(lambda: _opens(client), timeout_s=10)
+
+
+def _opens(client: KedaClient) -> bool:
+    stream = client.stream_is_active()
+    try:
+        return bool(next(iter(stream)).result)
+    except grpc.RpcError:
+        return False
+    finally:
+        stream.cancel()  # type: ignore[attr-defined]

@@ -29,6 +29,7 @@ class Code(enum.Enum):
     NOT_FOUND = "NOT_FOUND"
     INVALID_ARGUMENT = "INVALID_ARGUMENT"
     UNAVAILABLE = "UNAVAILABLE"
+    RESOURCE_EXHAUSTED = "RESOURCE_EXHAUSTED"
 
 
 class Refused(Exception):

@@ -11,6 +11,8 @@ import logging
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 import grpc
@@ -21,6 +23,32 @@ from sidecar.external_scaler.answers import Answers, Code, Refused, ScaledObject
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+WORKERS = 8
+# StreamIsActive streams held at once (KEDA opens one per ScaledObject that names this
+# scaler with external-push): each holds a worker, and the rest must answer KEDA's polls.
+MAX_STREAMS = 4
+# Calls in flight or queued beyond which gRPC refuses at once (RESOURCE_EXHAUSTED).
+MAX_CONCURRENT_RPCS = 64
+
+
+@dataclass(frozen=True)
+class Tls:
+    """The service's TLS: its certificate and key (PEM files), and, for mutual TLS, the CA
+    that must have signed the client's certificate (KEDA's ``tlsClientCert``)."""
+
+    certfile: str
+    keyfile: str
+    client_cafile: str | None = None
+
+    def credentials(self) -> grpc.ServerCredentials:
+        """gRPC server credentials read from the files now."""
+        client_ca = Path(self.client_cafile).read_bytes() if self.client_cafile else None
+        return grpc.ssl_server_credentials(
+            [(Path(self.keyfile).read_bytes(), Path(self.certfile).read_bytes())],
+            root_certificates=client_ca,
+            require_client_auth=client_ca is not None,
+        )
 
 
 class ExternalScalerUnavailable(RuntimeError):
@@ -44,6 +72,7 @@ class Service:
         self.answers = answers
         self.poll_s = poll_s
         self.stopping = threading.Event()
+        self.streams = threading.BoundedSemaphore(MAX_STREAMS)
 
     def _answer(self, context: grpc.ServicerContext, call: Callable[[], T]) -> T:
         try:
@@ -59,7 +88,23 @@ class Service:
         )
 
     def stream_is_active(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
-        """StreamIsActive: the answer now, then each time it changes."""
+        """StreamIsActive: the answer now, then each time it changes (at most
+        :data:`MAX_STREAMS` at once: more are refused, RESOURCE_EXHAUSTED)."""
+        if not self.streams.acquire(blocking=False):
+            _abort(
+                context,
+                Refused(
+                    Code.RESOURCE_EXHAUSTED,
+                    f"StreamIsActive: {MAX_STREAMS} streams are open already (KEDA opens one "
+                    f"per ScaledObject); this one is refused so that polls are still answered",
+                ),
+            )
+        try:
+            yield from self._stream(request, context)
+        finally:
+            self.streams.release()
+
+    def _stream(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
         ref = _scaled_object(request)
         last: bool | None = None
         while context.is_active() and not self.stopping.is_set():
@@ -132,19 +177,34 @@ class ExternalScalerServer:
         self.server.stop(grace_s).wait()
 
 
-def serve_keda(host: str, port: int, answers: Answers, poll_s: float = 1.0) -> ExternalScalerServer:
-    """Serve KEDA's external scaler on ``host:port`` (0: any free port; see ``.port``)."""
+def serve_keda(
+    host: str, port: int, answers: Answers, poll_s: float = 1.0, tls: Tls | None = None
+) -> ExternalScalerServer:
+    """Serve KEDA's external scaler on ``host:port`` (0: any free port; see ``.port``), over
+    TLS (mutual with ``tls.client_cafile``) when ``tls`` is given."""
     service = Service(answers, poll_s)
-    # A stream holds a worker while KEDA watches; a few spare ones answer the polls.
-    # No SO_REUSEPORT (gRPC's default): a port another process holds is an error, not shared.
+    # A stream holds a worker while KEDA watches (at most MAX_STREAMS of them); the other
+    # workers answer the polls. No SO_REUSEPORT (gRPC's default): a port another process
+    # holds is an error, not shared.
     server = grpc.server(
-        ThreadPoolExecutor(max_workers=8, thread_name_prefix="keda-grpc"),
+        ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="keda-grpc"),
         options=[("grpc.so_reuseport", 0)],
+        maximum_concurrent_rpcs=MAX_CONCURRENT_RPCS,
     )
     server.add_generic_rpc_handlers((service.handler(),))
     address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     try:
-        bound = server.add_insecure_port(address)
+        credentials = tls.credentials() if tls is not None else None
+    except OSError as exc:
+        raise ExternalScalerUnavailable(
+            f"--keda-tls-cert-file/--keda-tls-key-file/--keda-client-ca-file: cannot read "
+            f"{exc.filename}: {exc.strerror}"
+        ) from None
+    try:
+        if credentials is not None:
+            bound = server.add_secure_port(address, credentials)
+        else:
+            bound = server.add_insecure_port(address)
     except RuntimeError as exc:
         raise ExternalScalerUnavailable(
             f"--keda-host/--keda-port (AUTOSCALER_KEDA_HOST/PORT): cannot serve on {address}: {exc}"
