@@ -25,6 +25,7 @@ from confluent_kafka import TopicPartition as KafkaPartition
 from kubernetes.client import AppsV1Api, AutoscalingV2Api, CoreV1Api
 
 from local_kafka.clusters import ClusterKind, KafkaCluster, required_legs
+from local_kafka.secured import Certificates
 from local_kube.control_plane import (
     ControlPlane,
     ControlPlaneUnavailable,
@@ -35,7 +36,7 @@ from local_kube.control_plane import (
 )
 from local_kube.keda import install_keda
 from sidecar.external_scaler.answers import METRIC_NAME, Answers
-from sidecar.external_scaler.server import ExternalScalerServer, serve_keda
+from sidecar.external_scaler.server import ExternalScalerServer, Tls, serve_keda
 from sidecar.scalers.keda_target import KedaTarget
 from sidecar.scalers.pod_deletion import DELETION_COST, DeploymentPods
 from tests.conftest import cluster_or_skip
@@ -254,3 +255,62 @@ def test_kedas_scale_down_deletes_the_pods_the_sidecar_marked(plane: ControlPlan
     finally:
         server.stop(grace_s=0)
     assert not marked & set(live())
+
+
+def test_kedas_hpa_scales_through_the_scaler_over_mutual_tls_and_not_without_a_certificate(
+    plane: ControlPlane, tmp_path: Path
+) -> None:
+    """The sidecar's service with TLS and a client CA: KEDA given caCert, tlsClientCert and
+    tlsClientKey (a TriggerAuthentication over a Secret) scales; KEDA without the client
+    certificate gets no answer, and its Deployment stays where it was."""
+    pki = Certificates.make(tmp_path / "pki")
+    served = pki.serving("keda-scaler", "sizer", ["127.0.0.1"])
+    client = pki.client("keda-operator")
+    tls = Tls(str(served.certificate), str(served.key), str(pki.ca.certificate))
+    name, stranger = f"mtls-{uuid.uuid4().hex[:6]}", f"nocert-{uuid.uuid4().hex[:6]}"
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "stringData": {
+            "ca.crt": pki.ca.certificate.read_text(),
+            "tls.crt": client.certificate.read_text(),
+            "tls.key": client.key.read_text(),
+        },
+    }
+    params = {"caCert": "ca.crt", "tlsClientCert": "tls.crt", "tlsClientKey": "tls.key"}
+    authentication = {
+        "apiVersion": "keda.sh/v1alpha1",
+        "kind": "TriggerAuthentication",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {
+            "secretTargetRef": [
+                {"parameter": parameter, "name": name, "key": key}
+                for parameter, key in params.items()
+            ]
+        },
+    }
+    counts: dict[str, int | None] = {name: 4, stranger: 4}
+    answers = Answers(name, NAMESPACE, name, lambda: counts[name])
+    server = serve_keda("127.0.0.1", 0, answers, tls=tls)
+    try:
+        create(plane.client(), NAMESPACE, secret)
+        create(plane.client(), NAMESPACE, authentication)
+        trusted = scaled_object(name, server.port)
+        trusted["spec"]["triggers"][0]["authenticationRef"] = {"name": name}
+        scaled(plane, trusted)
+        wait_for("the Deployment at 4 over mutual TLS", lambda: replicas(plane, name) == 4, plane)
+        # The CA alone (no client certificate): the handshake fails, nothing scales.
+        anonymous = scaled_object(stranger, server.port, group=name)
+        scaled(plane, anonymous)
+        wait_for(
+            "KEDA failing to reach the scaler without a certificate",
+            lambda: (
+                stranger in plane.log_tail("keda-operator")
+                and "error" in plane.log_tail("keda-operator").lower()
+            ),
+            plane,
+        )
+        assert replicas(plane, stranger) == 1
+    finally:
+        server.stop(grace_s=0)

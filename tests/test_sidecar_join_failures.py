@@ -16,7 +16,7 @@ from benchmarks.support.rate_writer import RateWriter
 from contract.local_ports import free_port
 from local_kafka.apache_kafka import ApacheKafka
 from local_kafka.clusters import ClusterKind, KafkaCluster
-from tests.kip848_helpers import CONSUMER, RATES, kip848_sidecar
+from tests.kip848_helpers import CONSUMER, RATES, kip848_sidecar, planned_and_held
 from tests.sdk_helpers import example_consumer_command, stop_sidecar_process, wait_until
 from tests.sdk_helpers import sidecar_status as status
 
@@ -120,11 +120,17 @@ def test_sizing_resumes_once_the_members_join(
         found = not_joining(port)
         assert found is not None
         assert found["failing"][0]["reason"].endswith("sink: the table is missing"), found
-        held = status(port)["replicas"]
         fixed.touch()
         assert wait_until(lambda: not_joining(port) is None, timeout_s=120), status(port)
-        # Sizing again: the backlog built while they failed is met with more consumers.
-        assert wait_until(lambda: status(port)["replicas"] > held, timeout_s=60), status(port)
+
+        # Sizing again: the group reaches the count its load needs and reads as planned.
+        def sized() -> bool:
+            page = status(port)
+            decision = page["last_decision"] or {}
+            return planned_and_held(port) and page["replicas"] >= (decision.get("demand") or 0)
+
+        assert wait_until(sized, timeout_s=60), status(port)
+        assert "not joining" not in status(port)["last_decision"]["reason"]
         assert healthz(port) == (200, "ok\n")
     finally:
         errors = stop_sidecar_process(sidecar)
