@@ -301,14 +301,26 @@ def test_kedas_hpa_scales_through_the_scaler_over_mutual_tls_and_not_without_a_c
         scaled(plane, trusted)
         wait_for("the Deployment at 4 over mutual TLS", lambda: replicas(plane, name) == 4, plane)
         # The CA alone (no client certificate): the handshake fails, nothing scales.
+        ca_only = {
+            **authentication,
+            "metadata": {"name": stranger, "namespace": NAMESPACE},
+            "spec": {"secretTargetRef": [{"parameter": "caCert", "name": name, "key": "ca.crt"}]},
+        }
+        create(plane.client(), NAMESPACE, ca_only)
         anonymous = scaled_object(stranger, server.port, group=name)
+        anonymous["spec"]["triggers"][0]["authenticationRef"] = {"name": stranger}
         scaled(plane, anonymous)
+
+        def refused() -> list[str]:
+            return [
+                line
+                for line in plane.log_tail("keda-operator").splitlines()
+                if stranger in line and "code = Unavailable" in line
+            ]
+
         wait_for(
-            "KEDA failing to reach the scaler without a certificate",
-            lambda: (
-                stranger in plane.log_tail("keda-operator")
-                and "error" in plane.log_tail("keda-operator").lower()
-            ),
+            "KEDA refused at the handshake without a client certificate",
+            lambda: bool(refused()),
             plane,
         )
         assert replicas(plane, stranger) == 1
