@@ -293,3 +293,30 @@ def test_the_chart_has_no_default_sink_and_spark_needs_somewhere_to_write() -> N
     objects = by_kind(render(*spark, *warehouse))
     consumer = objects["Deployment"]["spec"]["template"]["spec"]["containers"][0]
     assert consumer["args"] == ["--sink", "spark"]
+
+
+def test_under_keda_the_sizer_and_keda_can_speak_mutual_tls() -> None:
+    objects = render(
+        "--set", "keda.enabled=true",
+        "--set", "keda.tls.serverSecretName=sizer-tls",
+        "--set", "keda.tls.clientSecretName=keda-client",
+    )  # fmt: skip
+    kinds = by_kind(objects)
+    (sizer,) = [
+        o["spec"]["template"]["spec"]
+        for o in objects
+        if o["kind"] == "Deployment"
+        and [c["name"] for c in o["spec"]["template"]["spec"]["containers"]] == ["sidecar"]
+    ]
+    (container,) = sizer["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["AUTOSCALER_KEDA_TLS_CERT_FILE"] == "/etc/kafka-autoscaler/keda-tls/tls.crt"
+    assert env["AUTOSCALER_KEDA_CLIENT_CA_FILE"] == "/etc/kafka-autoscaler/keda-tls/ca.crt"
+    assert {v["name"]: v for v in sizer["volumes"]}["keda-tls"]["secret"]["secretName"] == (
+        "sizer-tls"
+    )
+    trigger = kinds["ScaledObject"]["spec"]["triggers"][0]
+    auth = kinds["TriggerAuthentication"]
+    assert trigger["authenticationRef"] == {"name": auth["metadata"]["name"]}
+    params = {ref["parameter"]: ref["key"] for ref in auth["spec"]["secretTargetRef"]}
+    assert params == {"caCert": "ca.crt", "tlsClientCert": "tls.crt", "tlsClientKey": "tls.key"}
