@@ -232,6 +232,19 @@ def test_bad_plan_records_are_refused_counted_and_the_next_plan_is_followed(
         )
 
 
+def test_a_group_named_with_control_characters_is_logged_escaped(cluster: ApacheKafka) -> None:
+    topic, _ = new_group(cluster, "esc", 1)
+    hostile = f"g-{uuid.uuid4().hex[:6]}\n2026-12-07 FAKE broker line\x1b[31m"
+    written_ms = int(time.time() * 1000)
+    ids = {topic: topic_id(cluster, topic)}
+    assignment = {TopicPartition(topic, 0): "m-0"}
+    publish(cluster, [encode_plan(hostile, assignment, ["m-0"], ids, written_ms=written_ms)])
+    escaped = hostile.replace("\n", "\\u000a").replace("\x1b", "\\u001b")
+    line = f"took the plan of group {escaped} written at {written_ms} ms"
+    assert wait_until(lambda: line in cluster.node_log(1), timeout_s=SETTLE_S)
+    assert "\n2026-12-07 FAKE broker line" not in cluster.node_log(1)  # no forged log line
+
+
 def test_a_control_member_joining_makes_the_broker_apply_a_new_plan(cluster: ApacheKafka) -> None:
     topic, group = new_group(cluster, "drift", 6)
     names = [f"{group}-0", f"{group}-1"]

@@ -13,6 +13,12 @@ import org.slf4j.Logger;
  * threads (so every field is safe to share), with the counts an operator reads in the log.
  */
 abstract class RecordBook<T> {
+  /**
+   * The most groups kept at once: a record of a group not yet kept is refused beyond it
+   * (records older than the max age are dropped first, so only that many live groups count).
+   */
+  static final int MAX_GROUPS = 10_000;
+
   private final Map<String, T> latest = new ConcurrentHashMap<>();
   private final Set<String> loggedReasons = ConcurrentHashMap.newKeySet();
   private final String speaker;
@@ -64,12 +70,18 @@ abstract class RecordBook<T> {
     String reason;
     try {
       T record = parse(key, value, nowMs);
+      forgetStale(nowMs);
+      if (!latest.containsKey(group(record)) && latest.size() >= MAX_GROUPS) {
+        throw new Plan.Refused(
+            "the book holds " + MAX_GROUPS + " groups' fresh records already; "
+                + "a new group's is refused until some go stale");
+      }
       latest.put(group(record), record);
       log.info(
           "{}: took the {} of group {} written at {} ms ({}) from {}",
           speaker,
           noun,
-          group(record),
+          printable(group(record)),
           writtenMs(record),
           size(record),
           where);
@@ -90,6 +102,28 @@ abstract class RecordBook<T> {
         where,
         reason,
         recordsRefused.get());
+  }
+
+  /** Drops the records older than the max age: never followed again, they only took room. */
+  void forgetStale(long nowMs) {
+    latest.values().removeIf(record -> !fresh(record, nowMs));
+  }
+
+  /**
+   * {@code text} safe for one log line: control and non-ASCII characters escaped as \\uXXXX,
+   * at most 200 characters (a group id or key comes from whoever can write the topic).
+   */
+  static String printable(String text) {
+    StringBuilder out = new StringBuilder();
+    for (int i = 0; i < text.length() && out.length() < 200; i++) {
+      char c = text.charAt(i);
+      if (c >= 0x20 && c < 0x7f && c != '\\') {
+        out.append(c);
+      } else {
+        out.append(String.format("\\u%04x", (int) c));
+      }
+    }
+    return text.length() > 200 ? out + "..." : out.toString();
   }
 
   /** Logs a warning the first time {@code reason} happens, never again after. */
