@@ -222,7 +222,9 @@ class RecordingSink:
 def run_member(polls: list[list[FakeMessage]], sink: RecordingSink) -> FakeClient:
     holder: list[ShareMember] = []
     client = FakeClient(polls, lambda: holder[0])
-    member = ShareMember(share_config(), sink, client_factory=lambda _settings: client)
+    member = ShareMember(
+        share_config(), sink, client_factory=lambda _settings: client, admin_factory=None
+    )
     holder.append(member)
     import asyncio
 
@@ -262,7 +264,10 @@ def test_records_refused_acknowledgements_and_client_errors_are_counted() -> Non
     client.refusals = {KafkaTopicPartition("t", 3): "INVALID_RECORD_STATE"}
     client.out_of_flight = {(0, 2)}
     member = ShareMember(
-        share_config(group=group), RecordingSink(), client_factory=lambda _s: client
+        share_config(group=group),
+        RecordingSink(),
+        client_factory=lambda _s: client,
+        admin_factory=None,
     )
     holder.append(member)
     import asyncio
@@ -285,7 +290,9 @@ def test_a_commit_the_client_cannot_make_counts_each_partition_once() -> None:
     poll = [FakeMessage("t", 0, 1), FakeMessage("t", 0, 2), FakeMessage("t", 1, 0)]
     client = FakeClient([poll], lambda: holder[0])
     client.commit_error = KafkaException(KafkaError(KafkaError._TRANSPORT))
-    member = ShareMember(share_config(), RecordingSink(), client_factory=lambda _s: client)
+    member = ShareMember(
+        share_config(), RecordingSink(), client_factory=lambda _s: client, admin_factory=None
+    )
     holder.append(member)
     import asyncio
 
@@ -299,7 +306,9 @@ def test_a_write_that_fails_while_the_member_stops_releases_its_records() -> Non
     holder: list[ShareMember] = []
     sink = RecordingSink(failures=1, on_failure=lambda: holder[0].request_stop())
     client = FakeClient([[FakeMessage("t", 0, 1)]], lambda: holder[0])
-    member = ShareMember(share_config(), sink, client_factory=lambda _settings: client)
+    member = ShareMember(
+        share_config(), sink, client_factory=lambda _settings: client, admin_factory=None
+    )
     holder.append(member)
     import asyncio
 
@@ -335,6 +344,7 @@ def test_healthz_says_while_kafka_is_out_of_reach_and_clears_when_records_come()
         share_config(group="reach", bootstrap_servers=nobody),
         RecordingSink(),
         client_factory=lambda _s: client,
+        admin_factory=None,
     )
     holder.append(member)
     import asyncio

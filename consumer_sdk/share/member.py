@@ -23,6 +23,12 @@ from consumer_sdk import metrics
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.health import ConsumerHealth, register, unregister
 from consumer_sdk.loop_watch import LoopStallWatch
+from consumer_sdk.share.isolation import (
+    GROUP_SETTING,
+    AdminFactory,
+    default_admin,
+    ensure_isolation,
+)
 from consumer_sdk.share.reach import KafkaReach
 from consumer_sdk.sink import ManagedSink, PreparingSink, Record, Sink, records_table
 from consumer_sdk.stopping import run_until_signalled
@@ -107,6 +113,7 @@ class ShareMember:
         sink: IdempotentSink | Sink,
         *,
         client_factory: Callable[[dict[str, Any]], Any] = _default_client,
+        admin_factory: AdminFactory | None = default_admin,
     ) -> None:
         if config.group_type != "share":
             raise ConfigError(
@@ -116,6 +123,9 @@ class ShareMember:
         self.config = config
         self.sink = sink
         self._client_factory = client_factory
+        # Makes sure of the group's share.isolation.level before joining (None: not checked,
+        # for tests of the record path without a broker).
+        self._admin_factory = admin_factory
         self._stopping = False
         self.records_written = 0
         self.acknowledge_failures = 0
@@ -157,6 +167,9 @@ class ShareMember:
             await self.sink.prepare_merges(self.config.topics)
         if self.config.metrics_port is not None:
             metrics.serve(self.config.metrics_port)
+        await self._ensure_isolation()
+        if self._stopping:
+            return
         client = self._client_factory(client_settings(self.config))
         try:
             client.subscribe(list(self.config.topics))
@@ -184,6 +197,34 @@ class ShareMember:
             await asyncio.to_thread(client.close)
             if isinstance(self.sink, ManagedSink):
                 await self.sink.close()
+
+    async def _ensure_isolation(self) -> None:
+        """The group's share.isolation.level made the member's isolation_level before it
+        joins (a share group reads uncommitted records unless told otherwise); a broker that
+        cannot be reached is said in one line and tried again; a level the member may not
+        set and the group does not have is a ConfigError."""
+        if self._admin_factory is None:
+            return
+        admin = self._admin_factory(self.config)
+        delay = RETRY_FIRST_S
+        while not self._stopping:
+            try:
+                await asyncio.to_thread(
+                    ensure_isolation, admin, self.config.group, self.config.isolation_level
+                )
+                return
+            except ConfigError:
+                raise
+            except Exception as exc:  # a broker down or slow: tried again, never a config error
+                log.warning(
+                    "share group %s: %s not set yet (%s); retrying in %.1f s",
+                    self.config.group,
+                    GROUP_SETTING,
+                    exc,
+                    delay,
+                )
+                await asyncio.sleep(delay)
+                delay = min(RETRY_MAX_S, delay * 2)
 
     async def _handle(self, client: Any, records: Sequence[Any]) -> None:
         """Write ``records`` (retried with backoff while the member runs), then accept them;
