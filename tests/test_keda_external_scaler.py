@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from contract.local_ports import free_port
 from local_kafka.secured import Certificates
 from sidecar.app import Sidecar
-from sidecar.config import SidecarConfig, parse_args
+from sidecar.config import parse_args
 from sidecar.external_scaler import messages
 from sidecar.external_scaler.answers import (
     METRIC_NAME,
@@ -36,6 +36,7 @@ from sidecar.external_scaler.server import MAX_STREAMS, ExternalScalerServer, Tl
 from sidecar.leader import FileLease
 from sidecar.scalers.keda_target import KedaTarget
 from tests.sdk_helpers import stop_sidecar_process, wait_until
+from tests.test_sidecar_app import loop_config
 
 ROOT = Path(__file__).parent.parent
 
@@ -315,14 +316,10 @@ def test_the_leaders_count_reaches_kedas_metric(
     kafka: str, topic_factory: Callable[..., str], tmp_path: Path
 ) -> None:
     topic = topic_factory(4)
-    config = SidecarConfig(
-        bootstrap_servers=kafka,
-        group=f"g-{topic}",
-        topics=(topic,),
-        capacity=100.0,
+    config = loop_config(
+        kafka,
+        topic,
         snapshot_topic=topic_factory(1, prefix="speeds"),
-        min_window=2.0,
-        scale_up_settle=0.0,
         scaler="keda",
         scaled_object="orders-consumers",
         namespace="kafka",

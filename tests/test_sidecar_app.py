@@ -207,21 +207,30 @@ class RecordingScaler:
         return None
 
 
+def loop_config(kafka: str, topic: str, **overrides: object) -> SidecarConfig:
+    """A sidecar measuring ``topic`` for a capacity of 100 records/s, deciding as soon as
+    the speeds show (2 s of offsets, no settle time), scaling nothing itself."""
+    settings: dict[str, object] = {
+        "bootstrap_servers": kafka,
+        "group": f"g-{topic}",
+        "topics": (topic,),
+        "capacity": 100.0,
+        "min_window": 2.0,
+        # The first speeds undercount the load (its ramp, not a step).
+        "scale_up_settle": 0.0,
+        "scaler": "none",
+        **overrides,
+    }
+    return SidecarConfig(**settings)  # type: ignore[arg-type]
+
+
 def test_loop_scales_publishes_and_serves(
     kafka: str, topic_factory: Callable[..., str], tmp_path: Path
 ) -> None:
     topic = topic_factory(4)
     speeds_topic = topic_factory(1, prefix="speeds")
-    config = SidecarConfig(
-        bootstrap_servers=kafka,
-        group=f"g-{topic}",
-        topics=(topic,),
-        capacity=100.0,
-        snapshot_topic=speeds_topic,
-        min_window=2.0,
-        scale_up_settle=0.0,  # the first speeds undercount the load (its ramp, not a step)
-        scaler="none",
-        lock_file=str(tmp_path / "lock"),
+    config = loop_config(
+        kafka, topic, snapshot_topic=speeds_topic, lock_file=str(tmp_path / "lock")
     )
     clock = FakeClock()
     scaler = RecordingScaler(1)
@@ -486,15 +495,7 @@ def test_consumers_that_cannot_join_hold_scale_ups_and_say_why(
     kafka: str, topic_factory: Callable[..., str], caplog: pytest.LogCaptureFixture
 ) -> None:
     topic = topic_factory(4)
-    config = SidecarConfig(
-        bootstrap_servers=kafka,
-        group=f"g-{topic}",
-        topics=(topic,),
-        capacity=100.0,
-        min_window=2.0,
-        scale_up_settle=0.0,
-        scaler="none",
-    )
+    config = loop_config(kafka, topic)
     clock = FakeClock()
     scaler = RecordingScaler(1)
     sidecar = Sidecar(config, scaler, None, clock=clock)

@@ -62,6 +62,13 @@ def not_joining(port: int) -> dict[str, list[dict[str, str]]] | None:
     return found
 
 
+def member_command(bootstrap: str, topic: str, folder: Path) -> str:
+    """The KIP-848 example consumer for the local scaler, writing into ``folder/out``."""
+    out = folder / "out"
+    out.mkdir()
+    return example_consumer_command(CONSUMER, bootstrap, topic, out, "--instance-id {identity}")
+
+
 def healthz(port: int) -> tuple[int, str]:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=10) as answer:
         return answer.status, answer.read().decode()
@@ -72,9 +79,7 @@ def test_members_refused_by_the_brokers_are_not_multiplied(
 ) -> None:
     topic, _ = plain_load
     bootstrap = kafka_cluster_handle.bootstrap_servers
-    out = tmp_path / "out"
-    out.mkdir()
-    consumer = example_consumer_command(CONSUMER, bootstrap, topic, out, "--instance-id {identity}")
+    consumer = member_command(bootstrap, topic, tmp_path)
     port = free_port()
     sidecar = kip848_sidecar(bootstrap, topic, consumer, port, tmp_path, max_replicas=len(RATES))
     try:
@@ -103,10 +108,8 @@ def test_sizing_resumes_once_the_members_join(
 ) -> None:
     topic, _ = assignor_load
     bootstrap = apache_with_assignor.bootstrap_servers
-    out = tmp_path / "out"
-    out.mkdir()
     fixed = tmp_path / "sink-ready"
-    member = example_consumer_command(CONSUMER, bootstrap, topic, out, "--instance-id {identity}")
+    member = member_command(bootstrap, topic, tmp_path)
     # A sink that cannot start until its table exists: exits with one line, as a consumer
     # with a bad password or a missing table does.
     check = (
