@@ -355,11 +355,12 @@ class Sidecar:
         assert self.scaler is not None
         try:
             failures = self.scaler.failing_members()
+            words = self.scaler.member_words()
         except Exception as exc:  # the pods unreadable this round: judged by the group alone
             metrics.ERRORS.labels("failing_members").inc()
             log.debug("failing members not read: %r", exc)
-            failures = []
-        problem = self.join_watch.observe(reading.at, asked, reading.group_members, failures)
+            failures, words = [], []
+        problem = self.join_watch.observe(reading.at, asked, reading.group_members, failures, words)
         line = problem.line(reading.at) if problem is not None else None
         if problem is not None and self.join_problem is None:
             log.warning("%s: no scale-up until they join", line)

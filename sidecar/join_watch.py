@@ -54,6 +54,8 @@ class JoinProblem:
     failures: tuple[MemberFailure, ...]
     since: float
     """When the shortfall or the first failure was first seen."""
+    words: tuple[MemberFailure, ...] = ()
+    """What members that run but have not joined said last (named when none failed)."""
 
     def line(self, now: float) -> str:
         """One line: how many are missing, for how long, and the first member's own error."""
@@ -62,12 +64,13 @@ class JoinProblem:
             f"consumers are not joining the group: {joined} of {self.asked} joined, "
             f"for {now - self.since:.0f} s"
         )
-        if self.failures:
-            first = self.failures[0]
-            more = len(self.failures) - 1
+        named = self.failures or self.words
+        if named:
+            first = named[0]
+            more = len(named) - 1
             text += f"; {first.member}: {first.reason}"
             if more:
-                text += f" (and {more} more failing)"
+                text += f" (and {more} more {'failing' if self.failures else 'said'})"
         return text
 
 
@@ -88,9 +91,11 @@ class JoinWatch:
         asked: int,
         joined: int | None,
         failures: Sequence[MemberFailure],
+        words: Sequence[MemberFailure] = (),
     ) -> JoinProblem | None:
         """Take in one round: the replicas asked for, the members the group has (None:
-        unknown), the scaler's failing members. Returns the problem that holds scale-ups
+        unknown), the scaler's failing members (``words``: what running members said last,
+        only to name the cause). Returns the problem that holds scale-ups
         now (also kept in :attr:`problem`), None when the consumers asked for are at work."""
         short = joined is not None and joined < asked
         self._short_since = _since(self._short_since, now) if short else None
@@ -102,7 +107,9 @@ class JoinWatch:
         )
         if failures or held_short or (self.problem is not None and short):
             starts = [t for t in (self._short_since, self._failing_since) if t is not None]
-            self.problem = JoinProblem(asked, joined, tuple(failures), min(starts, default=now))
+            self.problem = JoinProblem(
+                asked, joined, tuple(failures), min(starts, default=now), tuple(words)
+            )
         return self.problem
 
 

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from local_kafka.processes import processes_mentioning
-from tests.sdk_helpers import local_sidecar_env, sidecar_status
+from tests.sdk_helpers import local_sidecar_env, sidecar_status, start_sidecar_process
 
 ROOT = Path(__file__).parent.parent
 CONSUMER = ROOT / "examples" / "kip848_consumer.py"
@@ -70,13 +69,7 @@ def kip848_sidecar(
     )
     variables |= {"AUTOSCALER_GROUP_PROTOCOL": "consumer", "AUTOSCALER_SCALE_DOWN_WINDOW": "2"}
     variables |= env or {}
-    return subprocess.Popen(
-        [sys.executable, "-m", "sidecar.cli"],
-        env=variables,
-        cwd=ROOT,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    return start_sidecar_process([], variables, ROOT)
 
 
 def planned_and_held(port: int, members: int = 2) -> bool:

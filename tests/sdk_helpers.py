@@ -176,12 +176,45 @@ def sidecar_status(port: int) -> dict[str, Any]:
         return {}
 
 
+# Stderr read while a sidecar process runs, by pid (start_sidecar_process): a sidecar whose
+# consumers write much (librdkafka retrying a refused login) would otherwise fill the pipe
+# and block on its own next log line.
+_DRAINED: dict[int, tuple[threading.Thread, list[str]]] = {}
+
+
+def start_sidecar_process(
+    args: Sequence[str], env: dict[str, str], cwd: Path
+) -> subprocess.Popen[str]:
+    """``python -m sidecar.cli ARGS`` with its stderr read as it comes (for
+    :func:`stop_sidecar_process`)."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "sidecar.cli", *args],
+        env=env,
+        cwd=cwd,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines: list[str] = []
+    stream = process.stderr
+    assert stream is not None
+    reader = threading.Thread(target=lambda: lines.extend(stream), daemon=True)
+    reader.start()
+    _DRAINED[process.pid] = (reader, lines)
+    return process
+
+
 def stop_sidecar_process(process: subprocess.Popen[str]) -> str:
     """SIGTERM a sidecar CLI process; check it exits 0 without a traceback; its stderr."""
     process.send_signal(signal.SIGTERM)
     code = process.wait(30)
-    assert process.stderr is not None
-    errors = process.stderr.read()
+    drained = _DRAINED.pop(process.pid, None)
+    if drained is not None:
+        reader, lines = drained
+        reader.join(10)
+        errors = "".join(lines)
+    else:
+        assert process.stderr is not None
+        errors = process.stderr.read()
     assert code == 0 and "Traceback" not in errors, errors[-2000:]
     return errors
 

@@ -291,6 +291,57 @@ def test_the_sidecar_sizes_a_kip848_group_whose_brokers_read_its_plans_over_sasl
     assert writer.unflushed == 0
 
 
+def test_consumers_whose_password_is_refused_are_not_multiplied(leg: Leg, tmp_path: Path) -> None:
+    """Every member's password is wrong: they run, retry and never join. The sidecar holds
+    at the count it first started and names why, in the members' own words."""
+    kafka = leg.kafka
+    topic = f"data-refused-{free_port()}"
+    group = f"g-{topic}"
+    kafka.create_topic(topic, len(RATES), 1)
+    admin = kafka.admin_client()
+    grant_group(admin, group=group, topics=[topic], speeds=f"speeds-{topic}")
+    grant_plans(admin, group=group, topics=[PLANS_TOPIC])
+    password = tmp_path / "sidecar.password"
+    password.write_text(PASSWORDS["sidecar"] + "\n")
+    properties = tmp_path / "consumer.properties"
+    wrong = librdkafka_properties(leg, "consumer").replace(PASSWORDS["consumer"], "not-it")
+    properties.write_text(wrong)
+    out = tmp_path / "out"
+    out.mkdir()
+    consumer = example_consumer_command(
+        CONSUMER,
+        kafka.sasl_bootstrap_servers,
+        topic,
+        out,
+        "--instance-id {identity} --properties-file",
+        str(properties),
+    )
+    security = scram_environment(
+        kafka.sasl_bootstrap_servers, leg.certificates, "sidecar", password
+    )
+    port = free_port()
+    writer = RateWriter(kafka.bootstrap_servers, topic, RATES, b"x" * 50)
+    writer.start()
+    sidecar = kip848_sidecar(
+        kafka.sasl_bootstrap_servers, topic, consumer, port, tmp_path, max_replicas=len(RATES),
+        env=security,
+    )  # fmt: skip
+    try:
+
+        def held() -> dict[str, Any] | None:
+            found: dict[str, Any] | None = status(port).get("not_joining")
+            return found
+
+        assert wait_until(lambda: held() is not None, timeout_s=240), status(port)
+        problem = held()
+        assert problem is not None and "authentication" in problem["problem"].lower(), problem
+    finally:
+        writer.finish()
+        errors = stop_sidecar_process(sidecar)
+    (first,) = [line for line in errors.splitlines() if " scale_up 0 -> " in line]
+    assert " scale_up " not in errors.split(first)[1]  # never a second scale-up
+
+
 def test_a_consumer_principal_cannot_write_the_plans_topic(leg: Leg) -> None:
     from confluent_kafka import KafkaError as LibrdkafkaError
     from confluent_kafka import Producer

@@ -196,6 +196,9 @@ class RecordingScaler:
     def failing_members(self) -> list[MemberFailure]:
         return self.failing
 
+    def member_words(self) -> list[MemberFailure]:
+        return []
+
     def replicas(self) -> int:
         return self.count
 

@@ -61,3 +61,15 @@ def test_fewer_asked_than_members_is_no_shortfall() -> None:
 def test_the_join_time_must_be_positive() -> None:
     with pytest.raises(ValueError, match="join_within_s must be > 0"):
         JoinWatch(0.0)
+
+
+def test_members_that_run_but_do_not_join_are_named_by_what_they_said_last() -> None:
+    watch = JoinWatch()
+    said = MemberFailure("sink-0", "running, last said: SASL authentication error")
+    assert watch.observe(0.0, 2, 0, [], [said]) is None  # words alone are no failure
+    problem = watch.observe(JOIN_WITHIN_S, 2, 0, [], [said])
+    assert problem is not None
+    assert problem.line(JOIN_WITHIN_S).endswith(
+        "sink-0: running, last said: SASL authentication error"
+    )
+    assert watch.observe(JOIN_WITHIN_S + 1, 2, 2, [], [said]) is None  # joined: words or not

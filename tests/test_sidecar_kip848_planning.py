@@ -109,6 +109,9 @@ class Inner:
     def failing_members(self) -> list[MemberFailure]:
         return []
 
+    def member_words(self) -> list[MemberFailure]:
+        return []
+
     def close(self) -> None:
         pass
 

@@ -258,3 +258,19 @@ def test_a_lock_directory_that_is_not_ours_alone_is_one_line(tmp_path: Path) -> 
     link.symlink_to(private)
     with pytest.raises(LockDirError, match="is not a directory"):
         ensure_private_dir(link)
+
+
+def test_a_running_consumer_is_named_by_its_last_stderr_line(tmp_path: Path) -> None:
+    program = (
+        "import sys, time\nprint('SASL authentication failed', file=sys.stderr)\ntime.sleep(600)\n"
+    )
+    scaler = LocalScaler([sys.executable, "-c", program], identity_prefix="sink")
+    try:
+        scaler.scale(1)
+        assert wait_until(lambda: bool(scaler.member_words()))
+        (said,) = scaler.member_words()
+        assert said.member == "sink-0"
+        assert said.reason == "running, last said: SASL authentication failed"
+        assert scaler.failing_members() == []  # running: not failing
+    finally:
+        scaler.close()

@@ -110,6 +110,9 @@ def test_unsupported_cluster_falls_back_to_records(
         def failing_members(self) -> list[MemberFailure]:
             return []
 
+        def member_words(self) -> list[MemberFailure]:
+            return []
+
         def close(self) -> None:
             return None
 

@@ -24,6 +24,7 @@ from local_kafka.processes import processes_mentioning
 from tests.sdk_helpers import (
     example_consumer_command,
     local_sidecar_env,
+    start_sidecar_process,
     stop_sidecar_process,
     wait_until,
 )
@@ -70,9 +71,7 @@ def share_sidecar(
         max_replicas=8,
     )
     env |= {"AUTOSCALER_GROUP_TYPE": "share", "AUTOSCALER_SCALE_DOWN_WINDOW": "2"}
-    return subprocess.Popen(
-        [sys.executable, "-m", "sidecar.cli"], env=env, cwd=ROOT, stderr=subprocess.PIPE, text=True
-    )
+    return start_sidecar_process([], env, ROOT)
 
 
 @pytest.fixture

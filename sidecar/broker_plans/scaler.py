@@ -77,6 +77,10 @@ class EmptyFirstScaler:
             failures += [MemberFailure(m, problem) for m in wanted if m not in named]
         return failures
 
+    def member_words(self) -> list[MemberFailure]:
+        """The inner scaler's."""
+        return self.inner.member_words()
+
     def close(self) -> None:
         """Close the inner scaler; the planner's control member leaves."""
         self.planner.stop()

@@ -29,6 +29,11 @@ class Scaler(Protocol):
         none is (sidecar.join_watch holds scale-ups meanwhile)."""
         ...
 
+    def member_words(self) -> list[MemberFailure]:
+        """The last thing each running member said (a local consumer's last stderr line),
+        to name why members run but do not join; empty where it cannot be read."""
+        ...
+
     def close(self) -> None:
         """Release what the scaler holds (local: stop the consumers)."""
         ...

@@ -77,5 +77,10 @@ class KedaTarget:
         members are judged by whether they join)."""
         return self._pods.failing() if self._pods is not None else []
 
+    def member_words(self) -> list[MemberFailure]:
+        """None: a pod's log needs rights the sidecar is not given (its waiting reason and
+        termination message are in failing_members)."""
+        return []
+
     def close(self) -> None:
         """Nothing to release."""

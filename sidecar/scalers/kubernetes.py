@@ -104,6 +104,11 @@ class KubernetesScaler:
             f"({CONFLICT_RETRIES} attempts); someone else is changing it"
         )
 
+    def member_words(self) -> list[MemberFailure]:
+        """None: a pod's log needs rights the sidecar is not given (its waiting reason and
+        termination message are in failing_members)."""
+        return []
+
     def close(self) -> None:
         """Nothing to release: the workload keeps running."""
         return None

@@ -243,6 +243,14 @@ class LocalScaler:
             )
         return failures
 
+    def member_words(self) -> list[MemberFailure]:
+        """Each running consumer's last stderr line (those that said nothing left out)."""
+        return [
+            MemberFailure(self.identity(ordinal), f"running, last said: {run.stderr.last}")
+            for ordinal, run in sorted(self.running.items())
+            if run.stderr is not None and run.stderr.last
+        ]
+
     def scale(self, replicas: int) -> None:
         """Run ``replicas`` consumers: start the lowest free ordinals (an ordinal backing off
         after a crash keeps its place and starts when its back-off ends), stop the highest."""
