@@ -532,6 +532,7 @@ def test_consumers_that_cannot_join_hold_scale_ups_and_say_why(
             for _ in range(5):  # the load doubles: 4 are needed, and none is added
                 held.append(await tick(80))
             assert healthz(server.server_port) == (200, ["degraded", sidecar.join_problem])
+            assert sidecar.sized() == 1  # what KEDA is told: the count it can stand behind
             page = sidecar.status()["not_joining"]
             assert page["failing"] == [{"member": "sink-1", "reason": exited.reason}]
             scaler.failing = []  # fixed: the sidecar sizes again once the group holds them
