@@ -102,11 +102,19 @@ def removal_order(identities: Mapping[str, str]) -> list[str]:
 
 
 def previous_owners(data: Mapping[str, MemberData | None]) -> dict[TopicPartition, str]:
-    """Partition -> member claiming it with the highest generation (ties: lowest member id)."""
+    """Partition -> member claiming it with the highest generation (ties: lowest member id).
+    A member whose claims are of an older generation than another claimant's missed a round
+    (its membership lapsed: Kafka's Java consumer calls it partitions lost): none of its
+    claims count, as Kafka's CooperativeStickyAssignor ignores them, so a member that
+    rejoins still claiming what was taken from it is not handed it back for stickiness'
+    sake. (Whether its partitions may move on is :func:`assignor.cooperative.still_held`'s:
+    while it still reads them, they wait for it.)"""
+    claiming = [d.generation for d in data.values() if d is not None and d.owned]
+    newest = max(claiming, default=None)
     best: dict[TopicPartition, tuple[int, str]] = {}
     for member in sorted(data):
         info = data[member]
-        if info is None:
+        if info is None or (newest is not None and info.generation < newest):
             continue
         for tp in info.owned:
             if tp not in best or info.generation > best[tp][0]:

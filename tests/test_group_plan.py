@@ -61,14 +61,25 @@ def test_heuristic_vote_is_majority_then_alphabetical() -> None:
     assert choose_heuristic({"a": member("a", "bogus"), "b": None}) is None
 
 
-def test_highest_generation_wins_a_contested_partition() -> None:
+def test_claims_of_a_stale_generation_do_not_count() -> None:
+    # "old" missed a round (its membership lapsed while it still read): none of its claims
+    # count, the one nobody else makes included, as Kafka's CooperativeStickyAssignor has it.
     owners = previous_owners(
         {
             "old": member("x", generation=3, owned=(tp(0), tp(1))),
             "new": member("y", generation=4, owned=(tp(0),)),
+            "joining": member("z", generation=-1, owned=()),
         }
     )
-    assert owners == {tp(0): "new", tp(1): "old"}
+    assert owners == {tp(0): "new"}
+    # Claims of one generation all count; the lowest member id wins a tie.
+    same = previous_owners(
+        {
+            "b": member("x", generation=4, owned=(tp(0), tp(1))),
+            "a": member("y", generation=4, owned=(tp(0),)),
+        }
+    )
+    assert same == {tp(0): "a", tp(1): "b"}
 
 
 def test_removal_order_highest_ordinal_first() -> None:
