@@ -242,11 +242,15 @@ def librdkafka_properties(leg: Leg, user: str) -> str:
     return "".join(f"{key}={value}\n" for key, value in settings.items())
 
 
-def test_the_sidecar_sizes_a_kip848_group_whose_brokers_read_its_plans_over_sasl_ssl(
-    leg: Leg, tmp_path: Path
-) -> None:
+def secured_kip848_group(
+    leg: Leg, tmp_path: Path, prefix: str, consumer_password: str | None = None
+) -> tuple[str, Path, str, dict[str, str]]:
+    """A topic of len(RATES) partitions with its group's and the plans' ACLs; the output
+    folder, the KIP-848 example consumer's command (``consumer_password``: instead of the
+    consumer's own) and the sidecar's SCRAM environment. Returns (topic, out, consumer,
+    security)."""
     kafka = leg.kafka
-    topic = f"data-kip848-{free_port()}"
+    topic = f"{prefix}-{free_port()}"
     group = f"g-{topic}"
     kafka.create_topic(topic, len(RATES), 1)
     admin = kafka.admin_client()
@@ -254,8 +258,11 @@ def test_the_sidecar_sizes_a_kip848_group_whose_brokers_read_its_plans_over_sasl
     grant_plans(admin, group=group, topics=[PLANS_TOPIC])
     password = tmp_path / "sidecar.password"
     password.write_text(PASSWORDS["sidecar"] + "\n")
+    settings = librdkafka_properties(leg, "consumer")
+    if consumer_password is not None:
+        settings = settings.replace(PASSWORDS["consumer"], consumer_password)
     properties = tmp_path / "consumer.properties"
-    properties.write_text(librdkafka_properties(leg, "consumer"))
+    properties.write_text(settings)
     out = tmp_path / "out"
     out.mkdir()
     consumer = example_consumer_command(
@@ -269,6 +276,14 @@ def test_the_sidecar_sizes_a_kip848_group_whose_brokers_read_its_plans_over_sasl
     security = scram_environment(
         kafka.sasl_bootstrap_servers, leg.certificates, "sidecar", password
     )
+    return topic, out, consumer, security
+
+
+def test_the_sidecar_sizes_a_kip848_group_whose_brokers_read_its_plans_over_sasl_ssl(
+    leg: Leg, tmp_path: Path
+) -> None:
+    kafka = leg.kafka
+    topic, out, consumer, security = secured_kip848_group(leg, tmp_path, "data-kip848")
     port = free_port()
     writer = RateWriter(kafka.bootstrap_servers, topic, RATES, b"x" * 50)  # the harness's door
     writer.start()
@@ -295,29 +310,8 @@ def test_consumers_whose_password_is_refused_are_not_multiplied(leg: Leg, tmp_pa
     """Every member's password is wrong: they run, retry and never join. The sidecar holds
     at the count it first started and names why, in the members' own words."""
     kafka = leg.kafka
-    topic = f"data-refused-{free_port()}"
-    group = f"g-{topic}"
-    kafka.create_topic(topic, len(RATES), 1)
-    admin = kafka.admin_client()
-    grant_group(admin, group=group, topics=[topic], speeds=f"speeds-{topic}")
-    grant_plans(admin, group=group, topics=[PLANS_TOPIC])
-    password = tmp_path / "sidecar.password"
-    password.write_text(PASSWORDS["sidecar"] + "\n")
-    properties = tmp_path / "consumer.properties"
-    wrong = librdkafka_properties(leg, "consumer").replace(PASSWORDS["consumer"], "not-it")
-    properties.write_text(wrong)
-    out = tmp_path / "out"
-    out.mkdir()
-    consumer = example_consumer_command(
-        CONSUMER,
-        kafka.sasl_bootstrap_servers,
-        topic,
-        out,
-        "--instance-id {identity} --properties-file",
-        str(properties),
-    )
-    security = scram_environment(
-        kafka.sasl_bootstrap_servers, leg.certificates, "sidecar", password
+    topic, _, consumer, security = secured_kip848_group(
+        leg, tmp_path, "data-refused", consumer_password="not-it"
     )
     port = free_port()
     writer = RateWriter(kafka.bootstrap_servers, topic, RATES, b"x" * 50)
