@@ -28,7 +28,18 @@ def test_ports_held_by_listeners_are_not_given(tmp_path: Path) -> None:
             with contextlib.suppress(OSError):  # already someone else's: held all the same
                 listener.bind(("127.0.0.1", port))
                 listener.listen()
-        assert free_port(range_file=ten_below) == candidates[-1]
+        assert free_port(range_file=ten_below, given=set()) == candidates[-1]
+
+
+def test_a_port_is_handed_out_once_per_process(tmp_path: Path) -> None:
+    two_below = tmp_path / "ip_local_port_range"
+    two_below.write_text(f"{LOWEST_PORT + 2}\t60999\n")
+    given: set[int] = set()
+    first = free_port(range_file=two_below, given=given)
+    second = free_port(range_file=two_below, given=given)
+    # Neither is bound in between, as two listeners of one node asked for before either starts.
+    assert first != second
+    assert given == {first, second}
 
 
 def test_an_unreadable_range_is_linuxs_default(tmp_path: Path) -> None:
