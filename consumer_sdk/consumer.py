@@ -21,7 +21,7 @@ import itertools
 import logging
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +36,7 @@ from consumer_sdk import metrics
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.cooperative import CooperativeCoordinator, make_cooperative
 from consumer_sdk.health import ConsumerHealth, register, unregister
+from consumer_sdk.kafka_client.topic_ids import consumer_topic_ids
 from consumer_sdk.loop_watch import LoopStallWatch
 from consumer_sdk.pipeline.commit import OffsetCommits
 from consumer_sdk.pipeline.drain import DrainMeter, backlog_behind
@@ -189,6 +190,7 @@ class AutoscalingConsumer:
             on_released=self._released_to_us,
             release_timeout_s=config.max_poll_interval_ms / 1000,
             on_reading=self._started_reading,
+            topic_ids=self._topic_ids,
         )
         self.ownership_log: deque[OwnershipEvent] = deque(maxlen=10_000)
         self.overload = (
@@ -791,6 +793,11 @@ class AutoscalingConsumer:
         self.state.awaiting = self.state.awaiting - {
             TopicPartition(tp.topic, tp.partition) for tp in partitions
         }
+
+    async def _topic_ids(self, topics: Sequence[str]) -> dict[str, str]:
+        """Kafka's current id of each of ``topics`` (none where the brokers predate ids)."""
+        consumer = self._consumer
+        return {} if consumer is None else await consumer_topic_ids(consumer, topics)
 
     def _declared_unread(self) -> set[KafkaTopicPartition]:
         """What the join in progress told the leader this member does not read."""

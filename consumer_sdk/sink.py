@@ -124,6 +124,17 @@ class FencingSink(Sink, Protocol):
 
 
 @runtime_checkable
+class TopicIdentitySink(Protocol):
+    """A sink that records which topic its offsets were read from (Kafka's topic id), so a
+    topic deleted and created again under its name is not taken for the one before (whose
+    offsets would make the new topic's first records look stored already)."""
+
+    def use_topic_ids(self, ids: Mapping[str, str]) -> None:
+        """Kafka's current id of each topic; called before :meth:`Sink.resume_offsets`."""
+        ...
+
+
+@runtime_checkable
 class ManagedSink(Sink, Protocol):
     """A sink with a start-up cost (a Spark session) and resources to release: the consumer
     starts it before joining the group and closes it after leaving."""

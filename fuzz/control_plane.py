@@ -2,16 +2,17 @@
 the capacity report in offset-commit metadata (contract.capacity) and the speed snapshot
 (contract.snapshot), hostile or broken; the share-group responses the sidecar reads from
 the brokers (sidecar.share_groups.requests); and what group members send each other through
-the coordinator (a member's userdata, an assignment's, commit metadata's release mark).
+the coordinator (a member's userdata, an assignment's, commit metadata's release mark); the
+Metadata response the SDK reads topic ids from (consumer_sdk.kafka_client.topic_ids).
 
-The first input byte picks the decoder (its value mod 5: report, snapshot, share offsets,
-share group description, group member data), the rest is the record. Each decoder must
-return a value or raise its own error (CapacityReportError, SnapshotError,
-ShareResponseError; aiokafka's decoding refuses with ValueError or struct.error), nothing
-else; the group member decoders raise nothing at all (garbage reads as absent); the
-sidecar's capacity estimate must take any metadata in without raising and never end with a
-capacity that is not a finite number > 0. Run by fuzz/run.py: ``python -m fuzz.control_plane
-[libFuzzer flags] CORPUS...``.
+The first input byte picks the decoder (its value mod 6: report, snapshot, share offsets,
+share group description, group member data, topic ids), the rest is the record. Each
+decoder must return a value or raise its own error (CapacityReportError, SnapshotError,
+ShareResponseError, TopicIdsError; aiokafka's decoding refuses with ValueError or
+struct.error), nothing else; the group member decoders raise nothing at all (garbage reads
+as absent); the sidecar's capacity estimate must take any metadata in without raising and
+never end with a capacity that is not a finite number > 0. Run by fuzz/run.py:
+``python -m fuzz.control_plane [libFuzzer flags] CORPUS...``.
 """
 
 from __future__ import annotations
@@ -25,7 +26,13 @@ import sys
 import atheris
 
 with atheris.instrument_imports(
-    include=["contract", "sidecar.capacity", "sidecar.share_groups", "assignor"]
+    include=[
+        "contract",
+        "sidecar.capacity",
+        "sidecar.share_groups",
+        "assignor",
+        "consumer_sdk.kafka_client",
+    ]
 ):
     from assignor.cooperative import (
         decode_assignment_data,
@@ -36,6 +43,11 @@ with atheris.instrument_imports(
         released_generation,
     )
     from assignor.member_data import decode_member_data
+    from consumer_sdk.kafka_client.topic_ids import (
+        MetadataResponse_v12,
+        TopicIdsError,
+        topic_ids_in,
+    )
     from contract.capacity import CapacityReportError
     from contract.capacity import decode as decode_report
     from contract.snapshot import SnapshotError
@@ -55,7 +67,17 @@ def test_one_input(data: bytes) -> None:
     if not data:
         return
     body = data[1:]
-    kind = data[0] % 5
+    kind = data[0] % 6
+    if kind == 5:
+        try:
+            decoded = MetadataResponse_v12.decode(io.BytesIO(body))
+        except (ValueError, struct.error):
+            return  # aiokafka's decoder refused the bytes
+        with contextlib.suppress(TopicIdsError):
+            ids = topic_ids_in(decoded)
+            if not all(isinstance(k, str) and isinstance(v, str) for k, v in ids.items()):
+                raise AssertionError(f"topic ids {ids!r}")
+        return
     if kind == 4:
         for decode in (
             decode_member_data,

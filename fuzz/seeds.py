@@ -96,8 +96,9 @@ def section_seeds() -> list[bytes]:
 def control_plane_seeds() -> list[bytes]:
     """The control-plane harness's inputs: a selector byte, then a capacity report (0), a
     speed snapshot (1), as the sidecar and the consumers write them, a share group's
-    offsets (2) or description (3), as the brokers answer them, or what group members send
-    each other (4): a member's userdata, an assignment's, release-marked commit metadata."""
+    offsets (2) or description (3), as the brokers answer them, what group members send
+    each other (4): a member's userdata, an assignment's, release-marked commit metadata,
+    or the Metadata response (v12) the SDK reads topic ids from (5)."""
     from assignor import TopicPartition
     from assignor.backlog import DrainRule
     from contract.capacity import CapacityReport
@@ -145,11 +146,26 @@ def control_plane_seeds() -> list[bytes]:
     member_data = MemberData("sink-0", "repair", 2310.5, 7, owned, True, False, False, True)
     assignment = encode_assignment_data(COOPERATIVE, True, 3, owned[:1], one_round=True)
     group = [member_data.encode(), assignment, mark_released('{"cap":1}', 7).encode()]
+    from consumer_sdk.kafka_client.topic_ids import MetadataResponse_v12
+
+    partition: tuple[object, ...] = (0, 0, 1, 4, [1], [1], [], {})
+    metadata = MetadataResponse_v12(
+        0,
+        [(1, "localhost", 9092, None, {})],
+        "cluster",
+        1,
+        [
+            (0, "t", topic_id, False, [partition], -2147483648, {}),
+            (3, "gone", "A" * 22, False, [], 0, {}),
+        ],
+        {},
+    )
     return (
         [b"\x00" + r.encode().encode() for r in reports]
         + [b"\x01" + snapshot.encode()]
         + [b"\x02" + offsets.encode(), b"\x03" + described.encode()]
         + [b"\x04" + data for data in group]
+        + [b"\x05" + metadata.encode()]
     )
 
 

@@ -18,6 +18,7 @@ import pytest
 from consumer_sdk.lake.commit_offsets import (
     CommitOffsets,
     decode_commit,
+    earlier_topic_ids,
     encode_offsets,
     stored_offsets,
 )
@@ -85,6 +86,24 @@ def test_dead_letter_offsets_count_for_the_table_they_were_bound_for() -> None:
 )
 def test_a_stored_record_round_trips(stored: StoredOffsets) -> None:
     assert decode_stored(encode_stored(stored)) == stored
+
+
+def test_offsets_of_an_earlier_topic_of_the_same_name_do_not_count() -> None:
+    history = [
+        encode_offsets("t", {0: 90, 1: 80}, topic_id="before"),
+        encode_offsets("t", {0: 5}, topic_id="now"),
+        encode_offsets("t", {1: 3}),  # written before ids were recorded: counts
+        encode_offsets("other", {0: 7}, topic_id="x"),
+    ]
+    assert decode_commit(history[1]) == CommitOffsets("t", {0: 5}, "", "now")
+    assert stored_offsets(history, "t", topic_id="now") == {0: 5, 1: 3}
+    assert stored_offsets(history, "t") == {0: 90, 1: 80}  # no id known: as before
+    assert earlier_topic_ids(history, "t", "now") == {"before"}
+    assert earlier_topic_ids(history, "t", "before") == {"now"}
+    assert decode_stored(encode_stored(StoredOffsets(4, None, "now"))) == StoredOffsets(
+        4, None, "now"
+    )
+    assert decode_stored('{"rows": 4, "dead": null, "id": 7}') is None
 
 
 @pytest.mark.parametrize(

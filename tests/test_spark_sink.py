@@ -127,6 +127,60 @@ def committed(kafka: str, group: str, topic: str, partitions: int) -> dict[int, 
         consumer.close()
 
 
+def create_again(kafka: str, topic: str, partitions: int) -> None:
+    """Delete ``topic`` and create it again under its name (a new topic id)."""
+    from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
+
+    admin = AdminClient({"bootstrap.servers": kafka})
+    admin.delete_topics([topic])[topic].result(timeout=30)
+
+    def created() -> bool:
+        try:
+            admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(timeout=30)
+        except Exception as exc:  # still being deleted: TOPIC_ALREADY_EXISTS
+            if "already exists" in str(exc) or "marked for deletion" in str(exc):
+                return False
+            raise
+        return True
+
+    assert wait_until(created, timeout_s=60), f"{topic} was not created again"
+
+
+@pytest.mark.needs_create_topics
+def test_a_topic_created_again_under_its_name_is_not_taken_for_the_one_before(
+    kafka: str,
+    topic_factory: Callable[..., str],
+    sink_config: SparkSinkConfig,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Offsets the table recorded are of the topic they were read from (its id): the new
+    topic's records at offsets the earlier one had stored land too, none twice."""
+    topic = topic_factory(2)
+    table = sink_config.table_for(topic)
+    group = f"g-{topic}"
+
+    def read_until(expected: Counter[tuple[int, int]]) -> None:
+        member = ThreadedMember(
+            member_config(kafka, group, [topic], "spark-0"), SparkTableSink(sink_config)
+        ).start()
+        try:
+            assert wait_until(lambda: key_counts(sink_config, table) == expected, 120), (
+                f"table holds {sum(key_counts(sink_config, table).values())} rows, "
+                f"expected {sum(expected.values())}"
+            )
+        finally:
+            member.stop()
+
+    first = produce_tracked(kafka, topic, 40, 2)
+    read_until(Counter(first))
+    create_again(kafka, topic, 2)
+    second = produce_tracked(kafka, topic, 20, 2)
+    assert second <= first  # the new topic's offsets are ones the table stored before
+    with caplog.at_level(logging.WARNING):
+        read_until(Counter(first) + Counter(second))
+    assert any("was deleted and created again" in r.getMessage() for r in caplog.records)
+
+
 def test_round_trip_rows_and_dead_letters_exactly_once(
     kafka: str, topic_factory: Callable[..., str], sink_config: SparkSinkConfig
 ) -> None:

@@ -39,10 +39,43 @@ def table_rows(table: Path) -> Counter[tuple[int, int]]:
     return found
 
 
-def publish(ledger: OffsetLedger, files: list[StagedFile], offsets: dict[int, range]) -> int:
+def publish(
+    ledger: OffsetLedger, files: list[StagedFile], offsets: dict[int, range], topic_id: str = ""
+) -> int:
     firsts = {p: span[0] for p, span in offsets.items()}
     lasts = {p: span[-1] for p, span in offsets.items()}
-    return ledger.publish("t", firsts, lasts, files).rows_skipped
+    return ledger.publish("t", firsts, lasts, files, topic_id).rows_skipped
+
+
+def test_a_topic_created_again_starts_the_ledger_again_and_keeps_the_rows(
+    tmp_path: Path,
+) -> None:
+    table = tmp_path / "table"
+    ledger = OffsetLedger(table)
+    old = {0: range(0, 10)}
+    publish(ledger, stage(tmp_path / "s1", table, old), old, topic_id="old-id")
+    assert ledger.stored("t", "old-id") == {0: 9}
+    assert ledger.stored("t", "new-id") == {}  # the earlier topic's offsets are not its
+    new = {0: range(0, 4)}
+    assert publish(ledger, stage(tmp_path / "s2", table, new), new, topic_id="new-id") == 0
+    assert ledger.stored("t", "new-id") == {0: 3}
+    # A batch still read from the earlier topic is dropped whole.
+    late = {0: range(10, 12)}
+    assert publish(ledger, stage(tmp_path / "s3", table, late), late, topic_id="old-id") == 2
+    assert table_rows(table) == Counter({(0, o): 1 for o in range(10)}) + Counter(
+        {(0, o): 1 for o in range(4)}
+    )
+
+
+def test_a_ledger_that_names_no_topic_id_is_the_current_topics(tmp_path: Path) -> None:
+    table = tmp_path / "table"
+    ledger = OffsetLedger(table)
+    first = {0: range(0, 10)}
+    publish(ledger, stage(tmp_path / "s1", table, first), first)  # written before ids
+    assert ledger.stored("t", "the-id") == {0: 9}
+    again = {0: range(5, 12)}
+    assert publish(ledger, stage(tmp_path / "s2", table, again), again, topic_id="the-id") == 5
+    assert ledger.stored("t", "another-id") == {}
 
 
 def test_publish_moves_files_in_and_advances_the_ledger(tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ def encode_offsets(
     bound_for: str = "",
     claims: Mapping[int, str] | None = None,
     fence: str = "",
+    topic_id: str = "",
 ) -> str:
     """The metadata text of one commit: ``topic`` and the last offset per partition. A
     dead-letter commit names the table its records were bound for (``bound_for``): one
@@ -32,12 +33,15 @@ def encode_offsets(
     ``claims`` (the claim token per partition the rows were read under) and ``fence`` (the
     directory of those partitions' owner files), our commit checks (Delta's
     ``ExclusiveLocalLogStore``, Iceberg's ``FencedJdbcCatalog``) refuse the commit if another
-    claim has replaced one."""
+    claim has replaced one. ``topic_id`` (Kafka's id of the topic the offsets were read
+    from) tells them from the offsets of a topic deleted and created again under its name."""
     body: dict[str, object] = {
         "v": FORMAT_VERSION,
         "topic": topic,
         "offsets": {str(p): int(o) for p, o in sorted(last_offsets.items())},
     }
+    if topic_id:
+        body["id"] = topic_id
     if bound_for:
         body["for"] = bound_for
     if claims and fence:
@@ -48,12 +52,14 @@ def encode_offsets(
 
 @dataclass(frozen=True)
 class CommitOffsets:
-    """What one commit of ours says: the topic, the last offset per partition, and for
-    dead letters the table they were bound for ("" when not named: any table)."""
+    """What one commit of ours says: the topic, the last offset per partition, for dead
+    letters the table they were bound for ("" when not named: any table), and the topic's
+    id ("" when not recorded)."""
 
     topic: str
     offsets: dict[int, int]
     bound_for: str
+    topic_id: str = ""
 
 
 def decode_commit(text: str | None) -> CommitOffsets | None:
@@ -79,18 +85,21 @@ def decode_commit(text: str | None) -> CommitOffsets | None:
             return None
         decoded[int(partition)] = offset
     bound_for = body.get("for", "")
-    if not isinstance(bound_for, str):
+    topic_id = body.get("id", "")
+    if not isinstance(bound_for, str) or not isinstance(topic_id, str):
         return None
-    return CommitOffsets(body["topic"], decoded, bound_for)
+    return CommitOffsets(body["topic"], decoded, bound_for, topic_id)
 
 
 def stored_offsets(
-    metadata: Iterable[str | None], topic: str, bound_for: str = ""
+    metadata: Iterable[str | None], topic: str, bound_for: str = "", topic_id: str = ""
 ) -> dict[int, int]:
     """Last stored offset per partition of ``topic`` over a table's commits (any order).
     With ``bound_for`` (reading a dead-letter table), commits that name another table are
     another pipeline's and do not count; commits that name none (written before dead
-    letters named their table) count for every table."""
+    letters named their table) count for every table. With ``topic_id``, commits that name
+    another id are of a topic deleted since (one that had the name before) and do not
+    count; commits that name none (written before ids were recorded) count."""
     stored: dict[int, int] = {}
     for text in metadata:
         decoded = decode_commit(text)
@@ -98,7 +107,21 @@ def stored_offsets(
             continue
         if bound_for and decoded.bound_for not in ("", bound_for):
             continue
+        if topic_id and decoded.topic_id not in ("", topic_id):
+            continue
         for partition, offset in decoded.offsets.items():
             if offset > stored.get(partition, -1):
                 stored[partition] = offset
     return stored
+
+
+def earlier_topic_ids(metadata: Iterable[str | None], topic: str, topic_id: str) -> set[str]:
+    """Ids other than ``topic_id`` that commits of ``topic`` name: topics of that name the
+    table was written from before they were deleted."""
+    found: set[str] = set()
+    for text in metadata:
+        decoded = decode_commit(text)
+        if decoded is not None and decoded.topic == topic and decoded.topic_id:
+            found.add(decoded.topic_id)
+    found.discard(topic_id)
+    return found

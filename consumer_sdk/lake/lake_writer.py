@@ -30,7 +30,12 @@ import pyarrow.compute as pc
 
 from assignor import TopicPartition
 from consumer_sdk.lake.arrow_batch import ArrowBatch, table_offset_ranges, with_ingest_date
-from consumer_sdk.lake.commit_offsets import SUMMARY_KEY, encode_offsets, stored_offsets
+from consumer_sdk.lake.commit_offsets import (
+    SUMMARY_KEY,
+    earlier_topic_ids,
+    encode_offsets,
+    stored_offsets,
+)
 from consumer_sdk.lake.delta.files import DeltaFileCommitter
 from consumer_sdk.lake.delta.history import commit_metadata, has_unbackfilled_commits
 from consumer_sdk.lake.iceberg.files import IcebergFileCommitter
@@ -87,11 +92,20 @@ class LakeAppender:
         # (renewed to settle an uncertain commit) -> that next claim: batches staged under
         # the old one are still this owner's.
         self._renewed: dict[str, str] = {}
+        # Kafka's id of each topic as the consumer last learnt it (none: not known, and a
+        # topic created again under its name cannot be told from the one before).
+        self._topic_ids: dict[str, str] = {}
+        self._told_recreated: set[tuple[str, str]] = set()
         self.history_reads = 0
         self._files: FileCommitter | None = None
         if config.files_by_arrow:
             delta = config.table_format == "delta"
             self._files = DeltaFileCommitter() if delta else IcebergFileCommitter()
+
+    def use_topic_ids(self, ids: Mapping[str, str]) -> None:
+        """Kafka's current id of each topic: commits name it, and offsets recorded under
+        another id (a topic deleted since) are not where the topic is."""
+        self._topic_ids.update(ids)
 
     # resume ------------------------------------------------------------------------------
     def claim_and_resume(
@@ -109,10 +123,11 @@ class LakeAppender:
             target = self._target(topic)
             claims = self._fence.claim(target, wanted)
             self._claims.update({(topic, p): token for p, token in claims.items()})
+            topic_id = self._topic_ids.get(topic, "")
             for partition in wanted:
                 self._uncertain.discard((topic, partition))
                 record = self._fence.read_stored(target, partition)
-                if record is None:
+                if record is None or record.topic_id != topic_id:
                     unknown.setdefault(topic, []).append(partition)
                 else:
                     recorded[(topic, partition)] = record
@@ -121,18 +136,29 @@ class LakeAppender:
             dead_history = self._history(session, self.config.dead_letter_table)
             for topic, wanted in unknown.items():
                 table = self.config.table_for(topic)
-                rows = stored_offsets(self._history(session, table), topic)
-                dead = stored_offsets(dead_history, topic, bound_for=table)
+                topic_id = self._topic_ids.get(topic, "")
+                history = self._history(session, table)
+                rows = stored_offsets(history, topic, topic_id=topic_id)
+                dead = stored_offsets(dead_history, topic, bound_for=table, topic_id=topic_id)
+                if topic_id:
+                    self._say_if_recreated(topic, table, topic_id, history, dead_history)
                 for partition in wanted:
                     recorded[(topic, partition)] = StoredOffsets(
-                        rows.get(partition), dead.get(partition)
+                        rows.get(partition), dead.get(partition), topic_id
                     )
         found: dict[TopicPartition, int] = {}
         for (topic, partition), record in recorded.items():
-            if record.dead is not None:
-                self._dead_stored[(topic, partition)] = record.dead
-            if record.rows is not None:
-                self._stored[(topic, partition)] = record.rows
+            key = (topic, partition)
+            # Nothing of it in a table, though this writer may have written it: the topic
+            # was deleted and created again since.
+            if record.dead is None:
+                self._dead_stored.pop(key, None)
+            else:
+                self._dead_stored[key] = record.dead
+            if record.rows is None:
+                self._stored.pop(key, None)
+            else:
+                self._stored[key] = record.rows
                 found[TopicPartition(topic, partition)] = record.rows + 1
         log.info(
             "claimed %d partition(s) in %.2f s (waiting for writes of their last owners), "
@@ -144,6 +170,29 @@ class LakeAppender:
             sum(len(wanted) for wanted in unknown.values()),
         )
         return found
+
+    def _say_if_recreated(
+        self,
+        topic: str,
+        table: str,
+        topic_id: str,
+        history: Sequence[str | None],
+        dead_history: Sequence[str | None],
+    ) -> None:
+        """One line, once, when the tables hold offsets of an earlier topic of this name."""
+        earlier = earlier_topic_ids([*history, *dead_history], topic, topic_id)
+        if not earlier or (topic, topic_id) in self._told_recreated:
+            return
+        self._told_recreated.add((topic, topic_id))
+        log.warning(
+            "topic %s was deleted and created again (id %s, before %s): %s keeps the rows of "
+            "the earlier one; the new one is read from its committed offset, or from "
+            "auto_offset_reset without one",
+            topic,
+            topic_id,
+            ", ".join(sorted(earlier)),
+            table,
+        )
 
     def _target(self, topic: str) -> WriteTarget:
         """``topic`` and the tables it is written into: its own, dead letters."""
@@ -232,12 +281,17 @@ class LakeAppender:
             # still be landing it.
             claims = {p: held[p] for p in written if p in held}
             fence = str(self._fence.directory(target))
+            topic_id = self._topic_ids.get(topic, "")
             try:
                 if dead_last:
-                    dead_metadata = encode_offsets(topic, dead_last, target.table, claims, fence)
+                    dead_metadata = encode_offsets(
+                        topic, dead_last, target.table, claims, fence, topic_id
+                    )
                     self._write(session, target.dead_table, dead, ingest_date, dead_metadata)
                     self._dead_stored.update({(topic, p): o for p, o in dead_last.items()})
-                metadata = encode_offsets(topic, kept_last, claims=claims, fence=fence)
+                metadata = encode_offsets(
+                    topic, kept_last, claims=claims, fence=fence, topic_id=topic_id
+                )
                 self._write(session, target.table, rows, ingest_date, metadata)
                 self._stored.update({(topic, p): o for p, o in kept_last.items()})
             except BaseException:
@@ -247,7 +301,7 @@ class LakeAppender:
                 target,
                 {
                     p: StoredOffsets(
-                        self._stored.get((topic, p)), self._dead_stored.get((topic, p))
+                        self._stored.get((topic, p)), self._dead_stored.get((topic, p)), topic_id
                     )
                     for p in written
                     if (topic, p) not in self._uncertain
@@ -290,9 +344,13 @@ class LakeAppender:
             self._renewed[held[p]] = renewed[p]
             held[p] = self._claims[(topic, p)] = renewed[p]
         self._fence.wait_at_gates(target, mine)
-        rows = stored_offsets(self._history(session, target.table), topic)
+        topic_id = self._topic_ids.get(topic, "")
+        rows = stored_offsets(self._history(session, target.table), topic, topic_id=topic_id)
         dead = stored_offsets(
-            self._history(session, target.dead_table), topic, bound_for=target.table
+            self._history(session, target.dead_table),
+            topic,
+            bound_for=target.table,
+            topic_id=topic_id,
         )
         for p in mine:
             for known, found in ((self._stored, rows), (self._dead_stored, dead)):
@@ -305,7 +363,7 @@ class LakeAppender:
             self._fence.write_stored(
                 target,
                 {
-                    p: StoredOffsets(rows.get(p), dead.get(p))
+                    p: StoredOffsets(rows.get(p), dead.get(p), topic_id)
                     for p in mine
                     if owners[p] == renewed[p]
                 },

@@ -63,17 +63,21 @@ _GATE_FLAGS = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC
 @dataclass(frozen=True)
 class StoredOffsets:
     """The last offset of a partition in its table and in the dead-letter table (None:
-    nothing of it there)."""
+    nothing of it there), and the id of the topic they were read from ("" when unknown)."""
 
     rows: int | None
     dead: int | None
+    topic_id: str = ""
 
 
 def encode_stored(stored: StoredOffsets | None) -> str:
     """A stored file's text: the offsets, or ``writing`` (None: a commit may be landing)."""
     if stored is None:
         return WRITING
-    return json.dumps({"rows": stored.rows, "dead": stored.dead})
+    record: dict[str, object] = {"rows": stored.rows, "dead": stored.dead}
+    if stored.topic_id:
+        record["id"] = stored.topic_id
+    return json.dumps(record)
 
 
 def decode_stored(text: str) -> StoredOffsets | None:
@@ -83,12 +87,15 @@ def decode_stored(text: str) -> StoredOffsets | None:
         data = json.loads(text)  # a record is padded with spaces, which JSON ignores
     except ValueError:
         return None
-    if not isinstance(data, dict) or set(data) != {"rows", "dead"}:
+    if not isinstance(data, dict) or set(data) - {"id"} != {"rows", "dead"}:
         return None
     values = [data["rows"], data["dead"]]
     if not all(v is None or (type(v) is int and v >= 0) for v in values):
         return None
-    return StoredOffsets(data["rows"], data["dead"])
+    topic_id = data.get("id", "")
+    if not isinstance(topic_id, str):
+        return None
+    return StoredOffsets(data["rows"], data["dead"], topic_id)
 
 
 @dataclass(frozen=True)

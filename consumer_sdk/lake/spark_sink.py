@@ -125,6 +125,7 @@ class SparkTableSink:
         self.rows_skipped = 0
         self.rows_fenced = 0
         self._lake = LakeAppender(config, self._frame) if config.table_format != "parquet" else None
+        self._topic_ids: dict[str, str] = {}
 
     # lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
@@ -280,6 +281,13 @@ class SparkTableSink:
         """Next offset per partition where the table holds rows past the committed offset."""
         return await asyncio.to_thread(self.stored_next_offsets, partitions)
 
+    def use_topic_ids(self, ids: Mapping[str, str]) -> None:
+        """Kafka's current id of each topic: offsets the tables recorded under another id
+        are of a topic deleted since, not where this one is."""
+        self._topic_ids.update(ids)
+        if self._lake is not None:
+            self._lake.use_topic_ids(ids)
+
     def fences_lost_partitions(self) -> bool:
         """Every format does: Delta and Iceberg drop the rows of partitions claimed since a
         batch was read (the claim is taken in :meth:`resume_offsets`); Parquet's ledger
@@ -392,7 +400,8 @@ class SparkTableSink:
     def _publish_staged(self, staged: StagedBatch) -> None:
         root = table_root(self.config, staged.table)
         first, last = staged.first_offsets, staged.last_offsets
-        result = OffsetLedger(root).publish(staged.topic, first, last, staged.files)
+        topic_id = self._topic_ids.get(staged.topic, "")
+        result = OffsetLedger(root).publish(staged.topic, first, last, staged.files, topic_id)
         self.rows_skipped += result.rows_skipped
         log.info(
             "%s: published %d file(s), offsets %s, %d row(s) already stored",
@@ -413,7 +422,7 @@ class SparkTableSink:
                 return self._lake.claim_and_resume(session, partitions)
         for topic in sorted({tp.topic for tp in partitions}):
             stored = OffsetLedger(table_root(self.config, self.config.table_for(topic))).stored(
-                topic
+                topic, self._topic_ids.get(topic, "")
             )
             for tp in partitions:
                 if tp.topic == topic and tp.partition in stored:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import logging
 import os
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
@@ -37,6 +38,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+
+log = logging.getLogger(__name__)
 
 LEDGER_DIR = "_offsets"
 LEDGER_FILE = "ledger.json"
@@ -85,14 +88,28 @@ class OffsetLedger:
                 fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
     @staticmethod
-    def _read(directory: Path) -> tuple[dict[int, int], int]:
-        """Last stored offset per partition, and how many publishes there were."""
+    def _read(directory: Path) -> tuple[dict[int, int], int, str]:
+        """Last stored offset per partition, how many publishes there were, and the id of
+        the topic the offsets are of ("" when not recorded)."""
         path = directory / LEDGER_FILE
         if not path.exists():
-            return {}, 0
+            return {}, 0, ""
         content = json.loads(path.read_text())
         offsets = {int(p): int(last) for p, last in content["offsets"].items()}
-        return offsets, int(content["publishes"])
+        return offsets, int(content["publishes"]), str(content.get("id", ""))
+
+    @staticmethod
+    def _write(directory: Path, publishes: int, offsets: Mapping[int, int], topic_id: str) -> None:
+        """Replace the ledger atomically (the commit point of a publish)."""
+        content: dict[str, object] = {
+            "publishes": publishes,
+            "offsets": {str(p): o for p, o in sorted(offsets.items())},
+        }
+        if topic_id:
+            content["id"] = topic_id
+        staged_ledger = directory / f".{LEDGER_FILE}.{uuid.uuid4().hex}"
+        _write_synced(staged_ledger, json.dumps(content))
+        os.replace(staged_ledger, directory / LEDGER_FILE)
 
     @staticmethod
     def _roll_back(directory: Path, ledger: Mapping[int, int]) -> None:
@@ -108,11 +125,27 @@ class OffsetLedger:
                     Path(target).unlink(missing_ok=True)
             intent.unlink()
 
-    def stored(self, topic: str) -> dict[int, int]:
-        """Last stored offset per partition of ``topic`` (after any roll-back)."""
+    def stored(self, topic: str, topic_id: str = "") -> dict[int, int]:
+        """Last stored offset per partition of ``topic`` (after any roll-back). With
+        ``topic_id`` (Kafka's id of the topic now), offsets recorded under another id are of
+        a topic deleted since: the ledger starts again, empty, under the new id (the files
+        stay; publishes go on numbering after theirs). A ledger that names no id (written
+        before ids were recorded) is taken as the current topic's."""
         with self._locked(topic) as directory:
-            ledger, _ = self._read(directory)
+            ledger, publishes, recorded_id = self._read(directory)
             self._roll_back(directory, ledger)
+            if topic_id and recorded_id and recorded_id != topic_id:
+                log.warning(
+                    "topic %s was deleted and created again (id %s, before %s): %s keeps the "
+                    "rows of the earlier one; the new one is read from its committed offset, "
+                    "or from auto_offset_reset without one",
+                    topic,
+                    topic_id,
+                    recorded_id,
+                    self.root.parent.name,
+                )
+                self._write(directory, publishes, {}, topic_id)
+                return {}
             return ledger
 
     def publish(
@@ -121,12 +154,18 @@ class OffsetLedger:
         first_offsets: Mapping[int, int],
         last_offsets: Mapping[int, int],
         staged: Sequence[StagedFile],
+        topic_id: str = "",
     ) -> PublishResult:
         """Move ``staged`` (records of ``topic`` with, per partition, offsets from
-        ``first_offsets`` to ``last_offsets``) into their tables and advance the ledger."""
+        ``first_offsets`` to ``last_offsets``) into their tables and advance the ledger.
+        Records read from a topic of another id than the ledger's (the topic was deleted
+        and created again since they were read) are dropped."""
         with self._locked(topic) as directory:
-            ledger, publishes = self._read(directory)
+            ledger, publishes, recorded_id = self._read(directory)
             self._roll_back(directory, ledger)
+            if topic_id and recorded_id and topic_id != recorded_id:
+                return PublishResult(0, sum(_rows(file) for file in staged))
+            topic_id = topic_id or recorded_id
             stale = {
                 p: ledger[p] for p, first in first_offsets.items() if first <= ledger.get(p, -1)
             }
@@ -156,12 +195,13 @@ class OffsetLedger:
             )
             for source, target in moves:
                 os.replace(source, target)
-            updated = {str(p): o for p, o in sorted({**ledger, **advanced}.items())}
-            staged_ledger = directory / f".{LEDGER_FILE}.{uuid.uuid4().hex}"
-            _write_synced(staged_ledger, json.dumps({"publishes": number, "offsets": updated}))
-            os.replace(staged_ledger, directory / LEDGER_FILE)  # the commit
+            self._write(directory, number, {**ledger, **advanced}, topic_id)  # the commit
             intent.unlink()
             return PublishResult(len(moves), skipped)
+
+
+def _rows(file: StagedFile) -> int:
+    return int(pq.ParquetFile(file.path).metadata.num_rows)
 
 
 def _write_synced(path: Path, text: str) -> None:

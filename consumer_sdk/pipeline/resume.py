@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from aiokafka.structs import TopicPartition as KafkaTopicPartition
@@ -39,7 +39,7 @@ from consumer_sdk import metrics
 from consumer_sdk.pipeline.commit import OffsetCommits
 from consumer_sdk.pipeline.fetch import AnyPending
 from consumer_sdk.pipeline.retry import RetryPolicy
-from consumer_sdk.sink import Sink
+from consumer_sdk.sink import Sink, TopicIdentitySink
 
 log = logging.getLogger(__name__)
 # How often a partition awaiting its old owner's release looks at the committed offsets: a
@@ -92,8 +92,10 @@ class ResumeLookups:
         on_reading: Callable[[set[KafkaTopicPartition]], None] | None = None,
         declared_unread: Callable[[], Collection[KafkaTopicPartition]] = frozenset,
         on_released: Callable[[set[KafkaTopicPartition]], None] = lambda released: None,
+        topic_ids: Callable[[Sequence[str]], Awaitable[Mapping[str, str]]] | None = None,
     ) -> None:
         self._sink = sink
+        self._topic_ids = topic_ids
         self._declared_unread = declared_unread
         self._on_released = on_released
         self._committed_marks = committed_marks
@@ -301,6 +303,8 @@ class ResumeLookups:
         that the sink holds nothing past the committed offset of goes back to that offset,
         or to the beginning if there is none)."""
         wanted = sorted(TopicPartition(tp.topic, tp.partition) for tp in partitions)
+        if self._topic_ids is not None and isinstance(self._sink, TopicIdentitySink):
+            self._sink.use_topic_ids(await self._topic_ids(sorted({tp.topic for tp in wanted})))
         stored = await self._sink.resume_offsets(wanted)
         if rewind:
             await self._rewind(client, partitions, stored, assignment)

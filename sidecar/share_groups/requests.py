@@ -9,13 +9,10 @@ shape and return a value or raise :class:`ShareResponseError`, nothing else.
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from io import BytesIO
 from typing import Any, TypeAlias
 
-from aiokafka.protocol.abstract import AbstractType
 from aiokafka.protocol.api import Request, RequestStruct, Response
 from aiokafka.protocol.types import (
     Boolean,
@@ -29,23 +26,9 @@ from aiokafka.protocol.types import (
 )
 
 from assignor.types import TopicPartition, partitions_by_topic
+from contract.kafka_uuid import Uuid
 
 GROUP_ID_NOT_FOUND = 69  # a share group nobody has joined yet
-
-
-class Uuid(AbstractType[str]):
-    """Kafka's 16-byte uuid (a topic id), in its usual URL-safe base64 form."""
-
-    @classmethod
-    def encode(cls, value: str) -> bytes:
-        return base64.urlsafe_b64decode(value + "==")
-
-    @classmethod
-    def decode(cls, data: BytesIO) -> str:
-        raw = data.read(16)
-        if len(raw) != 16:
-            raise ValueError("Buffer underrun decoding a uuid")
-        return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
 _TEXT = CompactString("utf-8")

@@ -1,0 +1,1 @@
+"""Requests the SDK sends that aiokafka does not ship, on aiokafka's protocol classes."""
