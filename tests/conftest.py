@@ -12,6 +12,7 @@ leg is skipped with that one reason, unless ``KAFKA_AUTOSCALER_REQUIRE_CLUSTERS`
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable, Iterator
 from typing import NoReturn
 
@@ -28,6 +29,10 @@ from local_kafka.clusters import (
     required_cluster_kinds,
     suite_cluster_kinds,
 )
+
+# Tests run benchmark code into temporary directories, on whatever the work tree holds; what
+# they write is never a committed result (benchmarks refuse uncommitted code otherwise).
+os.environ.setdefault("KAFKA_AUTOSCALER_BENCH_DIRTY", "1")
 
 _MARKER_CAPABILITY = {
     "needs_create_topics": Capability.CREATE_TOPICS,

@@ -124,8 +124,31 @@ def imports_from(tree: Path | None) -> Iterator[None]:
         sys.path.remove(str(tree))
 
 
+# Set to 1 to write a result measured with uncommitted changes (its code then ends in "+").
+ALLOW_DIRTY_ENV = "KAFKA_AUTOSCALER_BENCH_DIRTY"
+
+
+class DirtyTree(SystemExit):
+    """A result would name code no commit holds."""
+
+
+def require_committed_code() -> None:
+    """Refuse (one line, exit 2) a run whose code has uncommitted changes, unless
+    ``KAFKA_AUTOSCALER_BENCH_DIRTY=1`` asks for it: a figure must name the code it came from."""
+    code = code_at_start()
+    if code.endswith("+") and os.environ.get(ALLOW_DIRTY_ENV) != "1":
+        print(
+            f"benchmark refused: the work tree has uncommitted changes (code {code}); commit "
+            f"them, or set {ALLOW_DIRTY_ENV}=1 to measure them anyway",
+            file=sys.stderr,
+        )
+        raise DirtyTree(2)
+
+
 def machine_line() -> str:
-    """One markdown line describing the machine and date."""
+    """One markdown line describing the machine and date (refused on uncommitted code:
+    :func:`require_committed_code`)."""
+    require_committed_code()
     info = machine_info()
     return (
         f"Machine: {info['cpu']}, {info['cores']} cores, Python {info['python']}; "
@@ -152,6 +175,7 @@ def broker_line(kafka: KafkaCluster) -> str:
 
 def add_cluster_option(parser: argparse.ArgumentParser) -> None:
     """``--cluster apache|embedded`` (default apache), the same in every Kafka benchmark."""
+    require_committed_code()  # at the start, not after the run
     parser.add_argument(
         "--cluster",
         choices=[ClusterKind.APACHE.value, ClusterKind.EMBEDDED.value],
