@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shlex
 import time
 from collections.abc import Callable, Sequence
@@ -159,6 +160,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     return int(failed or _write(ordered) > BUDGET_S / 60)
 
 
+_MACHINE_LINE = re.compile(r"^Machine: (.+?), Python [^;]+; run (.+?) UTC, code (\S+?)\.$", re.M)
+
+
+def _measured(row: dict[str, Any]) -> tuple[str, str, str]:
+    """The machine, code and time a row's results file names (what its figures are), else
+    what the row recorded."""
+    path = RESULTS / row["results"]
+    found = _MACHINE_LINE.search(path.read_text()) if path.exists() else None
+    if found is None:
+        return row.get("machine", "?"), row["code"], row["date_utc"]
+    return found.group(1), found.group(3), found.group(2)
+
+
 def _write(ordered: Sequence[dict[str, Any]]) -> float:
     """Write ``results/headline.md`` for ``ordered``; the minutes of one whole run of the
     set (0 when its rows come from several runs: their sum is no run's time)."""
@@ -169,11 +183,12 @@ def _write(ordered: Sequence[dict[str, Any]]) -> float:
         "| benchmark | command | results | machine | code | ended (UTC) | exit | minutes |",
         "|---|---|---|---|---|---|---:|---:|",
     ]
-    lines += [
-        f"| {r['name']} | `{r['command']}` | [{r['results']}]({r['results']}) | {r['machine']} "
-        f"| {r['code']} | {r['date_utc']} | {r['exit']} | {r['minutes']:.1f} |"
-        for r in ordered
-    ]
+    for r in ordered:
+        machine, code, ended = _measured(r)
+        lines.append(
+            f"| {r['name']} | `{r['command']}` | [{r['results']}]({r['results']}) | {machine} "
+            f"| {code} | {ended} | {r['exit']} | {r['minutes']:.1f} |"
+        )
     total = sum(r["minutes"] for r in ordered)
     if len(runs) == 1 and len(ordered) == len(HEADLINES):
         within = "within" if total <= BUDGET_S / 60 else "OVER"
