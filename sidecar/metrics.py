@@ -109,7 +109,7 @@ MEMBERS_FAILING = Gauge(
 )
 NOT_JOINING = Gauge(
     "autoscaler_consumers_not_joining",
-    "1 while the consumers asked for are not joining the group (failing, or missing for a "
-    "minute): scale-ups are held",
+    "1 while the consumers asked for are not joining the group (failing, or missing for 45 "
+    "s): scale-ups are held",
     registry=REGISTRY,
 )
