@@ -114,8 +114,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     index = RESULTS / "headline.json"
     if args.render:
-        rows = {r["name"]: r for r in json.loads(index.read_text())["rows"]}
-        return int(_write([rows[n] for n in names if n in rows]) > BUDGET_S / 60)
+        kept = {r["name"]: r for r in json.loads(index.read_text())["rows"]}
+        return int(_write([kept[n] for n in names if n in kept]) > BUDGET_S / 60)
     require_committed_code()
     chosen = [n for n in args.only.split(",") if n]
     if not chosen or any(n not in names for n in chosen):
@@ -189,7 +189,7 @@ def _write(ordered: Sequence[dict[str, Any]]) -> float:
             f"| {r['name']} | `{r['command']}` | [{r['results']}]({r['results']}) | {machine} "
             f"| {code} | {ended} | {r['exit']} | {r['minutes']:.1f} |"
         )
-    total = sum(r["minutes"] for r in ordered)
+    total = float(sum(r["minutes"] for r in ordered))
     if len(runs) == 1 and len(ordered) == len(HEADLINES):
         within = "within" if total <= BUDGET_S / 60 else "OVER"
         lines += [
