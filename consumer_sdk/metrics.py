@@ -45,6 +45,18 @@ SINK_START_FAILURES = Counter(
     "member joins once it has)",
     ["group"],
 )
+TABLE_MAINTENANCE_SECONDS = Histogram(
+    "autoscaler_consumer_table_maintenance_seconds",
+    "How long a Delta checkpoint (and the log's clean-up) took, written beside the appends",
+    ["table"],
+    buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+)
+TABLE_MAINTENANCE_FAILURES = Counter(
+    "autoscaler_consumer_table_maintenance_failures_total",
+    "Delta checkpoints that failed (tried again after the next append; the table stays "
+    "correct, readers replay more of its log)",
+    ["table"],
+)
 COMMIT_FAILURES = Counter(
     "autoscaler_consumer_commit_failures_total",
     "Offset commits that failed (records may be re-delivered)",

@@ -38,6 +38,7 @@ from consumer_sdk.lake.commit_offsets import (
 )
 from consumer_sdk.lake.delta.files import DeltaFileCommitter
 from consumer_sdk.lake.delta.history import commit_metadata, has_unbackfilled_commits
+from consumer_sdk.lake.delta.maintenance import DeltaMaintenance
 from consumer_sdk.lake.iceberg.files import IcebergFileCommitter
 from consumer_sdk.lake.jvm_appends import FileCommitter, FilesRefused
 from consumer_sdk.lake.partition_fence import (
@@ -97,10 +98,18 @@ class LakeAppender:
         self._topic_ids: dict[str, str] = {}
         self._told_recreated: set[tuple[str, str]] = set()
         self.history_reads = 0
+        self.maintenance: DeltaMaintenance | None = None
+        if config.table_format == "delta" and config.delta_checkpoint_every > 0:
+            self.maintenance = DeltaMaintenance(config.delta_checkpoint_every)
         self._files: FileCommitter | None = None
         if config.files_by_arrow:
             delta = config.table_format == "delta"
             self._files = DeltaFileCommitter() if delta else IcebergFileCommitter()
+
+    def close(self) -> None:
+        """Let a checkpoint being written end; start no more."""
+        if self.maintenance is not None:
+            self.maintenance.close()
 
     def use_topic_ids(self, ids: Mapping[str, str]) -> None:
         """Kafka's current id of each topic: commits name it, and offsets recorded under
@@ -297,6 +306,9 @@ class LakeAppender:
             except BaseException:
                 self._uncertain.update((topic, p) for p in written)
                 raise
+            if self.maintenance is not None:
+                for table in (target.table, *([target.dead_table] if dead_last else [])):
+                    self.maintenance.committed(table_root(self.config, table))
             self._fence.write_stored(
                 target,
                 {

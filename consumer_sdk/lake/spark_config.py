@@ -109,6 +109,12 @@ class SparkSinkConfig:
     staging_max_age_secs: float = setting(
         "staged files of writers dead this long are removed, [60, 2592000] seconds", 86_400.0
     )
+    delta_checkpoint_every: int = setting(
+        "Delta tables the sink creates: a checkpoint every this many commits, written beside "
+        "the appends (delta-rs, in a thread) so no append waits for it, [1, 100000]; 0: "
+        "inside the commit that reaches it, every 100, as Delta does (the append waits)",
+        100,
+    )
 
     def __post_init__(self) -> None:
         if not isinstance(self.warehouse, str) or not self.warehouse:
@@ -149,6 +155,9 @@ class SparkSinkConfig:
             self._fail("spark_remote", "empty (local session) or sc://host:port")
         if not 60 <= self.staging_max_age_secs <= 30 * 86_400:
             self._fail("staging_max_age_secs", "in [60, 2592000]")
+        every = self.delta_checkpoint_every
+        if not isinstance(every, int) or isinstance(every, bool) or not 0 <= every <= 100_000:
+            self._fail("delta_checkpoint_every", "an integer in [0, 100000]")
 
     def _label(self, name: str) -> str:
         return f"{name} ({spark_env_name(name)})"
@@ -192,6 +201,8 @@ class SparkSinkConfig:
                     values[f.name] = _pairs(name, raw)
                 elif f.name == "staging_max_age_secs":
                     values[f.name] = _number(name, raw)
+                elif f.name == "delta_checkpoint_every":
+                    values[f.name] = _integer(name, raw)
                 else:
                     values[f.name] = raw
         if overrides:
@@ -209,6 +220,13 @@ def _pairs(variable: str, raw: str) -> dict[str, str]:
             raise ConfigError(f"{variable} must be key=value[,key=value...], got {item!r}")
         out[key.strip()] = value.strip()
     return out
+
+
+def _integer(variable: str, raw: str) -> int:
+    try:
+        return int(raw)
+    except ValueError:
+        raise ConfigError(f"{variable} must be an integer, got {raw!r}") from None
 
 
 def _number(variable: str, raw: str) -> float:

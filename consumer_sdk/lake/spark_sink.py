@@ -174,8 +174,11 @@ class SparkTableSink:
         )
 
     async def close(self) -> None:
-        """Remove this process's staging directory (the session lives with the process)."""
+        """Remove this process's staging directory and let a table's checkpoint being
+        written end (the session lives with the process)."""
         shutil.rmtree(self._staging, ignore_errors=True)
+        if self._lake is not None:
+            await asyncio.to_thread(self._lake.close)
 
     # Sink --------------------------------------------------------------------------------
     async def write(self, topic: str, table: pa.Table) -> None:

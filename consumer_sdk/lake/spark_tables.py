@@ -42,14 +42,25 @@ SESSION_CONF = {
 # take it too); the user's spark_conf overrides them. Delta writes a checkpoint of the whole
 # table state every delta.checkpointInterval commits, in a Spark job, inside the commit that
 # reaches it; its default, 10, suits a table written a few times an hour. A consumer commits
-# once per batch and table: measured through the sink on two cores (2,000-row appends,
-# benchmarks/results/delta_commit_cost.md), a checkpoint commit took about 1.8 s against
-# 0.25 s for the others, and at 100 an append took 36 % less of the JVM's CPU (0.72 s ->
-# 0.46 s). Readers replay at most 99 JSON commits after the last checkpoint. Tables created
-# before keep the interval they have.
-TABLE_DEFAULTS = {
-    "spark.databricks.delta.properties.defaults.checkpointInterval": "100",
-}
+# once per batch and table: measured through the sink on two cores (2,000-row appends), a
+# checkpoint commit took about 1.8 s against 0.25 s for the others, and at 100 an append
+# took 36 % less of the JVM's CPU (0.72 s -> 0.46 s). In `make demo` those commits took
+# 4-10 s and the consumer read nothing meanwhile, so by default (delta_checkpoint_every)
+# no commit reaches the interval and consumer_sdk.lake.delta.maintenance writes the
+# checkpoints beside the appends. Tables created before keep the interval they have.
+CHECKPOINT_INTERVAL_KEY = "spark.databricks.delta.properties.defaults.checkpointInterval"
+IN_COMMIT_EVERY = 100
+
+
+def table_defaults(checkpoint_every: int) -> dict[str, str]:
+    """Properties of the Delta tables a session creates, for ``delta_checkpoint_every``."""
+    from consumer_sdk.lake.delta.maintenance import IN_COMMIT_INTERVAL
+
+    interval = IN_COMMIT_INTERVAL if checkpoint_every > 0 else IN_COMMIT_EVERY
+    return {CHECKPOINT_INTERVAL_KEY: str(interval)}
+
+
+TABLE_DEFAULTS = table_defaults(IN_COMMIT_EVERY)
 # Defaults for the sessions and the Spark Connect server this project starts; the user's
 # spark_conf overrides them.
 DEFAULT_CONF = {
@@ -115,13 +126,15 @@ def spark_session(config: SparkSinkConfig) -> Any:
         cleanup = getattr(remote.client, "_cleanup_ml_cache", None)
         if cleanup is not None:
             atexit.unregister(cleanup)
-        for key, value in {**TABLE_DEFAULTS, **SESSION_CONF, **config.spark_conf}.items():
+        defaults = table_defaults(config.delta_checkpoint_every)
+        for key, value in {**defaults, **SESSION_CONF, **config.spark_conf}.items():
             if key != "spark.sql.hive.manageFilesourcePartitions":  # static: server's choice
                 remote.conf.set(key, value)
         return remote
     builder = SparkSession.builder.master(config.master).appName("kafka-autoscaler-sink")
     settings = {
         **DEFAULT_CONF,
+        **table_defaults(config.delta_checkpoint_every),
         "spark.sql.warehouse.dir": str(config.warehouse_path),
         **config.spark_conf,
         **SESSION_CONF,
@@ -132,6 +145,9 @@ def spark_session(config: SparkSinkConfig) -> Any:
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
+    # A runtime setting: the process's one session (made by the first sink) takes this
+    # sink's, as a remote session does.
+    session.conf.set(CHECKPOINT_INTERVAL_KEY, settings[CHECKPOINT_INTERVAL_KEY])
     if config.table_format != "parquet":
         _use_catalog_settings(session, settings, f"spark.sql.catalog.{config.iceberg_catalog}")
     return session
