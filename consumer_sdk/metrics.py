@@ -45,6 +45,14 @@ SINK_START_FAILURES = Counter(
     "member joins once it has)",
     ["group"],
 )
+TABLE_STALENESS = Histogram(
+    "autoscaler_consumer_table_staleness_seconds",
+    "Per written batch and topic: seconds from its oldest record's Kafka timestamp to the "
+    "moment its write returned (the records are in the sink from then: an upper bound of "
+    "their visibility latency, backlog included)",
+    ["group", "topic"],
+    buckets=(0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 900, 3600),
+)
 TABLE_MAINTENANCE_SECONDS = Histogram(
     "autoscaler_consumer_table_maintenance_seconds",
     "How long a Delta checkpoint (and the log's clean-up) took, written beside the appends",

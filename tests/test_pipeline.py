@@ -384,6 +384,35 @@ def test_a_batch_stages_while_the_one_before_publishes_and_commits_follow_in_ord
     assert 0 < first_span[0] <= second_span[0] <= first_span[1] <= second_span[1]
 
 
+def test_each_written_batch_says_how_stale_its_oldest_record_was(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    labels = {"group": "g-pipeline", "topic": "t"}
+    before = REGISTRY.get_sample_value("autoscaler_consumer_table_staleness_seconds_count", labels)
+    now_s = 1_700_000_100.0
+    monkeypatch.setattr("consumer_sdk.pipeline.write.wall_clock", lambda: now_s)
+    stamped = [Record("t", 0, o, 1_700_000_000_000 + o * 1000, None, b"x") for o in range(3)]
+
+    async def go() -> None:
+        writer = writer_for(StagingRecorder(gate=False), FakeClient(), [], asyncio.Event())
+        pending: PendingRecords[KTP] = PendingRecords()
+        pending.add(KTP("t", 0), stamped)
+        writer.submit(pending.take())
+        await writer.settle()
+
+    asyncio.run(go())
+    after = REGISTRY.get_sample_value("autoscaler_consumer_table_staleness_seconds_count", labels)
+    assert after == (before or 0) + 1
+    # The oldest record was written 100 s before the write returned: in the (60, 300] bucket.
+    in_60 = REGISTRY.get_sample_value(
+        "autoscaler_consumer_table_staleness_seconds_bucket", {**labels, "le": "60.0"}
+    )
+    in_300 = REGISTRY.get_sample_value(
+        "autoscaler_consumer_table_staleness_seconds_bucket", {**labels, "le": "300.0"}
+    )
+    assert in_300 is not None and in_60 is not None and in_300 - in_60 >= 1
+
+
 def test_free_write_slots_are_counted_and_each_write_that_ends_says_so() -> None:
     async def go() -> tuple[list[int], list[int]]:
         sink, client = StagingRecorder(), FakeClient()

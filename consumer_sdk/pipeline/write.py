@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from aiokafka.structs import TopicPartition as KafkaTopicPartition
 
 from consumer_sdk import metrics
@@ -171,6 +172,7 @@ class BatchWriter:
                 "batch was given up at shutdown, and nothing is committed past it"
             )
         by_topic = self._by_topic(batch)
+        oldest = {topic: oldest_timestamp_ms(table) for topic, table in by_topic.items()}
         # The sink's tables are copies (one chunk per column): the fetched chunks go now, so
         # a batch in the sink is held once, not twice.
         batch.records.clear()
@@ -193,6 +195,7 @@ class BatchWriter:
             )
         )
         written = dataclasses.replace(written, sink_started=started, sink_done=time.monotonic())
+        self._observe_staleness(oldest)
         # Every write succeeded: commit. The commit runs while the next batch fills (it is
         # off the critical path); commits stay in order because each waits for the last.
         offsets = dict(written.next_offsets)
@@ -203,6 +206,15 @@ class BatchWriter:
         self._forget_fenced(offsets, fenced)
         await self._commits.submit(offsets)
         self._on_written(written)
+
+    def _observe_staleness(self, oldest: dict[str, int | None]) -> None:
+        """How stale each topic's table was when this batch's write returned: now minus its
+        oldest record's Kafka timestamp (producers' clocks: never below 0)."""
+        now_ms = wall_clock() * 1000
+        for topic, timestamp in oldest.items():
+            if timestamp is not None and timestamp >= 0:
+                staleness = max(0.0, now_ms - timestamp) / 1000
+                metrics.TABLE_STALENESS.labels(self._group, topic).observe(staleness)
 
     def _by_topic(self, batch: AnyBatch) -> dict[str, pa.Table]:
         """Each topic's part of ``batch`` as one table (:data:`~consumer_sdk.sink.SINK_SCHEMA`),
@@ -289,3 +301,16 @@ class BatchWriter:
                     delay,
                 )
                 await sleep_unless_stopped(self._stopping, delay)
+
+
+def wall_clock() -> float:
+    """Seconds since the epoch, as Kafka timestamps count (a seam for tests)."""
+    return time.time()
+
+
+def oldest_timestamp_ms(table: pa.Table) -> int | None:
+    """The smallest Kafka timestamp (ms) of a batch's table; None when it has no rows."""
+    if table.num_rows == 0:
+        return None
+    found = pc.min(table.column("timestamp")).as_py()
+    return None if found is None else int(found)
