@@ -13,6 +13,7 @@ from benchmarks import (
     simulate,
     spark_sink,
 )
+from benchmarks.lake import freshness
 from benchmarks.packing import paper, planner_scale, rack_packing
 from benchmarks.share_groups import __main__ as share_groups
 from benchmarks.share_groups import table_kills as share_table_kills
@@ -29,6 +30,7 @@ def main() -> int:
         embedded_memory,
         consume_throughput,
         spark_sink,
+        freshness,
         delta_commit_cost,
         cooperative_rebalance,
         sidecar_cycle,

@@ -574,18 +574,6 @@ def test_two_pipelines_write_one_topic_into_two_tables_without_fencing_each_othe
     assert key_counts(sink_config, "dead_letters") == Counter({(0, 12): 2, (1, 12): 2})
 
 
-def test_a_delta_table_the_sink_creates_checkpoints_every_100_commits(
-    sink_config: SparkSinkConfig,
-) -> None:
-    if sink_config.table_format != "delta":
-        pytest.skip("a Delta table property")
-    SparkTableSink(sink_config).write_blocking(
-        "t", records_table([Record("t", 0, 0, 0, None, b"v")])
-    )
-    configuration = DeltaTable(str(table_root(sink_config, "t"))).metadata().configuration
-    assert configuration.get("delta.checkpointInterval") == "100"
-
-
 def test_the_delta_log_read_directly_holds_the_metadata_describe_history_shows(
     sink_config: SparkSinkConfig,
 ) -> None:

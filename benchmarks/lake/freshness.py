@@ -9,7 +9,7 @@ demo's batch wait ``--wait``) for ``--duration`` seconds. Visibility latency of 
 time of the Delta commit that added its data file (the commit's ``commitInfo.timestamp``)
 minus the record's Kafka timestamp, for records produced after ``--warm-up`` seconds; both
 clocks are this machine's. Appends: the consumer's own log lines (``appended ... in X s``).
-``python -m benchmarks.freshness`` writes ``results/freshness_<cluster>.{md,json}``.
+``python -m benchmarks.lake.freshness`` writes ``results/freshness_<cluster>.{md,json}``.
 """
 
 from __future__ import annotations
