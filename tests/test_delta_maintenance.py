@@ -27,7 +27,6 @@ from consumer_sdk.lake.delta.maintenance import (
     DeltaMaintenance,
     checkpoint_due,
     last_checkpoint_version,
-    latest_version,
 )
 from consumer_sdk.lake.spark_config import SparkSinkConfig
 from consumer_sdk.lake.spark_sink import SparkTableSink
@@ -35,6 +34,13 @@ from consumer_sdk.lake.spark_tables import table_root
 from consumer_sdk.sink import Record, records_table
 from contract.settings import ConfigError
 from tests.lake_readers import key_counts, warehouse_config
+
+
+def latest_version(table_root: Path) -> int:
+    """The highest commit version in the table's log (-1: none)."""
+    log = table_root / LOG_DIR
+    versions = [int(p.stem) for p in log.glob("*.json")] if log.is_dir() else []
+    return max(versions, default=-1)
 
 
 def fake_log(root: Path, commits: int, checkpoint: int | None = None) -> Path:

@@ -115,6 +115,15 @@ def stored_offsets(
     return stored
 
 
+def recreated_topic_line(topic: str, topic_id: str, earlier: Iterable[str], table: str) -> str:
+    """What a writer says once when ``table`` holds offsets of earlier topics of this name."""
+    return (
+        f"topic {topic} was deleted and created again (id {topic_id}, before "
+        f"{', '.join(sorted(earlier))}): {table} keeps the rows of the earlier one; the new one "
+        "is read from its committed offset, or from auto_offset_reset without one"
+    )
+
+
 def earlier_topic_ids(metadata: Iterable[str | None], topic: str, topic_id: str) -> set[str]:
     """Ids other than ``topic_id`` that commits of ``topic`` name: topics of that name the
     table was written from before they were deleted."""

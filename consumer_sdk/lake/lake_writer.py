@@ -34,6 +34,7 @@ from consumer_sdk.lake.commit_offsets import (
     SUMMARY_KEY,
     earlier_topic_ids,
     encode_offsets,
+    recreated_topic_line,
     stored_offsets,
 )
 from consumer_sdk.lake.delta.files import DeltaFileCommitter
@@ -74,7 +75,12 @@ class AppendResult:
 class LakeAppender:
     """Fenced, offset-carrying appends of one sink to its Delta or Iceberg tables."""
 
-    def __init__(self, config: SparkSinkConfig, frame: FrameBuilder) -> None:
+    def __init__(
+        self,
+        config: SparkSinkConfig,
+        frame: FrameBuilder,
+        topic_ids: Mapping[str, str] | None = None,
+    ) -> None:
         if config.table_format not in ("delta", "iceberg"):
             raise ValueError(f"LakeAppender writes delta or iceberg, not {config.table_format}")
         self.config = config
@@ -93,9 +99,10 @@ class LakeAppender:
         # (renewed to settle an uncertain commit) -> that next claim: batches staged under
         # the old one are still this owner's.
         self._renewed: dict[str, str] = {}
-        # Kafka's id of each topic as the consumer last learnt it (none: not known, and a
-        # topic created again under its name cannot be told from the one before).
-        self._topic_ids: dict[str, str] = {}
+        # Kafka's id of each topic as the consumer last learnt it, kept by the sink (none:
+        # not known, and a topic created again under its name cannot be told from the one
+        # before).
+        self._topic_ids: Mapping[str, str] = {} if topic_ids is None else topic_ids
         self._told_recreated: set[tuple[str, str]] = set()
         self.history_reads = 0
         self.maintenance: DeltaMaintenance | None = None
@@ -110,11 +117,6 @@ class LakeAppender:
         """Let a checkpoint being written end; start no more."""
         if self.maintenance is not None:
             self.maintenance.close()
-
-    def use_topic_ids(self, ids: Mapping[str, str]) -> None:
-        """Kafka's current id of each topic: commits name it, and offsets recorded under
-        another id (a topic deleted since) are not where the topic is."""
-        self._topic_ids.update(ids)
 
     # resume ------------------------------------------------------------------------------
     def claim_and_resume(
@@ -193,15 +195,7 @@ class LakeAppender:
         if not earlier or (topic, topic_id) in self._told_recreated:
             return
         self._told_recreated.add((topic, topic_id))
-        log.warning(
-            "topic %s was deleted and created again (id %s, before %s): %s keeps the rows of "
-            "the earlier one; the new one is read from its committed offset, or from "
-            "auto_offset_reset without one",
-            topic,
-            topic_id,
-            ", ".join(sorted(earlier)),
-            table,
-        )
+        log.warning("%s", recreated_topic_line(topic, topic_id, earlier, table))
 
     def _target(self, topic: str) -> WriteTarget:
         """``topic`` and the tables it is written into: its own, dead letters."""

@@ -124,8 +124,13 @@ class SparkTableSink:
         self.dead_letters_written = 0
         self.rows_skipped = 0
         self.rows_fenced = 0
-        self._lake = LakeAppender(config, self._frame) if config.table_format != "parquet" else None
+        # Kafka's id of each topic (use_topic_ids): the parquet ledger and the appender name it.
         self._topic_ids: dict[str, str] = {}
+        self._lake = (
+            LakeAppender(config, self._frame, self._topic_ids)
+            if config.table_format != "parquet"
+            else None
+        )
 
     # lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
@@ -288,8 +293,6 @@ class SparkTableSink:
         """Kafka's current id of each topic: offsets the tables recorded under another id
         are of a topic deleted since, not where this one is."""
         self._topic_ids.update(ids)
-        if self._lake is not None:
-            self._lake.use_topic_ids(ids)
 
     def fences_lost_partitions(self) -> bool:
         """Every format does: Delta and Iceberg drop the rows of partitions claimed since a

@@ -39,6 +39,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from consumer_sdk.lake.commit_offsets import recreated_topic_line
+
 log = logging.getLogger(__name__)
 
 LEDGER_DIR = "_offsets"
@@ -135,15 +137,8 @@ class OffsetLedger:
             ledger, publishes, recorded_id = self._read(directory)
             self._roll_back(directory, ledger)
             if topic_id and recorded_id and recorded_id != topic_id:
-                log.warning(
-                    "topic %s was deleted and created again (id %s, before %s): %s keeps the "
-                    "rows of the earlier one; the new one is read from its committed offset, "
-                    "or from auto_offset_reset without one",
-                    topic,
-                    topic_id,
-                    recorded_id,
-                    self.root.parent.name,
-                )
+                line = recreated_topic_line(topic, topic_id, [recorded_id], self.root.parent.name)
+                log.warning("%s", line)
                 self._write(directory, publishes, {}, topic_id)
                 return {}
             return ledger

@@ -20,8 +20,6 @@ import contextlib
 import fcntl
 import json
 import logging
-import os
-import re
 import threading
 import time
 from collections.abc import Callable
@@ -38,7 +36,6 @@ log = logging.getLogger(__name__)
 IN_COMMIT_INTERVAL = 2**31 - 1
 LAST_CHECKPOINT = "_last_checkpoint"
 LOCK_FILE = ".kafka-autoscaler-maintenance.lock"
-_COMMIT_FILE = re.compile(r"^(\d{20})\.json$")
 
 
 def last_checkpoint_version(table_root: Path) -> int:
@@ -51,19 +48,13 @@ def last_checkpoint_version(table_root: Path) -> int:
     return version if isinstance(version, int) and version >= 0 else -1
 
 
-def latest_version(table_root: Path) -> int:
-    """The highest commit version in the table's log (-1: none)."""
-    try:
-        names = os.listdir(table_root / LOG_DIR)
-    except OSError:
-        return -1
-    versions = [int(m.group(1)) for m in map(_COMMIT_FILE.match, names) if m]
-    return max(versions, default=-1)
-
-
 def checkpoint_due(table_root: Path, every: int) -> bool:
-    """Whether the log is ``every`` commits or more past its last checkpoint."""
-    return latest_version(table_root) - max(last_checkpoint_version(table_root), 0) >= every
+    """Whether the log is ``every`` commits or more past its last checkpoint: the commit
+    that many versions past it exists (versions are contiguous; clean-up removes only
+    commits before a checkpoint). One stat after each append, not a listing of a log that
+    keeps 30 days of commits."""
+    due = max(last_checkpoint_version(table_root), 0) + every
+    return (table_root / LOG_DIR / f"{due:020d}.json").exists()
 
 
 def write_checkpoint(table_root: Path) -> None:
