@@ -17,6 +17,7 @@ from assignor.member_data import RACK_NAME_RULE, is_rack_name
 from assignor.validation import is_integer
 from consumer_sdk.records.inflate import DEFAULT_MAX_RECORD_BATCH_BYTES
 from contract.settings import (
+    DEFAULT_WAIT_TIME_SECS,
     ConfigError,
     GroupSettings,
     bad_number,
@@ -27,6 +28,9 @@ from contract.settings import (
 )
 
 MIB = 1024 * 1024
+# The freshness bound when neither it nor the batch wait is set: p99 under 1.5 s on a
+# 2-core machine (benchmarks/lake/freshness.py).
+DEFAULT_MAX_STALENESS_S = 1.0
 
 
 def default_identity() -> str:
@@ -46,9 +50,17 @@ class ConsumerConfig(GroupSettings):
 
     batch_bytes: int = setting(
         "a batch's size as it sits in memory (keys, values, headers and each record's "
-        "fixed-width cells), [1024, 1073741824]: a batch is written when this full or "
-        "wait_time_secs old",
+        "fixed-width cells), [1024, 1073741824]: a batch is written when this full, "
+        "wait_time_secs old or due by max_staleness_secs",
         16 * MIB,
+    )
+    max_staleness_secs: float | None = setting(
+        "the freshness bound in seconds, [0.1, 3600]: a batch is written once its first "
+        "record has waited this long less the sink's recent write time, so a record is in "
+        "the table about this long after it was read; 0: off (wait_time_secs alone); unset: "
+        "1, or off when wait_time_secs is set to anything but its default 5 (a batch wait "
+        "chosen before this setting keeps its meaning)",
+        None,
     )
     # Memory: up to this many batches plus the one filling.
     writes_in_flight: int = setting(
@@ -163,6 +175,14 @@ class ConsumerConfig(GroupSettings):
         self._check_group()
         self._check()
 
+    @property
+    def staleness_bound_s(self) -> float | None:
+        """The freshness bound in effect (``max_staleness_secs`` resolved), None when off."""
+        if self.max_staleness_secs is None:
+            waits_by_default = self.wait_time_secs == DEFAULT_WAIT_TIME_SECS
+            return DEFAULT_MAX_STALENESS_S if waits_by_default else None
+        return self.max_staleness_secs or None
+
     def _check(self) -> None:
         if not (is_integer(self.batch_bytes) and 1024 <= self.batch_bytes <= 1024 * MIB):
             self._fail("batch_bytes", "an integer in [1024, 1073741824]")
@@ -175,6 +195,11 @@ class ConsumerConfig(GroupSettings):
             is_integer(self.fetch_max_bytes) and 65536 <= self.fetch_max_bytes <= 1024 * MIB
         ):
             self._fail("fetch_max_bytes", "an integer in [65536, 1073741824], or unset")
+        if self.max_staleness_secs is not None and not (
+            self.max_staleness_secs == 0
+            or (not bad_number(self.max_staleness_secs, 0.1) and self.max_staleness_secs <= 3600)
+        ):
+            self._fail("max_staleness_secs", "a number of seconds in [0.1, 3600], 0 (off) or unset")
         if not (is_integer(self.writes_in_flight) and 1 <= self.writes_in_flight <= 8):
             self._fail("writes_in_flight", "an integer in [1, 8]")
         if (

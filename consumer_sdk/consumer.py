@@ -1,12 +1,12 @@
 """The drop-in consumer: group membership packed by write speed, batches into a sink.
 
-Loop (the paper's Fig. 4): fetch until ``batch_bytes`` or ``wait_time_secs``; group the
-records by topic; write each topic's records to the sink concurrently; commit offsets only
-after every write of the batch succeeded. A failing write is retried with backoff and never
-committed past. When partitions are revoked, a sink that fences lost partitions lets them go
-at once (their writes in flight finish meanwhile; the next owner reads the rest again);
-otherwise their pending records are written and committed first. SIGTERM (with
-:meth:`AutoscalingConsumer.run`): flush, commit, leave the group.
+Loop (the paper's Fig. 4): fetch until ``batch_bytes``, ``wait_time_secs`` or the freshness
+bound; group the records by topic; write each topic's records to the sink concurrently;
+commit offsets only after every write of the batch succeeded. A failing write is retried
+with backoff and never committed past. When partitions are revoked, a sink that fences lost
+partitions lets them go at once (their writes in flight finish meanwhile; the next owner
+reads the rest again); otherwise their pending records are written and committed first.
+SIGTERM (with :meth:`AutoscalingConsumer.run`): flush, commit, leave the group.
 
 Batches are written while the next one fills. With a :class:`~consumer_sdk.sink.StagingSink`
 up to ``writes_in_flight`` batches are in the sink at once: a batch stages while the one
@@ -160,6 +160,7 @@ class AutoscalingConsumer:
             group=config.group,
             batch_bytes=config.batch_bytes,
             wait_time_secs=config.wait_time_secs,
+            staleness_bound_s=config.staleness_bound_s,
         )
         self.drain = DrainMeter()
         self._commits = OffsetCommits(
@@ -373,6 +374,7 @@ class AutoscalingConsumer:
                     self._keep_reading,
                     self._stopping,
                     sink_busy=self._writer.busy,
+                    write_time_s=self._writer.recent_write_s,
                 )
                 # Batches are written while the next one fills (Spark works outside the
                 # GIL); they still land and commit in order.

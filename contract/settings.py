@@ -23,6 +23,7 @@ GROUP_TYPES = ("consumer", "share")
 READ_COMMITTED, READ_UNCOMMITTED = "read_committed", "read_uncommitted"
 ISOLATION_LEVELS = (READ_COMMITTED, READ_UNCOMMITTED)
 INITIAL_CAPACITY = {"records/s": 1000.0, "bytes/s": 1_000_000.0}
+DEFAULT_WAIT_TIME_SECS = 5.0
 
 
 class ConfigError(ValueError):
@@ -88,7 +89,7 @@ class GroupSettings:
     wait_time_secs: float = setting(
         "the consumers' batch wait in seconds, [0.01, 3600]: a batch is written when full or "
         "this old",
-        5.0,
+        DEFAULT_WAIT_TIME_SECS,
     )
     capacity_initial: float = setting(
         "with capacity auto: what one consumer is taken to drain until measured, >= 0 "

@@ -51,6 +51,16 @@ def test_environment_fills_what_arguments_leave_out() -> None:
     assert config.member_identity == "sink-3"
 
 
+def test_the_freshness_bound_is_on_by_default_and_a_chosen_batch_wait_keeps_its_meaning() -> None:
+    assert ConsumerConfig(**BASE).staleness_bound_s == 1.0
+    # A batch wait set before the bound existed: the wait alone, as it was.
+    assert ConsumerConfig(**BASE, wait_time_secs=30).staleness_bound_s is None
+    assert ConsumerConfig(**BASE, wait_time_secs=30, max_staleness_secs=2).staleness_bound_s == 2
+    assert ConsumerConfig(**BASE, max_staleness_secs=0).staleness_bound_s is None
+    env = {"AUTOSCALER_MAX_STALENESS_SECS": "0.5", "AUTOSCALER_WAIT_TIME_SECS": "5"}
+    assert ConsumerConfig.from_env(env, **BASE).staleness_bound_s == 0.5
+
+
 def test_a_zone_from_the_downward_api_is_the_rack_and_an_empty_one_is_none() -> None:
     env = {
         "AUTOSCALER_BOOTSTRAP_SERVERS": "k:9092",
@@ -80,6 +90,12 @@ def test_a_zone_from_the_downward_api_is_the_rack_and_an_empty_one_is_none() -> 
         ({"heuristic": "magic"}, r"heuristic \(AUTOSCALER_HEURISTIC\) must be one of nf"),
         ({"batch_bytes": 10}, r"batch_bytes .* must be an integer in \[1024, 1073741824\]"),
         ({"wait_time_secs": 0}, r"wait_time_secs .* must be a number of seconds in \[0.01, 3600\]"),
+        (
+            {"max_staleness_secs": 0.05},
+            r"max_staleness_secs \(AUTOSCALER_MAX_STALENESS_SECS\) must be a number of seconds "
+            r"in \[0.1, 3600\], 0 \(off\) or unset, got 0.05",
+        ),
+        ({"max_staleness_secs": float("inf")}, r"max_staleness_secs .* \[0.1, 3600\]"),
         ({"writes_in_flight": 0}, r"writes_in_flight .* must be an integer in \[1, 8\]"),
         ({"writes_in_flight": 2.5}, r"writes_in_flight .* must be an integer in \[1, 8\]"),
         ({"fetch_max_bytes": 1000}, r"fetch_max_bytes .* must be an integer in \[65536, "),

@@ -575,6 +575,43 @@ def test_past_the_wait_the_batch_goes_on_filling_while_every_write_slot_is_taken
     assert offsets == {} and unasked == [] and polls_left == 5
 
 
+def test_a_batch_is_due_by_the_freshness_bound_less_the_sinks_write_time() -> None:
+    pending: PendingRecords[KTP] = PendingRecords()
+    bounded = BatchFiller(
+        pending, group="g-pipeline", batch_bytes=10_000, wait_time_secs=5, staleness_bound_s=1
+    )
+    unbounded = BatchFiller(pending, group="g-pipeline", batch_bytes=10_000, wait_time_secs=5)
+    # No record yet: only the batch wait counts.
+    assert bounded.due_at(100.0, None, lambda: 0.3) == 105.0
+    # Its first record taken at 101: due when it waited the bound less the write time.
+    assert bounded.due_at(100.0, 101.0, lambda: 0.3) == 101.7
+    # A sink slower than the bound: the batch still fills for a fifth of it.
+    assert bounded.due_at(100.0, 101.0, lambda: 3.0) == 101.2
+    # A batch wait shorter than the bound wins; without a bound, the wait alone.
+    assert bounded.due_at(100.0, 104.5, lambda: 0.0) == 105.0
+    assert unbounded.due_at(100.0, 101.0, lambda: 0.3) == 105.0
+
+
+def test_the_filler_cuts_a_batch_at_the_freshness_bound_long_before_the_wait() -> None:
+    async def go() -> tuple[dict[KTP, list[int]], int]:
+        client = FakeClient()
+        client.polls = [{P0: records(0, range(0, 2))}]
+        pending: PendingRecords[KTP] = PendingRecords()
+        filler = BatchFiller(
+            pending,
+            group="g-pipeline",
+            batch_bytes=10_000,
+            wait_time_secs=3600,
+            staleness_bound_s=0.1,
+        )
+        await filler.fill(lambda: client, lambda: True, asyncio.Event(), write_time_s=lambda: 0.05)
+        taken = filler.pending.take()
+        return {p: [r.offset for r in recs] for p, recs in taken.records.items()}, len(client.polls)
+
+    # An hour's batch wait, yet the batch holding a record is handed on within the bound.
+    assert asyncio.run(go()) == ({P0: [0, 1]}, 0)
+
+
 # resume ----------------------------------------------------------------------------------
 class LookupSink:
     """Says partition 0 resumes at 30; its first ``failures`` lookups fail."""

@@ -1,13 +1,16 @@
 """Fetch stage: the client's records into the pending buffer until a batch is full.
 
 A batch is full at ``batch_bytes`` or after ``wait_time_secs``, whichever comes first, or
-when the member stops reading. While every write slot of the sink is taken past
-``wait_time_secs`` the batch goes on filling (up to ``batch_bytes``): it could not be written
-sooner, and a batch cut at the wait alone carries ``wait_time_secs`` of records per write
-however long a write takes, so a sink slower than that fell behind for good. Records of
-partitions being revoked are not taken: a cooperative member keeps fetching while its
-listener flushes them. The first offset not taken is kept (``skipped``): the client's
-position is past it, and a release that resumed from the position would lose those records.
+when the member stops reading. With a freshness bound (``max_staleness_secs``) it is due
+sooner: once its first record has waited the bound less the sink's recent write time, so
+that record is in the table about the bound after it was read. While every write slot of
+the sink is taken past the batch's due time it goes on filling (up to ``batch_bytes``): it
+could not be written sooner, and a batch cut at the wait alone carries ``wait_time_secs`` of
+records per write however long a write takes, so a sink slower than that fell behind for
+good. Records of partitions being revoked are not taken: a cooperative member keeps
+fetching while its listener flushes them. The first offset not taken is kept (``skipped``):
+the client's position is past it, and a release that resumed from the position would lose
+those records.
 """
 
 from __future__ import annotations
@@ -42,6 +45,10 @@ POLL_MAX_PIECES = 1
 # Past the wait, while the sink has no free write slot: polls this short, so the batch goes
 # to the sink soon after a slot frees.
 BUSY_POLL_SLICE_MS = 50
+# A batch due by the freshness bound fills for at least this share of the bound, however
+# slow the sink has been: a sink slower than the bound gets fewer, larger writes, not a
+# write per poll.
+MIN_FILL_SHARE = 0.2
 # After a failed poll: aiokafka retries the group by itself, polling again is the retry.
 POLL_ERROR_PAUSE_S = 0.5
 
@@ -73,12 +80,19 @@ class BatchFiller:
     """Polls the client into ``pending`` until a batch is due."""
 
     def __init__(
-        self, pending: AnyPending, *, group: str, batch_bytes: int, wait_time_secs: float
+        self,
+        pending: AnyPending,
+        *,
+        group: str,
+        batch_bytes: int,
+        wait_time_secs: float,
+        staleness_bound_s: float | None = None,
     ) -> None:
         self.pending = pending
         self._group = group
         self._batch_bytes = batch_bytes
         self._wait_time_s = wait_time_secs
+        self._staleness_bound_s = staleness_bound_s
         self._max_records = (
             POLL_MAX_PIECES if isinstance(pending, PendingColumns) else POLL_MAX_RECORDS
         )
@@ -93,11 +107,18 @@ class BatchFiller:
         keep_reading: Callable[[], bool],
         leaving: asyncio.Event,
         sink_busy: Callable[[], bool] = lambda: False,
+        write_time_s: Callable[[], float] = lambda: 0.0,
     ) -> None:
-        """Fetch until ``batch_bytes``, ``keep_reading()`` is false, or ``wait_time_secs``
-        has passed and ``sink_busy()`` is false (a write slot is free)."""
-        deadline = time.monotonic() + self._wait_time_s
+        """Fetch until ``batch_bytes``, ``keep_reading()`` is false, or the batch is due
+        (``wait_time_secs`` passed, or its first record waited the freshness bound less
+        ``write_time_s()``) and ``sink_busy()`` is false (a write slot is free)."""
+        started = time.monotonic()
+        # Records left from the last batch (it was cut at batch_bytes) count from now.
+        first_taken = started if self.pending.bytes else None
         while keep_reading() and self.pending.bytes < self._batch_bytes:
+            if first_taken is None and self.pending.bytes:
+                first_taken = time.monotonic()
+            deadline = self.due_at(started, first_taken, write_time_s)
             slice_ms = LEAVING_POLL_SLICE_MS if leaving.is_set() else POLL_SLICE_MS
             remaining_ms = int((deadline - time.monotonic()) * 1000)
             if remaining_ms <= 0:
@@ -124,6 +145,19 @@ class BatchFiller:
                 elif (first := first_offset(messages)) is not None:
                     self.skipped.setdefault(ktp, first)
             await asyncio.sleep(0)
+
+    def due_at(
+        self, started: float, first_taken: float | None, write_time_s: Callable[[], float]
+    ) -> float:
+        """When the batch begun at ``started`` is due (monotonic): ``wait_time_secs`` after
+        its start, or sooner by the freshness bound once it holds a record (taken at
+        ``first_taken``)."""
+        due = started + self._wait_time_s
+        bound = self._staleness_bound_s
+        if bound is None or first_taken is None:
+            return due
+        fill_s = max(bound - write_time_s(), bound * MIN_FILL_SHARE)
+        return min(due, first_taken + fill_s)
 
     def revoking_ended(self, partitions: set[KafkaTopicPartition]) -> None:
         """``partitions`` are no longer being revoked: what was skipped of them is settled

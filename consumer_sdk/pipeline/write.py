@@ -66,6 +66,9 @@ class WrittenBatch:
 
 
 NOTHING_FENCED = PartitionsFenced(frozenset())
+# How long the sink took to make a batch visible (staging to publication), over the last
+# this many batches: what a batch due by the freshness bound is cut that much earlier for.
+WRITE_TIMES_KEPT = 32
 
 
 class WriteAbandoned(RuntimeError):
@@ -104,6 +107,15 @@ class BatchWriter:
         self._holding: dict[asyncio.Task[None], frozenset[KafkaTopicPartition]] = {}
         # A write was given up at shutdown: nothing may be written or committed after it.
         self.abandoned = False
+        self._write_times: deque[float] = deque(maxlen=WRITE_TIMES_KEPT)
+
+    def recent_write_s(self) -> float:
+        """How long the sink takes to make a batch visible lately: the 90th percentile of
+        the last batches' times from staging to publication (0 before the first)."""
+        if not self._write_times:
+            return 0.0
+        ordered = sorted(self._write_times)
+        return ordered[int(0.9 * (len(ordered) - 1))]
 
     def busy(self) -> bool:
         """True while ``depth`` batches are being written: a new one would wait."""
@@ -195,6 +207,7 @@ class BatchWriter:
             )
         )
         written = dataclasses.replace(written, sink_started=started, sink_done=time.monotonic())
+        self._write_times.append(written.sink_done - started)
         self._observe_staleness(oldest)
         # Every write succeeded: commit. The commit runs while the next batch fills (it is
         # off the critical path); commits stay in order because each waits for the last.
