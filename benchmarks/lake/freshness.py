@@ -1,15 +1,17 @@
-"""Freshness of a Delta table under a steady load: how long a record takes from its producer
-to a committed table row, with checkpoints beside the appends (the default) and inside them
-(``delta_checkpoint_every=0``, Delta's way), side by side in one run.
+"""Freshness of Delta and Iceberg tables under a steady load: how long a record takes from
+its producer to a committed table row with the consumer's defaults (its freshness bound),
+at a fifth and a half of ``--capacity``; and, for reference, Delta with its checkpoints
+inside the commits (``delta_checkpoint_every=0``, Delta's way) instead of beside them.
 
-Per mode: a fresh topic on the chosen Kafka cluster (Apache Kafka by default), a producer the
-project did not write (confluent-kafka) at ``--rate`` records/s spread over the partitions,
-and one ``kafka-autoscaler-consumer --sink spark`` process (a local Spark session, Delta, the
-demo's batch wait ``--wait``) for ``--duration`` seconds. Visibility latency of a row: the
-time of the Delta commit that added its data file (the commit's ``commitInfo.timestamp``)
-minus the record's Kafka timestamp, for records produced after ``--warm-up`` seconds; both
-clocks are this machine's. Appends: the consumer's own log lines (``appended ... in X s``).
-``python -m benchmarks.lake.freshness`` writes ``results/freshness_<cluster>.{md,json}``.
+Per run: a fresh topic on the chosen Kafka cluster (Apache Kafka by default), a producer the
+project did not write (confluent-kafka) at the run's share of ``--capacity`` records/s spread
+over the partitions, and one ``kafka-autoscaler-consumer --sink spark`` process (a local
+Spark session) for ``--duration`` seconds. Visibility latency of a row: the time of the
+commit that added its data file (Delta: ``commitInfo.timestamp``; Iceberg: the timestamp of
+the snapshot its manifest entry names, read by pyiceberg) minus the record's Kafka timestamp,
+for records produced after ``--warm-up`` seconds; both clocks are this machine's. Appends:
+the consumer's own log lines (``appended ... in X s``). ``python -m benchmarks.lake.freshness``
+writes ``results/freshness_<cluster>.{md,json}``.
 """
 
 from __future__ import annotations
@@ -26,63 +28,136 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.table import Table
+from sqlalchemy.exc import OperationalError
 
 from benchmarks.support.machine import add_cluster_option, broker_line, machine_line
 from benchmarks.support.rate_writer import RateWriter
 from benchmarks.support.report import publish
+from consumer_sdk.config import DEFAULT_MAX_STALENESS_S
 from consumer_sdk.lake.delta.history import LOG_DIR
+from consumer_sdk.lake.lake_session import (
+    ICEBERG_CATALOG_FILE,
+    ICEBERG_DATA_DIR,
+    iceberg_catalog_uri,
+)
 from consumer_sdk.lake.spark_config import SparkSinkConfig, table_name_for
 from consumer_sdk.lake.spark_tables import table_root as table_root_of
 from local_kafka.clusters import ClusterKind, kafka_cluster
 
-MODES = {"beside": 100, "in-commit": 0}  # mode -> delta_checkpoint_every
+# A run: table format, where Delta's checkpoints are written, share of --capacity produced.
+RUNS = {
+    "delta-0.2": ("delta", "beside", 0.2),
+    "delta-0.5": ("delta", "beside", 0.5),
+    "iceberg-0.2": ("iceberg", "beside", 0.2),
+    "iceberg-0.5": ("iceberg", "beside", 0.5),
+    "delta-in-commit-0.5": ("delta", "in-commit", 0.5),
+}
+CHECKPOINT_EVERY = {"beside": 100, "in-commit": 0}  # -> delta_checkpoint_every
 _APPENDED = re.compile(r"appended (\d+) row\(s\) and \d+ dead letter\(s\) in ([\d.]+) s")
 _CHECKPOINT = re.compile(r"Delta checkpoint at version \d+ written beside the appends")
 
 
-def commit_latencies(table_root: Path, produced_after_ms: int) -> np.ndarray:
-    """Seconds from each row's Kafka timestamp to the commit that added its file, for rows
-    produced at or after ``produced_after_ms`` (epoch ms)."""
+def _kept_latencies(path: Path, committed_ms: int, produced_after_ms: int) -> np.ndarray:
+    stamps = pq.read_table(path, columns=["timestamp"], partitioning=None)
+    in_ms = pc.cast(stamps.column("timestamp"), pa.timestamp("ms"), safe=False)
+    millis: np.ndarray = pc.cast(in_ms, pa.int64()).to_numpy(zero_copy_only=False)
+    kept: np.ndarray = (committed_ms - millis[millis >= produced_after_ms]) / 1000.0
+    return kept
+
+
+def delta_commit_latencies(table_root: Path, produced_after_ms: int) -> tuple[np.ndarray, int]:
+    """Seconds from each row's Kafka timestamp to the Delta commit that added its file, for
+    rows produced at or after ``produced_after_ms`` (epoch ms); and the table's data files."""
     latencies: list[np.ndarray] = []
+    files = 0
     for commit in sorted((table_root / LOG_DIR).glob("*.json")):
-        committed_ms, files = None, []
+        committed_ms, added = None, []
         for line in commit.read_text().splitlines():
             action = json.loads(line)
             if "commitInfo" in action:
                 committed_ms = int(action["commitInfo"]["timestamp"])
             elif "add" in action:
-                files.append(action["add"]["path"])
-        if committed_ms is None:
-            continue
-        for name in files:
-            stamps = pq.read_table(table_root / name, columns=["timestamp"], partitioning=None)
-            in_ms = pc.cast(stamps.column("timestamp"), pa.timestamp("ms"), safe=False)
-            millis = pc.cast(in_ms, pa.int64()).to_numpy(zero_copy_only=False)
-            kept = millis[millis >= produced_after_ms]
-            latencies.append((committed_ms - kept) / 1000.0)
-    return np.concatenate(latencies) if latencies else np.array([])
+                added.append(action["add"]["path"])
+        files += len(added)
+        if committed_ms is not None:
+            latencies += [
+                _kept_latencies(table_root / n, committed_ms, produced_after_ms) for n in added
+            ]
+    return (np.concatenate(latencies) if latencies else np.array([])), files
 
 
-def run_mode(
-    bootstrap: str, topic: str, mode: str, args: argparse.Namespace, warehouse: Path
+def iceberg_table(config: SparkSinkConfig, table: str) -> Table | None:
+    """The consumer's Iceberg table read by pyiceberg from the sink's default catalog, or
+    None until the consumer has created it."""
+    if not (config.warehouse_path / ICEBERG_CATALOG_FILE).exists():
+        return None
+    catalog = SqlCatalog(
+        config.iceberg_catalog,
+        uri=iceberg_catalog_uri(config.warehouse_path),
+        warehouse=f"file://{config.warehouse_path / ICEBERG_DATA_DIR}",
+        init_catalog_tables="false",
+    )
+    try:
+        return catalog.load_table(f"{config.database}.{table}")
+    except (NoSuchTableError, OperationalError):
+        return None
+
+
+def iceberg_commit_latencies(table: Table, produced_after_ms: int) -> tuple[np.ndarray, int]:
+    """Seconds from each row's Kafka timestamp to the snapshot that added its file (its
+    manifest entry's snapshot id), for rows produced at or after ``produced_after_ms``; and
+    the table's data files."""
+    committed = {s.snapshot_id: s.timestamp_ms for s in table.metadata.snapshots}
+    entries = table.inspect.entries().to_pylist()
+    latencies = [
+        _kept_latencies(
+            Path(urlparse(e["data_file"]["file_path"]).path),
+            committed[e["snapshot_id"]],
+            produced_after_ms,
+        )
+        for e in entries
+        if e["status"] != 2  # 2: deleted
+    ]
+    return (np.concatenate(latencies) if latencies else np.array([])), len(latencies)
+
+
+def run_once(
+    bootstrap: str, topic: str, run: str, args: argparse.Namespace, warehouse: Path
 ) -> dict[str, Any]:
     """One consumer process under the load; its table's freshness and its appends."""
+    table_format, checkpoints, load = RUNS[run]
+    rate = args.capacity * load
     env = {
         **os.environ,
         "AUTOSCALER_BOOTSTRAP_SERVERS": bootstrap,
         "AUTOSCALER_GROUP": f"fresh-{topic}",
         "AUTOSCALER_TOPICS": topic,
-        "AUTOSCALER_CAPACITY": str(args.rate * 2),
-        "AUTOSCALER_WAIT_TIME_SECS": str(args.wait),
+        "AUTOSCALER_CAPACITY": str(args.capacity),
         "AUTOSCALER_MEMBER_IDENTITY": "fresh-0",
         "AUTOSCALER_SPARK_WAREHOUSE": str(warehouse),
-        "AUTOSCALER_SPARK_DELTA_CHECKPOINT_EVERY": str(MODES[mode]),
+        "AUTOSCALER_SPARK_TABLE_FORMAT": table_format,
+        "AUTOSCALER_SPARK_DELTA_CHECKPOINT_EVERY": str(CHECKPOINT_EVERY[checkpoints]),
     }
+    if args.wait is not None:  # otherwise the consumer's defaults: the freshness bound
+        env["AUTOSCALER_WAIT_TIME_SECS"] = str(args.wait)
+    config = SparkSinkConfig(warehouse=str(warehouse), table_format=table_format)
+    table = table_name_for(topic)
+    delta_root = table_root_of(config, table)
+
+    def created() -> bool:
+        if table_format == "delta":
+            return (delta_root / LOG_DIR).exists()
+        return iceberg_table(config, table) is not None
+
     log_path = warehouse / "consumer.log"
     with log_path.open("w") as log_file:
         consumer = subprocess.Popen(
@@ -91,30 +166,37 @@ def run_mode(
             stdout=log_file,
             stderr=subprocess.STDOUT,
         )
-        table_root = table_root_of(SparkSinkConfig(warehouse=str(warehouse)), table_name_for(topic))
         try:
             deadline = time.monotonic() + 180
-            while not (table_root / LOG_DIR).exists():  # the consumer made its table
+            while not created():  # the consumer made its table
                 if consumer.poll() is not None or time.monotonic() > deadline:
                     raise SystemExit(f"the consumer did not start:\n{log_path.read_text()}")
                 time.sleep(0.5)
-            rates = [args.rate / args.partitions] * args.partitions
+            rates = [rate / args.partitions] * args.partitions
             writer = RateWriter(bootstrap, topic, rates, value=b"x" * args.value_bytes)
             started_ms = int(time.time() * 1000)
             writer.start()
             time.sleep(args.duration)
             writer.finish()
-            time.sleep(args.wait + 10)  # the last batches committed
+            time.sleep(15)  # the last batches committed
         finally:
             consumer.send_signal(signal.SIGTERM)
             consumer.wait(120)
-    latencies = commit_latencies(table_root, started_ms + int(args.warm_up * 1000))
+    after_ms = started_ms + int(args.warm_up * 1000)
+    if table_format == "delta":
+        latencies, files = delta_commit_latencies(delta_root, after_ms)
+    else:
+        iceberg = iceberg_table(config, table)
+        assert iceberg is not None
+        latencies, files = iceberg_commit_latencies(iceberg, after_ms)
     said = log_path.read_text()
     appends = [float(s) for _, s in _APPENDED.findall(said)]
-    files = sum(1 for _ in table_root.glob("*/*.parquet"))
     return {
-        "mode": mode,
-        "delta_checkpoint_every": MODES[mode],
+        "run": run,
+        "format": table_format,
+        "checkpoints": checkpoints,
+        "load": load,
+        "rate": rate,
         "records": int(latencies.size),
         "p50_s": float(np.percentile(latencies, 50)),
         "p90_s": float(np.percentile(latencies, 90)),
@@ -131,48 +213,62 @@ def run_mode(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run every mode side by side on one cluster; write the results."""
+    """Run every chosen configuration side by side on one cluster; write the results."""
     parser = argparse.ArgumentParser(description=__doc__)
     add_cluster_option(parser)
-    parser.add_argument("--rate", type=float, default=1000.0, help="records/s produced")
-    parser.add_argument("--duration", type=float, default=300.0, help="seconds of load a mode")
+    parser.add_argument(
+        "--capacity", type=float, default=5000.0, help="records/s a run's load is a share of"
+    )
+    parser.add_argument("--duration", type=float, default=300.0, help="seconds of load a run")
     parser.add_argument("--warm-up", type=float, default=30.0, help="seconds left out first")
-    parser.add_argument("--wait", type=float, default=0.5, help="the batch wait, seconds")
+    parser.add_argument(
+        "--wait", type=float, default=None, help="a batch wait, seconds (default: the defaults)"
+    )
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--value-bytes", type=int, default=200)
-    parser.add_argument("--modes", default=",".join(MODES), help="comma-separated subset")
+    parser.add_argument("--runs", default=",".join(RUNS), help="comma-separated subset")
     args = parser.parse_args(argv)
-    modes = [m for m in args.modes.split(",") if m]
-    if not modes or any(m not in MODES for m in modes):
-        parser.error(f"--modes: a comma-separated subset of {','.join(MODES)}")
+    runs = [r for r in args.runs.split(",") if r]
+    if not runs or any(r not in RUNS for r in runs):
+        parser.error(f"--runs: a comma-separated subset of {','.join(RUNS)}")
     rows = []
     with kafka_cluster(ClusterKind(args.cluster)) as kafka:
         broker = broker_line(kafka)
-        for mode in modes:
-            topic = kafka.create_topic(args.partitions, prefix=f"fresh-{mode}")
+        for run in runs:
+            topic = kafka.create_topic(args.partitions, prefix="fresh")
             with tempfile.TemporaryDirectory(prefix="freshness-") as scratch:
-                rows.append(run_mode(kafka.bootstrap_servers, topic, mode, args, Path(scratch)))
+                rows.append(run_once(kafka.bootstrap_servers, topic, run, args, Path(scratch)))
+    batching = (
+        f"batch wait {args.wait:g} s"
+        if args.wait is not None
+        else f"the consumer's defaults (freshness bound {DEFAULT_MAX_STALENESS_S:g} s)"
+    )
     lines = [
-        "# Freshness of a Delta table: checkpoints beside the appends and inside them",
+        "# Freshness of Delta and Iceberg tables under a steady load",
         "",
         machine_line(),
         broker,
-        f"One `kafka-autoscaler-consumer --sink spark` (local Spark session, Delta) per mode, "
-        f"{args.rate:g} records/s of {args.value_bytes} B over {args.partitions} partitions "
-        f"for {args.duration:g} s, batch wait {args.wait:g} s; latency: the commit that added "
-        f"a row's file minus its Kafka timestamp, the first {args.warm_up:g} s left out. "
-        "Beside: checkpoints every 100 commits written by delta-rs in a thread of the "
-        "consumer; in-commit: Delta's checkpoint inside the commit that reaches 100.",
+        f"One `kafka-autoscaler-consumer --sink spark` (local Spark session) per run, one after "
+        f"another on one broker: a steady load (a share of {args.capacity:g} records/s) of "
+        f"{args.value_bytes} B records over {args.partitions} partitions from confluent-kafka "
+        f"for {args.duration:g} s, {batching}. Latency: the commit that added a row's file "
+        "(Delta: its commitInfo timestamp; Iceberg: the snapshot of its manifest entry) minus "
+        f"the row's Kafka timestamp, rows produced in the first {args.warm_up:g} s left out. "
+        "Delta checkpoints (every 100 commits) beside: written by delta-rs in a thread of the "
+        "consumer; in-commit: by Delta inside the commit that reaches 100. Appends: the "
+        "consumer's log lines.",
         "",
-        "| checkpoints | rows | p50 (s) | p90 (s) | p99 (s) | max (s) | appends | append p99 (s) "
-        "| slowest append (s) | appends over 1 s | checkpoints beside | data files | files / h |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| format | checkpoints | load | records/s | rows | p50 (s) | p90 (s) | p99 (s) "
+        "| max (s) | appends | append p99 (s) | slowest append (s) | appends over 1 s "
+        "| checkpoints beside | data files | files / h |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     lines += [
-        f"| {r['mode']} | {r['records']:,} | {r['p50_s']:.2f} | {r['p90_s']:.2f} "
-        f"| {r['p99_s']:.2f} | {r['max_s']:.2f} | {r['appends']:,} | {r['append_p99_s']:.2f} "
-        f"| {r['append_max_s']:.2f} | {r['appends_over_1s']} | {r['checkpoints_beside']} "
-        f"| {r['data_files']:,} | {r['files_per_hour']:,.0f} |"
+        f"| {r['format']} | {r['checkpoints'] if r['format'] == 'delta' else '-'} "
+        f"| {r['load']:.0%} | {r['rate']:,.0f} | {r['records']:,} | {r['p50_s']:.2f} "
+        f"| {r['p90_s']:.2f} | {r['p99_s']:.2f} | {r['max_s']:.2f} | {r['appends']:,} "
+        f"| {r['append_p99_s']:.2f} | {r['append_max_s']:.2f} | {r['appends_over_1s']} "
+        f"| {r['checkpoints_beside']} | {r['data_files']:,} | {r['files_per_hour']:,.0f} |"
         for r in rows
     ]
     publish(f"freshness_{args.cluster}", "\n".join(lines), {"args": vars(args), "rows": rows})
