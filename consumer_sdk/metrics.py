@@ -218,6 +218,12 @@ SHARE_ACKNOWLEDGE_FAILURES = Counter(
     "the member was fenced): the records come again, and the table takes them once",
     ["group", "topic"],
 )
+SHARE_RECORDS_GIVEN_UP = Counter(
+    "autoscaler_consumer_share_records_given_up_total",
+    "Records at their last share-group delivery (share.delivery.count.limit) that a stopping "
+    "member could not write within its grace: Kafka archives them, so the table lacks them",
+    ["group", "topic"],
+)
 CLIENT_ERRORS = Counter(
     "autoscaler_consumer_client_errors_total",
     "Errors the share consumer's Kafka client reported (a broker out of reach, ...)",

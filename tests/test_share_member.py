@@ -5,6 +5,7 @@ acknowledgement on Apache Kafka (the embedded broker has no share groups)."""
 
 from __future__ import annotations
 
+import logging
 import signal
 import subprocess
 import sys
@@ -26,6 +27,8 @@ from consumer_sdk.lake.merge_once import is_write_conflict, merge_once, merge_st
 from consumer_sdk.lake.spark_config import SparkSinkConfig
 from consumer_sdk.lake.spark_sink import SparkTableSink
 from consumer_sdk.share import ShareMember
+from consumer_sdk.share import member as member_module
+from consumer_sdk.share.delivery import DEFAULT_LIMIT
 from consumer_sdk.share.member import by_topic, client_settings
 from consumer_sdk.sink import Record, records_table
 from contract.local_ports import free_port
@@ -136,8 +139,13 @@ def test_a_conflicting_merge_is_tried_again_and_another_error_is_raised_at_once(
 
 # The member loop, against a fake client -----------------------------------------------------
 class FakeMessage:
-    def __init__(self, topic: str, partition: int, offset: int, error: object = None) -> None:
-        self._where, self._error = (topic, partition, offset), error
+    def __init__(
+        self, topic: str, partition: int, offset: int, error: object = None, deliveries: int = 1
+    ) -> None:
+        self._where, self._error, self._deliveries = (topic, partition, offset), error, deliveries
+
+    def delivery_count(self) -> int:
+        return self._deliveries
 
     def topic(self) -> str:
         return self._where[0]
@@ -316,6 +324,54 @@ def test_a_write_that_fails_while_the_member_stops_releases_its_records() -> Non
     assert sink.prepared == [("t",)] and sink.written == []
     assert ("ack", (0, 1, int(AcknowledgeType.RELEASE))) in client.events
     assert member.records_written == 0
+
+
+def test_a_stopping_member_writes_on_the_records_at_their_last_delivery_and_releases_the_rest(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from confluent_kafka import AcknowledgeType
+
+    holder: list[ShareMember] = []
+    sink = RecordingSink(failures=2, on_failure=lambda: holder[0].request_stop())
+    last = FakeMessage("t", 0, 2, deliveries=DEFAULT_LIMIT)
+    client = FakeClient([[FakeMessage("t", 0, 1, deliveries=2), last]], lambda: holder[0])
+    member = ShareMember(
+        share_config(), sink, client_factory=lambda _settings: client, admin_factory=None
+    )
+    holder.append(member)
+    import asyncio
+
+    with caplog.at_level(logging.WARNING, logger="consumer_sdk.share.member"):
+        asyncio.run(member.run_async())
+    assert sink.written == [("t", [(0, 2)])]  # the last delivery, on its third try
+    acked = [what for event, what in client.events if event == "ack"]
+    assert acked == [(0, 1, int(AcknowledgeType.RELEASE)), (0, 2, int(AcknowledgeType.ACCEPT))]
+    assert member.records_given_up == 0
+    assert "1 record(s) at their last delivery (share.delivery.count.limit 5)" in caplog.text
+
+
+def test_records_at_their_last_delivery_a_stopping_member_cannot_write_are_said_and_counted(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(member_module, "LAST_DELIVERY_RETRY_S", 0.05)
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    holder: list[ShareMember] = []
+    sink = RecordingSink(failures=10**6, on_failure=lambda: holder[0].request_stop())
+    poll = [FakeMessage("t", 3, offset, deliveries=DEFAULT_LIMIT) for offset in (7, 8, 9)]
+    client = FakeClient([poll], lambda: holder[0])
+    member = ShareMember(
+        share_config(group=group), sink, client_factory=lambda _s: client, admin_factory=None
+    )
+    holder.append(member)
+    import asyncio
+
+    with caplog.at_level(logging.ERROR, logger="consumer_sdk.share.member"):
+        asyncio.run(member.run_async())
+    assert sink.written == [] and member.records_given_up == 3
+    assert not [what for event, what in client.events if event == "ack"]  # never released
+    given_up = "autoscaler_consumer_share_records_given_up_total"
+    assert sample(given_up, group=group, topic="t") == 3
+    assert "Kafka archives them, the table lacks them: t:3 offsets 7-9" in caplog.text
 
 
 class BrokersDown:

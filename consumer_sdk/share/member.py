@@ -23,8 +23,10 @@ from consumer_sdk import metrics
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.health import ConsumerHealth, register, unregister
 from consumer_sdk.loop_watch import LoopStallWatch
+from consumer_sdk.share.delivery import DEFAULT_LIMIT, delivery_limit, split_last_deliveries
 from consumer_sdk.share.isolation import (
     GROUP_SETTING,
+    TIMEOUT_S,
     AdminFactory,
     default_admin,
     ensure_isolation,
@@ -44,6 +46,9 @@ POLL_TIMEOUT_S = 0.5
 DIAGNOSE_TIMEOUT_S = 3.0
 # A failed write is tried again after this long, doubled up to the maximum.
 RETRY_FIRST_S, RETRY_MAX_S = 0.5, 30.0
+# How long a stopping member goes on writing records at their last delivery (released, Kafka
+# would archive them) before giving them up: inside Kubernetes' default 30 s grace.
+LAST_DELIVERY_RETRY_S = 20.0
 
 
 @runtime_checkable
@@ -129,6 +134,9 @@ class ShareMember:
         self._stopping = False
         self.records_written = 0
         self.acknowledge_failures = 0
+        self.records_given_up = 0
+        # The group's share.delivery.count.limit, read before joining.
+        self.delivery_limit = DEFAULT_LIMIT
         session_s = config.session_timeout_ms / 1000
         self.loop_watch = LoopStallWatch(config.group, session_s)
         self.health = ConsumerHealth(config.group, self.loop_watch.silent_s, session_s)
@@ -212,6 +220,9 @@ class ShareMember:
                 await asyncio.to_thread(
                     ensure_isolation, admin, self.config.group, self.config.isolation_level
                 )
+                self.delivery_limit = await asyncio.to_thread(
+                    delivery_limit, admin, self.config.group, timeout_s=TIMEOUT_S
+                )
                 return
             except ConfigError:
                 raise
@@ -227,12 +238,16 @@ class ShareMember:
                 delay = min(RETRY_MAX_S, delay * 2)
 
     async def _handle(self, client: Any, records: Sequence[Any]) -> None:
-        """Write ``records`` (retried with backoff while the member runs), then accept them;
-        release them if the member stops before their write succeeded."""
+        """Write ``records`` (retried with backoff while the member runs), then accept them.
+        If the member stops before their write succeeded, it releases those below the
+        group's delivery limit and goes on writing those at their last delivery (released,
+        Kafka would archive them) for up to ``LAST_DELIVERY_RETRY_S`` before giving them up
+        in one line and a metric."""
         from confluent_kafka import AcknowledgeType
 
         tables = by_topic(records)
         delay = RETRY_FIRST_S
+        give_up_at: float | None = None
         while True:
             topic = ""
             try:
@@ -245,10 +260,28 @@ class ShareMember:
                 log.warning(
                     "write failed (%s: %s); retrying in %.1f s", type(exc).__name__, exc, delay
                 )
-                if self._stopping:
-                    await self._acknowledge(client, records, AcknowledgeType.RELEASE)
+                now = asyncio.get_running_loop().time()
+                if self._stopping and give_up_at is None:
+                    below, last = split_last_deliveries(records, self.delivery_limit)
+                    if below:
+                        await self._acknowledge(client, below, AcknowledgeType.RELEASE)
+                    if not last:
+                        return
+                    log.warning(
+                        "stopping with %d record(s) at their last delivery (%s %d): writing "
+                        "them for up to %.0f s more",
+                        len(last),
+                        "share.delivery.count.limit",
+                        self.delivery_limit,
+                        LAST_DELIVERY_RETRY_S,
+                    )
+                    records, tables = last, by_topic(last)
+                    give_up_at = now + LAST_DELIVERY_RETRY_S
+                elif give_up_at is not None and now >= give_up_at:
+                    self._give_up(records)
                     return
-                await asyncio.sleep(delay)
+                wait = delay if give_up_at is None else min(delay, max(0.0, give_up_at - now))
+                await asyncio.sleep(wait)
                 delay = min(RETRY_MAX_S, delay * 2)
                 continue
             self.records_written += len(records)
@@ -256,6 +289,28 @@ class ShareMember:
                 self._count(topic, table)
             await self._acknowledge(client, records, AcknowledgeType.ACCEPT)
             return
+
+    def _give_up(self, records: Sequence[Any]) -> None:
+        """Say in one line and count the records at their last delivery left unwritten."""
+        self.records_given_up += len(records)
+        by_partition: dict[tuple[str, int], list[int]] = defaultdict(list)
+        for record in records:
+            by_partition[(record.topic(), record.partition())].append(record.offset())
+        for (topic, _partition), offsets in by_partition.items():
+            metrics.SHARE_RECORDS_GIVEN_UP.labels(self.config.group, topic).inc(len(offsets))
+        where = ", ".join(
+            f"{topic}:{partition} offsets {min(offsets)}-{max(offsets)}"
+            for (topic, partition), offsets in sorted(by_partition.items())
+        )
+        log.error(
+            "share group %s: %d record(s) at their last delivery (%s %d) could not be "
+            "written before stopping; Kafka archives them, the table lacks them: %s",
+            self.config.group,
+            len(records),
+            "share.delivery.count.limit",
+            self.delivery_limit,
+            where,
+        )
 
     def _count(self, topic: str, table: pa.Table) -> None:
         counts = table.group_by("partition").aggregate([("offset", "count")])
