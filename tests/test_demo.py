@@ -54,6 +54,7 @@ def test_short_demo_run(kind: ClusterKind, secured: bool, tmp_path: Path) -> Non
     samples = json.loads((run / "samples.json").read_text())
     assert max(s["running"] for s in samples) >= 1  # the sidecar started consumers
     assert " 0 missing" in result.stdout and " 0 duplicated" in result.stdout
+    assert "freshness, producer to committed row: p50 " in result.stdout
     table = run / "warehouse" / "kafka.db" / "demo_orders"
     assert list((table / "_delta_log").glob("*.json")) and list(table.glob("date=*/part-*.parquet"))
     if secured:
