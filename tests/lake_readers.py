@@ -13,16 +13,9 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
-from pyiceberg.catalog.sql import SqlCatalog
-from pyiceberg.exceptions import NoSuchTableError
-from sqlalchemy.exc import OperationalError
 
+from benchmarks.support.iceberg_tables import iceberg_table
 from consumer_sdk.lake.commit_offsets import SUMMARY_KEY, stored_offsets
-from consumer_sdk.lake.lake_session import (
-    ICEBERG_CATALOG_FILE,
-    ICEBERG_DATA_DIR,
-    iceberg_catalog_uri,
-)
 from consumer_sdk.lake.spark_config import SparkSinkConfig
 from consumer_sdk.lake.spark_tables import table_root
 from consumer_sdk.lake.table_store import OffsetLedger
@@ -43,27 +36,6 @@ def warehouse_config(tmp_path: Path, table_format: str) -> SparkSinkConfig:
     )
 
 
-def _iceberg_table(config: SparkSinkConfig, table: str) -> object | None:
-    if not (config.warehouse_path / ICEBERG_CATALOG_FILE).exists():
-        return None  # no writer has started yet (SQLite cannot open it)
-    # The writers' Spark catalog creates the catalog's own tables. A reader creating them
-    # too raced with it: "table iceberg_tables already exists" (seen in CI).
-    catalog = SqlCatalog(
-        config.iceberg_catalog,
-        uri=iceberg_catalog_uri(config.warehouse_path),
-        warehouse=f"file://{config.warehouse_path / ICEBERG_DATA_DIR}",
-        init_catalog_tables="false",
-    )
-    try:
-        return catalog.load_table(f"{config.database}.{table}")
-    except NoSuchTableError:
-        return None
-    except OperationalError as error:
-        if "no such table" in str(error):  # the catalog's tables are not created yet
-            return None
-        raise
-
-
 def _delta_table(config: SparkSinkConfig, table: str) -> DeltaTable | None:
     try:
         return DeltaTable(str(table_root(config, table)))
@@ -79,10 +51,10 @@ def read_keys(config: SparkSinkConfig, table: str) -> pa.Table:
         delta = _delta_table(config, table)
         return empty if delta is None else delta.to_pyarrow_table(columns=KEY_COLUMNS)
     if config.table_format == "iceberg":
-        loaded = _iceberg_table(config, table)
+        loaded = iceberg_table(config, table)
         if loaded is None:
             return empty
-        return loaded.scan(selected_fields=tuple(KEY_COLUMNS)).to_arrow()  # type: ignore[attr-defined]
+        return loaded.scan(selected_fields=tuple(KEY_COLUMNS)).to_arrow()
     files = sorted(root.glob("date=*/*.parquet"))
     if not files:
         return empty
@@ -107,10 +79,10 @@ def table_offsets(config: SparkSinkConfig, topic: str) -> dict[int, int]:
         history = [] if delta is None else delta.history()
         return stored_offsets((commit.get("userMetadata") for commit in history), topic)
     if config.table_format == "iceberg":
-        loaded = _iceberg_table(config, table)
+        loaded = iceberg_table(config, table)
         if loaded is None:
             return {}
-        summaries = (s.summary.additional_properties for s in loaded.snapshots())  # type: ignore[attr-defined]
+        summaries = (s.summary.additional_properties for s in loaded.snapshots() if s.summary)
         return stored_offsets((summary.get(SUMMARY_KEY) for summary in summaries), topic)
     return OffsetLedger(root).stored(topic)
 

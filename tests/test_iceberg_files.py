@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from benchmarks.support.iceberg_tables import iceberg_table
 from consumer_sdk.lake.arrow_batch import DATE_COLUMN
 from consumer_sdk.lake.commit_offsets import SUMMARY_KEY, stored_offsets
 from consumer_sdk.lake.iceberg.files import (
@@ -30,7 +31,7 @@ from consumer_sdk.lake.spark_config import SparkSinkConfig
 from consumer_sdk.lake.spark_sink import SparkTableSink
 from consumer_sdk.lake.spark_tables import table_identifier
 from consumer_sdk.sink import Record, records_table
-from tests.lake_readers import _iceberg_table, key_counts, table_offsets
+from tests.lake_readers import key_counts, table_offsets
 
 ICEBERG_SCHEMA = {
     "type": "struct",
@@ -142,9 +143,9 @@ def _records(offsets: range, partitions: int = 3) -> list[Record]:
 
 
 def _snapshots(config: SparkSinkConfig, table: str) -> list[dict[str, str]]:
-    loaded = _iceberg_table(config, table)
+    loaded = iceberg_table(config, table)
     assert loaded is not None
-    return [s.summary.additional_properties for s in loaded.snapshots()]  # type: ignore[attr-defined]
+    return [s.summary.additional_properties for s in loaded.snapshots() if s.summary]
 
 
 def _file_metrics(session: Any, config: SparkSinkConfig) -> dict[str, Any]:

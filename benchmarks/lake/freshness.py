@@ -17,7 +17,6 @@ writes ``results/freshness_<cluster>.{md,json}``.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import signal
@@ -31,24 +30,15 @@ from typing import Any
 from urllib.parse import urlparse
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
-from pyiceberg.catalog.sql import SqlCatalog
-from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.table import Table
-from sqlalchemy.exc import OperationalError
 
+from benchmarks.support.iceberg_tables import iceberg_table
 from benchmarks.support.machine import add_cluster_option, broker_line, machine_line
 from benchmarks.support.rate_writer import RateWriter
 from benchmarks.support.report import publish
 from consumer_sdk.config import DEFAULT_MAX_STALENESS_S
 from consumer_sdk.lake.delta.history import LOG_DIR
-from consumer_sdk.lake.lake_session import (
-    ICEBERG_CATALOG_FILE,
-    ICEBERG_DATA_DIR,
-    iceberg_catalog_uri,
-)
+from consumer_sdk.lake.delta.visibility import file_visibility_s, row_visibility_s
 from consumer_sdk.lake.spark_config import SparkSinkConfig, table_name_for
 from consumer_sdk.lake.spark_tables import table_root as table_root_of
 from local_kafka.clusters import ClusterKind, kafka_cluster
@@ -66,52 +56,6 @@ _APPENDED = re.compile(r"appended (\d+) row\(s\) and \d+ dead letter\(s\) in ([\
 _CHECKPOINT = re.compile(r"Delta checkpoint at version \d+ written beside the appends")
 
 
-def _kept_latencies(path: Path, committed_ms: int, produced_after_ms: int) -> np.ndarray:
-    stamps = pq.read_table(path, columns=["timestamp"], partitioning=None)
-    in_ms = pc.cast(stamps.column("timestamp"), pa.timestamp("ms"), safe=False)
-    millis: np.ndarray = pc.cast(in_ms, pa.int64()).to_numpy(zero_copy_only=False)
-    kept: np.ndarray = (committed_ms - millis[millis >= produced_after_ms]) / 1000.0
-    return kept
-
-
-def delta_commit_latencies(table_root: Path, produced_after_ms: int) -> tuple[np.ndarray, int]:
-    """Seconds from each row's Kafka timestamp to the Delta commit that added its file, for
-    rows produced at or after ``produced_after_ms`` (epoch ms); and the table's data files."""
-    latencies: list[np.ndarray] = []
-    files = 0
-    for commit in sorted((table_root / LOG_DIR).glob("*.json")):
-        committed_ms, added = None, []
-        for line in commit.read_text().splitlines():
-            action = json.loads(line)
-            if "commitInfo" in action:
-                committed_ms = int(action["commitInfo"]["timestamp"])
-            elif "add" in action:
-                added.append(action["add"]["path"])
-        files += len(added)
-        if committed_ms is not None:
-            latencies += [
-                _kept_latencies(table_root / n, committed_ms, produced_after_ms) for n in added
-            ]
-    return (np.concatenate(latencies) if latencies else np.array([])), files
-
-
-def iceberg_table(config: SparkSinkConfig, table: str) -> Table | None:
-    """The consumer's Iceberg table read by pyiceberg from the sink's default catalog, or
-    None until the consumer has created it."""
-    if not (config.warehouse_path / ICEBERG_CATALOG_FILE).exists():
-        return None
-    catalog = SqlCatalog(
-        config.iceberg_catalog,
-        uri=iceberg_catalog_uri(config.warehouse_path),
-        warehouse=f"file://{config.warehouse_path / ICEBERG_DATA_DIR}",
-        init_catalog_tables="false",
-    )
-    try:
-        return catalog.load_table(f"{config.database}.{table}")
-    except (NoSuchTableError, OperationalError):
-        return None
-
-
 def iceberg_commit_latencies(table: Table, produced_after_ms: int) -> tuple[np.ndarray, int]:
     """Seconds from each row's Kafka timestamp to the snapshot that added its file (its
     manifest entry's snapshot id), for rows produced at or after ``produced_after_ms``; and
@@ -119,7 +63,7 @@ def iceberg_commit_latencies(table: Table, produced_after_ms: int) -> tuple[np.n
     committed = {s.snapshot_id: s.timestamp_ms for s in table.metadata.snapshots}
     entries = table.inspect.entries().to_pylist()
     latencies = [
-        _kept_latencies(
+        file_visibility_s(
             Path(urlparse(e["data_file"]["file_path"]).path),
             committed[e["snapshot_id"]],
             produced_after_ms,
@@ -184,7 +128,7 @@ def run_once(
             consumer.wait(120)
     after_ms = started_ms + int(args.warm_up * 1000)
     if table_format == "delta":
-        latencies, files = delta_commit_latencies(delta_root, after_ms)
+        latencies, files = row_visibility_s(delta_root, after_ms)
     else:
         iceberg = iceberg_table(config, table)
         assert iceberg is not None
