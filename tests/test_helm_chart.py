@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from assignor import HEURISTIC_NAMES
-from consumer_sdk.config import ConsumerConfig
+from consumer_sdk.config import DEFAULT_MAX_STALENESS_S, ConsumerConfig
 from local_kafka.clusters import required_legs
 from local_kube.control_plane import kube_bin_dir
 from sidecar.config import parse_args
@@ -95,6 +95,15 @@ def test_the_pods_configure_as_the_examples_do() -> None:
     ].items()
     assert any(sidecar.lease_name in rule.get("resourceNames", []) for rule in rules)
     assert pod["serviceAccountName"] == objects["ServiceAccount"]["metadata"]["name"]
+
+
+def test_the_freshness_bound_is_the_consumers_default_unless_a_value_sets_it() -> None:
+    settings = by_kind(render())["ConfigMap"]["data"]
+    assert "AUTOSCALER_MAX_STALENESS_SECS" not in settings
+    assert ConsumerConfig.from_env(settings).staleness_bound_s == DEFAULT_MAX_STALENESS_S
+    settings = by_kind(render("--set-json", "maxStalenessSeconds=2.5"))["ConfigMap"]["data"]
+    assert settings["AUTOSCALER_MAX_STALENESS_SECS"] == "2.5"
+    assert ConsumerConfig.from_env(settings).staleness_bound_s == 2.5
 
 
 def test_a_statefulset_gets_its_headless_service_and_its_own_scale_in_the_role() -> None:
@@ -192,6 +201,7 @@ def test_the_schema_knows_every_heuristic() -> None:
         ("kafka.bootstrapServers=kafka", "bootstrapServers"),
         ("maxReplicas=0", "maxReplicas"),
         ("waitTimeSeconds=7200", "waitTimeSeconds"),
+        ("maxStalenessSeconds=-1", "maxStalenessSeconds"),
         ("workload.kind=DaemonSet", "kind"),
         ("racks.locality=nearest", "locality"),
         ("extraEnv[0].value=unnamed", "extraEnv"),
