@@ -108,14 +108,12 @@ class BatchWriter:
         # A write was given up at shutdown: nothing may be written or committed after it.
         self.abandoned = False
         self._write_times: deque[float] = deque(maxlen=WRITE_TIMES_KEPT)
+        self._recent_write_s = 0.0
 
     def recent_write_s(self) -> float:
         """How long the sink takes to make a batch visible lately: the 90th percentile of
         the last batches' times from staging to publication (0 before the first)."""
-        if not self._write_times:
-            return 0.0
-        ordered = sorted(self._write_times)
-        return ordered[int(0.9 * (len(ordered) - 1))]
+        return self._recent_write_s
 
     def busy(self) -> bool:
         """True while ``depth`` batches are being written: a new one would wait."""
@@ -208,6 +206,9 @@ class BatchWriter:
         )
         written = dataclasses.replace(written, sink_started=started, sink_done=time.monotonic())
         self._write_times.append(written.sink_done - started)
+        # Kept per write rather than per call: the filler asks on every poll.
+        ordered = sorted(self._write_times)
+        self._recent_write_s = ordered[int(0.9 * (len(ordered) - 1))]
         self._observe_staleness(oldest)
         # Every write succeeded: commit. The commit runs while the next batch fills (it is
         # off the critical path); commits stay in order because each waits for the last.

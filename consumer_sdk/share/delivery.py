@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from consumer_sdk.share.isolation import described_group_setting
+
 GROUP_SETTING = "share.delivery.count.limit"
 # Kafka's default (group.share.delivery.count.limit) when the group does not say.
 DEFAULT_LIMIT = 5
@@ -18,14 +20,8 @@ DEFAULT_LIMIT = 5
 def delivery_limit(admin: Any, group: str, *, timeout_s: float) -> int:
     """``group``'s delivery limit as the brokers describe it through the confluent-kafka
     AdminClient ``admin`` (Kafka's default when not said); a failure is raised as it is."""
-    from confluent_kafka.admin import ConfigResource, ResourceType  # type: ignore[attr-defined]
-
-    described = admin.describe_configs([ConfigResource(ResourceType.GROUP, group)])
-    for future in described.values():
-        entry = future.result(timeout=timeout_s).get(GROUP_SETTING)
-        if entry is not None and str(entry.value).isdigit():
-            return int(entry.value)
-    return DEFAULT_LIMIT
+    value = described_group_setting(admin, group, GROUP_SETTING, timeout_s=timeout_s)
+    return int(value) if value is not None and value.isdigit() else DEFAULT_LIMIT
 
 
 def split_last_deliveries(records: Sequence[Any], limit: int) -> tuple[list[Any], list[Any]]:

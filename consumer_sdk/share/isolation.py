@@ -66,12 +66,19 @@ def ensure_isolation(admin: Any, group: str, wanted: str, *, timeout_s: float = 
 
 def current_isolation(admin: Any, group: str, *, timeout_s: float = TIMEOUT_S) -> str | None:
     """The group's ``share.isolation.level`` as the brokers describe it (None: not said)."""
+    return described_group_setting(admin, group, GROUP_SETTING, timeout_s=timeout_s)
+
+
+def described_group_setting(
+    admin: Any, group: str, name: str, *, timeout_s: float = TIMEOUT_S
+) -> str | None:
+    """``group``'s setting ``name`` as the brokers describe it through the confluent-kafka
+    AdminClient ``admin`` (None: not said); a failure is raised as it is."""
     from confluent_kafka.admin import ConfigResource, ResourceType  # type: ignore[attr-defined]
 
     described = admin.describe_configs([ConfigResource(ResourceType.GROUP, group)])
     for future in described.values():
-        entries = future.result(timeout=timeout_s)
-        entry = entries.get(GROUP_SETTING)
+        entry = future.result(timeout=timeout_s).get(name)
         if entry is not None:
             return str(entry.value)
     return None

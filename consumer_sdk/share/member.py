@@ -24,6 +24,7 @@ from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.health import ConsumerHealth, register, unregister
 from consumer_sdk.loop_watch import LoopStallWatch
 from consumer_sdk.share.delivery import DEFAULT_LIMIT, delivery_limit, split_last_deliveries
+from consumer_sdk.share.delivery import GROUP_SETTING as DELIVERY_LIMIT_SETTING
 from consumer_sdk.share.isolation import (
     GROUP_SETTING,
     TIMEOUT_S,
@@ -271,7 +272,7 @@ class ShareMember:
                         "stopping with %d record(s) at their last delivery (%s %d): writing "
                         "them for up to %.0f s more",
                         len(last),
-                        "share.delivery.count.limit",
+                        DELIVERY_LIMIT_SETTING,
                         self.delivery_limit,
                         LAST_DELIVERY_RETRY_S,
                     )
@@ -307,7 +308,7 @@ class ShareMember:
             "written before stopping; Kafka archives them, the table lacks them: %s",
             self.config.group,
             len(records),
-            "share.delivery.count.limit",
+            DELIVERY_LIMIT_SETTING,
             self.delivery_limit,
             where,
         )
