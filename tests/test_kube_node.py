@@ -350,8 +350,12 @@ def test_the_chart_scales_its_pods_with_the_load_and_the_lease_moves_with_its_ho
                 assert first_holder is not None, why()
                 CoreV1Api(plane.client()).delete_namespaced_pod(first_holder, restricted_namespace)
                 assert wait_until(lambda: holder() not in (None, first_holder), WAIT_S), why()
-                assert wait_until(lambda: len(pods.ready()) == 2, WAIT_S), why()
-                assert replicas() == 2, why()
+                # The new holder measures from scratch: a burst from a producer starved while
+                # the pod was replaced may move it a step out and back before it settles.
+                assert wait_until(
+                    lambda: replicas() == 2 and len(pods.ready()) == len(pods.live()) == 2,
+                    WAIT_S,
+                ), why()
             survivors = pods.ready()
             emptied = removal_order({name: name for name in survivors})[0]
             assert wait_until(
