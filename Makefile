@@ -13,14 +13,22 @@ export CONTAINERS_CONF ?= $(CURDIR)/containers/containers.conf
 LOCKS := consumer_sdk/lake/locks/spark-lake.lock local_kafka/locks/apache-kafka.lock
 JARS_STAMP := $(KAFKA_AUTOSCALER_CACHE)/.jars-$(shell cat $(LOCKS) consumer_sdk/lake/java/kafkaautoscaler/*/*.java assignor/broker/java/kafkaautoscaler/*/*.java | cksum | cut -d' ' -f1)
 
-.PHONY: demo test test-setup lint docs cluster images test-images container-tools monitoring-tools bench bench-headline clean jars kube-binaries fuzz-tools fuzz
+.PHONY: demo test test-setup lint docs lock cluster images test-images container-tools monitoring-tools bench bench-headline clean jars kube-binaries fuzz-tools fuzz
 
-# The install also compiles the native record-batch decoder (consumer_sdk/records/native/).
-$(STAMP): pyproject.toml consumer_sdk/records/native/kafka_records.c
+# From the hashed locks (requirements/, `make lock`): pip and the build backend first, then
+# every extra's dependencies, each file checked against its sha256; sources-only packages and
+# the project build with the locked backend (no unpinned download at build time). The
+# project's own install compiles the native record-batch decoder (consumer_sdk/records/native/).
+$(STAMP): pyproject.toml requirements/bootstrap.txt requirements/dev.txt consumer_sdk/records/native/kafka_records.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet --editable '.[consumer,spark,sidecar,kubernetes,keda,kip848,share,demo,test,dev]'
+	$(PY) -m pip install --quiet --require-hashes -r requirements/bootstrap.txt
+	$(PY) -m pip install --quiet --require-hashes --no-build-isolation -r requirements/dev.txt
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation --editable .
 	touch $(STAMP)
+
+# requirements/*.txt again from pyproject.toml (scripts/lock_python.sh; UPGRADE=1: newest).
+lock: $(STAMP)
+	scripts/lock_python.sh
 
 # Fetches the locked jars from Maven Central and checks their sha256 (no Maven needed), then
 # builds our commit checks (consumer_sdk/lake/commit_checks.py) and the broker-side assignor
