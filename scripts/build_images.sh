@@ -2,8 +2,8 @@
 # Builds the OCI images kafka-autoscaler-sidecar and kafka-autoscaler-consumer
 # (containers/Containerfile) with buildah, no Docker daemon and no registry:
 #   1. the build context in $KAFKA_AUTOSCALER_CACHE/images/context: the project's wheel, a
-#      wheelhouse per image built from pyproject.toml's extras (rebuilt only when they
-#      change), the locked lake jars and the commit checks built from them (`make jars`);
+#      wheelhouse per image from its hashed lock (requirements/*-image.txt, rebuilt only when
+#      it changes), the locked lake jars and the commit checks built from them (`make jars`);
 #   2. a Debian bookworm base made with mmdebstrap, imported once into the image store
 #      (BASE=python:3.11-slim, or any image with python3 and venv, skips it);
 #   3. both targets, layers cached, so a change of the project's code alone rebuilds only
@@ -21,49 +21,40 @@ CONTEXT=$IMAGES/context
 BASE_IMAGE=localhost/kafka-autoscaler-base:bookworm
 export CONTAINERS_CONF=${CONTAINERS_CONF:-$ROOT/containers/containers.conf}
 
-requirements() {  # the dependencies of the base install and the given extras, one a line
-    "$PY" - "$@" <<'PYTHON'
-import sys
-import tomllib
-
-project = tomllib.load(open("pyproject.toml", "rb"))["project"]
-wanted = list(project["dependencies"])
-for extra in sys.argv[1:]:
-    wanted += project["optional-dependencies"][extra]
-print("\n".join(dict.fromkeys(wanted)))
-PYTHON
-}
-
-pip_wheel() {  # pip's own wheel, once: the images run pip from it and keep none
-    [ -f "$CONTEXT/pip.whl" ] && return
-    "$PY" -m pip download --quiet --no-deps --dest "$CONTEXT/pip" pip
+pip_wheel() {  # the locked pip's wheel, once: the images run pip from it and keep none
+    [ -f "$CONTEXT/pip.whl" ] && cmp -s "$CONTEXT/bootstrap.txt" requirements/bootstrap.txt && return
+    rm -rf "$CONTEXT/pip" "$CONTEXT/pip.whl"
+    "$PY" -m pip download --quiet --require-hashes --no-deps --only-binary :all: \
+        --dest "$CONTEXT/pip" -r requirements/bootstrap.txt
     mv "$CONTEXT"/pip/pip-*.whl "$CONTEXT/pip.whl" && rm -rf "$CONTEXT/pip"
+    cp requirements/bootstrap.txt "$CONTEXT/bootstrap.txt"
 }
 
-wheelhouse() {  # wheelhouse NAME EXTRA...: wheels for the extras' dependencies, once
-    local name=$1 dir=$CONTEXT/wheels-$1
-    shift
-    local wanted
-    wanted=$(requirements "$@")
-    if [ -f "$dir/requirements.txt" ] && [ "$(cat "$dir/requirements.txt")" = "$wanted" ]; then
+wheelhouse() {  # wheelhouse NAME: wheels of requirements/NAME-image.txt, once per lock
+    local name=$1 dir=$CONTEXT/wheels-$1 lock=requirements/$1-image.txt
+    if [ -f "$dir/requirements.txt" ] && cmp -s "$dir/lock.txt" "$lock"; then
         return
     fi
     rm -rf "$dir" && mkdir -p "$dir"
-    printf '%s\n' "$wanted" >"$dir/requirements.txt.new"
-    "$PY" -m pip wheel --quiet --wheel-dir "$dir" -r "$dir/requirements.txt.new"
-    mv "$dir/requirements.txt.new" "$dir/requirements.txt"
+    # Every download checked against the lock's sha256; packages that ship only sources are
+    # built with the .venv's locked setuptools, never one fetched for the build.
+    "$PY" -m pip wheel --quiet --require-hashes --no-build-isolation --wheel-dir "$dir" -r "$lock"
+    # What the image installs from these wheels: the lock's pins without their hashes (a wheel
+    # built here from sources has a hash no index publishes).
+    grep -E '^[A-Za-z0-9]' "$lock" | sed -e 's/ *\\$//' >"$dir/requirements.txt"
+    cp "$lock" "$dir/lock.txt"
     echo "images: wheelhouse $name: $(ls "$dir" | wc -l) files, $(du -sh "$dir" | cut -f1)"
 }
 
 context() {
     mkdir -p "$CONTEXT"
     rm -rf "$CONTEXT/dist"
-    "$PY" -m pip wheel --quiet --no-deps --wheel-dir "$CONTEXT/dist" . 2>&1 \
+    "$PY" -m pip wheel --quiet --no-deps --no-build-isolation --wheel-dir "$CONTEXT/dist" . 2>&1 \
         | grep -v -e BuildBackendWarning -e 'config = read_configuration' >&2 || true
     rm -rf build  # setuptools' build folder in the checkout
     pip_wheel
-    wheelhouse sidecar sidecar kubernetes keda kip848
-    wheelhouse consumer consumer spark share
+    wheelhouse sidecar
+    wheelhouse consumer
     # The lake jars as the lock lists them (checked, from the jar cache) and the commit
     # checks' jar built against them from the sources in the wheel, in the cache's layout.
     rm -rf "$CONTEXT/jars"

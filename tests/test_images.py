@@ -19,12 +19,14 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer
+from packaging.utils import canonicalize_name
 
 from consumer_sdk.lake.spark_config import SparkSinkConfig
 from contract.local_ports import free_port
 from local_kafka.clusters import ClusterKind, KafkaCluster, required_legs
 from tests.kafka_helpers import TrackedLoad
 from tests.lake_readers import key_counts
+from tests.python_locks import read_lock
 from tests.sdk_helpers import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -114,6 +116,32 @@ def snapshots_published(bootstrap: str, topic: str) -> int:
         return sum(1 for m in messages if m.error() is None and json.loads(m.value() or b"{}"))
     finally:
         reader.close()
+
+
+# What an image has installed, and its Python's version (the locks' markers name it).
+INSTALLED = (
+    "import importlib.metadata as m, json, platform;"
+    "print(json.dumps([platform.python_version(),"
+    " {d.metadata['Name']: d.version for d in m.distributions()}]))"
+)
+
+
+@pytest.mark.parametrize(("image", "lock"), [(SIDECAR, "sidecar"), (CONSUMER, "consumer")])
+def test_each_image_installs_exactly_its_hashed_lock(image: str, lock: str) -> None:
+    """Every package in the image is the version requirements/<image>-image.txt pins, and
+    every pin whose marker holds there is installed: the wheelhouse came from the lock."""
+    python, installed = json.loads(
+        podman("run", "--rm", "--entrypoint", "python3", image, "-c", INSTALLED).stdout
+    )
+    environment = {"python_full_version": python, "python_version": python.rsplit(".", 1)[0]}
+    pins = {pin.name: pin for pin in read_lock(f"{lock}-image")}
+    versions: dict[str, str] = {canonicalize_name(n): v for n, v in installed.items()}
+    versions.pop("kafka-autoscaler")
+    for name, installed_version in versions.items():
+        assert name in pins, f"{image} has {name} {installed_version}, which no lock names"
+        assert pins[name].version == installed_version, f"{image}: {name} {installed_version}"
+    wanted = {name for name, pin in pins.items() if pin.applies(environment)}
+    assert wanted <= set(versions), f"{image} lacks {sorted(wanted - set(versions))}"
 
 
 def exit_code(name: str) -> int:
