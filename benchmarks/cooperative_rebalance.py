@@ -69,7 +69,7 @@ from benchmarks.support.report import RESULTS, publish
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.consumer import AutoscalingConsumer, OwnershipEvent
 from consumer_sdk.sink import CallbackSink, Record
-from contract.broker_plans import PLANS_TOPIC, encode_plan
+from contract.broker_plans import encode_plan, plans_topic_for
 from local_kafka.clusters import ClusterKind, KafkaCluster, kafka_cluster
 from local_kafka.paced_load import PacedLoad
 
@@ -455,7 +455,7 @@ class BrokerPlans:
 
     def __init__(self, kafka: KafkaCluster, topic: str) -> None:
         self.kafka, self.topic, self.group = kafka, topic, f"bench-{topic}"
-        kafka.broker_handle().create_topic(PLANS_TOPIC, 1, 1)
+        kafka.broker_handle().create_topic(plans_topic_for(self.group), 1, 1)
         self.topic_ids = {topic: kafka_topic_id(kafka.bootstrap_servers, topic)}
         self.producer = Producer({"bootstrap.servers": kafka.bootstrap_servers})
         self.controls = 0
@@ -471,7 +471,7 @@ class BrokerPlans:
         key, value = encode_plan(
             self.group, plan, members, self.topic_ids, written_ms=int(time.time() * 1000)
         )
-        self.producer.produce(PLANS_TOPIC, value=value, key=key)
+        self.producer.produce(plans_topic_for(self.group), value=value, key=key)
         assert self.producer.flush(30) == 0, "the plan was not written"
 
     def empty_then_stop(self, victim: MemberProcess, start: Any) -> None:

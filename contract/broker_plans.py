@@ -1,6 +1,9 @@
 """The plans the sidecar publishes for the broker-side assignor (KIP-848 groups).
 
-One record per group on the plans topic (compacted, keyed by the group id): the value is UTF-8
+Each group has a plans topic of its own, ``<plans topic>.<group>`` (compacted; by default
+``_autoscaler_plans.<group>``), so that an ACL on that one topic decides who may steer the
+group; the assignor reads every topic so named and refuses a plan whose group is not its
+topic's. One record per group (keyed by the group id): the value is UTF-8
 JSON ``{"format": 1, "group": G, "written_ms": T, "members": {KEY: {TOPIC_ID: [partitions]}}}``
 where KEY is a member's ``group.instance.id`` (known before the member joins, so a plan can be
 waiting for it) or else its member id, and TOPIC_ID is Kafka's topic id in its usual base64
@@ -14,6 +17,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from collections.abc import Mapping, Sequence
 
 from assignor.types import TopicPartition
@@ -24,8 +28,29 @@ MAX_PLAN_BYTES = 4 * 1024 * 1024
 MAX_MEMBER_KEY_CHARS = 255
 
 
+# Kafka's topic names: these characters, at most 249 of them.
+TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+
+
 class PlanError(ValueError):
     """A plan that the broker-side assignor would refuse."""
+
+
+def plans_topic_for(group: str, plans_topic: str = PLANS_TOPIC) -> str:
+    """The topic ``group``'s plans are published to and read from: ``<plans_topic>.<group>``,
+    which must be a Kafka topic name (so the group id is letters, digits, '.', '_' and '-')."""
+    name = f"{plans_topic}.{group}"
+    if not group or TOPIC_NAME.fullmatch(name) is None:
+        raise PlanError(f"group id must be {group_id_rule(plans_topic)}, got {group!r}")
+    return name
+
+
+def group_id_rule(plans_topic: str = PLANS_TOPIC) -> str:
+    """What a group id must be for :func:`plans_topic_for`, in words."""
+    most = 249 - len(plans_topic) - 1
+    return (
+        f"1 to {most} letters, digits, '.', '_' or '-' (its plans topic is {plans_topic}.<group>)"
+    )
 
 
 def check_topic_id(topic_id: str) -> str:

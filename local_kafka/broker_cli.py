@@ -23,7 +23,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from assignor.validation import TOPIC_NAME_RULE, is_topic_name
-from contract.broker_plans import PLANS_TOPIC
 from contract.share_loads import SHARE_LOADS_TOPIC
 from local_kafka.apache_kafka import MAX_NODES, ApacheKafka
 from local_kafka.embedded import BrokerHandle, EmbeddedKafka, EmbeddedKafkaError
@@ -213,8 +212,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 flush=True,
             )
         if args.broker_assignor:
-            for name in (PLANS_TOPIC, SHARE_LOADS_TOPIC):  # the assignors read them
-                broker.create_topic(name, 1, min(3, brokers))
+            # The share assignor reads it; each group's plans topic is its sidecar's to make.
+            broker.create_topic(SHARE_LOADS_TOPIC, 1, min(3, brokers))
         for name, partitions in topics:
             broker.create_topic(name, partitions, min(3, brokers))
         if args.bootstrap_file is not None:

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from contract.broker_plans import PLANS_TOPIC, plans_topic_for
+
 SCRAM = "SCRAM-SHA-512"
 SUPER_USER = "User:ANONYMOUS"  # the PLAINTEXT listener's principal (the harness)
 # The SCRAM user the brokers' assignors read the sidecar's plans and loads as, when the
@@ -219,26 +221,26 @@ def grant_plans(
     admin: Any,
     *,
     group: str,
-    topics: Iterable[str],
     sidecar: str = "sidecar",
     reader: str = ASSIGNOR_USER,
 ) -> None:
     """The ACLs of docs/security.md for a KIP-848 group sized through the brokers' assignor:
-    ``sidecar`` alone writes the plans ``topics`` (whoever writes them decides assignments),
-    reads the brokers' configs (is the assignor loaded?) and joins ``group`` with its control
-    members; the brokers' ``reader`` reads the plans."""
-    names = list(topics)
+    ``sidecar`` alone writes (and may create) ``group``'s plans topic (whoever writes it
+    decides the group's assignments), reads the brokers' configs (is the assignor loaded?)
+    and joins ``group`` with its control members; the brokers' ``reader`` reads every
+    group's plans topic (a prefixed ACL)."""
+    topic = plans_topic_for(group)
     SecuredListeners.allow(
         admin,
         sidecar,
-        topics=[*((t, "write") for t in names), *((t, "describe") for t in names)],
+        topics=[(topic, "write"), (topic, "describe"), (topic, "create")],
         groups=[(group, "read")],
         cluster=["describe_configs"],
     )
     SecuredListeners.allow(
         admin,
         reader,
-        topics=[*((t, "read") for t in names), *((t, "describe") for t in names)],
+        topics=[(f"{PLANS_TOPIC}.*", "read"), (f"{PLANS_TOPIC}.*", "describe")],
     )
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from assignor.member_data import RACK_NAME_RULE, is_rack_name
-from contract.broker_plans import PLANS_TOPIC
+from contract.broker_plans import PLANS_TOPIC, PlanError, group_id_rule, plans_topic_for
 from contract.settings import (
     ConfigError,
     GroupSettings,
@@ -137,8 +137,9 @@ class SidecarConfig(GroupSettings):
         SHARE_LOADS_TOPIC,
     )
     plans_topic: str = setting(
-        "with --group-protocol consumer: the compacted topic the brokers' assignor reads plans"
-        " from (its autoscaler.plans.topic)",
+        "with --group-protocol consumer: the brokers' assignor reads each group's plans from"
+        " the compacted topic <this>.<group> (its autoscaler.plans.topic), which the sidecar"
+        " creates if it may",
         PLANS_TOPIC,
     )
     namespace: str = setting(
@@ -282,6 +283,11 @@ class SidecarConfig(GroupSettings):
             )
         if not self.plans_topic.strip():
             fail("plans_topic", "a topic name")
+        if self.group_protocol == "consumer":
+            try:
+                plans_topic_for(self.group, self.plans_topic)
+            except PlanError:
+                fail("group", f"with --group-protocol consumer, {group_id_rule(self.plans_topic)}")
         if self.group_type == "share" and self.group_protocol != "classic":
             fail("group_type", "consumer with --group-protocol consumer (share groups have one)")
         if self.group_type == "share" and self.keda_lag_threshold > 0:

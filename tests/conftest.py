@@ -18,7 +18,6 @@ from typing import NoReturn
 
 import pytest
 
-from contract.broker_plans import PLANS_TOPIC
 from contract.share_loads import SHARE_LOADS_TOPIC
 from local_kafka.apache_kafka import ApacheKafka, ApacheKafkaUnavailable
 from local_kafka.clusters import (
@@ -114,9 +113,9 @@ def topic_factory(kafka_cluster_handle: KafkaCluster) -> Callable[..., str]:
 @pytest.fixture(scope="session")
 def apache_with_assignor() -> Iterator[ApacheKafka]:
     """An Apache Kafka node that loads our broker-side assignors (KIP-848 and share groups),
-    with the topics they read."""
+    with the share loads topic (each group's plans topic is its own: its sidecar or its test
+    makes it)."""
     skip_unless_runnable(ClusterKind.APACHE)
     with ApacheKafka(broker_assignor=True) as apache:
-        apache.create_topic(PLANS_TOPIC, 1, 1)
         apache.create_topic(SHARE_LOADS_TOPIC, 1, 1)
         yield apache

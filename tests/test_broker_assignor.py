@@ -1,6 +1,6 @@
 """The broker-side assignor (KIP-848): confluent-kafka consumers with
 ``group.protocol=consumer`` and ``group.remote.assignor=autoscaler``, and no code of ours,
-get the partitions of the plan published on the plans topic, on Apache Kafka."""
+get the partitions of the plan published on their group's plans topic, on Apache Kafka."""
 
 from __future__ import annotations
 
@@ -19,7 +19,13 @@ import assignor.broker as broker
 from assignor import TopicPartition
 from assignor.registry import get_heuristic
 from benchmarks.support.kip848_members import Kip848Members, kafka_topic_id
-from contract.broker_plans import PLANS_TOPIC, PlanError, check_topic_id, encode_plan
+from contract.broker_plans import (
+    PLANS_TOPIC,
+    PlanError,
+    check_topic_id,
+    encode_plan,
+    plans_topic_for,
+)
 from local_kafka.apache_kafka import ApacheKafka, java_executable
 from tests.sdk_helpers import wait_until
 
@@ -34,10 +40,13 @@ def cluster(apache_with_assignor: ApacheKafka) -> ApacheKafka:
 
 
 def new_group(cluster: ApacheKafka, prefix: str, partitions: int) -> tuple[str, str]:
-    """A fresh topic of ``partitions`` and the name of a group of its own."""
+    """A fresh topic of ``partitions`` and the name of a group of its own, whose plans topic
+    is made (as its sidecar makes it)."""
     topic = f"{prefix}-{uuid.uuid4().hex[:6]}"
     cluster.create_topic(topic, partitions, 1)
-    return topic, f"g-{topic}"
+    group = f"g-{topic}"
+    cluster.create_topic(plans_topic_for(group), 1, 1)
+    return topic, group
 
 
 def topic_id(cluster: ApacheKafka, topic: str) -> str:
@@ -48,10 +57,11 @@ def kip848_members(cluster: ApacheKafka, group: str, topic: str) -> Kip848Member
     return Kip848Members(cluster.bootstrap_servers, group, topic, assignor=broker.ASSIGNOR_NAME)
 
 
-def publish(cluster: ApacheKafka, records: Sequence[tuple[bytes, bytes]]) -> None:
+def publish(cluster: ApacheKafka, group: str, records: Sequence[tuple[bytes, bytes]]) -> None:
+    """Writes ``records`` to ``group``'s plans topic."""
     producer = Producer({"bootstrap.servers": cluster.bootstrap_servers})
     for key, value in records:
-        producer.produce(PLANS_TOPIC, value=value, key=key)
+        producer.produce(plans_topic_for(group), value=value, key=key)
     assert producer.flush(30) == 0
 
 
@@ -64,7 +74,9 @@ def publish_plan(cluster: ApacheKafka, group: str, plan: Plan, topic: str) -> No
     written_ms = int(time.time() * 1000)
     ids = {topic: topic_id(cluster, topic)}
     assignment = {tp: member for member, owned in plan.items() for tp in owned}
-    publish(cluster, [encode_plan(group, assignment, list(plan), ids, written_ms=written_ms)])
+    publish(
+        cluster, group, [encode_plan(group, assignment, list(plan), ids, written_ms=written_ms)]
+    )
     assert wait_until(lambda: took(cluster, group, written_ms), timeout_s=SETTLE_S)
 
 
@@ -211,13 +223,14 @@ def test_bad_plan_records_are_refused_counted_and_the_next_plan_is_followed(
             else:
                 mutated[at:at] = mutated[at : at + chance.randint(1, 40)]
         bad.append((key, bytes(mutated)))
-    publish(cluster, bad)
+    publish(cluster, group, bad)
     plan = {
         names[0]: [TopicPartition(topic, p) for p in (0, 1, 2)],
         names[1]: [TopicPartition(topic, 3)],
     }
     members_on_plan(cluster, group, topic, plan).close()
     log = cluster.node_log(1)
+    plans_topic = re.escape(plans_topic_for(group))
     assert "unreadable" not in log  # every refusal had a reason the parser names
     for reason in (
         "value is not JSON",
@@ -228,21 +241,50 @@ def test_bad_plan_records_are_refused_counted_and_the_next_plan_is_followed(
         "a topic id is not a Kafka topic id",
     ):
         assert (
-            len(re.findall(rf"ignored the plan record at {PLANS_TOPIC}-0@\d+: {reason}", log)) == 1
+            len(re.findall(rf"ignored the plan record at {plans_topic}-0@\d+: {reason}", log)) == 1
         )
 
 
-def test_a_group_named_with_control_characters_is_logged_escaped(cluster: ApacheKafka) -> None:
-    topic, _ = new_group(cluster, "esc", 1)
-    hostile = f"g-{uuid.uuid4().hex[:6]}\n2026-12-07 FAKE broker line\x1b[31m"
-    written_ms = int(time.time() * 1000)
+def test_a_plan_in_another_groups_topic_is_refused_and_never_followed(
+    cluster: ApacheKafka,
+) -> None:
+    """Whoever may write one group's plans topic cannot steer another group: a plan naming
+    the victim group (its members, its topic) written to the writer's own plans topic is
+    refused, the victim's members keep the even spread, and a hostile group id is never
+    printed (no forged log line)."""
+    topic, victim = new_group(cluster, "victim", 4)
+    _, writer = new_group(cluster, "writer", 1)
+    names = [f"{victim}-0", f"{victim}-1"]
     ids = {topic: topic_id(cluster, topic)}
-    assignment = {TopicPartition(topic, 0): "m-0"}
-    publish(cluster, [encode_plan(hostile, assignment, ["m-0"], ids, written_ms=written_ms)])
-    escaped = hostile.replace("\n", "\\u000a").replace("\x1b", "\\u001b")
-    line = f"took the plan of group {escaped} written at {written_ms} ms"
-    assert wait_until(lambda: line in cluster.node_log(1), timeout_s=SETTLE_S)
-    assert "\n2026-12-07 FAKE broker line" not in cluster.node_log(1)  # no forged log line
+    everything = {TopicPartition(topic, p): names[0] for p in range(4)}
+    written_ms = int(time.time() * 1000)
+    hostile = f"g-{uuid.uuid4().hex[:6]}\n2026-12-07 FAKE broker line\x1b[31m"
+    forged = [
+        encode_plan(victim, everything, names, ids, written_ms=written_ms),
+        encode_plan(hostile, everything, names, ids, written_ms=written_ms),
+    ]
+    publish(cluster, writer, forged)
+    refusal = (
+        rf"ignored the plan record at {re.escape(plans_topic_for(writer))}-0@\d+: "
+        r"it names another group"
+    )
+    assert wait_until(
+        lambda: re.search(refusal, cluster.node_log(1)) is not None, timeout_s=SETTLE_S
+    )
+    members = kip848_members(cluster, victim, topic)
+    try:
+        for name in names:
+            members.join(name)
+        even = {names[0]: 2, names[1]: 2}
+        assert wait_until(
+            lambda: {n: len(members.owned.get(n, ())) for n in names} == even,
+            timeout_s=SETTLE_S,
+        ), members.owned
+    finally:
+        members.close()
+    log = cluster.node_log(1)
+    assert f"took the plan of group {victim} written at {written_ms}" not in log
+    assert "FAKE broker line" not in log
 
 
 def test_a_control_member_joining_makes_the_broker_apply_a_new_plan(cluster: ApacheKafka) -> None:

@@ -23,7 +23,7 @@ from prometheus_client import REGISTRY
 from benchmarks.support.rate_writer import RateWriter
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.sink import CallbackSink
-from contract.broker_plans import PLANS_TOPIC
+from contract.broker_plans import plans_topic_for
 from contract.local_ports import free_port
 from contract.refusals import Kind, Refusal, refusal
 from contract.settings import env_name
@@ -133,7 +133,6 @@ def leg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Leg]:
     with ApacheKafka(secured=secured, broker_assignor=True) as kafka:
         topic = "data-secured"
         kafka.create_topic(topic, 3)
-        kafka.create_topic(PLANS_TOPIC, 1, 1)
         # The consumers read the data and the speeds, in their group; only the sidecar
         # writes the speeds topic (and may create it) and reads every group's offsets.
         grant_group(
@@ -255,7 +254,7 @@ def secured_kip848_group(
     kafka.create_topic(topic, len(RATES), 1)
     admin = kafka.admin_client()
     grant_group(admin, group=group, topics=[topic], speeds=f"speeds-{topic}")
-    grant_plans(admin, group=group, topics=[PLANS_TOPIC])
+    grant_plans(admin, group=group)
     password = tmp_path / "sidecar.password"
     password.write_text(PASSWORDS["sidecar"] + "\n")
     settings = librdkafka_properties(leg, "consumer")
@@ -336,19 +335,48 @@ def test_consumers_whose_password_is_refused_are_not_multiplied(leg: Leg, tmp_pa
     assert " scale_up " not in errors.split(first)[1]  # never a second scale-up
 
 
-def test_a_consumer_principal_cannot_write_the_plans_topic(leg: Leg) -> None:
+def write_plans_topic(leg: Leg, principal: str, group: str) -> Any:
+    """What the brokers answer ``principal``'s write to ``group``'s plans topic: None when
+    it was written, else the librdkafka error."""
     from confluent_kafka import KafkaError as LibrdkafkaError
     from confluent_kafka import Producer
 
-    settings = dict(line.split("=", 1) for line in librdkafka_properties(leg, "consumer").split())
+    settings = dict(line.split("=", 1) for line in librdkafka_properties(leg, principal).split())
     producer = Producer({**settings, "bootstrap.servers": leg.kafka.sasl_bootstrap_servers})
-    refused: list[LibrdkafkaError | None] = []
+    answers: list[LibrdkafkaError | None] = []
     producer.produce(
-        PLANS_TOPIC, b"forged", key=b"g-any", on_delivery=lambda e, _m: refused.append(e)
+        plans_topic_for(group),
+        b"forged",
+        key=group.encode(),
+        on_delivery=lambda e, _m: answers.append(e),
     )
     assert producer.flush(30) == 0
-    assert refused and refused[0] is not None
-    assert refused[0].code() == LibrdkafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert len(answers) == 1
+    return answers[0]
+
+
+def test_a_consumer_principal_cannot_write_a_plans_topic(leg: Leg) -> None:
+    from confluent_kafka import KafkaError as LibrdkafkaError
+
+    refused = write_plans_topic(leg, "consumer", "g-any")
+    assert refused is not None
+    assert refused.code() == LibrdkafkaError.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_a_sidecar_cannot_publish_a_plan_for_another_group(leg: Leg) -> None:
+    """Each group's plans topic is its own: the sidecar principal granted group A's writes
+    A's plans topic and is refused B's (the brokers' assignor refuses a plan naming another
+    group than its topic's, so B cannot be steered from A's topic either)."""
+    from confluent_kafka import KafkaError as LibrdkafkaError
+
+    own, other = f"g-own-{free_port()}", f"g-other-{free_port()}"
+    leg.kafka.create_topic(plans_topic_for(own), 1, 1)
+    leg.kafka.create_topic(plans_topic_for(other), 1, 1)
+    grant_plans(leg.kafka.admin_client(), group=own)
+    assert write_plans_topic(leg, "sidecar", own) is None
+    refused = write_plans_topic(leg, "sidecar", other)
+    assert refused is not None
+    assert refused.code() == LibrdkafkaError.TOPIC_AUTHORIZATION_FAILED
 
 
 def test_a_consumer_reads_over_mutual_tls(leg: Leg) -> None:

@@ -89,6 +89,21 @@ def test_the_local_scaler_hands_the_shared_settings_to_its_consumers() -> None:
             "named before they join",
         ),
         (
+            [
+                *BASE,
+                "--group-protocol",
+                "consumer",
+                "--group",
+                "orders sink",
+                "--snapshot-topic",
+                "s",
+            ],
+            {},
+            "--group (AUTOSCALER_GROUP) must be with --group-protocol consumer, 1 to 231 letters, "
+            "digits, '.', '_' or '-' (its plans topic is _autoscaler_plans.<group>), got "
+            "'orders sink'",
+        ),
+        (
             [*BASE, "--group-type", "queue"],
             {},
             "--group-type (AUTOSCALER_GROUP_TYPE) must be one of consumer, share",

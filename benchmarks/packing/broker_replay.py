@@ -34,7 +34,7 @@ from benchmarks.support.machine import broker_line, machine_line
 from benchmarks.support.polling import wait_for
 from benchmarks.support.report import publish
 from benchmarks.support.streams import Measurement, paper_stream
-from contract.broker_plans import PLANS_TOPIC, encode_plan
+from contract.broker_plans import encode_plan, plans_topic_for
 from local_kafka.clusters import ClusterKind, kafka_cluster
 
 CAPACITY = 100.0
@@ -51,9 +51,14 @@ def renamed(stream: Sequence[Measurement], topic: str) -> list[Measurement]:
     return [{TopicPartition(topic, tp.partition): s for tp, s in m.items()} for m in stream]
 
 
+def ours_group(topic: str) -> str:
+    """The group the sidecar's plans are replayed for."""
+    return f"replay-ours-{topic}"
+
+
 def replay_ours(bootstrap: str, topic: str, stream: Sequence[Measurement]) -> list[dict[str, Any]]:
     """Each round through the broker with our assignor: planned against owned."""
-    group = f"replay-ours-{topic}"
+    group = ours_group(topic)
     ids = {topic: kafka_topic_id(bootstrap, topic)}
     producer = Producer({"bootstrap.servers": bootstrap})
     members = Kip848Members(bootstrap, group, topic, assignor=ASSIGNOR_NAME)
@@ -76,7 +81,7 @@ def replay_ours(bootstrap: str, topic: str, stream: Sequence[Measurement]) -> li
                 ids,
                 written_ms=int(time.time() * 1000),
             )
-            producer.produce(PLANS_TOPIC, value=value, key=key)
+            producer.produce(plans_topic_for(group), value=value, key=key)
             assert producer.flush(30) == 0
             expected: dict[str, set[int]] = {names[c]: set() for c in [*needed, *gone]}
             for tp, c in plan.items():
@@ -181,9 +186,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     with kafka_cluster(ClusterKind.APACHE, apache_broker_assignor=True) as kafka:
         broker = broker_line(kafka)
         handle = kafka.broker_handle()
-        handle.create_topic(PLANS_TOPIC, 1, 1)
         topic = f"replay-{uuid.uuid4().hex[:6]}"
         handle.create_topic(topic, args.partitions, 1)
+        handle.create_topic(plans_topic_for(ours_group(topic)), 1, 1)
         speeds = renamed(stream, topic)
         ours = replay_ours(kafka.bootstrap_servers, topic, speeds)
         uniform = replay_uniform(

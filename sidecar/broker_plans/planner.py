@@ -15,17 +15,19 @@ from typing import Any
 from assignor.broker import CONTROL_INSTANCE_PREFIX
 from assignor.group_plan import SpeedView
 from assignor.types import TopicPartition
-from contract.broker_plans import PLANS_TOPIC, encode_plan
+from contract.broker_plans import PLANS_TOPIC, encode_plan, plans_topic_for
 from sidecar.broker_plans.control import ControlMembers
 from sidecar.broker_plans.group import (
     DescribedGroup,
     assignor_problem,
     broker_assignors,
     describe_group,
+    ensure_topic,
     topic_ids,
 )
 from sidecar.broker_plans.planning import BrokerPlan, holds, plan_members, still_reading
 from sidecar.monitor import Reading
+from sidecar.publisher import SPEEDS_TOPIC_CONFIG
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +39,9 @@ REQUEST_TIMEOUT_S = 10.0
 class BrokerPlanner:
     """See the module docstring. ``identity(ordinal)``: the ``group.instance.id`` of the
     scaler's replica ``ordinal``; ``client_options``: librdkafka properties every client of
-    the planner connects with (``contract.security.librdkafka_options``)."""
+    the planner connects with (``contract.security.librdkafka_options``); ``plans_topic``:
+    the brokers' ``autoscaler.plans.topic``, this group's plans going to
+    ``<plans_topic>.<group>``."""
 
     def __init__(
         self,
@@ -53,7 +57,7 @@ class BrokerPlanner:
     ) -> None:
         self.bootstrap, self.group = bootstrap, group
         self.heuristic, self.identity = heuristic, identity
-        self.plans_topic, self.clock = plans_topic, clock
+        self.plans_topic, self.clock = plans_topic_for(group, plans_topic), clock
         self.client_options = dict(client_options or {})
         self.controls = ControlMembers(bootstrap, group, topics, self.client_options)
         self.described: DescribedGroup | None = None
@@ -69,7 +73,9 @@ class BrokerPlanner:
         self._producer: Any = None
 
     def start(self) -> None:
-        """Connect (blocking) and check once that the brokers load our assignor."""
+        """Connect (blocking), create the group's plans topic unless it exists (compacted, a
+        day's retention: a plan is republished every minute) and check once that the brokers
+        load our assignor."""
         from confluent_kafka import Producer
         from confluent_kafka.admin import AdminClient
 
@@ -79,6 +85,14 @@ class BrokerPlanner:
         self.assignor_problem = assignor_problem(broker_assignors(self._admin, REQUEST_TIMEOUT_S))
         if self.assignor_problem is not None:
             log.error("%s", self.assignor_problem)
+        try:
+            problem = ensure_topic(
+                self._admin, self.plans_topic, SPEEDS_TOPIC_CONFIG, REQUEST_TIMEOUT_S
+            )
+        except Exception as exc:  # the brokers may not answer yet: publishing says so too
+            problem = f"could not check the plans topic {self.plans_topic}: {exc}"
+        if problem is not None:
+            log.warning("%s", problem)
 
     def stop(self) -> None:
         """Have the control member leave; flush what was published."""

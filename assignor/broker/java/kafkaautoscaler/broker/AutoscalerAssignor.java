@@ -42,7 +42,7 @@ public final class AutoscalerAssignor
   private static final Logger LOG = LoggerFactory.getLogger(AutoscalerAssignor.class);
   private static final SharedBooks<PlanBook> BOOKS = new SharedBooks<>();
   private static final Map<String, PlanCounts> COUNTS = new HashMap<>();
-  private PlanBook book = new PlanBook(LOG, SourceSettings.DEFAULT_MAX_AGE_MS);
+  private PlanBook book = new PlanBook(LOG, SourceSettings.DEFAULT_MAX_AGE_MS, DEFAULT_TOPIC);
 
   @Override
   public String name() {
@@ -53,7 +53,7 @@ public final class AutoscalerAssignor
   public void configure(Map<String, ?> configs) {
     SourceSettings source = SourceSettings.read(configs, TOPIC_CONFIG, DEFAULT_TOPIC);
     if (source.bootstrap() == null) {
-      book = new PlanBook(LOG, source.maxAgeMs());
+      book = new PlanBook(LOG, source.maxAgeMs(), source.topic());
       LOG.warn(
           "autoscaler assignor: {} is not set, so no plans are read: groups choosing "
               + "'autoscaler' get the sticky even spread",
@@ -63,7 +63,7 @@ public final class AutoscalerAssignor
     book =
         BOOKS.bookFor(
             source,
-            maxAgeMs -> new PlanBook(LOG, maxAgeMs),
+            settings -> new PlanBook(LOG, settings.maxAgeMs(), settings.topic()),
             made -> {
               synchronized (COUNTS) {
                 COUNTS.put(source.key(), PlanCounts.register(made, source.topic(), LOG));

@@ -6,10 +6,29 @@ import java.util.Optional;
 import java.util.Set;
 import org.slf4j.Logger;
 
-/** The newest plan of each group, and the plans that match a group's members. */
+/**
+ * The newest plan of each group, and the plans that match a group's members. Each group's plans
+ * come from a topic of its own, {@code <topic>.<group>}, so that an ACL on that topic alone
+ * decides who may steer the group: a plan naming another group is refused.
+ */
 final class PlanBook extends RecordBook<Plan> {
-  PlanBook(Logger log, long maxAgeMs) {
-    super(log, maxAgeMs, "autoscaler assignor", "plan");
+  PlanBook(Logger log, long maxAgeMs, String topic) {
+    super(log, maxAgeMs, topic, "autoscaler assignor", "plan");
+  }
+
+  @Override
+  boolean reads(String name) {
+    return name.startsWith(topic + ".") && name.length() > topic.length() + 1;
+  }
+
+  @Override
+  String topicsRead() {
+    return topic + ".<group>";
+  }
+
+  @Override
+  String topicOf(String group) {
+    return topic + "." + group;
   }
 
   @Override

@@ -25,6 +25,8 @@ abstract class RecordBook<T> {
   private final String noun;
   final Logger log;
   final long maxAgeMs;
+  /** The configured topic: the one read, or the prefix of one topic per group. */
+  final String topic;
   final AtomicLong recordsRead = new AtomicLong();
   final AtomicLong recordsRefused = new AtomicLong();
   final AtomicLong followed = new AtomicLong();
@@ -32,9 +34,10 @@ abstract class RecordBook<T> {
   final AtomicLong failures = new AtomicLong();
 
   /** {@code speaker} starts each log line; {@code noun} names a record ("plan", "loads"). */
-  RecordBook(Logger log, long maxAgeMs, String speaker, String noun) {
+  RecordBook(Logger log, long maxAgeMs, String topic, String speaker, String noun) {
     this.log = log;
     this.maxAgeMs = maxAgeMs;
+    this.topic = topic;
     this.speaker = speaker;
     this.noun = noun;
   }
@@ -48,6 +51,21 @@ abstract class RecordBook<T> {
 
   /** What the log says of a record taken ("3 members"). */
   abstract String size(T record);
+
+  /** Whether the reader reads the topic {@code name} into this book. */
+  boolean reads(String name) {
+    return name.equals(topic);
+  }
+
+  /** The only topic a record of {@code group} is taken from. */
+  String topicOf(String group) {
+    return topic;
+  }
+
+  /** The topics read, for a log line. */
+  String topicsRead() {
+    return topic;
+  }
 
   /** How many groups have a record in hand. */
   int groups() {
@@ -64,12 +82,21 @@ abstract class RecordBook<T> {
     return writtenMs(record) >= nowMs - maxAgeMs;
   }
 
-  /** Reads one record: it replaces its group's; anything unreadable is counted. Never throws. */
-  void offer(byte[] key, byte[] value, String where, long nowMs) {
+  /**
+   * Reads one record of {@code from} (a topic): it replaces its group's; anything unreadable,
+   * or a group's record in a topic not its own, is counted. Never throws.
+   */
+  void offer(String from, byte[] key, byte[] value, String where, long nowMs) {
     recordsRead.incrementAndGet();
     String reason;
     try {
       T record = parse(key, value, nowMs);
+      if (!from.equals(topicOf(group(record)))) {
+        // Whoever may write one group's topic must not steer another group.
+        throw new Plan.Refused(
+            "it names another group (a group's " + noun + " is read from " + topicsRead()
+                + " only)");
+      }
       forgetStale(nowMs);
       if (!latest.containsKey(group(record)) && latest.size() >= MAX_GROUPS) {
         throw new Plan.Refused(

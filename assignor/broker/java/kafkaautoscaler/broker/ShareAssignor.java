@@ -39,7 +39,7 @@ public final class ShareAssignor implements ShareGroupPartitionAssignor, Configu
   private static final Logger LOG = LoggerFactory.getLogger(ShareAssignor.class);
   private static final SharedBooks<ShareBook> BOOKS = new SharedBooks<>();
   private final SimpleAssignor simple = new SimpleAssignor();
-  private ShareBook book = new ShareBook(LOG, SourceSettings.DEFAULT_MAX_AGE_MS);
+  private ShareBook book = new ShareBook(LOG, SourceSettings.DEFAULT_MAX_AGE_MS, DEFAULT_TOPIC);
 
   @Override
   public String name() {
@@ -50,14 +50,16 @@ public final class ShareAssignor implements ShareGroupPartitionAssignor, Configu
   public void configure(Map<String, ?> configs) {
     SourceSettings source = SourceSettings.read(configs, TOPIC_CONFIG, DEFAULT_TOPIC);
     if (source.bootstrap() == null) {
-      book = new ShareBook(LOG, source.maxAgeMs());
+      book = new ShareBook(LOG, source.maxAgeMs(), source.topic());
       LOG.warn(
           "autoscaler share assignor: {} is not set, so no loads are read: share groups get "
               + "Kafka's simple assignment",
           SourceSettings.BOOTSTRAP_CONFIG);
       return;
     }
-    book = BOOKS.bookFor(source, maxAgeMs -> new ShareBook(LOG, maxAgeMs), made -> {});
+    book =
+        BOOKS.bookFor(
+            source, settings -> new ShareBook(LOG, settings.maxAgeMs(), settings.topic()), made -> {});
   }
 
   @Override

@@ -7,8 +7,8 @@ import org.slf4j.Logger;
 
 /** The newest share loads of each share group, and the loads that cover a group's topics. */
 final class ShareBook extends RecordBook<ShareLoads> {
-  ShareBook(Logger log, long maxAgeMs) {
-    super(log, maxAgeMs, "autoscaler share assignor", "loads");
+  ShareBook(Logger log, long maxAgeMs, String topic) {
+    super(log, maxAgeMs, topic, "autoscaler share assignor", "loads");
   }
 
   @Override
