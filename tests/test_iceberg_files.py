@@ -255,3 +255,19 @@ def test_files_take_the_table_codec_and_level_or_are_left_to_spark(
     ]
     metadata = pq.ParquetFile(local_directory(path)).metadata
     assert metadata.row_group(0).column(0).compression == written
+
+
+def test_a_table_keeps_a_bounded_number_of_metadata_files(tmp_path: Path) -> None:
+    """Each commit writes a metadata.json listing every snapshot; the tables the sink creates
+    delete all but the last 20 earlier ones at each commit (by default Iceberg keeps every
+    one, and their bytes grow with the square of the commits)."""
+    config = _config(tmp_path, "arrow")
+    sink = SparkTableSink(config)
+    commits = 25
+    for batch in range(commits):
+        sink.write_blocking("t", records_table(_records(range(batch * 3, batch * 3 + 3))))
+    loaded = iceberg_table(config, "t")
+    assert loaded is not None and len(loaded.snapshots()) == commits
+    kept = list(tmp_path.rglob("*.metadata.json"))
+    assert len(kept) == 21  # the current one and the 20 before it
+    assert table_offsets(config, "t") == {0: 72, 1: 73, 2: 74}
