@@ -55,14 +55,15 @@ TABLE_STALENESS = Histogram(
 )
 TABLE_MAINTENANCE_SECONDS = Histogram(
     "autoscaler_consumer_table_maintenance_seconds",
-    "How long a Delta checkpoint (and the log's clean-up) took, written beside the appends",
+    "How long a Delta checkpoint (and the log's clean-up) or an Iceberg snapshot expiry "
+    "took, run beside the appends",
     ["table"],
     buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
 )
 TABLE_MAINTENANCE_FAILURES = Counter(
     "autoscaler_consumer_table_maintenance_failures_total",
-    "Delta checkpoints that failed (tried again after the next append; the table stays "
-    "correct, readers replay more of its log)",
+    "Delta checkpoints or Iceberg snapshot expiries that failed (tried again later; the "
+    "table stays correct, readers replay more of its log or metadata)",
     ["table"],
 )
 COMMIT_FAILURES = Counter(

@@ -5,6 +5,7 @@ Spark), one file and one snapshot per batch, and the tables they must leave to S
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -26,6 +27,7 @@ from consumer_sdk.lake.iceberg.files import (
     local_directory,
     with_field_ids,
 )
+from consumer_sdk.lake.iceberg.maintenance import IcebergMaintenance
 from consumer_sdk.lake.jvm_appends import ICEBERG_REFUSED, FilesRefused, refused_class
 from consumer_sdk.lake.spark_config import SparkSinkConfig
 from consumer_sdk.lake.spark_sink import SparkTableSink
@@ -271,3 +273,27 @@ def test_a_table_keeps_a_bounded_number_of_metadata_files(tmp_path: Path) -> Non
     kept = list(tmp_path.rglob("*.metadata.json"))
     assert len(kept) == 21  # the current one and the 20 before it
     assert table_offsets(config, "t") == {0: 72, 1: 73, 2: 74}
+
+
+def test_expiry_beside_the_appends_keeps_each_partitions_offsets_and_every_row(
+    tmp_path: Path,
+) -> None:
+    """Snapshots past the retention are expired every few commits, beside the appends, but
+    not the one holding a partition's highest offset: the partition written only at first
+    resumes where it was, and every row stays, read back by pyiceberg."""
+    config = _config(tmp_path, "arrow")
+    sink = SparkTableSink(config)
+    sink.write_blocking("t", records_table(_records(range(0, 3))))  # partitions 0, 1, 2
+    assert sink._lake is not None
+    # An hour later by the maintenance's clock: every snapshot is past the retention.
+    maintenance = IcebergMaintenance(60, every=5, clock=lambda: time.time() + 3600)
+    sink._lake.iceberg_maintenance = maintenance
+    for offset in range(3, 33, 3):  # ten commits of partition 0 alone
+        sink.write_blocking("t", records_table([Record("t", 0, offset, 0, b"k", b"v", ())]))
+    maintenance.wait()
+    assert maintenance.expired > 0
+    loaded = iceberg_table(config, "t")
+    assert loaded is not None
+    assert len(loaded.snapshots()) == 11 - maintenance.expired
+    assert table_offsets(config, "t") == {0: 30, 1: 1, 2: 2}
+    assert sum(key_counts(config, "t").values()) == 13

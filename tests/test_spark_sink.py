@@ -911,6 +911,8 @@ def test_compaction_rewrites_small_batches_into_few_files_and_keeps_every_row(
         ({"spark_remote": "http://x:1"}, "spark_remote"),
         ({"master": "mesos"}, "master"),
         ({"tables": {"orders": "Bad Table"}}, "tables"),
+        ({"iceberg_keep_snapshots_secs": 30}, "iceberg_keep_snapshots_secs"),
+        ({"iceberg_keep_snapshots_secs": float("nan")}, "iceberg_keep_snapshots_secs"),
     ],
 )
 def test_bad_sink_config_names_the_field(overrides: dict[str, Any], field: str) -> None:

@@ -41,6 +41,7 @@ from consumer_sdk.lake.delta.files import DeltaFileCommitter
 from consumer_sdk.lake.delta.history import commit_metadata, has_unbackfilled_commits
 from consumer_sdk.lake.delta.maintenance import DeltaMaintenance
 from consumer_sdk.lake.iceberg.files import IcebergFileCommitter
+from consumer_sdk.lake.iceberg.maintenance import IcebergMaintenance
 from consumer_sdk.lake.jvm_appends import FileCommitter, FilesRefused
 from consumer_sdk.lake.partition_fence import (
     FENCE_DIR,
@@ -108,15 +109,20 @@ class LakeAppender:
         self.maintenance: DeltaMaintenance | None = None
         if config.table_format == "delta" and config.delta_checkpoint_every > 0:
             self.maintenance = DeltaMaintenance(config.delta_checkpoint_every)
+        self.iceberg_maintenance: IcebergMaintenance | None = None
+        if config.table_format == "iceberg" and config.iceberg_keep_snapshots_secs > 0:
+            self.iceberg_maintenance = IcebergMaintenance(config.iceberg_keep_snapshots_secs)
         self._files: FileCommitter | None = None
         if config.files_by_arrow:
             delta = config.table_format == "delta"
             self._files = DeltaFileCommitter() if delta else IcebergFileCommitter()
 
     def close(self) -> None:
-        """Let a checkpoint being written end; start no more."""
+        """Let a checkpoint or expiry in progress end; start no more."""
         if self.maintenance is not None:
             self.maintenance.close()
+        if self.iceberg_maintenance is not None:
+            self.iceberg_maintenance.close()
 
     # resume ------------------------------------------------------------------------------
     def claim_and_resume(
@@ -300,9 +306,12 @@ class LakeAppender:
             except BaseException:
                 self._uncertain.update((topic, p) for p in written)
                 raise
-            if self.maintenance is not None:
-                for table in (target.table, *([target.dead_table] if dead_last else [])):
+            for table in (target.table, *([target.dead_table] if dead_last else [])):
+                if self.maintenance is not None:
                     self.maintenance.committed(table_root(self.config, table))
+                if self.iceberg_maintenance is not None:
+                    identifier = table_identifier(self.config, table)
+                    self.iceberg_maintenance.committed(session, identifier, table)
             self._fence.write_stored(
                 target,
                 {

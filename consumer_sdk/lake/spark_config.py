@@ -115,6 +115,12 @@ class SparkSinkConfig:
         "inside the commit that reaches it, every 100, as Delta does (the append waits)",
         100,
     )
+    iceberg_keep_snapshots_secs: float = setting(
+        "Iceberg tables: snapshots older than this are expired beside the appends (every 100 "
+        "commits of a table), but for each Kafka partition the one holding its highest offset, "
+        "[60, 2592000] seconds; 0: never (each commit's metadata then lists every snapshot)",
+        900.0,
+    )
 
     def __post_init__(self) -> None:
         if not isinstance(self.warehouse, str) or not self.warehouse:
@@ -155,6 +161,9 @@ class SparkSinkConfig:
             self._fail("spark_remote", "empty (local session) or sc://host:port")
         if not 60 <= self.staging_max_age_secs <= 30 * 86_400:
             self._fail("staging_max_age_secs", "in [60, 2592000]")
+        keep = self.iceberg_keep_snapshots_secs
+        if not (keep == 0 or 60 <= keep <= 30 * 86_400):
+            self._fail("iceberg_keep_snapshots_secs", "0 (never) or in [60, 2592000]")
         every = self.delta_checkpoint_every
         if not isinstance(every, int) or isinstance(every, bool) or not 0 <= every <= 100_000:
             self._fail("delta_checkpoint_every", "an integer in [0, 100000]")
@@ -199,7 +208,7 @@ class SparkSinkConfig:
                 raw = env[name]
                 if f.name in ("tables", "spark_conf"):
                     values[f.name] = _pairs(name, raw)
-                elif f.name == "staging_max_age_secs":
+                elif f.name in ("staging_max_age_secs", "iceberg_keep_snapshots_secs"):
                     values[f.name] = _number(name, raw)
                 elif f.name == "delta_checkpoint_every":
                     values[f.name] = _integer(name, raw)

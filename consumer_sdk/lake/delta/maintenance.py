@@ -16,18 +16,16 @@ correct without it.
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import json
 import logging
-import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from consumer_sdk import metrics
 from consumer_sdk.lake.delta.history import LOG_DIR
+from consumer_sdk.lake.upkeep import BesideAppends
 
 log = logging.getLogger(__name__)
 
@@ -66,40 +64,23 @@ def write_checkpoint(table_root: Path) -> None:
     table.cleanup_metadata()
 
 
-class DeltaMaintenance:
+class DeltaMaintenance(BesideAppends):
     """Checkpoints of the tables this process appends to, one at a time, off the appends."""
 
     def __init__(self, every: int, checkpoint: Callable[[Path], None] = write_checkpoint) -> None:
         if every < 1:
             raise ValueError(f"every must be >= 1, got {every!r}")
+        super().__init__("delta-maintenance")
         self._every, self._checkpoint = every, checkpoint
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="delta-maintenance")
-        self._running: dict[Path, Future[None]] = {}
-        self._lock = threading.Lock()
         self.checkpoints = 0
 
     def committed(self, table_root: Path) -> None:
         """After an append to ``table_root``: start a checkpoint if one is due and none of
         this table runs (returns at once)."""
         with self._lock:
-            running = self._running.get(table_root)
-            if running is not None and not running.done():
+            if self._busy(table_root) or not checkpoint_due(table_root, self._every):
                 return
-            if not checkpoint_due(table_root, self._every):
-                return
-            self._running[table_root] = self._pool.submit(self._run, table_root)
-
-    def wait(self) -> None:
-        """Until every checkpoint started has ended (tests, and a clean stop)."""
-        with self._lock:
-            running = list(self._running.values())
-        for future in running:
-            with contextlib.suppress(Exception):
-                future.result()
-
-    def close(self) -> None:
-        """Let a checkpoint in progress end; start no more."""
-        self._pool.shutdown(wait=True, cancel_futures=True)
+            self._start(table_root, self._run, table_root)
 
     def _run(self, table_root: Path) -> None:
         lock_path = table_root / LOG_DIR / LOCK_FILE

@@ -114,6 +114,9 @@ public final class FileAppendCommand implements CommandPlugin {
                         strings(request.get("paths")),
                         longs(request.get("sizes")),
                         request.get("metadata").asText());
+            case "iceberg.expire":
+                return kafkaautoscaler.iceberg.Expiry.expire(
+                        spark, request.get("identifier").asText(), longs(request.get("ids")));
             default:
                 throw new IllegalArgumentException("unknown file append request " + op);
         }
