@@ -17,6 +17,8 @@ made here. ``python -m benchmarks.lake.iceberg_metadata`` writes
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import tempfile
 import time
 from collections.abc import Sequence
@@ -53,9 +55,14 @@ def sink_for(warehouse: Path, kind: str, keep_secs: float) -> SparkTableSink:
     return SparkTableSink(config)
 
 
-def metadata_files(warehouse: Path) -> list[Path]:
-    """Every metadata file of the tables under ``warehouse``."""
-    return list(warehouse.rglob("*.metadata.json"))
+def metadata_files(warehouse: Path) -> dict[Path, os.stat_result]:
+    """Every metadata file of the tables under ``warehouse``, with its stat (a file deleted
+    by a commit while listed is left out)."""
+    found = {}
+    for path in warehouse.rglob("*.metadata.json"):
+        with contextlib.suppress(FileNotFoundError):
+            found[path] = path.stat()
+    return found
 
 
 def window_row(
@@ -63,14 +70,14 @@ def window_row(
 ) -> dict[str, Any]:
     """What ``kind``'s table holds after ``commits``, and its appends of the last window."""
     files = metadata_files(warehouse)
-    latest = max(files, key=lambda f: f.stat().st_mtime_ns)
+    latest = max(files.values(), key=lambda stat: stat.st_mtime_ns)
     table = iceberg_table(config, "t")
     return {
         "kind": kind,
         "commits": commits,
-        "latest_metadata_kb": latest.stat().st_size / 1e3,
+        "latest_metadata_kb": latest.st_size / 1e3,
         "metadata_files": len(files),
-        "metadata_mb": sum(f.stat().st_size for f in files) / 1e6,
+        "metadata_mb": sum(stat.st_size for stat in files.values()) / 1e6,
         "snapshots": len(table.snapshots()) if table is not None else 0,
         "append_p50_s": float(np.percentile(appends, 50)),
         "append_p99_s": float(np.percentile(appends, 99)),

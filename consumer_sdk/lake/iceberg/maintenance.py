@@ -47,6 +47,13 @@ def expire_snapshots(session: Any, identifier: str, ids: list[int]) -> int:
     return int(run_request(session, {"op": "iceberg.expire", "identifier": identifier, "ids": ids}))
 
 
+def first_lines(exc: BaseException) -> str:
+    """What an error says in one line: its first two non-empty lines (a Java error through
+    py4j says where it was called, then the Java exception), at most 300 characters."""
+    lines = [line.strip(" :") for line in str(exc).splitlines() if line.strip(" :")]
+    return "; ".join(lines[:2])[:300]
+
+
 class IcebergMaintenance(BesideAppends):
     """Snapshot expiry of the Iceberg tables this process appends to, off the appends."""
 
@@ -89,7 +96,7 @@ class IcebergMaintenance(BesideAppends):
                 "commits (the table stays correct, its metadata only grows meanwhile)",
                 name,
                 type(exc).__name__,
-                str(exc).splitlines()[0] if str(exc) else "",
+                first_lines(exc),
                 self._every,
             )
             return
