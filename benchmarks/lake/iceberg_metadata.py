@@ -17,6 +17,7 @@ made here. ``python -m benchmarks.lake.iceberg_metadata`` writes
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import os
 import tempfile
@@ -120,6 +121,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     window = appends[kind][-args.window :]
                     rows.append(window_row(kind, commit, root / kind, sink.config, window))
                     print(rows[-1], flush=True)
+        for sink in sinks.values():  # an expiry still running ends before the folder goes
+            asyncio.run(sink.close())
     lines = [
         "# Iceberg metadata over a long run of small commits",
         "",
