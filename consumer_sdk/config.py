@@ -15,6 +15,12 @@ from typing import Any
 from assignor.cooperative import COOPERATIVE, PROTOCOLS
 from assignor.member_data import RACK_NAME_RULE, is_rack_name
 from assignor.validation import is_integer
+from consumer_sdk.kafka_client.properties import (
+    TUNABLE,
+    BadProperty,
+    aiokafka_properties,
+    parse_properties,
+)
 from consumer_sdk.records.inflate import DEFAULT_MAX_RECORD_BATCH_BYTES
 from contract.settings import (
     DEFAULT_WAIT_TIME_SECS,
@@ -76,6 +82,17 @@ class ConsumerConfig(GroupSettings):
         "this member's stable name, non-empty: name-<ordinal>, higher ordinals are emptied "
         "first; default: POD_NAME, HOSTNAME or the host name",
         default_factory=default_identity,
+    )
+    client_id: str = setting(
+        "Kafka's client.id, what the brokers' quotas and request logs name this consumer by, "
+        "up to 255 printable ASCII characters; empty: kafka-autoscaler-<group>-<member_identity>",
+        "",
+    )
+    kafka_properties: Mapping[str, str] = setting(
+        "key=value[,key=value...]: Kafka consumer properties by their Java names, of "
+        + ", ".join(sorted(TUNABLE))
+        + " (the SDK sets the others from its own settings)",
+        default_factory=dict,
     )
     client_rack: str | None = setting(
         "this consumer's rack (zone), Kafka's client.rack: sent to the brokers (a fetch from "
@@ -176,6 +193,11 @@ class ConsumerConfig(GroupSettings):
         self._check()
 
     @property
+    def kafka_client_id(self) -> str:
+        """The client.id the consumer connects with (``client_id`` resolved)."""
+        return self.client_id or f"kafka-autoscaler-{self.group}-{self.member_identity}"
+
+    @property
     def staleness_bound_s(self) -> float | None:
         """The freshness bound in effect (``max_staleness_secs`` resolved), None when off."""
         if self.max_staleness_secs is None:
@@ -209,6 +231,18 @@ class ConsumerConfig(GroupSettings):
             self._fail("snapshot_max_age_secs", "a number of seconds in [1, 86400]")
         if not isinstance(self.member_identity, str) or not self.member_identity:
             self._fail("member_identity", "a non-empty string (pod name or StatefulSet ordinal)")
+        if not (
+            isinstance(self.client_id, str)
+            and len(self.client_id) <= 255
+            and all(" " <= c <= "~" for c in self.client_id)
+        ):
+            self._fail("client_id", "up to 255 printable ASCII characters, or empty")
+        try:
+            aiokafka_properties(self.kafka_properties)
+        except BadProperty as exc:
+            self._fail("kafka_properties", str(exc))
+        if self.kafka_properties and self.group_type != "consumer":
+            self._fail("kafka_properties", "empty with group_type share (a librdkafka client)")
         if self.client_rack is not None and not is_rack_name(self.client_rack):
             self._fail("client_rack", f"{RACK_NAME_RULE}, or unset")
         if self.rack_locality not in RACK_LOCALITIES:
@@ -279,6 +313,11 @@ def _parse(name: str, type_name: str, raw: str) -> Any:
         return raw
     if name == "client_rack" and not raw:
         return None  # the downward API gives "" where the pod has no zone label
+    if name == "kafka_properties":
+        try:
+            return parse_properties(raw)
+        except BadProperty as exc:
+            raise ConfigError(f"{env_name(name)} must be {exc}") from None
     try:
         if type_name.startswith("int"):
             return int(raw)

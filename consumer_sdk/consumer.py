@@ -36,6 +36,7 @@ from consumer_sdk import metrics
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.cooperative import CooperativeCoordinator, make_cooperative
 from consumer_sdk.health import ConsumerHealth, register, unregister
+from consumer_sdk.kafka_client.properties import aiokafka_properties
 from consumer_sdk.kafka_client.topic_ids import consumer_topic_ids
 from consumer_sdk.loop_watch import LoopStallWatch
 from consumer_sdk.pipeline.commit import OffsetCommits
@@ -325,9 +326,11 @@ class AutoscalingConsumer:
             self.plugin_stats,
             leader_delay_s=config.leader_delay_secs,
         )
+        tuned = aiokafka_properties(config.kafka_properties)
         consumer = AIOKafkaConsumer(
             bootstrap_servers=config.bootstrap_servers,
             group_id=config.group,
+            client_id=config.kafka_client_id,
             enable_auto_commit=False,
             auto_offset_reset=config.auto_offset_reset,
             isolation_level=config.isolation_level,
@@ -340,7 +343,7 @@ class AutoscalingConsumer:
             # complete without it and its commits fail with UnknownMemberId. As Kafka's
             # Java consumer: the poll interval. A dead member still goes after its session.
             rebalance_timeout_ms=config.max_poll_interval_ms,
-            fetch_max_wait_ms=100,
+            fetch_max_wait_ms=tuned.pop("fetch_max_wait_ms", 100),
             client_rack=config.client_rack,
             # Whole producer batches per partition; what the client holds ahead stays about a
             # quarter batch through the fetch budget (_change_ownership), not small asks.
@@ -355,6 +358,7 @@ class AutoscalingConsumer:
                 else BoundedRecords(config.max_record_batch_bytes)
             ),
             **config.kafka_client_options(),
+            **tuned,
         )
         consumer.subscribe(list(config.topics), listener=_Listener(self))
         return consumer

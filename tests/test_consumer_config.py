@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from consumer_sdk.config import ConsumerConfig
+from consumer_sdk.kafka_client.properties import aiokafka_properties
 from consumer_sdk.sink import CallbackSink, Record, Sink, records_table
 from contract.settings import ConfigError
 
@@ -135,6 +136,30 @@ def test_a_zone_from_the_downward_api_is_the_rack_and_an_empty_one_is_none() -> 
         ({"client_rack": "eu west"}, r"client_rack .* none of them whitespace"),
         ({"rack_locality": "follower"}, r"rack_locality .* must be one of leader, replicas"),
         (
+            {"client_id": "sink\n0"},
+            r"client_id \(AUTOSCALER_CLIENT_ID\) must be up to 255 printable",
+        ),
+        (
+            {"kafka_properties": {"fetch.min.bytes": "0"}},
+            r"kafka_properties .* must be fetch.min.bytes as an integer in \[1, 1073741824\]",
+        ),
+        (
+            {"kafka_properties": {"enable.auto.commit": "true"}},
+            r"must be free of enable.auto.commit: the SDK sets it itself, got",
+        ),
+        (
+            {"kafka_properties": {"group.id": "other"}},
+            r"free of group.id: the SDK sets it itself from its setting group",
+        ),
+        (
+            {"kafka_properties": {"linger.ms": "5"}},
+            r"must be properties of connections.max.idle.ms, .*; linger.ms is not one",
+        ),
+        (
+            {"kafka_properties": {"fetch.min.bytes": "1"}, "group_type": "share"},
+            r"kafka_properties .* must be empty with group_type share",
+        ),
+        (
             {"ssl_cafile": "/no/such/ca.pem", "security_protocol": "SSL"},
             r"ssl_cafile \(AUTOSCALER_SSL_CAFILE\) must be a readable file \(PEM\)"
             r".*got '/no/such/ca.pem'",
@@ -144,6 +169,25 @@ def test_a_zone_from_the_downward_api_is_the_rack_and_an_empty_one_is_none() -> 
 def test_bad_values_name_the_field_and_range(changes: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         ConsumerConfig(**{**BASE, **changes})
+
+
+def test_kafka_properties_by_their_java_names_reach_the_client_and_the_client_id_names_it() -> None:
+    config = ConsumerConfig.from_env(
+        {
+            "AUTOSCALER_KAFKA_PROPERTIES": "fetch.min.bytes=65536, request.timeout.ms=45000",
+            "AUTOSCALER_MEMBER_IDENTITY": "sink-2",
+        },
+        **BASE,
+    )
+    assert config.kafka_properties == {"fetch.min.bytes": "65536", "request.timeout.ms": "45000"}
+    assert aiokafka_properties(config.kafka_properties) == {
+        "fetch_min_bytes": 65536,
+        "request_timeout_ms": 45000,
+    }
+    assert config.kafka_client_id == "kafka-autoscaler-orders-sink-sink-2"
+    assert ConsumerConfig(**BASE, client_id="orders-eu").kafka_client_id == "orders-eu"
+    with pytest.raises(ConfigError, match=r"AUTOSCALER_KAFKA_PROPERTIES must be key=value pairs"):
+        ConsumerConfig.from_env({"AUTOSCALER_KAFKA_PROPERTIES": "fetch.min.bytes"}, **BASE)
 
 
 def test_environment_errors_name_the_variable() -> None:

@@ -623,7 +623,11 @@ def test_a_member_without_partitions_stays_in_the_group(
     topic = topic_factory(1)
     group = f"g-{topic}"
     seen = SeenRecords()
-    members = start_members(kafka, group, [topic], 2, seen.write, max_poll_interval_ms=1000)
+    # A consumer property by its Java name reaches the client (kafka_properties).
+    tuned = {"request.timeout.ms": "40000"}
+    members = start_members(
+        kafka, group, [topic], 2, seen.write, max_poll_interval_ms=1000, kafka_properties=tuned
+    )
     try:
         consumers = [m.consumer for m in members if m.consumer is not None]
         # Settled, and the idle member's own sync has completed too: its empty assignment
@@ -649,6 +653,10 @@ def test_a_member_without_partitions_stays_in_the_group(
             admin = AdminClient({"bootstrap.servers": kafka})
             description = admin.describe_consumer_groups([group])[group].result(timeout=30)
             assert len(description.members) == 2
+            # The brokers tell the members apart by client.id (quotas, request logs).
+            assert sorted(m.client_id for m in description.members) == [
+                f"kafka-autoscaler-{group}-sink-{i}" for i in range(2)
+            ]
     finally:
         for member in members:
             member.stop()

@@ -423,7 +423,8 @@ def test_the_client_is_set_for_explicit_acknowledgement_polls_and_security() -> 
     )
     settings = client_settings(config)
     assert settings["share.acknowledgement.mode"] == "explicit"
-    assert settings["max.poll.records"] == 50 and settings["client.id"] == "m-3"
+    assert settings["max.poll.records"] == 50
+    assert settings["client.id"] == f"kafka-autoscaler-{config.group}-m-3"  # the brokers see it
     assert settings["security.protocol"] == "SSL" and settings["ssl.ca.location"] == __file__
 
 

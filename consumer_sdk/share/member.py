@@ -95,7 +95,7 @@ def client_settings(config: ConsumerConfig) -> dict[str, Any]:
     return {
         "bootstrap.servers": config.bootstrap_servers,
         "group.id": config.group,
-        "client.id": config.member_identity,
+        "client.id": config.kafka_client_id,
         "share.acknowledgement.mode": "explicit",
         "max.poll.records": config.share_max_poll_records,
         **librdkafka_options(config),
