@@ -102,10 +102,15 @@ def test_the_sidecar_sizes_a_share_group_past_its_partitions(
     port = free_port()
     sidecar = share_sidecar(bootstrap, topic, consumer, port, tmp_path)
     try:
+
+        def sized_and_published() -> bool:
+            # The count is set when a round decides, the loads once their send returns.
+            now = status(port)
+            loads = (now.get("share_group") or {}).get("loads")
+            return (now.get("replicas") or 0) >= 4 and loads is not None
+
         # 3.5 consumers of load on 2 partitions: a consumer group could use 2 at most.
-        assert wait_until(lambda: (status(port).get("replicas") or 0) >= 4, timeout_s=120), status(
-            port
-        )
+        assert wait_until(sized_and_published, timeout_s=120), status(port)
         share = status(port)["share_group"]
         assert share["max_size_read"] and share["max_size"] >= 4
         assert share["problem"] is None
