@@ -254,17 +254,36 @@ class PodWatch:
     stopping: threading.Event = field(default_factory=threading.Event)
 
     def run(self) -> None:
+        """List, then watch on from the list's version, so that no deletion falls between
+        two watches (a watch restarted afresh lists only the pods still there, and a pod
+        deleted in between was never seen gone); listed afresh only when the version has
+        expired, and then a pod no longer listed is gone."""
         api = CoreV1Api(self.plane.client())
+        version: str | None = None
         while not self.stopping.is_set():
-            watcher = watch.Watch()  # type: ignore[no-untyped-call]
-            events = watcher.stream(  # type: ignore[no-untyped-call]
-                api.list_namespaced_pod, self.namespace, timeout_seconds=2
-            )
-            for event in events:
-                name = event["object"].metadata.name
-                self.last[name] = event["object"]
-                if event["type"] == "DELETED":
-                    self.gone.add(name)
+            try:
+                if version is None:
+                    listed: Any = api.list_namespaced_pod(self.namespace)
+                    names = {pod.metadata.name for pod in listed.items}
+                    self.gone.update(name for name in self.last if name not in names)
+                    self.last.update({pod.metadata.name: pod for pod in listed.items})
+                    version = listed.metadata.resource_version
+                watcher = watch.Watch()  # type: ignore[no-untyped-call]
+                events = watcher.stream(  # type: ignore[no-untyped-call]
+                    api.list_namespaced_pod,
+                    self.namespace,
+                    resource_version=version,
+                    timeout_seconds=2,
+                )
+                for event in events:
+                    name = event["object"].metadata.name
+                    self.last[name] = event["object"]
+                    version = event["object"].metadata.resource_version
+                    if event["type"] == "DELETED":
+                        self.gone.add(name)
+            except Exception:  # an expired version (410) or a dropped connection: list again
+                version = None
+                self.stopping.wait(0.2)
 
     def live(self) -> list[str]:
         """Pods not being deleted, by name."""
