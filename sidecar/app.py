@@ -33,7 +33,7 @@ from sidecar.join_watch import JoinWatch, MemberFailure
 from sidecar.keda import KedaController
 from sidecar.leader import Lease
 from sidecar.monitor import Monitor, Reading
-from sidecar.publisher import SnapshotPublisher
+from sidecar.publisher import SnapshotPublisher, ensure_speeds_topic
 from sidecar.scalers.base import Scaler
 from sidecar.share_groups.loads import partition_loads
 from sidecar.share_groups.publisher import ShareLoadsPublisher
@@ -146,6 +146,13 @@ class Sidecar:
         self.publisher.use_options(self.client_options)
         await self.monitor.start()
         await self.publisher.start()
+        if self.planner is not None:  # compacted, a day's retention: plans are republished
+            await ensure_speeds_topic(
+                self.config.bootstrap_servers,
+                self.planner.plans_topic,
+                self.client_options,
+                what="plans topic",
+            )
         if self.capacity.auto and self.last_tick is None and self.capacity.carried is None:
             await self._carry_over_capacity()
         if self.share_loads is not None:

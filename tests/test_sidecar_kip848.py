@@ -11,6 +11,7 @@ import shlex
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,6 +21,7 @@ from contract.local_ports import free_port
 from local_kafka.apache_kafka import ApacheKafka
 from local_kafka.clusters import ClusterKind, KafkaCluster
 from sidecar.broker_plans.group import ASSIGNORS_CONFIG
+from sidecar.publisher import SPEEDS_TOPIC_CONFIG
 from tests.kip848_helpers import (
     CAPACITY,
     CONSUMER,
@@ -36,6 +38,15 @@ from tests.sdk_helpers import (
     wait_until,
 )
 from tests.sdk_helpers import sidecar_status as status
+
+
+def topic_configs(bootstrap: str, topic: str) -> dict[str, Any]:
+    """``topic``'s configuration as the brokers describe it."""
+    from confluent_kafka.admin import AdminClient, ConfigResource  # type: ignore[attr-defined]
+
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # held until the answer came
+    return dict(admin.describe_configs([resource])[resource].result(timeout=30))
 
 
 @pytest.fixture
@@ -76,6 +87,10 @@ def test_the_sidecar_sizes_a_kip848_group_and_the_broker_follows_its_plans(
         held = [tp for tps in page["broker_plans"]["plan"].values() for tp in tps]
         assert sorted(held) == sorted(set(held)) and len(held) == len(RATES), page
         assert not page["broker_plans"]["problems"]
+        # The sidecar made its plans topic as it makes the speeds topic (compacted, a day's
+        # retention), before the brokers' auto-creation (a plain topic) could.
+        plans = topic_configs(bootstrap, page["broker_plans"]["topic"])
+        assert {key: plans[key].value for key in SPEEDS_TOPIC_CONFIG} == SPEEDS_TOPIC_CONFIG
         writer.finish()  # no traffic: down to one member, the others emptied first
         assert wait_until(lambda: running(out) == ["sink-0"], timeout_s=120), status(port)
         page = status(port)

@@ -59,33 +59,6 @@ def topic_ids(admin: Any, topics: Sequence[str], timeout_s: float) -> dict[str, 
     }
 
 
-def ensure_topic(
-    admin: Any, topic: str, configs: Mapping[str, str], timeout_s: float
-) -> str | None:
-    """Create ``topic`` (one partition, the brokers' default replication, ``configs``)
-    unless it exists (blocking). None, or one line saying why it could not."""
-    from confluent_kafka import KafkaError, KafkaException
-    from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
-
-    if topic in admin.list_topics(timeout=timeout_s).topics:
-        return None
-    made = admin.create_topics(
-        [NewTopic(topic, num_partitions=1, replication_factor=-1, config=dict(configs))],
-        request_timeout=timeout_s,
-    )[topic]
-    try:
-        made.result(timeout=timeout_s)
-    except KafkaException as exc:
-        error = exc.args[0]
-        if error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
-            return None
-        return (
-            f"could not create the plans topic {topic} ({error.str()}): create it compacted, "
-            "or grant this sidecar CREATE on it"
-        )
-    return None
-
-
 def assignor_problem(assignors: str | None) -> str | None:
     """One line when a broker's ``group.consumer.assignors`` lacks ours (None: it has it)."""
     listed = [entry.strip() for entry in (assignors or "").split(",") if entry.strip()]

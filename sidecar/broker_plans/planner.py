@@ -22,12 +22,10 @@ from sidecar.broker_plans.group import (
     assignor_problem,
     broker_assignors,
     describe_group,
-    ensure_topic,
     topic_ids,
 )
 from sidecar.broker_plans.planning import BrokerPlan, holds, plan_members, still_reading
 from sidecar.monitor import Reading
-from sidecar.publisher import SPEEDS_TOPIC_CONFIG
 
 log = logging.getLogger(__name__)
 
@@ -73,9 +71,8 @@ class BrokerPlanner:
         self._producer: Any = None
 
     def start(self) -> None:
-        """Connect (blocking), create the group's plans topic unless it exists (compacted, a
-        day's retention: a plan is republished every minute) and check once that the brokers
-        load our assignor."""
+        """Connect (blocking) and check once that the brokers load our assignor (the
+        sidecar creates the plans topic as it does its other topics)."""
         from confluent_kafka import Producer
         from confluent_kafka.admin import AdminClient
 
@@ -85,14 +82,6 @@ class BrokerPlanner:
         self.assignor_problem = assignor_problem(broker_assignors(self._admin, REQUEST_TIMEOUT_S))
         if self.assignor_problem is not None:
             log.error("%s", self.assignor_problem)
-        try:
-            problem = ensure_topic(
-                self._admin, self.plans_topic, SPEEDS_TOPIC_CONFIG, REQUEST_TIMEOUT_S
-            )
-        except Exception as exc:  # the brokers may not answer yet: publishing says so too
-            problem = f"could not check the plans topic {self.plans_topic}: {exc}"
-        if problem is not None:
-            log.warning("%s", problem)
 
     def stop(self) -> None:
         """Have the control member leave; flush what was published."""
