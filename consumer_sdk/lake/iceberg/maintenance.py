@@ -24,6 +24,7 @@ from consumer_sdk.lake.commit_offsets import SUMMARY_KEY
 from consumer_sdk.lake.iceberg.expiry import SnapshotOffsets, snapshots_to_expire
 from consumer_sdk.lake.jvm_appends import run_request
 from consumer_sdk.lake.upkeep import BesideAppends
+from contract.errors import first_line
 
 log = logging.getLogger(__name__)
 
@@ -45,13 +46,6 @@ def table_snapshots(session: Any, identifier: str) -> list[SnapshotOffsets]:
 def expire_snapshots(session: Any, identifier: str, ids: list[int]) -> int:
     """Expire ``ids`` of ``identifier`` (those still there); how many went."""
     return int(run_request(session, {"op": "iceberg.expire", "identifier": identifier, "ids": ids}))
-
-
-def first_lines(exc: BaseException) -> str:
-    """What an error says in one line: its first two non-empty lines (a Java error through
-    py4j says where it was called, then the Java exception), at most 300 characters."""
-    lines = [line.strip(" :") for line in str(exc).splitlines() if line.strip(" :")]
-    return "; ".join(lines[:2])[:300]
 
 
 class IcebergMaintenance(BesideAppends):
@@ -96,7 +90,7 @@ class IcebergMaintenance(BesideAppends):
                 "commits (the table stays correct, its metadata only grows meanwhile)",
                 name,
                 type(exc).__name__,
-                first_lines(exc),
+                first_line(exc, lines=2)[:300],
                 self._every,
             )
             return
