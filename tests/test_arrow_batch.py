@@ -10,13 +10,14 @@ import pytest
 
 from consumer_sdk.lake.arrow_batch import (
     DEAD_LETTER_SCHEMA,
-    SchemaError,
     ValueCodec,
     columns_to_arrow,
     offset_ranges,
     parse_json_schema,
     to_arrow,
 )
+from consumer_sdk.lake.values import json_values
+from consumer_sdk.lake.values.spark_ddl import SchemaError
 from consumer_sdk.sink import REFUSED_HEADER, Record, records_table
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
@@ -99,7 +100,7 @@ def test_json_values_become_declared_columns_and_misfits_dead_letters() -> None:
     [
         ("", "empty"),
         ("id", "'id' is not 'name TYPE'"),
-        ("id DECIMAL", "must be one of"),
+        ("id VARCHAR", "must be one of"),
         ("offset BIGINT", "repeats"),
         ("a INT, A STRING", "repeats"),
     ],
@@ -144,11 +145,8 @@ def test_values_arrow_cannot_hold_are_dead_letters_and_the_batch_goes_on(
 def test_a_row_arrow_refuses_is_narrowed_to_its_record(monkeypatch: pytest.MonkeyPatch) -> None:
     """Whatever slips past the checks and fails the batch's Arrow build goes to the dead
     letters alone (here: a STRING check that lets a surrogate through)."""
-    import consumer_sdk.lake.arrow_batch as arrow_batch
-
-    lenient = dict(arrow_batch._JSON_TYPES)
-    lenient["STRING"] = (lenient["STRING"][0], lambda v: isinstance(v, str))
-    monkeypatch.setattr(arrow_batch, "_JSON_TYPES", lenient)
+    lenient = (lambda v: isinstance(v, str), json_values._same)
+    monkeypatch.setitem(json_values._SCALARS, pa.string(), lenient)
     codec = ValueCodec("json", parse_json_schema("s STRING"))
     records = [
         record(i, json.dumps({"s": "\ud800" if i == 1 else "ok"}).encode()) for i in range(3)

@@ -906,6 +906,8 @@ def test_compaction_rewrites_small_batches_into_few_files_and_keeps_every_row(
         ({"table_template": "fixed"}, "table_template"),
         ({"value_format": "avro"}, "value_format"),
         ({"value_format": "json", "json_schema": "id"}, "json_schema"),
+        ({"value_format": "json", "json_schema": "m MAP<INT, STRING>"}, "json_schema"),
+        ({"json_epoch_unit": "minutes"}, "json_epoch_unit"),
         ({"table_format": "orc"}, "table_format"),
         ({"file_writer": "pandas"}, "file_writer"),
         ({"spark_remote": "http://x:1"}, "spark_remote"),
@@ -928,13 +930,15 @@ def test_sink_config_from_env() -> None:
             "AUTOSCALER_SPARK_TABLES": "orders.v2=orders,clicks=web_clicks",
             "AUTOSCALER_SPARK_CONF": "spark.executor.memory=2g",
             "AUTOSCALER_SPARK_VALUE_FORMAT": "json",
-            "AUTOSCALER_SPARK_JSON_SCHEMA": "id BIGINT, name STRING",
+            "AUTOSCALER_SPARK_JSON_SCHEMA": "id BIGINT, tags MAP<STRING, ARRAY<DATE>>",
+            "AUTOSCALER_SPARK_JSON_EPOCH_UNIT": "s",
         }
     )
     assert config.table_for("orders.v2") == "orders"
     assert config.table_for("page-views.eu") == "page_views_eu"
     assert dict(config.spark_conf) == {"spark.executor.memory": "2g"}
-    assert [f.name for f in config.json_fields()] == ["id", "name"]
+    assert [f.name for f in config.json_fields()] == ["id", "tags"]
+    assert config.json_epoch_unit == "s"
     with pytest.raises(ConfigError, match="AUTOSCALER_SPARK_TABLES"):
         SparkSinkConfig.from_env(
             {"AUTOSCALER_SPARK_WAREHOUSE": "/w", "AUTOSCALER_SPARK_TABLES": "x"}

@@ -3,111 +3,47 @@
 Pure (no Spark, no files). A batch of one topic becomes two Arrow tables: the rows that
 decoded, and dead letters (topic, partition, offset, error text, raw bytes) for the rest.
 Value formats: ``raw`` (bytes as they came), ``text`` (UTF-8), ``json`` (an object per record,
-its fields as columns of a declared schema such as ``"id BIGINT, name STRING"``).
+its fields as columns of a declared schema such as ``"id BIGINT, items ARRAY<STRUCT<sku:
+STRING, qty: INT>>"``: :mod:`consumer_sdk.lake.values`).
 """
 
 from __future__ import annotations
 
+import functools
 import json
-import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
+from decimal import Decimal
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from assignor.validation import is_finite_number, is_integer
+from consumer_sdk.lake.values.json_values import JsonConverter, has_decimals
+from consumer_sdk.lake.values.spark_ddl import TIMESTAMP, parse_columns
 from consumer_sdk.sink import HEADERS, REFUSED_HEADER, Record, RecordsView, headers_column
 
 VALUE_FORMATS = ("raw", "text", "json")
 # The partition column of the table directory layout (the batch's UTC ingest date).
 DATE_COLUMN = "date"
 METADATA_COLUMNS = ("topic", "partition", "offset", "timestamp", "key", "headers", "ingest_time")
-TIMESTAMP = pa.timestamp("us", tz="UTC")
-
-# JSON schema types: SQL name -> (Arrow type, Python check of a decoded value).
-_FLOAT32_MAX = 3.4028234663852886e38
-_JSON_TYPES: dict[str, tuple[pa.DataType, Callable[[object], bool]]] = {
-    "STRING": (pa.string(), lambda v: isinstance(v, str) and _is_utf8(v)),
-    "BIGINT": (pa.int64(), lambda v: _is_int(v, 63)),
-    "INT": (pa.int32(), lambda v: _is_int(v, 31)),
-    "DOUBLE": (pa.float64(), is_finite_number),
-    # FLOAT must hold the value, not round it to infinity.
-    "FLOAT": (pa.float32(), lambda v: is_finite_number(v) and abs(v) <= _FLOAT32_MAX),
-    "BOOLEAN": (pa.bool_(), lambda v: isinstance(v, bool)),
-}
-_FLOATING = ("DOUBLE", "FLOAT")
-_ALIASES = {"LONG": "BIGINT", "INTEGER": "INT", "BOOL": "BOOLEAN", "TEXT": "STRING"}
-_FIELD = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s+([A-Za-z]+)\s*")
 
 
-class SchemaError(ValueError):
-    """A JSON value schema that cannot be parsed."""
-
-
-def _is_int(value: object, bits: int) -> bool:
-    return is_integer(value) and -(2**bits) <= value < 2**bits
-
-
-def _is_utf8(text: str) -> bool:
-    """Whether ``text`` can be stored as UTF-8 (JSON lets a lone surrogate such as
-    "\\ud800" through; Arrow's strings cannot hold one)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-@dataclass(frozen=True)
-class JsonField:
-    """One declared column of a JSON value."""
-
-    name: str
-    sql_type: str
-
-    @property
-    def arrow_type(self) -> pa.DataType:
-        """The column's Arrow type."""
-        return _JSON_TYPES[self.sql_type][0]
-
-    def accepts(self, value: object) -> bool:
-        """Whether a decoded JSON value fits the column (null always does)."""
-        return value is None or _JSON_TYPES[self.sql_type][1](value)
-
-
-def parse_json_schema(ddl: str) -> tuple[JsonField, ...]:
-    """``"id BIGINT, name STRING"`` -> fields; raises :class:`SchemaError` naming the part."""
-    if not isinstance(ddl, str) or not ddl.strip():
-        raise SchemaError("json_schema must be 'name TYPE, ...', got an empty schema")
-    parsed: list[JsonField] = []
-    for part in ddl.split(","):
-        match = _FIELD.fullmatch(part)
-        if match is None:
-            raise SchemaError(f"json_schema part {part.strip()!r} is not 'name TYPE'")
-        name, raw_type = match.group(1), match.group(2).upper()
-        sql_type = _ALIASES.get(raw_type, raw_type)
-        if sql_type not in _JSON_TYPES:
-            accepted = ", ".join(sorted(_JSON_TYPES))
-            raise SchemaError(
-                f"json_schema type of {name!r} must be one of {accepted}, got {raw_type}"
-            )
-        if name.lower() in (*METADATA_COLUMNS, DATE_COLUMN) or name.lower() in {
-            f.name.lower() for f in parsed
-        }:
-            raise SchemaError(f"json_schema column {name!r} repeats a column name")
-        parsed.append(JsonField(name, sql_type))
-    return tuple(parsed)
+def parse_json_schema(ddl: str) -> tuple[pa.Field, ...]:
+    """``"id BIGINT, items ARRAY<STRUCT<sku: STRING, qty: INT>>"`` -> the value's columns;
+    raises :class:`SchemaError` naming the part (a name of the metadata columns included)."""
+    return parse_columns(ddl, frozenset((*METADATA_COLUMNS, DATE_COLUMN)))
 
 
 @dataclass(frozen=True)
 class ValueCodec:
-    """How record values become columns."""
+    """How record values become columns (``epoch_unit``: what a JSON TIMESTAMP given as a
+    number counts: s, ms or us)."""
 
     value_format: str = "raw"
-    json_fields: tuple[JsonField, ...] = ()
+    json_fields: tuple[pa.Field, ...] = ()
+    epoch_unit: str = "ms"
 
     def __post_init__(self) -> None:
         if self.value_format not in VALUE_FORMATS:
@@ -117,13 +53,22 @@ class ValueCodec:
         if self.value_format == "json" and not self.json_fields:
             raise ValueError("value_format json needs json_schema ('name TYPE, ...')")
 
+    @functools.cached_property
+    def _converter(self) -> JsonConverter:
+        return JsonConverter(self.epoch_unit)
+
+    @functools.cached_property
+    def _parse_float(self) -> type:
+        # Numbers read as Decimal where a column is one: a float would have lost digits.
+        return Decimal if any(has_decimals(f.type) for f in self.json_fields) else float
+
     def value_fields(self) -> list[pa.Field]:
         """The columns the value becomes."""
         if self.value_format == "raw":
             return [pa.field("value", pa.binary())]
         if self.value_format == "text":
             return [pa.field("value", pa.string())]
-        return [pa.field(f.name, f.arrow_type) for f in self.json_fields]
+        return list(self.json_fields)
 
     def schema(self) -> pa.Schema:
         """Columns of a data file (the table's columns but the date partition column)."""
@@ -148,23 +93,13 @@ class ValueCodec:
         if self.value_format == "text":
             return [text]
         try:
-            document = json.loads(text)
+            document = json.loads(text, parse_float=self._parse_float)
         except RecursionError:
             raise ValueError("JSON value is nested too deeply") from None
         if not isinstance(document, dict):
             raise ValueError(f"JSON value is a {type(document).__name__}, not an object")
-        out: list[object] = []
-        for f in self.json_fields:
-            item = document.get(f.name)
-            if not f.accepts(item):
-                raise ValueError(f"field {f.name!r}: {_short(item)} is not {f.sql_type}")
-            out.append(float(item) if f.sql_type in _FLOATING and item is not None else item)
-        return out
-
-
-def _short(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
+        convert = self._converter.convert
+        return [convert(document.get(f.name), f.type, f.name) for f in self.json_fields]
 
 
 DEAD_LETTER_SCHEMA = pa.schema(

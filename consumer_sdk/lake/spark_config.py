@@ -7,10 +7,15 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from consumer_sdk.lake.arrow_batch import VALUE_FORMATS, JsonField, SchemaError, parse_json_schema
+from consumer_sdk.lake.arrow_batch import VALUE_FORMATS, parse_json_schema
+from consumer_sdk.lake.values.json_values import EPOCH_UNITS
+from consumer_sdk.lake.values.spark_ddl import SchemaError
 from contract.settings import ConfigError, setting
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 SPARK_ENV_PREFIX = "AUTOSCALER_SPARK_"
 TABLE_FORMATS = ("parquet", "delta", "iceberg")
@@ -73,9 +78,16 @@ class SparkSinkConfig:
         "raw",
     )
     json_schema: str = setting(
-        "with value_format json: the columns as Spark DDL, 'name TYPE, ...' (for example id "
-        "BIGINT, name STRING)",
+        "with value_format json: the columns as Spark DDL, 'name TYPE, ...': STRING, BIGINT, "
+        "INT, DOUBLE, FLOAT, BOOLEAN, TIMESTAMP, DATE, DECIMAL(p, s), ARRAY<T>, MAP<STRING, T>, "
+        "STRUCT<name: T, ...> (for example id BIGINT, items ARRAY<STRUCT<sku: STRING, qty: INT>>)",
         "",
+    )
+    json_epoch_unit: str = setting(
+        "what a JSON TIMESTAMP given as a number counts since 1970: s, ms or us (Spark's "
+        "from_json reads seconds; Kafka and JavaScript write milliseconds); ISO 8601 text is "
+        "read as it says, UTC when it names no offset",
+        "ms",
     )
     table_format: str = setting("delta, iceberg or parquet (with an offset ledger)", "delta")
     file_writer: str = setting(
@@ -144,6 +156,8 @@ class SparkSinkConfig:
                 parse_json_schema(self.json_schema)
             except SchemaError as exc:
                 raise ConfigError(f"{self._label('json_schema')}: {exc}") from None
+        if self.json_epoch_unit not in EPOCH_UNITS:
+            self._fail("json_epoch_unit", f"one of {', '.join(EPOCH_UNITS)}")
         if self.table_format not in TABLE_FORMATS:
             self._fail("table_format", f"one of {', '.join(TABLE_FORMATS)}")
         if self.file_writer not in FILE_WRITERS:
@@ -184,7 +198,7 @@ class SparkSinkConfig:
         """Whether pyarrow writes Delta or Iceberg data files (``file_writer``, resolved)."""
         return self.table_format in ("delta", "iceberg") and self.file_writer != "spark"
 
-    def json_fields(self) -> tuple[JsonField, ...]:
+    def json_fields(self) -> tuple[pa.Field, ...]:
         """The declared JSON columns (empty unless value_format is json)."""
         return parse_json_schema(self.json_schema) if self.value_format == "json" else ()
 

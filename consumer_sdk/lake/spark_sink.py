@@ -105,7 +105,7 @@ class SparkTableSink:
 
     def __init__(self, config: SparkSinkConfig) -> None:
         self.config = config
-        self.codec = ValueCodec(config.value_format, config.json_fields())
+        self.codec = ValueCodec(config.value_format, config.json_fields(), config.json_epoch_unit)
         self._session: Any = None
         # Tables registered in the current session's catalog, and every table this sink
         # registered (to register again in a new session after its server restarted).

@@ -26,6 +26,7 @@ import pyarrow as pa
 from consumer_sdk.lake.arrow_batch import DATE_COLUMN
 from consumer_sdk.lake.lake_session import lake_conf
 from consumer_sdk.lake.spark_config import SparkSinkConfig
+from consumer_sdk.lake.values.spark_ddl import sql_type
 from contract.settings import ConfigError
 
 DESCRIPTOR = "_table.json"
@@ -170,34 +171,9 @@ def _use_catalog_settings(session: Any, settings: dict[str, str], prefix: str) -
             )
 
 
-def _sql_type(data_type: pa.DataType) -> str:
-    if pa.types.is_string(data_type):
-        return "STRING"
-    if pa.types.is_binary(data_type):
-        return "BINARY"
-    if pa.types.is_boolean(data_type):
-        return "BOOLEAN"
-    if pa.types.is_timestamp(data_type):
-        return "TIMESTAMP"
-    if pa.types.is_date(data_type):
-        return "DATE"
-    named = {pa.int32(): "INT", pa.int64(): "BIGINT", pa.float32(): "FLOAT", pa.float64(): "DOUBLE"}
-    if data_type in named:
-        return named[data_type]
-    if pa.types.is_list(data_type):
-        return f"ARRAY<{_sql_type(data_type.value_type)}>"
-    if pa.types.is_struct(data_type):
-        inner = ", ".join(
-            f"`{data_type.field(i).name}`: {_sql_type(data_type.field(i).type)}"
-            for i in range(data_type.num_fields)
-        )
-        return f"STRUCT<{inner}>"
-    raise TypeError(f"no Spark SQL type for Arrow {data_type}")
-
-
 def column_ddl(schema: pa.Schema) -> str:
     """``\\`topic\\` STRING, ...`` for a data-file schema, plus the date partition column."""
-    columns = [f"`{f.name}` {_sql_type(f.type)}" for f in schema]
+    columns = [f"`{f.name}` {sql_type(f.type)}" for f in schema]
     return ", ".join([*columns, f"`{DATE_COLUMN}` DATE"])
 
 
