@@ -46,19 +46,28 @@ def _delta_table(config: SparkSinkConfig, table: str) -> DeltaTable | None:
 def read_keys(config: SparkSinkConfig, table: str) -> pa.Table:
     """(partition, offset) of every row of ``table``, read without Spark."""
     empty = pa.table({"partition": pa.array([], pa.int32()), "offset": pa.array([], pa.int64())})
+    rows = read_rows(config, table, KEY_COLUMNS)
+    return empty if rows is None else rows
+
+
+def read_rows(
+    config: SparkSinkConfig, table: str, columns: list[str] | None = None
+) -> pa.Table | None:
+    """``columns`` (None: all) of every row of ``table`` as delta-rs, pyiceberg or pyarrow
+    read it; None while the table has no data."""
     root = table_root(config, table)
     if config.table_format == "delta":
         delta = _delta_table(config, table)
-        return empty if delta is None else delta.to_pyarrow_table(columns=KEY_COLUMNS)
+        return None if delta is None else delta.to_pyarrow_table(columns=columns)
     if config.table_format == "iceberg":
         loaded = iceberg_table(config, table)
         if loaded is None:
-            return empty
-        return loaded.scan(selected_fields=tuple(KEY_COLUMNS)).to_arrow()
+            return None
+        return loaded.scan(selected_fields=tuple(columns or ("*",))).to_arrow()
     files = sorted(root.glob("date=*/*.parquet"))
     if not files:
-        return empty
-    return ds.dataset([str(f) for f in files], format="parquet").to_table(columns=KEY_COLUMNS)
+        return None
+    return ds.dataset([str(f) for f in files], format="parquet").to_table(columns=columns)
 
 
 def key_counts(config: SparkSinkConfig, table: str) -> Counter[tuple[int, int]]:

@@ -118,6 +118,28 @@ def test_file_stats_bound_timestamps_to_the_millisecond_and_short_strings() -> N
     }
 
 
+def test_file_stats_of_a_struct_are_objects_of_its_fields_counting_its_nulls() -> None:
+    """As Spark's Delta writes them (delta-rs refuses a number where a struct is): a null
+    struct counts as a null in each of its fields; lists and maps get a null count only."""
+    customer = pa.struct(
+        [pa.field("id", pa.int64()), pa.field("tag", pa.struct([("k", pa.string())]))]
+    )
+    rows = pa.table(
+        {
+            "customer": pa.array(
+                [{"id": 3, "tag": {"k": "b"}}, None, {"id": None, "tag": {"k": "a"}}], customer
+            ),
+            "items": pa.array([[1], None, []], pa.list_(pa.int64())),
+        }
+    )
+    assert json.loads(file_stats(rows)) == {
+        "numRecords": 3,
+        "minValues": {"customer": {"id": 3, "tag": {"k": "a"}}},
+        "maxValues": {"customer": {"id": 3, "tag": {"k": "b"}}},
+        "nullCount": {"customer": {"id": 2, "tag": {"k": 1}}, "items": 1},
+    }
+
+
 def _commit_stats(root: Path) -> list[dict[str, Any]]:
     """Per commit that added files: its rows, and each column's bounds and nulls over the
     files it added (Spark may write a batch as several files, pyarrow writes one)."""

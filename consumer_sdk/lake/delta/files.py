@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from pathlib import Path
@@ -56,20 +56,35 @@ class DataFile:
 def file_stats(rows: pa.Table) -> str:
     """Delta's statistics JSON of a file holding ``rows``, as Spark's Delta writes them: the
     row count, every column's null count, and bounds of integer, timestamp (to the
-    millisecond, Delta's precision) and string columns. Data skipping uses them: resume and
-    dedup filter on partition and offset, queries often on the record timestamp."""
-    minimum: dict[str, int | str] = {}
-    maximum: dict[str, int | str] = {}
-    nulls: dict[str, int] = {}
-    for field in rows.schema:
-        column = rows.column(field.name)
+    millisecond, Delta's precision) and string columns; a struct's are nested objects of its
+    fields' (delta-rs refuses a number there). Data skipping uses them: resume and dedup
+    filter on partition and offset, queries often on the record timestamp."""
+    nulls, minimum, maximum = _column_stats(rows.columns, rows.schema, rows.num_rows)
+    stats = {"numRecords": rows.num_rows, "minValues": minimum, "maxValues": maximum}
+    return json.dumps({**stats, "nullCount": nulls}, separators=(",", ":"))
+
+
+def _column_stats(
+    columns: list[pa.ChunkedArray], fields: Iterable[pa.Field], num_rows: int
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """Null counts, minima and maxima of ``columns`` (nested for structs)."""
+    nulls: dict[str, Any] = {}
+    minimum: dict[str, Any] = {}
+    maximum: dict[str, Any] = {}
+    for column, field in zip(columns, fields, strict=True):
+        if pa.types.is_struct(field.type):
+            # Flattened children carry their struct's nulls as their own.
+            inner = _column_stats(column.flatten(), field.type, num_rows)
+            for into, found in zip((nulls, minimum, maximum), inner, strict=True):
+                if found or into is nulls:
+                    into[field.name] = found
+            continue
         nulls[field.name] = column.null_count
-        if column.null_count < rows.num_rows:
+        if column.null_count < num_rows:
             bounds = _bounds(column, field.type)
             if bounds is not None:
                 minimum[field.name], maximum[field.name] = bounds
-    stats = {"numRecords": rows.num_rows, "minValues": minimum, "maxValues": maximum}
-    return json.dumps({**stats, "nullCount": nulls}, separators=(",", ":"))
+    return nulls, minimum, maximum
 
 
 def _bounds(column: pa.ChunkedArray, kind: pa.DataType) -> tuple[int | str, int | str] | None:
