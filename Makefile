@@ -98,7 +98,7 @@ test-images: $(STAMP) $(JARS_STAMP) container-tools
 
 # The long fuzz run whose figures are committed (benchmarks/results/fuzz.md).
 fuzz: $(STAMP) fuzz-tools
-	$(PY) -m fuzz.run --c-runs 10000000 --python-runs 1000000 --control-runs 10000000 --write
+	$(PY) -m fuzz.run --c-runs 10000000 --python-runs 1000000 --control-runs 10000000 --values-runs 1000000 --write
 
 demo: $(STAMP) $(JARS_STAMP)
 	$(PY) -m examples.demo $(DEMO_ARGS)

@@ -1,11 +1,11 @@
-"""Build and run the fuzzers (the record path's two, the control plane's); report
-executions, crashes and the slowest input.
+"""Build and run the fuzzers (the record path's two, the control plane's, the record values');
+report executions, crashes and the slowest input.
 
-``python -m fuzz.run --seconds 20`` (the short run the suite makes) or ``python -m fuzz.run
---c-runs 10000000 --python-runs 1000000 --write`` (the long run whose figures are committed
-to benchmarks/results/fuzz.md). The C decoder's harness is built with clang's libFuzzer,
-AddressSanitizer and UndefinedBehaviorSanitizer, and run with a 64 MiB malloc limit: an input
-under 1 MiB that allocates more is a finding. Crashing inputs are kept in .cache/fuzz/crashes.
+``python -m fuzz.run --seconds 20`` (the short run the suite makes) or ``make fuzz`` (the long
+run whose figures are committed to benchmarks/results/fuzz.md). The C decoder's harness is
+built with clang's libFuzzer, AddressSanitizer and UndefinedBehaviorSanitizer, and run with a
+64 MiB malloc limit: an input under 1 MiB that allocates more is a finding. Crashing inputs
+are kept in .cache/fuzz/crashes.
 """
 
 from __future__ import annotations
@@ -134,34 +134,45 @@ def fuzz_c(seconds: float | None = None, runs: int | None = None) -> FuzzRun:
     )
 
 
-def fuzz_python(seconds: float | None = None, runs: int | None = None) -> FuzzRun:
-    """The whole-fetch decoder under atheris."""
+def _atheris(
+    module: str, flags: list[str], target: str, corpus: str, seed_files: list[bytes]
+) -> FuzzRun:
+    """Run the atheris harness ``fuzz.<module>`` with libFuzzer ``flags``."""
     try:
         import atheris  # noqa: F401
     except ImportError as exc:
         raise FuzzUnavailable("atheris is not installed (the dev extra has it)") from exc
-    command = [sys.executable, "-m", "fuzz.whole_fetch", *_libfuzzer_flags(seconds, runs, "py")]
-    return _run("whole-fetch decoder (atheris)", command, "fetch", seeds.fetch_seeds())
+    return _run(target, [sys.executable, "-m", f"fuzz.{module}", *flags], corpus, seed_files)
+
+
+def fuzz_python(seconds: float | None = None, runs: int | None = None) -> FuzzRun:
+    """The whole-fetch decoder under atheris."""
+    flags = _libfuzzer_flags(seconds, runs, "py")
+    return _atheris(
+        "whole_fetch", flags, "whole-fetch decoder (atheris)", "fetch", seeds.fetch_seeds()
+    )
 
 
 def fuzz_control_plane(seconds: float | None = None, runs: int | None = None) -> FuzzRun:
     """The capacity report and speed snapshot decoders (and the estimate) under atheris."""
-    try:
-        import atheris  # noqa: F401
-    except ImportError as exc:
-        raise FuzzUnavailable("atheris is not installed (the dev extra has it)") from exc
-    command = [
-        sys.executable,
-        "-m",
-        "fuzz.control_plane",
-        *_libfuzzer_flags(seconds, runs, "control"),
-        "-max_len=4096",
-    ]
-    return _run(
+    return _atheris(
+        "control_plane",
+        [*_libfuzzer_flags(seconds, runs, "control"), "-max_len=4096"],
         "capacity report and snapshot decoders (atheris)",
-        command,
         "control",
         seeds.control_plane_seeds(),
+    )
+
+
+def fuzz_record_values(seconds: float | None = None, runs: int | None = None) -> FuzzRun:
+    """Record values (JSON against nested column schemas) into table columns, under
+    atheris."""
+    return _atheris(
+        "record_values",
+        [*_libfuzzer_flags(seconds, runs, "values"), "-max_len=4096"],
+        "record values into columns (atheris)",
+        "values",
+        seeds.record_value_seeds(),
     )
 
 
@@ -170,7 +181,8 @@ def report(runs: Sequence[FuzzRun]) -> str:
     from benchmarks.support.machine import machine_line
 
     lines = [
-        "# Fuzzing what is read from the network: the record path and the control plane",
+        "# Fuzzing what is read from the network: the record path, record values, the control "
+        "plane",
         "",
         machine_line(),
         "Seeds: real batches of every codec (fuzz/seeds.py); `python -m fuzz.run` (see its doc).",
@@ -194,17 +206,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--c-runs", type=int, help="executions of the C harness")
     parser.add_argument("--python-runs", type=int, help="executions of the whole-fetch harness")
     parser.add_argument("--control-runs", type=int, help="executions of the control-plane harness")
+    parser.add_argument("--values-runs", type=int, help="executions of the record-values harness")
     parser.add_argument("--write", action="store_true", help="commit-ready results file")
     args = parser.parse_args(argv)
-    counts = (args.c_runs, args.python_runs, args.control_runs)
+    counts = (args.c_runs, args.python_runs, args.control_runs, args.values_runs)
     if args.seconds is None and None in counts:
         # Without a bound libFuzzer runs for ever: every harness needs its count.
-        parser.error("give --seconds, or --c-runs, --python-runs and --control-runs")
+        parser.error("give --seconds, or every harness's --*-runs")
     try:
         runs = [
             fuzz_c(args.seconds, args.c_runs),
             fuzz_python(args.seconds, args.python_runs),
             fuzz_control_plane(args.seconds, args.control_runs),
+            fuzz_record_values(args.seconds, args.values_runs),
         ]
     except FuzzUnavailable as exc:
         print(f"fuzzing: {exc}", file=sys.stderr)

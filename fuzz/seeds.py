@@ -8,6 +8,7 @@ records section; a fetch seed is a few whole batches, as a Fetch response holds 
 
 from __future__ import annotations
 
+import json
 import struct
 from pathlib import Path
 
@@ -167,6 +168,39 @@ def control_plane_seeds() -> list[bytes]:
         + [b"\x04" + data for data in group]
         + [b"\x05" + metadata.encode()]
     )
+
+
+def record_value_seeds() -> list[bytes]:
+    """The record-values harness's inputs: a selector byte (schema, epoch unit), then a JSON
+    value that fits the schema, one that nearly does, and a few that do not."""
+    order = {
+        "id": 1,
+        "items": [{"sku": "a", "qty": 2}, {"sku": "b"}],
+        "attrs": {"weight": 1.5},
+        "price": "12.50",
+        "at": "2026-12-07T10:00:00+01:00",
+        "day": "2026-12-07",
+        "customer": {"name": "Ada", "vip": True},
+    }
+    numbers = {
+        "n": 7,
+        "x": 2.5,
+        "big": 12345678901234567890.123456789012345678,
+        "tiny": 9,
+        "moments": [1765101600000, "2026-12-07", 1.5],
+    }
+    deep = {"deep": {"a": [{"k": {"b": [1.25, "3.5"], "c": "2026-01-02"}}]}}
+    values = [
+        (0, json.dumps(order)),
+        (0x10, json.dumps({**order, "price": 12.345, "at": 10**20})),
+        (1, json.dumps(numbers)),
+        (0x21, json.dumps({**numbers, "x": 1e39, "tiny": "10"})),
+        (2, json.dumps(deep)),
+        (2, '{"deep": {"a": [[]]}}'),
+        (0, "[1, 2]"),
+        (1, '{"n": 1e400}'),
+    ]
+    return [bytes([selector]) + value.encode() for selector, value in values]
 
 
 def write(directory: Path, seeds: list[bytes]) -> Path:

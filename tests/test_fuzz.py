@@ -1,5 +1,6 @@
-"""A short run of both fuzzers (fuzz/): the C decoder under libFuzzer with ASan and UBSan,
-the whole-fetch decoder under atheris. The long run's figures: benchmarks/results/fuzz.md."""
+"""A short run of the fuzzers (fuzz/): the C decoder under libFuzzer with ASan and UBSan,
+the whole-fetch decoder, the control plane's and the record values' under atheris. The long
+run's figures: benchmarks/results/fuzz.md."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ def test_a_short_fuzz_run_of_the_record_path_finds_nothing() -> None:
             run.fuzz_c(seconds=20),
             run.fuzz_python(seconds=20),
             run.fuzz_control_plane(seconds=15),
+            run.fuzz_record_values(seconds=10),
         ]
     except run.FuzzUnavailable as exc:
         if os.environ.get("CI"):  # CI's machine installs clang (make fuzz-tools)
