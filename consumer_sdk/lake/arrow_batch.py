@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
@@ -54,8 +54,8 @@ class ValueCodec:
             raise ValueError("value_format json needs json_schema ('name TYPE, ...')")
 
     @functools.cached_property
-    def _converter(self) -> JsonConverter:
-        return JsonConverter(self.epoch_unit)
+    def _row(self) -> Callable[[dict[str, object]], list[object]]:
+        return JsonConverter(self.epoch_unit).document(self.json_fields)
 
     @functools.cached_property
     def _parse_float(self) -> type:
@@ -98,8 +98,7 @@ class ValueCodec:
             raise ValueError("JSON value is nested too deeply") from None
         if not isinstance(document, dict):
             raise ValueError(f"JSON value is a {type(document).__name__}, not an object")
-        convert = self._converter.convert
-        return [convert(document.get(f.name), f.type, f.name) for f in self.json_fields]
+        return self._row(document)
 
 
 DEAD_LETTER_SCHEMA = pa.schema(
