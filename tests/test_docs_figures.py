@@ -1,6 +1,8 @@
 """The README's headline figures come from the committed results: each row's label (machine,
 date, code) is what its results file says, and each figure in bold is in that file (as
-written there, or rounded to the digits the README shows)."""
+written there, or rounded to the digits the README shows). The benchmark pages' tables the
+same way: a bold figure in a table row is in a result the page links (or the row, or the
+page the row links), and a page's "CPU, N cores, code X, date" line is one of its results'."""
 
 from __future__ import annotations
 
@@ -65,3 +67,64 @@ def test_a_rows_label_and_figures_are_its_results_files(line: str, label: re.Mat
     figures = [n for bold in BOLD.findall(line) for n in NUMBER.findall(bold)]
     missing = [f for f in figures if not in_results(f, results)]
     assert not missing, f"{missing} of {label.group('path')} row are not in the file"
+
+
+BENCHMARK_PAGES = ROOT / "docs" / "benchmarks"
+RESULT_LINK = re.compile(r"\]\(\.\./results/([a-z_0-9]+\.md)\)")
+PAGE_LINK = re.compile(r"\]\(([a-z0-9-]+\.md)(?:#[a-z0-9-]+)?\)")
+PAGE_LABEL = re.compile(
+    r"(?P<cpu>AMD EPYC|Intel[^,]*), \d+ cores, code (?P<code>[0-9a-f]{7}\+?), "
+    r"\d{4}-(?P<date>\d\d-\d\d)"
+)
+
+
+def linked_results(text: str) -> set[str]:
+    """The result files ``text`` links (as a benchmark page does: ../results/X.md)."""
+    return set(RESULT_LINK.findall(text))
+
+
+def results_text(files: set[str]) -> str:
+    return "\n".join((ROOT / "benchmarks" / "results" / f).read_text() for f in sorted(files))
+
+
+def figure_rows() -> list[tuple[str, str]]:
+    """(page, table row) for every benchmark page's table row holding a bold figure."""
+    return [
+        (page.name, line)
+        for page in sorted(BENCHMARK_PAGES.glob("*.md"))
+        for line in page.read_text().splitlines()
+        if line.startswith("|")
+        and BOLD.search(line)
+        and NUMBER.search(" ".join(BOLD.findall(line)))
+    ]
+
+
+def test_benchmark_pages_have_bold_figures_in_their_tables() -> None:
+    assert len(figure_rows()) >= 10
+
+
+@pytest.mark.parametrize(("page", "line"), figure_rows(), ids=lambda v: v[:40])
+def test_a_bold_figure_in_a_benchmark_table_is_in_a_result_it_links(page: str, line: str) -> None:
+    text = (BENCHMARK_PAGES / page).read_text()
+    files = linked_results(text) | linked_results(line)
+    for linked in PAGE_LINK.findall(line):
+        files |= linked_results((BENCHMARK_PAGES / linked).read_text())
+    assert files, f"{page}: a row with figures, and no result linked"
+    results = results_text(files)
+    figures = [n for bold in BOLD.findall(line) for n in NUMBER.findall(bold)]
+    missing = [f for f in figures if not in_results(f, results)]
+    assert not missing, f"{page}: {missing} are in none of {sorted(files)}"
+
+
+@pytest.mark.parametrize("page", sorted(p.name for p in BENCHMARK_PAGES.glob("*.md")))
+def test_a_benchmark_pages_run_label_is_one_of_its_results(page: str) -> None:
+    text = (BENCHMARK_PAGES / page).read_text()
+    measured = [MEASURED.search(results_text({f})) for f in linked_results(text)]
+    for label in PAGE_LABEL.finditer(text):
+        assert any(
+            m is not None
+            and label.group("code") == m.group("code")
+            and label.group("date") == m.group("date")
+            and label.group("cpu").split()[0] in m.group("machine")
+            for m in measured
+        ), f"{page}: {label.group(0)!r} is no linked result's machine, code and date"
