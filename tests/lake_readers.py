@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
@@ -67,7 +68,11 @@ def read_rows(
     files = sorted(root.glob("date=*/*.parquet"))
     if not files:
         return None
-    return ds.dataset([str(f) for f in files], format="parquet").to_table(columns=columns)
+    # Files written before the table gained columns lack them: read under the union.
+    schema = pa.unify_schemas([pq.read_schema(f) for f in files])
+    return ds.dataset([str(f) for f in files], schema=schema, format="parquet").to_table(
+        columns=columns
+    )
 
 
 def key_counts(config: SparkSinkConfig, table: str) -> Counter[tuple[int, int]]:

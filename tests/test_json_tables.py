@@ -1,9 +1,11 @@
 """Nested JSON values (structs, arrays, maps, decimals, timestamps, dates) through the
 SparkTableSink into each table format, read back with the right types by Spark and by an
-engine we did not write (delta-rs, pyiceberg, pyarrow)."""
+engine we did not write (delta-rs, pyiceberg, pyarrow); and a json_schema that gains columns
+while writers of the old one still run."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 from collections.abc import Iterator
@@ -15,10 +17,12 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from assignor import TopicPartition
 from consumer_sdk.lake.spark_config import SparkSinkConfig
 from consumer_sdk.lake.spark_sink import SparkTableSink
 from consumer_sdk.lake.spark_tables import register_tables, table_identifier
 from consumer_sdk.sink import Record, records_table
+from contract.settings import ConfigError
 from tests.lake_readers import read_rows, warehouse_config
 
 SCHEMA = (
@@ -149,3 +153,57 @@ def test_nested_json_lands_with_its_types_for_every_reader(json_config: SparkSin
         "day": "2026-12-07",
         "customer": '{"name":"Ada","vip":true}',
     }
+
+
+@pytest.mark.parametrize(
+    ("table_format", "file_writer"), WRITERS, ids=["-".join(w) for w in WRITERS]
+)
+def test_a_schema_that_gains_columns_adds_them_and_writers_of_either_schema_go_on(
+    tmp_path: Path, table_format: str, file_writer: str
+) -> None:
+    """A rolling update: writers of the new json_schema add its columns to the table; a
+    writer still on the old one keeps writing (its rows hold nulls there); a writer whose
+    column changed type is refused at start, naming the column."""
+    old = dataclasses.replace(
+        warehouse_config(tmp_path, table_format),
+        value_format="json",
+        json_schema="id BIGINT, name STRING",
+        file_writer=file_writer,
+    )
+    new = dataclasses.replace(
+        old, json_schema="id BIGINT, name STRING, tier STRING, scores ARRAY<INT>"
+    )
+
+    def write(config: SparkSinkConfig, first: int, document: dict[str, Any]) -> None:
+        records = [
+            Record(
+                "users", 0, first + i, 0, None, json.dumps({**document, "id": first + i}).encode()
+            )
+            for i in range(3)
+        ]
+        sink = SparkTableSink(config)  # a new writer claims the partition as it resumes
+        asyncio.run(sink.resume_offsets([TopicPartition("users", 0)]))
+        sink.write_blocking("users", records_table(records))
+
+    write(old, 0, {"name": "a"})
+    write(new, 3, {"name": "b", "tier": "gold", "scores": [1, 2]})
+    write(old, 6, {"name": "c", "tier": "ignored by this writer"})
+    table = old.table_for("users")
+
+    rows = read_rows(new, table)
+    assert rows is not None
+    got = sorted((r["id"], r["name"], r["tier"], r["scores"]) for r in rows.to_pylist())
+    assert got == [
+        *((i, "a", None, None) for i in range(3)),
+        *((i, "b", "gold", [1, 2]) for i in range(3, 6)),
+        *((i, "c", None, None) for i in range(6, 9)),
+    ]
+    session = SparkTableSink(new).open()
+    register_tables(session, new.warehouse, new.database, new.iceberg_catalog)
+    frame = session.table(table_identifier(new, table))
+    assert frame.where("tier = 'gold' AND size(scores) = 2").count() == 3
+    assert frame.count() == 9
+
+    changed = dataclasses.replace(old, json_schema="id STRING, name STRING")
+    with pytest.raises(ConfigError, match="column 'id' is STRING here and BIGINT"):
+        write(changed, 9, {"name": "d"})

@@ -98,6 +98,8 @@ def test_timestamps_from_iso_text_or_epoch_numbers(
         (pa.timestamp("us", tz="UTC"), float("inf")),
         (pa.timestamp("us", tz="UTC"), Decimal("1e999999")),  # refused before int()
         (pa.date32(), 20261207),
+        (pa.binary(), "not base64!"),
+        (pa.binary(), 12),
         (pa.date32(), "2026-13-01"),
         (pa.decimal128(5, 2), "12.345"),  # a digit lost
         (pa.decimal128(5, 2), 1234),  # 1234.00 needs 6 digits
@@ -136,6 +138,10 @@ def test_a_document_with_a_decimal_column_reads_its_numbers_exactly() -> None:
     [price, ratio] = codec.decode(f'{{"price": {exact}, "ratio": 0.1}}'.encode())
     assert price == Decimal(exact)
     assert ratio == 0.1 and isinstance(ratio, float)
+
+
+def test_binary_from_base64_text() -> None:
+    assert JsonConverter().convert("aGk=", pa.binary(), "v") == b"hi"
 
 
 def test_an_unknown_epoch_unit_is_refused() -> None:

@@ -79,7 +79,8 @@ class SparkSinkConfig:
     )
     json_schema: str = setting(
         "with value_format json: the columns as Spark DDL, 'name TYPE, ...': STRING, BIGINT, "
-        "INT, DOUBLE, FLOAT, BOOLEAN, TIMESTAMP, DATE, DECIMAL(p, s), ARRAY<T>, MAP<STRING, T>, "
+        "INT, DOUBLE, FLOAT, BOOLEAN, TIMESTAMP, DATE, DECIMAL(p, s), BINARY, ARRAY<T>, "
+        "MAP<STRING, T>, "
         "STRUCT<name: T, ...> (for example id BIGINT, items ARRAY<STRUCT<sku: STRING, qty: INT>>)",
         "",
     )

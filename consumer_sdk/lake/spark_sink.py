@@ -466,7 +466,7 @@ class SparkTableSink:
             if table in self._ready_tables:
                 return
             root = table_root(self.config, table)
-            describe_table(root, schema, self.config.table_format)
+            added = describe_table(root, schema, self.config.table_format)
             with self._using_session() as session:
                 create_table(
                     session,
@@ -475,6 +475,7 @@ class SparkTableSink:
                     root,
                     self.config.table_format,
                     self.config.iceberg_catalog,
+                    added,
                 )
             self._ready_tables.add(table)
             self._registered[table] = schema

@@ -16,8 +16,9 @@ import atexit
 import contextlib
 import fcntl
 import json
+import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +27,11 @@ import pyarrow as pa
 from consumer_sdk.lake.arrow_batch import DATE_COLUMN
 from consumer_sdk.lake.lake_session import lake_conf
 from consumer_sdk.lake.spark_config import SparkSinkConfig
-from consumer_sdk.lake.values.spark_ddl import sql_type
+from consumer_sdk.lake.values.evolution import added_columns
+from consumer_sdk.lake.values.spark_ddl import SchemaError, parse_columns, sql_type
 from contract.settings import ConfigError
+
+log = logging.getLogger(__name__)
 
 DESCRIPTOR = "_table.json"
 LAKE_DESCRIPTORS = "_tables"
@@ -196,18 +200,37 @@ def descriptor_path(root: Path, table_format: str) -> Path:
     return root.parent / LAKE_DESCRIPTORS / f"{root.name}.json"
 
 
-def describe_table(root: Path, schema: pa.Schema, table_format: str) -> None:
-    """Write the table's descriptor once (atomically; every writer writes the same text)."""
+def describe_table(root: Path, schema: pa.Schema, table_format: str) -> list[pa.Field]:
+    """Write the table's descriptor unless there is one (atomically), and return the columns
+    of ``schema`` the table lacks (to be added by :func:`create_table`). A table created
+    with other columns takes this writer when every column both have is of the same type
+    (its other columns stay null in this writer's rows); otherwise ConfigError."""
     descriptor = descriptor_path(root, table_format)
     descriptor.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps({"columns": column_ddl(schema), "format": table_format}, indent=1)
-    if descriptor.exists() and descriptor.read_text() == text:
-        return
-    if descriptor.exists():
+    columns = column_ddl(schema)
+    if not descriptor.exists():
+        _write_descriptor(descriptor, columns, table_format)
+        return []
+    described = json.loads(descriptor.read_text())
+    if described["format"] != table_format:
         raise ConfigError(
-            f"table {root} exists with other columns ({descriptor}); pick another table "
-            "name (tables / table_template) or the value format it was created with"
+            f"table {root} exists as a {described['format']} table ({descriptor}), not "
+            f"{table_format}; pick another table name (tables / table_template)"
         )
+    if described["columns"] == columns:
+        return []
+    try:
+        return added_columns(parse_columns(described["columns"]), parse_columns(columns))
+    except SchemaError as exc:
+        raise ConfigError(
+            f"table {root} cannot take this writer's columns ({descriptor}): {exc}; pick "
+            "another table name (tables / table_template) or the value format it was "
+            "created with"
+        ) from None
+
+
+def _write_descriptor(descriptor: Path, columns: str, table_format: str) -> None:
+    text = json.dumps({"columns": columns, "format": table_format}, indent=1)
     staged = descriptor.with_name(f".{descriptor.name}.{os.getpid()}")
     staged.write_text(text)
     os.replace(staged, descriptor)
@@ -243,29 +266,27 @@ def create_table(
     root: Path,
     table_format: str,
     iceberg_catalog: str = "lake",
+    added: Sequence[pa.Field] = (),
 ) -> None:
     """Register the table directory ``root`` as ``database.table`` in this session (Iceberg:
-    create it in its catalog unless it exists)."""
-    described = json.loads(descriptor_path(root, table_format).read_text())
+    create it in its catalog unless it exists), and add the columns ``added`` (from
+    :func:`describe_table`) to it and its descriptor."""
+    descriptor = descriptor_path(root, table_format)
     if table_format == "iceberg":
-        namespace = f"`{iceberg_catalog}`.`{database}`"
-        statements = [
-            f"CREATE NAMESPACE IF NOT EXISTS {namespace}",
-            f"CREATE TABLE IF NOT EXISTS {namespace}.`{table}` ({described['columns']}) "
-            f"USING iceberg PARTITIONED BY (`{DATE_COLUMN}`) "
-            f"TBLPROPERTIES ({ICEBERG_TABLE_PROPERTIES})",
-        ]
+        identifier = f"`{iceberg_catalog}`.`{database}`.`{table}`"
     else:
-        statements = [
-            f"CREATE DATABASE IF NOT EXISTS `{database}` LOCATION '{root.parent.as_posix()}'",
-            f"CREATE TABLE IF NOT EXISTS `{database}`.`{table}` ({described['columns']}) "
-            f"USING {table_format} PARTITIONED BY (`{DATE_COLUMN}`) "
-            f"LOCATION '{root.as_posix()}'",
-        ]
+        identifier = f"`{database}`.`{table}`"
     try:
-        with _creation_lock(descriptor_path(root, table_format)):
-            for statement in statements:
+        with _creation_lock(descriptor):
+            described = json.loads(descriptor.read_text())
+            for statement in _create_statements(
+                described["columns"], identifier, root, table_format
+            ):
                 session.sql(statement)
+            if added:
+                _add_columns(session, identifier, descriptor, described, added)
+            if table_format == "parquet":
+                _catch_up_parquet(session, identifier, descriptor)
     except Exception as exc:
         if table_format in _FORMAT_JARS and format_missing(exc):
             raise ConfigError(
@@ -279,8 +300,73 @@ def create_table(
     if session.conf.get("spark.sql.hive.manageFilesourcePartitions", "true") == "true":
         # A session tracking partitions in its catalog sees new date directories only
         # after this (ours lists files instead).
-        session.sql(f"ALTER TABLE `{database}`.`{table}` RECOVER PARTITIONS")
-    session.sql(f"REFRESH TABLE `{database}`.`{table}`")
+        session.sql(f"ALTER TABLE {identifier} RECOVER PARTITIONS")
+    session.sql(f"REFRESH TABLE {identifier}")
+
+
+def _create_statements(columns: str, identifier: str, root: Path, table_format: str) -> list[str]:
+    """What creates (or registers) the table ``identifier`` with ``columns``."""
+    if table_format == "iceberg":
+        namespace = identifier.rpartition(".")[0]
+        return [
+            f"CREATE NAMESPACE IF NOT EXISTS {namespace}",
+            f"CREATE TABLE IF NOT EXISTS {identifier} ({columns}) "
+            f"USING iceberg PARTITIONED BY (`{DATE_COLUMN}`) "
+            f"TBLPROPERTIES ({ICEBERG_TABLE_PROPERTIES})",
+        ]
+    database = identifier.partition(".")[0]
+    statements = [f"CREATE DATABASE IF NOT EXISTS {database} LOCATION '{root.parent.as_posix()}'"]
+    if table_format == "delta" and (root / "_delta_log" / f"{0:020d}.json").exists():
+        # Registered from its log: a column list that is not the log's (a writer that died
+        # between adding a column and describing it) would be refused.
+        statements.append(
+            f"CREATE TABLE IF NOT EXISTS {identifier} USING delta LOCATION '{root.as_posix()}'"
+        )
+    else:
+        statements.append(
+            f"CREATE TABLE IF NOT EXISTS {identifier} ({columns}) USING {table_format} "
+            f"PARTITIONED BY (`{DATE_COLUMN}`) LOCATION '{root.as_posix()}'"
+        )
+    return statements
+
+
+def _add_columns(
+    session: Any,
+    identifier: str,
+    descriptor: Path,
+    described: dict[str, str],
+    added: Sequence[pa.Field],
+) -> None:
+    """Add ``added`` to the table (those it lacks: another writer may have added some) and
+    then to its descriptor (so a descriptor never names a column the table lacks)."""
+    try:
+        undescribed = added_columns(parse_columns(described["columns"]), added)
+    except SchemaError as exc:  # another writer added the same name with another type
+        raise ConfigError(f"table {identifier} cannot take this writer's columns: {exc}") from None
+    if described["format"] != "parquet":  # parquet: the descriptor, then the session
+        session.sql(f"REFRESH TABLE {identifier}")  # Iceberg's catalog caches the schema
+        present = {name.lower() for name in session.table(identifier).columns}
+        missing = [f for f in added if f.name.lower() not in present]
+        if missing:
+            session.sql(f"ALTER TABLE {identifier} ADD COLUMNS ({_columns(missing)})")
+    if undescribed:
+        columns = f"{described['columns']}, {_columns(undescribed)}"
+        _write_descriptor(descriptor, columns, described["format"])
+    log.info("table %s: added the columns %s", identifier, _columns(added))
+
+
+def _catch_up_parquet(session: Any, identifier: str, descriptor: Path) -> None:
+    """Give this session's definition of a parquet table the columns its descriptor gained
+    since the session registered it (its catalog is the session's own)."""
+    described = parse_columns(json.loads(descriptor.read_text())["columns"])
+    present = {name.lower() for name in session.table(identifier).columns}
+    missing = [f for f in described if f.name.lower() not in present]
+    if missing:
+        session.sql(f"ALTER TABLE {identifier} ADD COLUMNS ({_columns(missing)})")
+
+
+def _columns(fields: Sequence[pa.Field]) -> str:
+    return ", ".join(f"`{f.name}` {sql_type(f.type)}" for f in fields)
 
 
 # Every Iceberg commit writes a new metadata.json holding every snapshot so far (about 1.1 KB

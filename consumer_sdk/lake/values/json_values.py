@@ -1,7 +1,8 @@
 """A decoded JSON document checked against declared columns (Arrow types from
 :mod:`consumer_sdk.lake.values.spark_ddl`) and turned into the Python values Arrow builds
 them from: structs from objects, arrays from lists, maps from objects, timestamps from ISO
-8601 text or epoch numbers, dates from ISO text, decimals from numbers or numeric text.
+8601 text or epoch numbers, dates from ISO text, decimals from numbers or numeric text,
+binary from base64 text.
 
 Pure. A value that does not fit raises ValueError naming its path (``items[2].qty``): the
 record becomes a dead letter with that reason. Nothing is rounded or cut: a decimal with
@@ -12,6 +13,7 @@ the sink's CPU cost per record on this path).
 
 from __future__ import annotations
 
+import base64
 import decimal
 import math
 from collections.abc import Callable, Sequence
@@ -112,6 +114,8 @@ class JsonConverter:
             return _checked(data_type, lambda value: _decimal(value, data_type))
         if pa.types.is_date(data_type):
             return _checked(data_type, _date)
+        if pa.types.is_binary(data_type):
+            return _checked(data_type, _binary)
         check, convert = _SCALARS[data_type]
         return _scalar(data_type, check, convert)
 
@@ -269,6 +273,16 @@ def _decimal(value: object, data_type: pa.Decimal128Type) -> object:
     if scaled != exact or len(scaled.as_tuple().digits) > data_type.precision:
         return _MISFIT
     return scaled
+
+
+def _binary(value: object) -> object:
+    """Base64 text (as Spark's JSON reader takes a BINARY) as its bytes."""
+    if not isinstance(value, str):
+        return _MISFIT
+    try:
+        return base64.b64decode(value, validate=True)
+    except ValueError:  # binascii.Error is one
+        return _MISFIT
 
 
 def _date(value: object) -> object:

@@ -2,9 +2,9 @@
 STRING, qty: INT>>"`` parsed into Arrow fields (what a JSON value's columns are declared as),
 and an Arrow type named as Spark SQL writes it (what a table is created with).
 
-Pure. The grammar is the part of Spark's DDL a record's columns need: the primitives below,
-``DECIMAL(p, s)``, ``ARRAY<T>``, ``MAP<STRING, T>`` and ``STRUCT<name[:] T, ...>``; names
-plain or in backticks.
+Pure. The grammar is the part of Spark's DDL a record's columns (and the tables' metadata
+columns) need: the primitives below, ``DECIMAL(p, s)``, ``ARRAY<T>``, ``MAP<STRING, T>`` and
+``STRUCT<name[:] T, ...>``; names plain or in backticks.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ PRIMITIVES: dict[str, pa.DataType] = {
     "BOOLEAN": pa.bool_(),
     "TIMESTAMP": TIMESTAMP,
     "DATE": pa.date32(),
+    "BINARY": pa.binary(),
 }
 ALIASES = {
     "LONG": "BIGINT",
