@@ -66,6 +66,19 @@ TABLE_MAINTENANCE_FAILURES = Counter(
     "table stays correct, readers replay more of its log or metadata)",
     ["table"],
 )
+TABLE_COMPACTION_SECONDS = Histogram(
+    "autoscaler_consumer_table_compaction_seconds",
+    "How long a compaction of a table's small files took, run beside the appends "
+    "(compact_every_commits)",
+    ["table"],
+    buckets=(1, 2.5, 5, 10, 30, 60, 120, 300, 600),
+)
+TABLE_COMPACTION_FAILURES = Counter(
+    "autoscaler_consumer_table_compaction_failures_total",
+    "Compactions beside the appends that failed (tried again after the next commits; the "
+    "table stays correct, readers only read more files)",
+    ["table"],
+)
 COMMIT_FAILURES = Counter(
     "autoscaler_consumer_commit_failures_total",
     "Offset commits that failed (records may be re-delivered)",

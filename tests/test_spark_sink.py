@@ -31,7 +31,7 @@ from deltalake import DeltaTable
 from assignor import TopicPartition
 from consumer_sdk.lake.commit_checks import LOG_STORE_CLASS, LOG_STORE_KEY
 from consumer_sdk.lake.commit_offsets import SUMMARY_KEY, encode_offsets, stored_offsets
-from consumer_sdk.lake.compact import compact, data_files
+from consumer_sdk.lake.compact import compact, compacting_alone, data_files
 from consumer_sdk.lake.delta.files import DataFile, DeltaFileCommitter
 from consumer_sdk.lake.delta.history import LOG_DIR, commit_metadata
 from consumer_sdk.lake.jvm_appends import UNSEEN_FILE_REFUSED, FilesRefused, refused_class
@@ -42,6 +42,7 @@ from consumer_sdk.lake.spark_sink import SparkTableSink
 from consumer_sdk.lake.spark_tables import (
     CONNECT_CALL_RETRIES,
     create_table,
+    descriptor_path,
     register_tables,
     session_lost,
     table_identifier,
@@ -897,6 +898,46 @@ def test_compaction_rewrites_small_batches_into_few_files_and_keeps_every_row(
     assert table_offsets(sink_config, "events") == {0: 299, 1: 299, 2: 299}
 
 
+def test_one_compaction_of_a_table_at_a_time_across_writers(tmp_path: Path) -> None:
+    config = warehouse_config(tmp_path, "delta")
+    descriptor = descriptor_path(table_root(config, "t"), "delta")
+    descriptor.parent.mkdir(parents=True)
+    descriptor.write_text('{"columns": "`a` INT", "format": "delta"}')
+    with compacting_alone(config, "t") as first, compacting_alone(config, "t") as second:
+        assert (first, second) == (True, False)  # a lock per open file, as another process's
+    with compacting_alone(config, "t") as again:
+        assert again
+
+
+def test_the_sink_compacts_a_table_beside_its_appends_every_n_commits(
+    sink_config: SparkSinkConfig,
+) -> None:
+    if sink_config.table_format == "parquet":
+        pytest.skip("parquet tables with the offset ledger are not compacted")
+    config = dataclasses.replace(sink_config, compact_every_commits=4)
+    sink = SparkTableSink(config)
+    batches = numbered_batches("events", 6)
+    for batch in batches:
+        sink.write_blocking("events", records_table(batch))
+    compaction = sink._lake.compaction if sink._lake is not None else None
+    assert compaction is not None
+    compaction.wait()
+    # One compaction, started by the 4th commit; the appends did not wait for it, so it
+    # found 4 to 6 files, and up to 2 were appended while or after it ran.
+    [done] = compaction.compactions
+    assert done.table == "events" and 4 <= done.files_before <= 6
+    assert 1 <= done.files_after <= 3
+    assert 1 <= data_files(sink.open(), config, "events") <= 3
+    expected = Counter((r.partition, r.offset) for batch in batches for r in batch)
+    assert key_counts(config, "events") == expected
+    assert table_offsets(config, "events") == {0: 299, 1: 299, 2: 299}
+    # The next owner resumes where the appends ended, compaction commits in between.
+    again = SparkTableSink(config)
+    wanted = [TopicPartition("events", p) for p in range(3)]
+    assert asyncio.run(again.resume_offsets(wanted)) == dict.fromkeys(wanted, 300)
+    asyncio.run(sink.close())
+
+
 @pytest.mark.parametrize(
     ("overrides", "field"),
     [
@@ -914,6 +955,8 @@ def test_compaction_rewrites_small_batches_into_few_files_and_keeps_every_row(
         ({"master": "mesos"}, "master"),
         ({"tables": {"orders": "Bad Table"}}, "tables"),
         ({"iceberg_keep_snapshots_secs": 30}, "iceberg_keep_snapshots_secs"),
+        ({"compact_every_commits": -1}, "compact_every_commits"),
+        ({"compact_every_commits": 5, "table_format": "parquet"}, "compact_every_commits"),
         ({"iceberg_keep_snapshots_secs": float("nan")}, "iceberg_keep_snapshots_secs"),
     ],
 )

@@ -7,22 +7,29 @@ few large ones through the format's own operation (Delta ``OPTIMIZE``, Iceberg
 sink's appends go on meanwhile (neither format makes a compaction conflict with appends).
 Parquet tables with the offset ledger are not compacted (their file names carry the ledger's
 publish numbers). With ``--every SECONDS`` it compacts every table, then again each period,
-until SIGTERM or SIGINT (a failed round is reported and the next one runs on time).
+until SIGTERM or SIGINT (a failed round is reported and the next one runs on time). The
+sink itself compacts each table every ``compact_every_commits`` commits when that is set
+(:class:`CompactionBesideAppends`).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import json
+import logging
 import math
 import signal
 import sys
 import threading
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from consumer_sdk import metrics
 from consumer_sdk.lake.spark_config import SparkSinkConfig
 from consumer_sdk.lake.spark_tables import (
     LAKE_DESCRIPTORS,
@@ -32,8 +39,11 @@ from consumer_sdk.lake.spark_tables import (
     table_identifier,
     table_root,
 )
+from consumer_sdk.lake.upkeep import BesideAppends
 from contract.errors import first_line
 from contract.settings import ConfigError
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -81,6 +91,83 @@ def compact(session: Any, config: SparkSinkConfig, table: str) -> Compaction:
             f"table => '{config.database}.{table}')"
         ).collect()
     return Compaction(table, before, data_files(session, config, table))
+
+
+@contextlib.contextmanager
+def compacting_alone(config: SparkSinkConfig, table: str) -> Iterator[bool]:
+    """Whether this process may compact ``table`` now: at most one compaction of a table at
+    a time across the writer processes of its warehouse (a lock on its filesystem, not
+    waited for), since two at once conflict and one of them fails."""
+    descriptor = descriptor_path(table_root(config, table), config.table_format)
+    if not descriptor.exists():  # not the sink's table: compact() says so
+        yield True
+        return
+    with descriptor.with_suffix(".compact.lock").open("a") as handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+class CompactionBesideAppends(BesideAppends):
+    """Compaction of the tables this process appends to, every ``every`` commits of a
+    table, in the upkeep thread: no append waits for it, and neither format makes it
+    conflict with the appends (it reads no offsets, and resume reads only the appends'
+    commits)."""
+
+    def __init__(self, config: SparkSinkConfig, every: int) -> None:
+        if every < 1:
+            raise ValueError(f"every must be >= 1, got {every}")
+        super().__init__("compaction")
+        self._config, self._every = config, every
+        self._commits: dict[str, int] = {}
+        self.compactions: list[Compaction] = []
+
+    def committed(self, session: Any, table: str) -> None:
+        """After an append to ``table``: start its compaction every ``every`` commits
+        unless one of it runs (returns at once)."""
+        with self._lock:
+            count = self._commits.get(table, 0) + 1
+            if count < self._every or self._busy(table):
+                self._commits[table] = count
+                return
+            self._commits[table] = 0
+            self._start(table, self._run, session, table)
+
+    def _run(self, session: Any, table: str) -> None:
+        started = time.monotonic()
+        try:
+            with compacting_alone(self._config, table) as alone:
+                if not alone:  # another writer process compacts it now: theirs is enough
+                    log.debug("%s: compacted by another process now; skipped", table)
+                    return
+                done = compact(session, self._config, table)
+        except Exception as exc:  # upkeep only: tried again after the next commits
+            metrics.TABLE_COMPACTION_FAILURES.labels(table).inc()
+            log.warning(
+                "%s: compaction failed (%s: %s); tried again after %d more commits (the table "
+                "stays correct, readers only read more files)",
+                table,
+                type(exc).__name__,
+                first_line(exc, lines=2)[:300],
+                self._every,
+            )
+            return
+        took = time.monotonic() - started
+        self.compactions.append(done)
+        metrics.TABLE_COMPACTION_SECONDS.labels(table).observe(took)
+        log.info(
+            "%s: compacted %d data files into %d beside the appends in %.1f s",
+            table,
+            done.files_before,
+            done.files_after,
+            took,
+        )
 
 
 def run_periodically(round_: Callable[[], None], every_s: float, stop: threading.Event) -> int:
@@ -148,7 +235,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         def compact_all() -> None:
             for table in args.table or lake_tables(config):  # new topics' tables too
-                done = compact(session, config, table)
+                with compacting_alone(config, table) as alone:
+                    if not alone:
+                        print(f"{config.database}.{table}: compacted by a sink now; skipped")
+                        continue
+                    done = compact(session, config, table)
                 print(
                     f"{config.database}.{done.table}: {done.files_before} -> "
                     f"{done.files_after} files",

@@ -37,6 +37,7 @@ from consumer_sdk.lake.commit_offsets import (
     recreated_topic_line,
     stored_offsets,
 )
+from consumer_sdk.lake.compact import CompactionBesideAppends
 from consumer_sdk.lake.delta.files import DeltaFileCommitter
 from consumer_sdk.lake.delta.history import commit_metadata, has_unbackfilled_commits
 from consumer_sdk.lake.delta.maintenance import DeltaMaintenance
@@ -112,17 +113,19 @@ class LakeAppender:
         self.iceberg_maintenance: IcebergMaintenance | None = None
         if config.table_format == "iceberg" and config.iceberg_keep_snapshots_secs > 0:
             self.iceberg_maintenance = IcebergMaintenance(config.iceberg_keep_snapshots_secs)
+        self.compaction: CompactionBesideAppends | None = None
+        if config.compact_every_commits > 0:
+            self.compaction = CompactionBesideAppends(config, config.compact_every_commits)
         self._files: FileCommitter | None = None
         if config.files_by_arrow:
             delta = config.table_format == "delta"
             self._files = DeltaFileCommitter() if delta else IcebergFileCommitter()
 
     def close(self) -> None:
-        """Let a checkpoint or expiry in progress end; start no more."""
-        if self.maintenance is not None:
-            self.maintenance.close()
-        if self.iceberg_maintenance is not None:
-            self.iceberg_maintenance.close()
+        """Let a checkpoint, expiry or compaction in progress end; start no more."""
+        for upkeep in (self.maintenance, self.iceberg_maintenance, self.compaction):
+            if upkeep is not None:
+                upkeep.close()
 
     # resume ------------------------------------------------------------------------------
     def claim_and_resume(
@@ -312,6 +315,8 @@ class LakeAppender:
                 if self.iceberg_maintenance is not None:
                     identifier = table_identifier(self.config, table)
                     self.iceberg_maintenance.committed(session, identifier, table)
+                if self.compaction is not None:
+                    self.compaction.committed(session, table)
             self._fence.write_stored(
                 target,
                 {

@@ -128,6 +128,13 @@ class SparkSinkConfig:
         "inside the commit that reaches it, every 100, as Delta does (the append waits)",
         100,
     )
+    compact_every_commits: int = setting(
+        "Delta and Iceberg tables: every this many commits of a table, its small files are "
+        "rewritten into large ones beside the appends (Delta OPTIMIZE, Iceberg "
+        "rewrite_data_files, in a thread of this process's Spark session), [1, 1000000]; 0: "
+        "never (run kafka-autoscaler-compact instead)",
+        0,
+    )
     iceberg_keep_snapshots_secs: float = setting(
         "Iceberg tables: snapshots older than this are expired beside the appends (every 100 "
         "commits of a table), but for each Kafka partition the one holding its highest offset, "
@@ -182,6 +189,11 @@ class SparkSinkConfig:
         every = self.delta_checkpoint_every
         if not isinstance(every, int) or isinstance(every, bool) or not 0 <= every <= 100_000:
             self._fail("delta_checkpoint_every", "an integer in [0, 100000]")
+        every = self.compact_every_commits
+        if not isinstance(every, int) or isinstance(every, bool) or not 0 <= every <= 1_000_000:
+            self._fail("compact_every_commits", "an integer in [0, 1000000] (0: never)")
+        if every and self.table_format == "parquet":
+            self._fail("compact_every_commits", "0 with table_format parquet (not compacted)")
 
     def _label(self, name: str) -> str:
         return f"{name} ({spark_env_name(name)})"
@@ -225,7 +237,7 @@ class SparkSinkConfig:
                     values[f.name] = _pairs(name, raw)
                 elif f.name in ("staging_max_age_secs", "iceberg_keep_snapshots_secs"):
                     values[f.name] = _number(name, raw)
-                elif f.name == "delta_checkpoint_every":
+                elif f.name in ("delta_checkpoint_every", "compact_every_commits"):
                     values[f.name] = _integer(name, raw)
                 else:
                     values[f.name] = raw
