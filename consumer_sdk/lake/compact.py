@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import fcntl
 import json
 import logging
 import math
@@ -39,7 +38,7 @@ from consumer_sdk.lake.spark_tables import (
     table_identifier,
     table_root,
 )
-from consumer_sdk.lake.upkeep import BesideAppends
+from consumer_sdk.lake.upkeep import BesideAppends, alone
 from contract.errors import first_line
 from contract.settings import ConfigError
 
@@ -102,16 +101,8 @@ def compacting_alone(config: SparkSinkConfig, table: str) -> Iterator[bool]:
     if not descriptor.exists():  # not the sink's table: compact() says so
         yield True
         return
-    with descriptor.with_suffix(".compact.lock").open("a") as handle:
-        try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield False
-            return
-        try:
-            yield True
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+    with alone(descriptor.with_suffix(".compact.lock")) as held:
+        yield held
 
 
 class CompactionBesideAppends(BesideAppends):
@@ -125,19 +116,12 @@ class CompactionBesideAppends(BesideAppends):
             raise ValueError(f"every must be >= 1, got {every}")
         super().__init__("compaction")
         self._config, self._every = config, every
-        self._commits: dict[str, int] = {}
         self.compactions: list[Compaction] = []
 
     def committed(self, session: Any, table: str) -> None:
         """After an append to ``table``: start its compaction every ``every`` commits
         unless one of it runs (returns at once)."""
-        with self._lock:
-            count = self._commits.get(table, 0) + 1
-            if count < self._every or self._busy(table):
-                self._commits[table] = count
-                return
-            self._commits[table] = 0
-            self._start(table, self._run, session, table)
+        self._start_every(table, self._every, self._run, session, table)
 
     def _run(self, session: Any, table: str) -> None:
         started = time.monotonic()

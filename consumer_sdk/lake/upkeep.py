@@ -3,16 +3,34 @@
 What Delta's checkpoints (:mod:`consumer_sdk.lake.delta.maintenance`) and Iceberg's snapshot
 expiry (:mod:`consumer_sdk.lake.iceberg.maintenance`) share: a job of a table starts only when
 none of that table runs, an append never waits for one, and a clean stop lets the one in
-progress end.
+progress end; and a lock a job takes so that one writer process of a warehouse does it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import threading
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
+
+
+@contextlib.contextmanager
+def alone(lock_path: Path) -> Iterator[bool]:
+    """Whether this process holds ``lock_path`` now (a lock on the warehouse's filesystem,
+    shared by the writer processes; not waited for: False when another holds it)."""
+    with lock_path.open("a") as handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
 class BesideAppends:
@@ -21,7 +39,21 @@ class BesideAppends:
     def __init__(self, thread_name: str) -> None:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=thread_name)
         self._running: dict[Hashable, Future[None]] = {}
+        self._commits: dict[Hashable, int] = {}
         self._lock = threading.Lock()
+
+    def _start_every(
+        self, table: Hashable, every: int, job: Callable[..., None], *arguments: Any
+    ) -> None:
+        """Count a commit of ``table``; at the ``every``-th since its last job, start
+        ``job(*arguments)`` unless one of ``table`` runs (then at the next commit)."""
+        with self._lock:
+            count = self._commits.get(table, 0) + 1
+            if count < every or self._busy(table):
+                self._commits[table] = count
+                return
+            self._commits[table] = 0
+            self._start(table, job, *arguments)
 
     def _busy(self, table: Hashable) -> bool:
         """Whether a job of ``table`` runs or waits (call holding ``self._lock``)."""

@@ -16,7 +16,6 @@ correct without it.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import time
@@ -25,7 +24,7 @@ from pathlib import Path
 
 from consumer_sdk import metrics
 from consumer_sdk.lake.delta.history import LOG_DIR
-from consumer_sdk.lake.upkeep import BesideAppends
+from consumer_sdk.lake.upkeep import BesideAppends, alone
 
 log = logging.getLogger(__name__)
 
@@ -83,12 +82,9 @@ class DeltaMaintenance(BesideAppends):
             self._start(table_root, self._run, table_root)
 
     def _run(self, table_root: Path) -> None:
-        lock_path = table_root / LOG_DIR / LOCK_FILE
         try:
-            with lock_path.open("a") as handle:
-                try:
-                    fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
+            with alone(table_root / LOG_DIR / LOCK_FILE) as held:
+                if not held:
                     return  # another writer of this table is at it
                 if not checkpoint_due(table_root, self._every):
                     return  # it has just written one

@@ -62,19 +62,12 @@ class IcebergMaintenance(BesideAppends):
             raise ValueError(f"keep_secs must be > 0 and every >= 1, got {keep_secs}, {every}")
         super().__init__("iceberg-maintenance")
         self._keep_ms, self._every, self._clock = int(keep_secs * 1000), every, clock
-        self._commits: dict[str, int] = {}
         self.expired = 0
 
     def committed(self, session: Any, identifier: str, name: str) -> None:
         """After an append to the table ``identifier`` (``name`` in logs and metrics): start
         an expiry every ``every`` commits unless one of this table runs (returns at once)."""
-        with self._lock:
-            count = self._commits.get(identifier, 0) + 1
-            if count < self._every or self._busy(identifier):
-                self._commits[identifier] = count
-                return
-            self._commits[identifier] = 0
-            self._start(identifier, self._run, session, identifier, name)
+        self._start_every(identifier, self._every, self._run, session, identifier, name)
 
     def _run(self, session: Any, identifier: str, name: str) -> None:
         started = time.monotonic()
