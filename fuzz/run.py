@@ -209,6 +209,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--values-runs", type=int, help="executions of the record-values harness")
     parser.add_argument("--write", action="store_true", help="commit-ready results file")
     args = parser.parse_args(argv)
+    if args.write:
+        from benchmarks.support.machine import require_committed_code
+
+        # Now, not when the table is written 20 minutes on: the figures name the code that
+        # ran, and a tree left dirty is refused before the run, not after it.
+        require_committed_code()
     counts = (args.c_runs, args.python_runs, args.control_runs, args.values_runs)
     if args.seconds is None and None in counts:
         # Without a bound libFuzzer runs for ever: every harness needs its count.
