@@ -126,8 +126,8 @@ class CompactionBesideAppends(BesideAppends):
     def _run(self, session: Any, table: str) -> None:
         started = time.monotonic()
         try:
-            with compacting_alone(self._config, table) as alone:
-                if not alone:  # another writer process compacts it now: theirs is enough
+            with compacting_alone(self._config, table) as ours:
+                if not ours:  # another writer process compacts it now: theirs is enough
                     log.debug("%s: compacted by another process now; skipped", table)
                     return
                 done = compact(session, self._config, table)
@@ -219,8 +219,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         def compact_all() -> None:
             for table in args.table or lake_tables(config):  # new topics' tables too
-                with compacting_alone(config, table) as alone:
-                    if not alone:
+                with compacting_alone(config, table) as ours:
+                    if not ours:
                         print(f"{config.database}.{table}: compacted by a sink now; skipped")
                         continue
                     done = compact(session, config, table)
