@@ -43,8 +43,9 @@ class _Misfit(Exception):
         self.value, self.data_type = value, data_type
         self.path: list[str] = []
 
-    def reason(self, column: str) -> str:
-        path = column + "".join(reversed(self.path))
+    def reason(self) -> str:
+        """The dead-letter reason: the value's path from its column (``items[1].qty``)."""
+        path = "".join(reversed(self.path)).removeprefix(".")
         return f"field {path!r}: {_short(self.value)} is not {sql_type(self.data_type)}"
 
 
@@ -76,27 +77,19 @@ class JsonConverter:
     def convert(self, value: object, data_type: pa.DataType, path: str) -> object:
         """``value`` as Arrow takes it for ``data_type`` (null always fits); raises
         ValueError naming ``path`` when it does not fit."""
-        if value is None:
-            return None
-        try:
-            return self.compile(data_type)(value)
-        except _Misfit as misfit:
-            raise ValueError(misfit.reason(path)) from None
+        return self.document([pa.field(path, data_type)])({path: value})[0]
 
     def document(self, fields: Sequence[pa.Field]) -> Callable[[dict[str, object]], list[object]]:
         """A function from a JSON object to the values of ``fields`` (missing: null);
         raises ValueError naming the path of a value that does not fit."""
-        columns = [(f.name, self.compile(f.type)) for f in fields]
+        # The document is a struct of the columns: its fields' paths start at the column.
+        columns = _struct(pa.struct(fields), [(f.name, self.compile(f.type)) for f in fields])
 
         def row(document: dict[str, object]) -> list[object]:
-            values: list[object] = []
-            for name, convert in columns:
-                value = document.get(name)
-                try:
-                    values.append(None if value is None else convert(value))
-                except _Misfit as misfit:
-                    raise ValueError(misfit.reason(name)) from None
-            return values
+            try:
+                return list(columns(document).values())
+            except _Misfit as misfit:
+                raise ValueError(misfit.reason()) from None
 
         return row
 
@@ -141,11 +134,13 @@ class JsonConverter:
 _MISFIT = object()
 
 
-def _struct(data_type: pa.DataType, fields: list[tuple[str, Convert]]) -> Convert:
-    def convert(value: object) -> object:
+def _struct(
+    data_type: pa.DataType, fields: list[tuple[str, Convert]]
+) -> Callable[[object], dict[str, object]]:
+    def convert(value: object) -> dict[str, object]:
         if type(value) is not dict:
             raise _Misfit(value, data_type)
-        out = {}
+        out: dict[str, object] = {}
         for name, inner in fields:
             item = value.get(name)
             try:
