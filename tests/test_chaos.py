@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.support.lake_readers import key_counts, table_offsets
 from consumer_sdk.lake.spark_config import SparkSinkConfig
 from consumer_sdk.lake.spark_connect import SparkConnectServer
 from consumer_sdk.lake.spark_sink import SparkTableSink
@@ -21,7 +22,6 @@ from consumer_sdk.lake.spark_tables import table_identifier, table_root
 from local_kafka.clusters import ClusterKind, suite_cluster_kinds
 from tests.conftest import cluster_or_skip
 from tests.kafka_helpers import produce_tracked
-from tests.lake_readers import key_counts, table_offsets
 from tests.sdk_helpers import wait_until
 from tests.test_spark_sink import (
     first_rows_stored,

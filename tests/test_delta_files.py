@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 
+from benchmarks.support.lake_readers import key_counts
 from consumer_sdk.lake.arrow_batch import DATE_COLUMN
 from consumer_sdk.lake.commit_offsets import stored_offsets
 from consumer_sdk.lake.delta.files import (
@@ -31,7 +32,6 @@ from consumer_sdk.lake.spark_config import SparkSinkConfig
 from consumer_sdk.lake.spark_sink import SparkTableSink
 from consumer_sdk.lake.spark_tables import table_root
 from consumer_sdk.sink import Record, records_table
-from tests.lake_readers import key_counts
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -19,6 +19,7 @@ import pytest
 from deltalake import DeltaTable
 
 from assignor import TopicPartition
+from benchmarks.support.lake_readers import key_counts, warehouse_config
 from consumer_sdk.lake.delta.history import LOG_DIR
 from consumer_sdk.lake.delta.maintenance import (
     IN_COMMIT_INTERVAL,
@@ -33,7 +34,6 @@ from consumer_sdk.lake.spark_sink import SparkTableSink
 from consumer_sdk.lake.spark_tables import table_root
 from consumer_sdk.sink import Record, records_table
 from contract.settings import ConfigError
-from tests.lake_readers import key_counts, warehouse_config
 
 
 def latest_version(table_root: Path) -> int:

@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from benchmarks.support.iceberg_tables import iceberg_table
+from benchmarks.support.lake_readers import key_counts, table_offsets
 from consumer_sdk.lake.arrow_batch import DATE_COLUMN
 from consumer_sdk.lake.commit_offsets import SUMMARY_KEY, stored_offsets
 from consumer_sdk.lake.iceberg.files import (
@@ -33,7 +34,6 @@ from consumer_sdk.lake.spark_config import SparkSinkConfig
 from consumer_sdk.lake.spark_sink import SparkTableSink
 from consumer_sdk.lake.spark_tables import table_identifier
 from consumer_sdk.sink import Record, records_table
-from tests.lake_readers import key_counts, table_offsets
 
 ICEBERG_SCHEMA = {
     "type": "struct",

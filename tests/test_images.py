@@ -21,11 +21,11 @@ import pytest
 from confluent_kafka import Consumer
 from packaging.utils import canonicalize_name
 
+from benchmarks.support.lake_readers import key_counts
 from consumer_sdk.lake.spark_config import SparkSinkConfig
 from contract.local_ports import free_port
 from local_kafka.clusters import ClusterKind, KafkaCluster, required_legs
 from tests.kafka_helpers import TrackedLoad
-from tests.lake_readers import key_counts
 from tests.python_locks import read_lock
 from tests.sdk_helpers import wait_until
 

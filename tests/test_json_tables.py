@@ -18,12 +18,12 @@ import pyarrow as pa
 import pytest
 
 from assignor import TopicPartition
+from benchmarks.support.lake_readers import read_rows, warehouse_config
 from consumer_sdk.lake.spark_config import SparkSinkConfig
 from consumer_sdk.lake.spark_sink import SparkTableSink
 from consumer_sdk.lake.spark_tables import register_tables, table_identifier
 from consumer_sdk.sink import Record, records_table
 from contract.settings import ConfigError
-from tests.lake_readers import read_rows, warehouse_config
 
 SCHEMA = (
     "id BIGINT, items ARRAY<STRUCT<sku: STRING, qty: INT>>, attrs MAP<STRING, DOUBLE>, "

@@ -23,6 +23,7 @@ from kubernetes.client import AppsV1Api, CoordinationV1Api, CoreV1Api
 from kubernetes.client.exceptions import ApiException
 
 from assignor.group_plan import removal_order
+from benchmarks.support.lake_readers import key_counts
 from consumer_sdk.lake.spark_config import SparkSinkConfig
 from contract.local_ports import free_port
 from local_kafka.apache_kafka import ApacheKafka
@@ -39,7 +40,6 @@ from local_kube.node import (
     pod,
 )
 from tests.kafka_helpers import TrackedLoad
-from tests.lake_readers import key_counts
 from tests.sdk_helpers import wait_until
 from tests.test_helm_chart import CHART, run_helm
 

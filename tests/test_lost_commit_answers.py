@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 
 from assignor import TopicPartition
+from benchmarks.support.lake_readers import key_counts, warehouse_config
 from consumer_sdk.lake.lake_writer import LakeAppender
 from consumer_sdk.lake.spark_config import SparkSinkConfig
 from consumer_sdk.lake.spark_sink import SparkTableSink
 from consumer_sdk.sink import Record, records_table
-from tests.lake_readers import key_counts, warehouse_config
 from tests.test_spark_sink import POISON
 
 

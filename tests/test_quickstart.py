@@ -11,9 +11,9 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from benchmarks.support.lake_readers import key_counts
 from consumer_sdk.lake.spark_config import SparkSinkConfig
 from tests.kafka_helpers import produce_numbered
-from tests.lake_readers import key_counts
 from tests.sdk_helpers import wait_until
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "delta_quickstart.py"

@@ -20,6 +20,7 @@ import pyarrow as pa
 import pytest
 from prometheus_client import REGISTRY
 
+from benchmarks.support.lake_readers import key_counts, warehouse_config
 from benchmarks.support.share_members import found_already_there, read_from_the_start
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.health import process_problems
@@ -35,7 +36,6 @@ from contract.local_ports import free_port
 from contract.settings import ConfigError
 from local_kafka.apache_kafka import ApacheKafka
 from tests.kafka_helpers import produce_tracked
-from tests.lake_readers import key_counts, warehouse_config
 from tests.sdk_helpers import wait_until
 
 ROOT = Path(__file__).parent.parent

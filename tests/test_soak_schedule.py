@@ -176,6 +176,13 @@ def test_a_run_leaving_out_faults_is_named_apart_and_says_what_it_left_out() -> 
     assert FaultKind.BROKER_KILL.value in line and FaultKind.ZOMBIE.value not in line
 
 
+def test_a_run_on_another_lake_format_is_named_apart() -> None:
+    every = [kind.name for kind in KINDS]
+    assert result_name(every, "iceberg") == "soak_iceberg"
+    assert result_name(["CONSUMER_KILL"], "parquet") == "soak_parquet_consumer_kill"
+    assert result_name(every, "delta") == result_name(every)
+
+
 def test_a_finished_run_is_analysed_again_from_what_it_recorded(tmp_path: Path) -> None:
     recorded = {
         "duration_s": 600.0,

@@ -29,6 +29,12 @@ from confluent_kafka.admin import AdminClient
 from deltalake import DeltaTable
 
 from assignor import TopicPartition
+from benchmarks.support.lake_readers import (
+    PollingReader,
+    key_counts,
+    table_offsets,
+    warehouse_config,
+)
 from consumer_sdk.lake.commit_checks import LOG_STORE_CLASS, LOG_STORE_KEY
 from consumer_sdk.lake.commit_offsets import SUMMARY_KEY, encode_offsets, stored_offsets
 from consumer_sdk.lake.compact import compact, compacting_alone, data_files
@@ -52,7 +58,6 @@ from consumer_sdk.sink import Record, records_table
 from contract.settings import ConfigError
 from local_kafka.clusters import ClusterKind, KafkaCluster
 from tests.kafka_helpers import produce_tracked
-from tests.lake_readers import PollingReader, key_counts, table_offsets, warehouse_config
 from tests.sdk_helpers import ThreadedMember, member_config, wait_until
 
 ROOT = Path(__file__).parent.parent

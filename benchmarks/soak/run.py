@@ -1,6 +1,6 @@
-"""An hour under faults: the sidecar scaling SDK consumers that write a Delta table through
-Spark Connect, on three Apache Kafka nodes, while a seeded schedule breaks something every
-45-90 s.
+"""An hour under faults: the sidecar scaling SDK consumers that write a Delta table (or, with
+``--table-format``, an Iceberg or parquet one) through Spark Connect, on three Apache Kafka
+nodes, while a seeded schedule breaks something every 45-90 s.
 
 The faults (benchmarks.soak.faults): kill -9 of a consumer; of a broker (restarted 20-40 s
 later); of the sidecar (restarted 5-15 s later; its consumers leave with it); of the Spark
@@ -12,7 +12,8 @@ partition, no steps. The first ``--warm-up`` seconds have no fault; they give th
 state's lag p99. A fault never begins before the last one is judged (its lag back under that
 p99, or 60 s after its repair): the schedule's later faults move back by the wait.
 
-Figures: records produced, missing and duplicated in the table (read by delta-rs); per fault,
+Figures: records produced, missing and duplicated in the table (read by delta-rs, pyiceberg or
+pyarrow and the offset ledger); per fault,
 the time from its repair until the lag is back under the steady-state p99 (target 60 s); RSS
 and open file descriptors of every long-lived process sampled each minute and their slopes
 after the warm-up (target: < 1 MiB per 10 minutes, no descriptor growth); and what
@@ -20,7 +21,8 @@ after the warm-up (target: < 1 MiB per 10 minutes, no descriptor growth); and wh
 otherwise: one broker of three, a consumer or the sink down do not stop its loop).
 
 Needs root (tmpfs, cgroups, nftables) and Java 17.
-``python -m benchmarks.soak [--duration 3600] [--seed 7]`` writes ``results/soak.{md,json,png}``.
+``python -m benchmarks.soak [--duration 3600] [--seed 7] [--table-format delta]`` writes
+``results/soak.{md,json,png}`` (a subset of faults or another format: a name of its own).
 """
 
 from __future__ import annotations
@@ -68,11 +70,11 @@ from benchmarks.soak.native_memory import (
     native_sample,
 )
 from benchmarks.soak.slopes import slope_error_per_10_min, slope_per_10_min
+from benchmarks.support.lake_readers import key_counts
 from benchmarks.support.machine import broker_line, machine_line
 from benchmarks.support.report import RESULTS, publish, row
 from consumer_sdk.lake.spark_config import SparkSinkConfig
 from consumer_sdk.lake.spark_connect import SparkConnectServer
-from consumer_sdk.lake.spark_tables import table_root
 from contract.local_ports import free_port
 from examples.demo import capacity_settings
 from examples.load import LoadGenerator, RateWalk
@@ -87,6 +89,8 @@ PARTITIONS = 12
 BROKERS = 3
 SESSION_MS = 6000
 SAMPLE_S = 2.0
+# What reads each lake format back (engines the project did not write).
+READERS = {"delta": "delta-rs", "iceberg": "pyiceberg", "parquet": "pyarrow and the offset ledger"}
 READER_FAILURES = 5  # samples in a row without a lag figure before a new reader
 PROCESS_SAMPLE_S = 60.0
 SEGMENT_FILE = re.compile(r"/\d{20}\.log$")  # a partition's log segment, named by offset
@@ -185,8 +189,16 @@ def consumer_processes() -> dict[str, int]:
 class Soak:
     """The running system and the hands that break it."""
 
-    def __init__(self, kafka: KafkaCluster, spark: SparkConnectServer, out: Path, seed: int):
+    def __init__(
+        self,
+        kafka: KafkaCluster,
+        spark: SparkConnectServer,
+        out: Path,
+        seed: int,
+        table_format: str = "delta",
+    ):
         self.kafka, self.spark, self.out = kafka, spark, out
+        self.table_format = table_format
         handle = kafka.broker_handle()
         assert isinstance(handle, ApacheKafka)
         self.apache = handle
@@ -234,7 +246,7 @@ class Soak:
             "AUTOSCALER_WRITES_IN_FLIGHT": "1",
             "AUTOSCALER_SPARK_REMOTE": self.spark.url,
             "AUTOSCALER_SPARK_WAREHOUSE": str(self.warehouse),
-            "AUTOSCALER_SPARK_TABLE_FORMAT": "delta",
+            "AUTOSCALER_SPARK_TABLE_FORMAT": self.table_format,
         }
 
     def start_sidecar(self) -> None:
@@ -457,16 +469,10 @@ def tmpfs(path: Path, size_mib: int) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(path)], check=False)
 
 
-def landed(warehouse: Path) -> Counter[tuple[int, int]]:
-    """(partition, offset) -> rows in the topic's Delta table, read by delta-rs."""
-    from deltalake import DeltaTable
-
-    config = SparkSinkConfig(warehouse=str(warehouse), table_format="delta")
-    table = DeltaTable(str(table_root(config, config.table_for(TOPIC))))
-    keys = table.to_pyarrow_table(columns=["partition", "offset"])
-    return Counter(
-        zip(keys.column("partition").to_pylist(), keys.column("offset").to_pylist(), strict=True)
-    )
+def landed(warehouse: Path, table_format: str) -> Counter[tuple[int, int]]:
+    """(partition, offset) -> rows in the topic's table, read without Spark."""
+    config = SparkSinkConfig(warehouse=str(warehouse), table_format=table_format)
+    return key_counts(config, config.table_for(TOPIC))
 
 
 def later_half(samples: Sequence[ProcessSample]) -> list[ProcessSample]:
@@ -627,6 +633,7 @@ def report(figures: dict[str, Any], context: dict[str, Any]) -> str:
     by_kind: dict[str, list[dict[str, Any]]] = {}
     for fault in figures["faults"]:
         by_kind.setdefault(fault["kind"], []).append(fault)
+    table_format = context.get("table_format", "delta")  # runs before the option: Delta
     lines = [
         "# Soak: the autoscaler under faults",
         "",
@@ -643,7 +650,8 @@ def report(figures: dict[str, Any], context: dict[str, Any]) -> str:
         ),
         "",
         f"**Records**: {context['produced']} produced, {context['missing']} missing, "
-        f"{context['duplicated']} duplicated in the Delta table (read by delta-rs); "
+        f"{context['duplicated']} duplicated in the {table_format.capitalize()} table (read by "
+        f"{READERS[table_format]}); "
         f"{context['failed_sends']} sends failed at the producer.",
         "",
         row("fault", "count", "skipped", "lag back <= 60 s", "recovery p50 / max (s)")
@@ -820,13 +828,15 @@ def missing_tools(kinds: Sequence[FaultKind]) -> list[str]:
     ]
 
 
-def result_name(kinds: Sequence[str]) -> str:
-    """The name under results/: ``soak`` for every fault kind, ``soak_<kinds>`` for a subset,
-    so a run that leaves out some faults (to judge growth of processes the kills restart)
-    does not replace the full hour."""
-    if set(kinds) >= {kind.name for kind in FaultKind}:
-        return "soak"
-    return "soak_" + "_".join(kind.name.lower() for kind in FaultKind if kind.name in kinds)
+def result_name(kinds: Sequence[str], table_format: str = "delta") -> str:
+    """The name under results/: ``soak`` for every fault kind on Delta, ``soak_<kinds>`` for a
+    subset, ``soak_<format>[_<kinds>]`` on another format, so a run that leaves out some
+    faults (to judge growth of processes the kills restart) or writes another format does
+    not replace the full hour."""
+    parts = ["soak"] + ([] if table_format == "delta" else [table_format])
+    if not set(kinds) >= {kind.name for kind in FaultKind}:
+        parts += [kind.name.lower() for kind in FaultKind if kind.name in kinds]
+    return "_".join(parts)
 
 
 def reread(path: Path) -> dict[str, Any]:
@@ -888,6 +898,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="every 5 minutes, take a class histogram of each broker and the Spark Connect "
         "server (jcmd GC.class_histogram, a full collection): what their heaps hold alive",
     )
+    parser.add_argument(
+        "--table-format",
+        choices=sorted(READERS),
+        default="delta",
+        help="the lake format the consumers write (default delta)",
+    )
     parser.add_argument("--no-write", action="store_true", help="print, do not save results/")
     parser.add_argument(
         "--report-from",
@@ -902,7 +918,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         table = report(data, data)
         print(table)
         if not args.no_write:
-            name = result_name(data.get("fault_kinds", [kind.name for kind in FaultKind]))
+            name = result_name(
+                data.get("fault_kinds", [kind.name for kind in FaultKind]),
+                data.get("table_format", "delta"),
+            )
             (RESULTS / f"{name}.md").write_text(table + "\n")
             (RESULTS / f"{name}.json").write_text(json.dumps(data, indent=1) + "\n")
         return 0
@@ -940,7 +959,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         broker = kafka.broker_handle()
         broker.create_topic(TOPIC, PARTITIONS, BROKERS)
         broker.create_topic(SPEEDS, 1, BROKERS)
-        soak = Soak(kafka, spark, out, args.seed)
+        soak = Soak(kafka, spark, out, args.seed, args.table_format)
         soak.start_sidecar()
         stack.callback(soak.stop_sidecar)
         walk = RateWalk(
@@ -1010,7 +1029,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if thread.is_alive():
                     thread.join(150)
             soak.stop_sidecar()
-        rows = landed(warehouse)
+        rows = landed(warehouse, args.table_format)
         context = {
             "machine": machine_line(),
             "broker": broker_line(kafka),
@@ -1018,6 +1037,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "warm_up_s": args.warm_up,
             "seed": args.seed,
             "fault_kinds": [kind.name for kind in args.faults],
+            "table_format": args.table_format,
             "broker_native_memory_tracking": args.broker_nmt,
             "broker_nmt_every_s": args.broker_nmt_every,
             "live_heap": args.live_heap,
@@ -1039,7 +1059,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "native": [asdict(n) for n in run.native],
         "live_heap": [asdict(h) for h in run.live_heap],
     }
-    name = result_name(context["fault_kinds"])
+    name = result_name(context["fault_kinds"], args.table_format)
     publish(name, table, data, write=not args.no_write)
     if not args.no_write:
         plot(run, RESULTS / f"{name}.png")
