@@ -181,6 +181,9 @@ def test_a_run_on_another_lake_format_is_named_apart() -> None:
     assert result_name(every, "iceberg") == "soak_iceberg"
     assert result_name(["CONSUMER_KILL"], "parquet") == "soak_parquet_consumer_kill"
     assert result_name(every, "delta") == result_name(every)
+    assert result_name(["SPARK_KILL"], "iceberg", compacting=True) == (
+        "soak_iceberg_compacting_spark_kill"
+    )
 
 
 def test_a_finished_run_is_analysed_again_from_what_it_recorded(tmp_path: Path) -> None:

@@ -196,9 +196,11 @@ class Soak:
         out: Path,
         seed: int,
         table_format: str = "delta",
+        compact_every_commits: int = 0,
     ):
         self.kafka, self.spark, self.out = kafka, spark, out
         self.table_format = table_format
+        self.compact_every_commits = compact_every_commits
         handle = kafka.broker_handle()
         assert isinstance(handle, ApacheKafka)
         self.apache = handle
@@ -247,6 +249,7 @@ class Soak:
             "AUTOSCALER_SPARK_REMOTE": self.spark.url,
             "AUTOSCALER_SPARK_WAREHOUSE": str(self.warehouse),
             "AUTOSCALER_SPARK_TABLE_FORMAT": self.table_format,
+            "AUTOSCALER_SPARK_COMPACT_EVERY_COMMITS": str(self.compact_every_commits),
         }
 
     def start_sidecar(self) -> None:
@@ -644,6 +647,14 @@ def report(figures: dict[str, Any], context: dict[str, Any]) -> str:
         f"{figures['steady_lag_p99']:.0f} records.",
         *omitted_line(context.get("fault_kinds")),
         *(
+            [
+                f"The consumers compacted the table beside their appends every "
+                f"{context['compact_every_commits']} commits (compact_every_commits)."
+            ]
+            if context.get("compact_every_commits")
+            else []
+        ),
+        *(
             ["Brokers ran with the JVM's native memory tracking (summary level)."]
             if context.get("broker_native_memory_tracking")
             else []
@@ -828,12 +839,13 @@ def missing_tools(kinds: Sequence[FaultKind]) -> list[str]:
     ]
 
 
-def result_name(kinds: Sequence[str], table_format: str = "delta") -> str:
+def result_name(kinds: Sequence[str], table_format: str = "delta", compacting: bool = False) -> str:
     """The name under results/: ``soak`` for every fault kind on Delta, ``soak_<kinds>`` for a
-    subset, ``soak_<format>[_<kinds>]`` on another format, so a run that leaves out some
-    faults (to judge growth of processes the kills restart) or writes another format does
-    not replace the full hour."""
+    subset, ``soak_<format>[_compacting][_<kinds>]`` on another format or with compaction, so
+    a run that leaves out some faults (to judge growth of processes the kills restart), writes
+    another format or compacts does not replace the full hour."""
     parts = ["soak"] + ([] if table_format == "delta" else [table_format])
+    parts += ["compacting"] if compacting else []
     if not set(kinds) >= {kind.name for kind in FaultKind}:
         parts += [kind.name.lower() for kind in FaultKind if kind.name in kinds]
     return "_".join(parts)
@@ -904,6 +916,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         default="delta",
         help="the lake format the consumers write (default delta)",
     )
+    parser.add_argument(
+        "--compact-every-commits",
+        type=int,
+        default=0,
+        metavar="N",
+        help="the consumers compact the table beside their appends every N commits "
+        "(default 0: never, the sink's default)",
+    )
     parser.add_argument("--no-write", action="store_true", help="print, do not save results/")
     parser.add_argument(
         "--report-from",
@@ -921,6 +941,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             name = result_name(
                 data.get("fault_kinds", [kind.name for kind in FaultKind]),
                 data.get("table_format", "delta"),
+                bool(data.get("compact_every_commits")),
             )
             (RESULTS / f"{name}.md").write_text(table + "\n")
             (RESULTS / f"{name}.json").write_text(json.dumps(data, indent=1) + "\n")
@@ -930,6 +951,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"--broker-nmt-every must be at least {MIN_NATIVE_SAMPLE_S:.0f} seconds, "
             f"got {args.broker_nmt_every:g}"
         )
+    if args.compact_every_commits < 0:
+        parser.error(f"--compact-every-commits must be >= 0, got {args.compact_every_commits}")
     if os.geteuid() != 0:
         parser.error("the soak needs root (tmpfs, cgroups, nftables)")
     if missing := missing_tools(args.faults):
@@ -959,7 +982,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         broker = kafka.broker_handle()
         broker.create_topic(TOPIC, PARTITIONS, BROKERS)
         broker.create_topic(SPEEDS, 1, BROKERS)
-        soak = Soak(kafka, spark, out, args.seed, args.table_format)
+        soak = Soak(kafka, spark, out, args.seed, args.table_format, args.compact_every_commits)
         soak.start_sidecar()
         stack.callback(soak.stop_sidecar)
         walk = RateWalk(
@@ -1038,6 +1061,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "seed": args.seed,
             "fault_kinds": [kind.name for kind in args.faults],
             "table_format": args.table_format,
+            "compact_every_commits": args.compact_every_commits,
             "broker_native_memory_tracking": args.broker_nmt,
             "broker_nmt_every_s": args.broker_nmt_every,
             "live_heap": args.live_heap,
@@ -1059,7 +1083,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "native": [asdict(n) for n in run.native],
         "live_heap": [asdict(h) for h in run.live_heap],
     }
-    name = result_name(context["fault_kinds"], args.table_format)
+    name = result_name(context["fault_kinds"], args.table_format, bool(args.compact_every_commits))
     publish(name, table, data, write=not args.no_write)
     if not args.no_write:
         plot(run, RESULTS / f"{name}.png")
