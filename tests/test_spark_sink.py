@@ -690,6 +690,20 @@ def numbered_batches(topic: str, count: int, value: bytes = b"ok") -> list[list[
     ]
 
 
+def test_a_database_name_holds_one_warehouse_per_spark_session(
+    sink_config: SparkSinkConfig, tmp_path: Path
+) -> None:
+    # The session's catalog knows the first warehouse's table by this name: a second sink
+    # writing there would put its rows in the other warehouse's table.
+    [batch] = numbered_batches("events", 1)
+    SparkTableSink(sink_config).write_blocking("events", records_table(batch))
+    elsewhere = dataclasses.replace(sink_config, warehouse=str(tmp_path / "elsewhere"))
+    with pytest.raises(ConfigError, match=f"database {sink_config.database}: .*elsewhere"):
+        SparkTableSink(elsewhere).write_blocking("events", records_table(batch))
+    assert key_counts(sink_config, "events") == Counter((r.partition, r.offset) for r in batch)
+    assert key_counts(elsewhere, "events") == Counter()
+
+
 def test_batches_staged_at_once_publish_in_order_and_discarded_ones_leave_nothing(
     sink_config: SparkSinkConfig,
 ) -> None:

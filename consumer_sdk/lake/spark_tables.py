@@ -25,7 +25,8 @@ from typing import Any
 import pyarrow as pa
 
 from consumer_sdk.lake.arrow_batch import DATE_COLUMN
-from consumer_sdk.lake.lake_session import lake_conf
+from consumer_sdk.lake.commit_checks import ICEBERG_CATALOG_IMPL
+from consumer_sdk.lake.lake_session import ICEBERG_DATA_DIR, lake_conf
 from consumer_sdk.lake.spark_config import SparkSinkConfig
 from consumer_sdk.lake.values.evolution import added_columns
 from consumer_sdk.lake.values.spark_ddl import SchemaError, parse_columns, sql_type
@@ -283,6 +284,7 @@ def create_table(
                 described["columns"], identifier, root, table_format
             ):
                 session.sql(statement)
+            _check_location(session, identifier, root, table_format, iceberg_catalog)
             if added:
                 _add_columns(session, identifier, descriptor, described, added)
             if table_format == "parquet":
@@ -302,6 +304,32 @@ def create_table(
         # after this (ours lists files instead).
         session.sql(f"ALTER TABLE {identifier} RECOVER PARTITIONS")
     session.sql(f"REFRESH TABLE {identifier}")
+
+
+def _check_location(
+    session: Any, identifier: str, root: Path, table_format: str, iceberg_catalog: str
+) -> None:
+    """Refuse a table this session's catalog already knows at another warehouse's place:
+    ``CREATE ... IF NOT EXISTS`` keeps the first registration, so a second warehouse's sink
+    under the same database (or Iceberg catalog) name would write into the first's table."""
+    if table_format == "iceberg":
+        implementation = session.conf.get(f"spark.sql.catalog.{iceberg_catalog}.catalog-impl", "")
+        if implementation != ICEBERG_CATALOG_IMPL:
+            return  # the user's own catalog: it places its tables where it likes
+        expected = root.parent.parent / ICEBERG_DATA_DIR
+    else:
+        expected = root
+    rows = session.sql(f"DESCRIBE TABLE EXTENDED {identifier}").collect()
+    location = next((str(row[1]) for row in rows if str(row[0]).strip() == "Location"), "")
+    place = Path(location.removeprefix("file://").removeprefix("file:"))
+    if location and not place.is_relative_to(expected):
+        database = identifier.split(".")[-2].strip("`")
+        raise ConfigError(
+            f"database {database}: this Spark session already holds {identifier} at "
+            f"{location}, not under {expected}; a database name (and an Iceberg catalog "
+            "name) holds one warehouse's tables per Spark session: give this sink its own "
+            "database (and iceberg_catalog)"
+        )
 
 
 def _create_statements(columns: str, identifier: str, root: Path, table_format: str) -> list[str]:
