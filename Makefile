@@ -9,8 +9,10 @@ DEMO_ARGS ?=
 export KAFKA_AUTOSCALER_CACHE ?= $(CURDIR)/.cache
 # podman and buildah read the project's settings, never the machine's (containers/).
 export CONTAINERS_CONF ?= $(CURDIR)/containers/containers.conf
-# The locked jars: Spark's lake formats (the SDK) and Apache Kafka (the local clusters).
-LOCKS := consumer_sdk/lake/locks/spark-lake.lock local_kafka/locks/apache-kafka.lock
+# The locked jars: Spark's lake formats (the SDK), Apache Kafka (the local clusters) and Kafka
+# Connect with Iceberg's sink (the peer tests and benchmarks run).
+LOCKS := consumer_sdk/lake/locks/spark-lake.lock local_kafka/locks/apache-kafka.lock \
+	local_kafka/locks/kafka-connect-iceberg.lock
 JARS_STAMP := $(KAFKA_AUTOSCALER_CACHE)/.jars-$(shell cat $(LOCKS) consumer_sdk/lake/java/kafkaautoscaler/*/*.java assignor/broker/java/kafkaautoscaler/*/*.java | cksum | cut -d' ' -f1)
 
 .PHONY: demo test test-setup lint docs lock cluster images test-images container-tools monitoring-tools bench bench-headline clean jars kube-binaries fuzz-tools fuzz

@@ -60,6 +60,14 @@ def test_malformed_locks_name_the_line(text: str, message: str) -> None:
         parse_lock(text)
 
 
+def test_a_new_lock_of_roots_alone_parses_only_to_be_regenerated() -> None:
+    text = "# root org.example:thing:1.2.3\n# exclude org.example:other\n"
+    lock = parse_lock(text, roots_only=True)
+    assert lock.roots == ("org.example:thing:1.2.3",) and lock.jars == ()
+    with pytest.raises(JarLockError, match="lists no jar"):
+        parse_lock(text)
+
+
 def test_fetch_verifies_and_reuses_the_cache(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

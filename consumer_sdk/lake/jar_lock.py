@@ -82,8 +82,9 @@ class JarLock:
     excludes: tuple[str, ...] = ()
 
 
-def parse_lock(text: str, *, source: str = "lock") -> JarLock:
-    """Parse a lock file's text; raise :class:`JarLockError` naming the bad line."""
+def parse_lock(text: str, *, source: str = "lock", roots_only: bool = False) -> JarLock:
+    """Parse a lock file's text; raise :class:`JarLockError` naming the bad line.
+    ``roots_only``: a new lock, its roots not resolved yet, may list no jar."""
     roots: list[str] = []
     excludes: list[str] = []
     directives = (
@@ -110,7 +111,7 @@ def parse_lock(text: str, *, source: str = "lock") -> JarLock:
             )
         group, artifact, version = parts[0].split(":")
         jars.append(LockedJar(group, artifact, version, parts[1]))
-    if not jars:
+    if not jars and not roots_only:
         raise JarLockError(f"{source}: lists no jar")
     return JarLock(tuple(roots), tuple(jars), tuple(excludes))
 
@@ -131,13 +132,13 @@ def _sort_key(jar: LockedJar) -> str:
     return jar.coordinate
 
 
-def read_lock(path: Path) -> JarLock:
-    """Read and parse the lock file at ``path``."""
+def read_lock(path: Path, *, roots_only: bool = False) -> JarLock:
+    """Read and parse the lock file at ``path`` (``roots_only``: as :func:`parse_lock`)."""
     try:
         text = path.read_text()
     except OSError as exc:
         raise JarLockError(f"cannot read lock file {path}: {exc.strerror}") from None
-    return parse_lock(text, source=str(path))
+    return parse_lock(text, source=str(path), roots_only=roots_only)
 
 
 def cache_dir() -> Path:
@@ -306,7 +307,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     locks: list[Path] = args.locks or sorted(LOCK_DIR.glob("*.lock"))
     try:
         for path in locks:
-            lock = read_lock(path)
+            lock = read_lock(path, roots_only=args.command == "regenerate")
             if args.command == "fetch":
                 paths = ensure_jars(lock)
                 size = sum(p.stat().st_size for p in paths)
