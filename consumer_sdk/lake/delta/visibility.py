@@ -20,11 +20,14 @@ import pyarrow.parquet as pq
 from consumer_sdk.lake.delta.history import LOG_DIR
 
 
-def file_visibility_s(path: Path, committed_ms: int, produced_after_ms: int) -> np.ndarray:
-    """Seconds from each row's Kafka timestamp in the data file at ``path`` to
-    ``committed_ms`` (epoch ms), for rows produced at or after ``produced_after_ms``."""
-    stamps = pq.read_table(path, columns=["timestamp"], partitioning=None)
-    in_ms = pc.cast(stamps.column("timestamp"), pa.timestamp("ms"), safe=False)
+def file_visibility_s(
+    path: Path, committed_ms: int, produced_after_ms: int, column: str = "timestamp"
+) -> np.ndarray:
+    """Seconds from each row's Kafka timestamp (``column``: a timestamp, or epoch ms) in the
+    data file at ``path`` to ``committed_ms`` (epoch ms), for rows produced at or after
+    ``produced_after_ms``."""
+    stamps = pq.read_table(path, columns=[column], partitioning=None)
+    in_ms = pc.cast(stamps.column(column), pa.timestamp("ms"), safe=False)
     millis: np.ndarray = pc.cast(in_ms, pa.int64()).to_numpy(zero_copy_only=False)
     kept: np.ndarray = (committed_ms - millis[millis >= produced_after_ms]) / 1000.0
     return kept
