@@ -9,10 +9,11 @@ DEMO_ARGS ?=
 export KAFKA_AUTOSCALER_CACHE ?= $(CURDIR)/.cache
 # podman and buildah read the project's settings, never the machine's (containers/).
 export CONTAINERS_CONF ?= $(CURDIR)/containers/containers.conf
-# The locked jars: Spark's lake formats (the SDK), Apache Kafka (the local clusters) and Kafka
-# Connect with Iceberg's sink (the peer tests and benchmarks run).
-LOCKS := consumer_sdk/lake/locks/spark-lake.lock local_kafka/locks/apache-kafka.lock \
-	local_kafka/locks/kafka-connect-iceberg.lock
+# The locked jars: Spark's lake formats (the SDK) and Apache Kafka (the local clusters); and,
+# for tests and benchmarks only, Kafka Connect with Iceberg's sink (the peer).
+LOCKS := consumer_sdk/lake/locks/spark-lake.lock local_kafka/locks/apache-kafka.lock
+PEER_LOCKS := local_kafka/locks/kafka-connect-iceberg.lock
+PEER_JARS_STAMP := $(KAFKA_AUTOSCALER_CACHE)/.peer-jars-$(shell cat $(PEER_LOCKS) | cksum | cut -d' ' -f1)
 JARS_STAMP := $(KAFKA_AUTOSCALER_CACHE)/.jars-$(shell cat $(LOCKS) consumer_sdk/lake/java/kafkaautoscaler/*/*.java assignor/broker/java/kafkaautoscaler/*/*.java | cksum | cut -d' ' -f1)
 
 .PHONY: demo test test-setup lint docs lock cluster images test-images container-tools monitoring-tools bench bench-headline clean jars kube-binaries fuzz-tools fuzz
@@ -42,6 +43,10 @@ $(JARS_STAMP): $(STAMP)
 	touch $(JARS_STAMP)
 
 jars: $(JARS_STAMP)
+
+$(PEER_JARS_STAMP): $(STAMP)
+	$(PY) -m consumer_sdk.lake.jar_lock fetch $(PEER_LOCKS)
+	touch $(PEER_JARS_STAMP)
 
 # etcd, kube-apiserver, kube-controller-manager and KEDA (operator, metrics server) for the
 # tests against a real control plane, a node's kubelet, kube-scheduler, containerd and pause,
@@ -123,9 +128,9 @@ test: $(STAMP)
 	scripts/run_suite.sh
 
 test-setup:
-	$(MAKE) -j1 lint docs $(JARS_STAMP) fuzz-tools monitoring-tools test-images
+	$(MAKE) -j1 lint docs $(JARS_STAMP) $(PEER_JARS_STAMP) fuzz-tools monitoring-tools test-images
 
-bench: $(STAMP) $(JARS_STAMP)
+bench: $(STAMP) $(JARS_STAMP) $(PEER_JARS_STAMP)
 	$(PY) -m benchmarks.run_all
 
 # The README's headline figures (pause, consume throughput, Spark sink, memory) re-measured

@@ -3,6 +3,8 @@ enough on shared machines). Results land in benchmarks/results/."""
 
 from __future__ import annotations
 
+from types import ModuleType
+
 from benchmarks import (
     consume_throughput,
     cooperative_rebalance,
@@ -22,24 +24,34 @@ from benchmarks.share_groups import table_kills as share_table_kills
 def main() -> int:
     """Run all benchmarks; non-zero if any failed."""
     status = 0
-    for module in (
-        paper,
-        latency,
-        planner_scale,
-        rack_packing,
-        embedded_memory,
-        consume_throughput,
-        spark_sink,
-        freshness,
-        delta_commit_cost,
-        cooperative_rebalance,
-        sidecar_cycle,
-        simulate,
-        share_groups,
-        share_table_kills,
-    ):
-        print(f"== {module.__name__}", flush=True)
-        status |= module.main([])
+    runs: list[tuple[ModuleType, list[str]]] = [
+        (module, [])
+        for module in (
+            paper,
+            latency,
+            planner_scale,
+            rack_packing,
+            embedded_memory,
+            consume_throughput,
+            spark_sink,
+            freshness,
+        )
+    ]
+    runs.append((freshness, ["--runs", ",".join(freshness.PEER_RUNS)]))
+    runs += [
+        (module, [])
+        for module in (
+            delta_commit_cost,
+            cooperative_rebalance,
+            sidecar_cycle,
+            simulate,
+            share_groups,
+            share_table_kills,
+        )
+    ]
+    for module, argv in runs:
+        print(f"== {module.__name__} {' '.join(argv)}".rstrip(), flush=True)
+        status |= module.main(argv)
     return status
 
 

@@ -67,6 +67,8 @@ RUNS = {
     "connect-iceberg-1s-0.5": ("iceberg", "connect-1s", 0.5),
 }
 DEFAULT_RUNS = [run for run in RUNS if not run.startswith("connect-")]
+# Ours beside the peer at one load: results/freshness_peers_<cluster>.
+PEER_RUNS = ["iceberg-0.5", "connect-iceberg-0.5", "connect-iceberg-1s-0.5"]
 CONNECT_INTERVAL_MS = {"connect-300s": 300_000, "connect-1s": 1000}
 CHECKPOINT_EVERY = {"beside": 100, "in-commit": 0}  # -> delta_checkpoint_every
 _APPENDED = re.compile(r"appended (\d+) row\(s\) and \d+ dead letter\(s\) in ([\d.]+) s")
