@@ -704,6 +704,17 @@ def test_a_database_name_holds_one_warehouse_per_spark_session(
     assert key_counts(elsewhere, "events") == Counter()
 
 
+def test_a_warehouse_named_through_dot_dots_is_its_own_place(
+    sink_config: SparkSinkConfig, tmp_path: Path
+) -> None:
+    # Spark reports the table's place normalized: the check above must not refuse it.
+    winding = str(tmp_path / "elsewhere" / ".." / "warehouse")
+    config = dataclasses.replace(sink_config, warehouse=winding)
+    [batch] = numbered_batches("events", 1)
+    SparkTableSink(config).write_blocking("events", records_table(batch))
+    assert key_counts(sink_config, "events") == Counter((r.partition, r.offset) for r in batch)
+
+
 def test_batches_staged_at_once_publish_in_order_and_discarded_ones_leave_nothing(
     sink_config: SparkSinkConfig,
 ) -> None:

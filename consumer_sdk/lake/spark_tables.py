@@ -18,6 +18,7 @@ import fcntl
 import json
 import logging
 import os
+import urllib.parse
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -321,8 +322,11 @@ def _check_location(
         expected = root
     rows = session.sql(f"DESCRIBE TABLE EXTENDED {identifier}").collect()
     location = next((str(row[1]) for row in rows if str(row[0]).strip() == "Location"), "")
-    place = Path(location.removeprefix("file://").removeprefix("file:"))
-    if location and not place.is_relative_to(expected):
+    written = location.removeprefix("file://").removeprefix("file:")
+    # Spark gives the path normalized ("a/../b" as "b"), and may give it URL-quoted.
+    places = {Path(os.path.normpath(p)) for p in (written, urllib.parse.unquote(written))}
+    home = Path(os.path.normpath(expected))
+    if location and not any(place.is_relative_to(home) for place in places):
         database = identifier.split(".")[-2].strip("`")
         raise ConfigError(
             f"database {database}: this Spark session already holds {identifier} at "
