@@ -68,10 +68,17 @@ RUNS = {
     "connect-iceberg-0.5": ("iceberg", "connect-300s", 0.5),
     "connect-iceberg-1s-0.5": ("iceberg", "connect-1s", 0.5),
 }
-DEFAULT_RUNS = [run for run in RUNS if not run.startswith("connect-")]
+CONNECT_INTERVAL_MS = {"connect-300s": 300_000, "connect-1s": 1000}
+
+
+def by_connect(run: str) -> bool:
+    """Whether ``run`` measures Kafka Connect's Iceberg sink rather than ours."""
+    return RUNS[run][1] in CONNECT_INTERVAL_MS
+
+
+DEFAULT_RUNS = [run for run in RUNS if not by_connect(run)]
 # Ours beside the peer at one load: results/freshness_peers_<cluster>.
 PEER_RUNS = ["iceberg-0.5", "connect-iceberg-0.5", "connect-iceberg-1s-0.5"]
-CONNECT_INTERVAL_MS = {"connect-300s": 300_000, "connect-1s": 1000}
 CHECKPOINT_EVERY = {"beside": 100, "in-commit": 0}  # -> delta_checkpoint_every
 LOGS = Path(tempfile.gettempdir()) / "kafka-autoscaler-freshness"  # each run's sink log
 _APPENDED = re.compile(r"appended (\d+) row\(s\) and \d+ dead letter\(s\) in ([\d.]+) s")
@@ -158,7 +165,7 @@ def run_once(
 ) -> dict[str, Any]:
     """One sink process under the load; its table's freshness, its appends and its CPU."""
     table_format, checkpoints, load = RUNS[run]
-    connect = checkpoints.startswith("connect-")
+    connect = by_connect(run)
     rate = args.capacity * load
     config = SparkSinkConfig(warehouse=str(warehouse), table_format=table_format)
     table = table_name_for(topic)
@@ -322,9 +329,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"| {r['cores']:.2f} | {r['records_per_cpu_s']:,.0f} | {r['not_landed']:,} |"
         for r in rows
     ]
-    name = (
-        "freshness_peers" if any(RUNS[r][1].startswith("connect-") for r in runs) else "freshness"
-    )
+    name = "freshness_peers" if any(by_connect(r) for r in runs) else "freshness"
     publish(f"{name}_{args.cluster}", "\n".join(lines), {"args": vars(args), "rows": rows})
     return 0
 

@@ -285,7 +285,7 @@ def create_table(
                 described["columns"], identifier, root, table_format
             ):
                 session.sql(statement)
-            _check_location(session, identifier, root, table_format, iceberg_catalog)
+            _check_location(session, database, identifier, root, table_format, iceberg_catalog)
             if added:
                 _add_columns(session, identifier, descriptor, described, added)
             if table_format == "parquet":
@@ -308,7 +308,12 @@ def create_table(
 
 
 def _check_location(
-    session: Any, identifier: str, root: Path, table_format: str, iceberg_catalog: str
+    session: Any,
+    database: str,
+    identifier: str,
+    root: Path,
+    table_format: str,
+    iceberg_catalog: str,
 ) -> None:
     """Refuse a table this session's catalog already knows at another warehouse's place:
     ``CREATE ... IF NOT EXISTS`` keeps the first registration, so a second warehouse's sink
@@ -327,7 +332,6 @@ def _check_location(
     places = {Path(os.path.normpath(p)) for p in (written, urllib.parse.unquote(written))}
     home = Path(os.path.normpath(expected))
     if location and not any(place.is_relative_to(home) for place in places):
-        database = identifier.split(".")[-2].strip("`")
         raise ConfigError(
             f"database {database}: this Spark session already holds {identifier} at "
             f"{location}, not under {expected}; a database name (and an Iceberg catalog "
