@@ -69,6 +69,7 @@ class LoadGenerator(threading.Thread):
         self.started_at = time.monotonic()
         self._halt = threading.Event()
         self._owed: dict[TopicPartition, float] = {}
+        self._next_walk = 1.0
 
     def _delivered(self, err: Any, msg: Any) -> None:
         if err is None:
@@ -84,25 +85,31 @@ class LoadGenerator(threading.Thread):
         """Seconds since the load started."""
         return time.monotonic() - self.started_at
 
-    def run(self) -> None:
-        # Created and dropped here: a producer must not outlive the broker it talks to.
-        producer = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 10})
-        next_walk = 1.0
-        while not self._halt.is_set() and self.elapsed() < self.walk.duration_s:
-            if self.elapsed() >= next_walk:
-                self.walk.advance()
-                next_walk += 1.0
-            for tp, rate in self.walk.current(self.elapsed()).items():
-                owed = self._owed.get(tp, 0.0) + rate * TICK_S
-                whole = int(owed)
-                self._owed[tp] = owed - whole
-                for _ in range(whole):
+    def produce_tick(self, producer: Producer) -> None:
+        """One tick of the walk's rates (and, once a second, its step) handed to ``producer``."""
+        while self.elapsed() >= self._next_walk:
+            self.walk.advance()
+            self._next_walk += 1.0
+        for tp, rate in self.walk.current(self.elapsed()).items():
+            owed = self._owed.get(tp, 0.0) + rate * TICK_S
+            whole = int(owed)
+            self._owed[tp] = owed - whole
+            for _ in range(whole):
+                try:
                     producer.produce(
                         tp.topic,
                         value=self.value,
                         partition=tp.partition,
                         on_delivery=self._delivered,
                     )
-            producer.poll(0)
+                except BufferError:
+                    self.failed += 1  # the local queue is full while the brokers are away
+        producer.poll(0)
+
+    def run(self) -> None:
+        # Created and dropped here: a producer must not outlive the broker it talks to.
+        producer = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 10})
+        while not self._halt.is_set() and self.elapsed() < self.walk.duration_s:
+            self.produce_tick(producer)
             self._halt.wait(TICK_S)
         producer.flush(60)

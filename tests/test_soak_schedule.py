@@ -184,6 +184,10 @@ def test_a_run_on_another_lake_format_is_named_apart() -> None:
     assert result_name(["SPARK_KILL"], "iceberg", compacting=True) == (
         "soak_iceberg_compacting_spark_kill"
     )
+    assert result_name(every, producer="transactional") == "soak_transactional"
+    assert result_name(["BROKER_KILL"], "iceberg", producer="transactional") == (
+        "soak_iceberg_transactional_broker_kill"
+    )
 
 
 def test_a_finished_run_is_analysed_again_from_what_it_recorded(tmp_path: Path) -> None:

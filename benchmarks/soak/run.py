@@ -12,6 +12,11 @@ partition, no steps. The first ``--warm-up`` seconds have no fault; they give th
 state's lag p99. A fault never begins before the last one is judged (its lag back under that
 p99, or 60 s after its repair): the schedule's later faults move back by the wait.
 
+With ``--producer transactional`` the load is written by confluent-kafka's transactional
+producer (a transaction a second, every fifth aborted, through the broker kills too), and the
+checker reads the log with ``read_committed`` at the end: the table must hold exactly the
+records of committed transactions, once, and none of an aborted one.
+
 Figures: records produced, missing and duplicated in the table (read by delta-rs, pyiceberg or
 pyarrow and the offset ledger); per fault,
 the time from its repair until the lag is back under the steady-state p99 (target 60 s); RSS
@@ -73,6 +78,12 @@ from benchmarks.soak.slopes import slope_error_per_10_min, slope_per_10_min
 from benchmarks.support.lake_readers import key_counts
 from benchmarks.support.machine import broker_line, machine_line
 from benchmarks.support.report import RESULTS, publish, row
+from benchmarks.support.transactional_load import (
+    Record,
+    TransactionalLoad,
+    TransactionOutcomes,
+    committed_in_log,
+)
 from consumer_sdk.lake.spark_config import SparkSinkConfig
 from consumer_sdk.lake.spark_connect import SparkConnectServer
 from contract.local_ports import free_port
@@ -660,10 +671,7 @@ def report(figures: dict[str, Any], context: dict[str, Any]) -> str:
             else []
         ),
         "",
-        f"**Records**: {context['produced']} produced, {context['missing']} missing, "
-        f"{context['duplicated']} duplicated in the {table_format.capitalize()} table (read by "
-        f"{READERS[table_format]}); "
-        f"{context['failed_sends']} sends failed at the producer.",
+        *records_lines(context, table_format),
         "",
         row("fault", "count", "skipped", "lag back <= 60 s", "recovery p50 / max (s)")
         + " /healthz as expected |",
@@ -839,13 +847,69 @@ def missing_tools(kinds: Sequence[FaultKind]) -> list[str]:
     ]
 
 
-def result_name(kinds: Sequence[str], table_format: str = "delta", compacting: bool = False) -> str:
+def transaction_figures(
+    outcomes: TransactionOutcomes, in_log: set[Record], rows: set[Record], replaced: int
+) -> dict[str, Any]:
+    """What the transactional producer's records became, in the log and in the table."""
+    return {
+        "transactions": outcomes.transactions,
+        "producers_replaced": replaced,
+        "aborted_records": len(outcomes.aborted),
+        "aborted_landed": len(outcomes.aborted & rows),
+        "unknown_records": len(outcomes.unknown),
+        "unknown_committed": len(outcomes.unknown & in_log),
+        "committed_not_in_log": len(outcomes.committed - in_log),
+        "aborted_in_log": len(outcomes.aborted & in_log),
+        "landed_not_committed": len(rows - in_log),
+    }
+
+
+def records_lines(context: Mapping[str, Any], table_format: str) -> list[str]:
+    """The report's line on records: for a transactional producer, what each transaction's
+    records became and what of them the table holds."""
+    table = (
+        f"{context['missing']} missing, {context['duplicated']} duplicated in the "
+        f"{table_format.capitalize()} table (read by {READERS[table_format]})"
+    )
+    if context.get("producer", "plain") == "plain":
+        return [
+            f"**Records**: {context['produced']} produced, {table}; "
+            f"{context['failed_sends']} sends failed at the producer."
+        ]
+    done = context["transactions"]
+    return [
+        f"**Records**: {context['produced']} in committed transactions (what a read_committed "
+        f"reader finds in the log), {table}; **{context['aborted_landed']} of "
+        f"{context['aborted_records']} records of aborted transactions landed**, and "
+        f"{context['landed_not_committed']} rows in all that the log does not hold as "
+        "committed.",
+        "",
+        f"The producer (confluent-kafka, transactional, zstd, a transaction a second, every "
+        f"fifth aborted on purpose): {done['committed']} transactions committed, "
+        f"{done['aborted']} aborted, {done['unknown']} of unknown outcome when the producer "
+        f"had to be replaced ({context['producers_replaced']} times; of their "
+        f"{context['unknown_records']} acknowledged records the log holds "
+        f"{context['unknown_committed']} as committed); "
+        f"{context['committed_not_in_log']} records of transactions whose commit succeeded "
+        f"were not in the log, {context['aborted_in_log']} of aborted ones were; "
+        f"{context['failed_sends']} sends failed at the producer.",
+    ]
+
+
+def result_name(
+    kinds: Sequence[str],
+    table_format: str = "delta",
+    compacting: bool = False,
+    producer: str = "plain",
+) -> str:
     """The name under results/: ``soak`` for every fault kind on Delta, ``soak_<kinds>`` for a
-    subset, ``soak_<format>[_compacting][_<kinds>]`` on another format or with compaction, so
-    a run that leaves out some faults (to judge growth of processes the kills restart), writes
-    another format or compacts does not replace the full hour."""
+    subset, ``soak_[<format>_][compacting_][transactional_]<kinds>`` on another format, with
+    compaction or a transactional producer, so a run that leaves out some faults (to judge
+    growth of processes the kills restart), writes another format, compacts or reads
+    transactions does not replace the full hour."""
     parts = ["soak"] + ([] if table_format == "delta" else [table_format])
     parts += ["compacting"] if compacting else []
+    parts += [] if producer == "plain" else [producer]
     if not set(kinds) >= {kind.name for kind in FaultKind}:
         parts += [kind.name.lower() for kind in FaultKind if kind.name in kinds]
     return "_".join(parts)
@@ -876,7 +940,8 @@ def min_span_s(duration_s: float) -> float:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the soak; exit 1 if a record is missing or duplicated."""
+    """Run the soak; exit 1 if a record is missing or duplicated, or (transactional) a row
+    is not of a committed transaction."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--duration", type=float, default=3600.0, help="seconds of load")
     parser.add_argument(
@@ -924,6 +989,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="the consumers compact the table beside their appends every N commits "
         "(default 0: never, the sink's default)",
     )
+    parser.add_argument(
+        "--producer",
+        choices=("plain", "transactional"),
+        default="plain",
+        help="plain: acknowledged records, no transactions (default); transactional: "
+        "confluent-kafka's transactional producer, a transaction a second, every fifth "
+        "aborted; the table must hold what a read_committed reader finds in the log, once",
+    )
     parser.add_argument("--no-write", action="store_true", help="print, do not save results/")
     parser.add_argument(
         "--report-from",
@@ -942,6 +1015,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 data.get("fault_kinds", [kind.name for kind in FaultKind]),
                 data.get("table_format", "delta"),
                 bool(data.get("compact_every_commits")),
+                data.get("producer", "plain"),
             )
             (RESULTS / f"{name}.md").write_text(table + "\n")
             (RESULTS / f"{name}.json").write_text(json.dumps(data, indent=1) + "\n")
@@ -995,7 +1069,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             step_down=1.0,
             seed=args.seed,
         )
-        load = LoadGenerator(kafka.bootstrap_servers, walk, value_bytes=200)
+        load = (
+            TransactionalLoad(kafka.bootstrap_servers, walk, value_bytes=200)
+            if args.producer == "transactional"
+            else LoadGenerator(kafka.bootstrap_servers, walk, value_bytes=200)
+        )
         soak.started = load.started_at = time.monotonic()
         load.start()
         sampler = Sampler(soak, run)
@@ -1053,6 +1131,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                     thread.join(150)
             soak.stop_sidecar()
         rows = landed(warehouse, args.table_format)
+        in_log = (
+            committed_in_log(kafka.bootstrap_servers, TOPIC, PARTITIONS)
+            if isinstance(load, TransactionalLoad)
+            else None
+        )
         context = {
             "machine": machine_line(),
             "broker": broker_line(kafka),
@@ -1065,8 +1148,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             "broker_native_memory_tracking": args.broker_nmt,
             "broker_nmt_every_s": args.broker_nmt_every,
             "live_heap": args.live_heap,
+            "producer": args.producer,
         }
     produced = {(p, o) for (_, p, o) in load.acked}
+    if isinstance(load, TransactionalLoad) and in_log is not None:
+        context |= transaction_figures(load.outcomes, in_log, set(rows), load.replaced)
+        produced = in_log
     context |= {
         "produced": len(produced),
         "missing": len(produced - set(rows)),
@@ -1083,13 +1170,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         "native": [asdict(n) for n in run.native],
         "live_heap": [asdict(h) for h in run.live_heap],
     }
-    name = result_name(context["fault_kinds"], args.table_format, bool(args.compact_every_commits))
+    name = result_name(
+        context["fault_kinds"],
+        args.table_format,
+        bool(args.compact_every_commits),
+        args.producer,
+    )
     publish(name, table, data, write=not args.no_write)
     if not args.no_write:
         plot(run, RESULTS / f"{name}.png")
     (out / "soak.md").write_text(table + "\n")
     (out / "soak.json").write_text(json.dumps(data) + "\n")
-    return 0 if context["missing"] == 0 and context["duplicated"] == 0 else 1
+    exact = context["missing"] == 0 and context["duplicated"] == 0
+    return 0 if exact and not context.get("landed_not_committed") else 1
 
 
 if __name__ == "__main__":
