@@ -887,7 +887,7 @@ def records_lines(context: Mapping[str, Any], table_format: str) -> list[str]:
         f"The producer (confluent-kafka, transactional, zstd, a transaction a second, every "
         f"fifth aborted on purpose): {done['committed']} transactions committed, "
         f"{done['aborted']} aborted, {done['unknown']} of unknown outcome when the producer "
-        f"had to be replaced ({context['producers_replaced']} times; of their "
+        f"had to be replaced ({context['producers_replaced']} replacement(s); of their "
         f"{context['unknown_records']} acknowledged records the log holds "
         f"{context['unknown_committed']} as committed); "
         f"{context['committed_not_in_log']} records of transactions whose commit succeeded "
