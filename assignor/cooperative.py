@@ -172,10 +172,11 @@ def gives_partitions(
 
 
 def holds_sync_back(plan: CooperativePlan, members: Mapping[str, MemberData | None]) -> bool:
-    """Whether the leader should hold its SyncGroup back (consumer_sdk.cooperative's grace):
-    in a round that withholds partitions, so that every member's sync is answered before the
-    hand-over round starts; but not in one that also gives partitions (to ``members``, as
-    they joined), whose new owners would wait that long with the partitions read by nobody."""
+    """Whether the leader should hold its SyncGroup back (the grace of
+    consumer_sdk.kafka_client.cooperative): in a round that withholds partitions, so that every
+    member's sync is answered before the hand-over round starts; but not in one that also
+    gives partitions (to ``members``, as they joined), whose new owners would wait that long
+    with the partitions read by nobody."""
     return bool(plan.withheld) and not gives_partitions(plan.assignment, members)
 
 

@@ -37,7 +37,7 @@ from benchmarks.support.machine import (
 from benchmarks.support.report import publish
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.consumer import AutoscalingConsumer
-from consumer_sdk.records.columnar_fetch import COLUMNAR, install
+from consumer_sdk.kafka_client.columnar_fetch import COLUMNAR, install
 from consumer_sdk.records.native_decoder import native_available
 from consumer_sdk.sink import CallbackSink, Record
 from local_kafka.clusters import ClusterKind, kafka_cluster
@@ -141,7 +141,7 @@ def run_aiokafka(
     bootstrap: str, topic: str, group: str, expected: int, columnar: bool = False
 ) -> float:
     """Seconds from assignment to the last record with aiokafka's getmany; with
-    ``columnar``, fetched as Arrow columns (consumer_sdk.records.columnar_fetch), no record
+    ``columnar``, fetched as Arrow columns (consumer_sdk.kafka_client.columnar_fetch), no record
     objects."""
 
     async def go() -> float:
@@ -380,7 +380,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "nor the last batch, which waits out the 0.25 s when the topic does not end at a "
         "batch boundary. "
         "Columnar fetch: aiokafka's fetcher handing over Arrow columns decoded natively "
-        f"(consumer_sdk.records.columnar_fetch; native decoder built: {native_available()}).",
+        f"(consumer_sdk.kafka_client.columnar_fetch; native decoder built: {native_available()}).",
         "",
         "Compressed topics (lz4, zstd) hold text-like values (a small alphabet, words of "
         "varied length), the uncompressed ones one repeated byte as before; MiB/s counts "

@@ -20,7 +20,7 @@ from typing import Any
 from benchmarks.consume_throughput import PARTITIONS, fill, run_aiokafka, run_sdk
 from benchmarks.support.machine import add_cluster_option, broker_line, machine_line
 from benchmarks.support.report import publish
-from consumer_sdk.records.columnar_fetch import install
+from consumer_sdk.kafka_client.columnar_fetch import install
 from consumer_sdk.records.native_decoder import native_available
 from local_kafka.clusters import ClusterKind, kafka_cluster
 

@@ -23,7 +23,6 @@ import time
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
 from aiokafka.errors import KafkaError
@@ -34,10 +33,12 @@ from assignor.cooperative import COOPERATIVE
 from assignor.plugin import MemberState, PluginStats, build_assignor
 from consumer_sdk import metrics
 from consumer_sdk.config import ConsumerConfig
-from consumer_sdk.cooperative import CooperativeCoordinator, make_cooperative
 from consumer_sdk.health import ConsumerHealth, register, unregister
+from consumer_sdk.kafka_client import group as membership
+from consumer_sdk.kafka_client.columnar_fetch import BoundedRecords, ColumnarDecoding, install
+from consumer_sdk.kafka_client.cooperative import is_cooperative, make_cooperative
+from consumer_sdk.kafka_client.fetch_budget import limit_fetch_ahead, wake_fetcher
 from consumer_sdk.kafka_client.properties import aiokafka_properties
-from consumer_sdk.kafka_client.topic_ids import consumer_topic_ids
 from consumer_sdk.loop_watch import LoopStallWatch
 from consumer_sdk.pipeline.commit import OffsetCommits
 from consumer_sdk.pipeline.drain import DrainMeter, backlog_behind
@@ -47,9 +48,7 @@ from consumer_sdk.pipeline.resume import ResumeLookups
 from consumer_sdk.pipeline.retry import RetryPolicy
 from consumer_sdk.pipeline.stuck import StuckPartitions
 from consumer_sdk.pipeline.write import BatchWriter, WriteAbandoned, WrittenBatch
-from consumer_sdk.records.columnar_fetch import BoundedRecords, ColumnarDecoding, install
 from consumer_sdk.records.corrupt_fetches import CORRUPT_FETCHES
-from consumer_sdk.records.fetch_budget import limit_fetch_ahead, wake_fetcher
 from consumer_sdk.records.fetch_sizes import (
     PARTITION_FETCH_BYTES,
     fetch_ahead_room,
@@ -63,6 +62,7 @@ from consumer_sdk.snapshot_cache import SnapshotCache
 from consumer_sdk.stopping import run_until_signalled
 from consumer_sdk.warmup import warm_record_path
 from contract.errors import first_line
+from contract.kafka_client.topic_ids import consumer_topic_ids
 from contract.overload import OverloadWatch, replan_can_help
 from contract.refusals import Refusal, refusal
 from contract.settings import ConfigError
@@ -418,16 +418,15 @@ class AutoscalingConsumer:
         still read them; the deadline of that hand-over (now, when there is nothing to hand
         over or the group does not rebalance cooperatively)."""
         now = time.monotonic()
-        coordinator = getattr(self._consumer, "_coordinator", None)
         if (
             self.config.leave_handover_secs <= 0
             or not self.assigned
-            or not isinstance(coordinator, CooperativeCoordinator)
+            or not is_cooperative(self._consumer)
             or self.state.group_mode != COOPERATIVE
         ):
             return now
         self.state.leaving = True
-        coordinator.request_rejoin()
+        membership.request_rejoin(self._consumer)
         log.info(
             "stopping: handing %d partition(s) over to the rest of group %s before leaving",
             len(self.assigned),
@@ -575,9 +574,8 @@ class AutoscalingConsumer:
 
     def _capacity_report(self) -> str:
         """What every offset commit carries: this member's drain measurement."""
-        coordinator: Any = getattr(self._consumer, "_coordinator", None)
-        member = getattr(coordinator, "member_id", "")
-        if not isinstance(member, str) or not member:  # not joined yet
+        member = membership.member_id(self._consumer)
+        if not member:  # not joined yet
             return ""
         return self.drain.report(member, self._commits.attempts).encode()
 
@@ -589,9 +587,8 @@ class AutoscalingConsumer:
             return
         load = sum(view.speeds.get(tp, 0.0) for tp in self.assigned)
         capacity = view.capacity or self.config.capacity  # measured, when the sidecar says
-        coordinator: Any = getattr(self._consumer, "_coordinator", None)
         now = time.monotonic()
-        if not self.overload.observe(now, load, capacity) or coordinator is None:
+        if not self.overload.observe(now, load, capacity) or not membership.joined(self._consumer):
             return
         members = self.state.group_size
         if not replan_can_help(view.speeds, capacity, members, self.config.heuristic):
@@ -616,7 +613,7 @@ class AutoscalingConsumer:
             over_s,
             owed_s,
         )
-        coordinator.request_rejoin()
+        membership.request_rejoin(self._consumer)
 
     # rebalance callbacks -------------------------------------------------------------------
     async def _on_revoked(self, revoked: set[KafkaTopicPartition]) -> None:
@@ -699,13 +696,12 @@ class AutoscalingConsumer:
         one-round hand-over, release them instead (see :meth:`_release_revoked`), except
         those of them it never read (``unread``): it has nothing of them to release."""
         self._fetch.revoking |= revoked
-        coordinator: Any = getattr(self._consumer, "_coordinator", None)
         asked = time.monotonic()
         try:
             async with self._lock:
+                generation = membership.generation(self._consumer)
                 # Only a cooperative member's partitions go to a new owner awaiting them.
-                if self.state.releases and self.state.cooperative and coordinator is not None:
-                    generation = int(coordinator.generation)
+                if self.state.releases and self.state.cooperative and generation is not None:
                     await self._release_revoked(revoked - unread, generation, asked)
                 else:
                     await self._write_revoked(revoked)
@@ -813,11 +809,7 @@ class AutoscalingConsumer:
         self, partitions: list[KafkaTopicPartition]
     ) -> dict[KafkaTopicPartition, tuple[int, str | None]]:
         """The group's committed offsets of ``partitions`` with their metadata."""
-        coordinator: Any = getattr(self._consumer, "_coordinator", None)
-        if coordinator is None:
-            return {}
-        found = await coordinator.fetch_committed_offsets(partitions)
-        return {tp: (int(m.offset), m.metadata) for tp, m in found.items()}
+        return await membership.committed_marks(self._consumer, partitions)
 
     def _stopped_reading(self, partitions: set[TopicPartition]) -> None:
         """This member stops reading ``partitions`` (revoked, or left): log those it read."""
@@ -840,12 +832,11 @@ class AutoscalingConsumer:
 
     async def _on_assigned(self, assigned: set[KafkaTopicPartition]) -> None:
         consumer = self._consumer
-        coordinator: Any = getattr(consumer, "_coordinator", None)
         if self._lost:  # lost with an earlier membership: the join that lost them is done
             self._fetch.revoking_ended(self._lost)
             self._lost = set()
-        if coordinator is not None:
-            self.state.generation = int(coordinator.generation)
+        if (generation := membership.generation(consumer)) is not None:
+            self.state.generation = generation
         added = {TopicPartition(tp.topic, tp.partition) for tp in assigned}
         self._change_ownership("assigned", added)
         awaited = {KafkaTopicPartition(tp.topic, tp.partition) for tp in self.state.awaiting}

@@ -20,7 +20,7 @@ from aiokafka.structs import TopicPartition as KafkaTopicPartition
 
 from assignor.group_plan import SpeedView
 from consumer_sdk import metrics
-from contract.metadata import seek_to_tail, topic_partitions
+from contract.kafka_client.metadata import seek_to_tail, topic_partitions
 from contract.snapshot import Snapshot, SnapshotError, decode
 
 log = logging.getLogger(__name__)

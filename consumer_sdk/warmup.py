@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from aiokafka.structs import TopicPartition as KafkaTopicPartition
 
+from consumer_sdk.kafka_client.record_batches import BatchRecord, build_batch
 from consumer_sdk.records.pending_columns import PendingColumns
 from consumer_sdk.records.record_columns import decode_records
 from consumer_sdk.sink import Record, RecordsView, records_table
@@ -25,18 +25,8 @@ _TOPIC = "warm-up"
 
 def sample_batch() -> bytes:
     """A v2 record batch of two records (a null key, a header): what a fetch brings."""
-    builder = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=0,
-        is_transactional=0,
-        producer_id=-1,
-        producer_epoch=-1,
-        base_sequence=-1,
-        batch_size=1 << 16,
-    )
-    builder.append(0, timestamp=0, key=b"k", value=b"v", headers=[])
-    builder.append(1, timestamp=0, key=None, value=b"v", headers=[("h", b"x")])
-    return bytes(builder.build())
+    records = [BatchRecord(0, 0, b"k", b"v"), BatchRecord(1, 0, None, b"v", [("h", b"x")])]
+    return bytes(build_batch(records))
 
 
 def warm_record_path(columnar: bool) -> int:

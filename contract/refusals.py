@@ -9,7 +9,6 @@ which setting to look at, for the log, ``/healthz``, ``/status`` and a metric's 
 
 from __future__ import annotations
 
-import asyncio
 import enum
 import ssl
 from collections.abc import Mapping
@@ -27,6 +26,7 @@ from aiokafka.errors import (
     UnsupportedSaslMechanismError,
 )
 
+from contract.kafka_client.connections import probe
 from contract.security import SECURITY_PROTOCOLS, SecurityFields
 
 
@@ -199,20 +199,14 @@ async def diagnose(
     """Connect to each bootstrap server with the clients' ``options`` (from
     :func:`contract.security.aiokafka_options`); ``None`` if one takes the connection (the
     failure was elsewhere), else the refusal of the first server."""
-    from aiokafka.conn import create_conn
-
     first: Refusal | None = None
     for address in bootstrap_servers.split(","):
         host, _, port = address.strip().rpartition(":")
         try:
-            connection = await asyncio.wait_for(
-                create_conn(host, int(port), request_timeout_ms=int(timeout_s * 1000), **options),
-                timeout_s,
-            )
+            await probe(host, int(port), options, timeout_s)
         except (OSError, KafkaError, TimeoutError) as exc:
             first = first or explain(exc, address.strip(), settings)
             continue
-        connection.close()
         return None
     return first
 

@@ -1,9 +1,9 @@
 """atheris harness for what the sidecar and the consumers read from each other through Kafka:
 the capacity report in offset-commit metadata (contract.capacity) and the speed snapshot
 (contract.snapshot), hostile or broken; the share-group responses the sidecar reads from
-the brokers (sidecar.share_groups.requests); and what group members send each other through
+the brokers (contract.kafka_client.share_requests); and what group members send each other through
 the coordinator (a member's userdata, an assignment's, commit metadata's release mark); the
-Metadata response the SDK reads topic ids from (consumer_sdk.kafka_client.topic_ids).
+Metadata response the SDK reads topic ids from (contract.kafka_client.topic_ids).
 
 The first input byte picks the decoder (its value mod 6: report, snapshot, share offsets,
 share group description, group member data, topic ids), the rest is the record. Each
@@ -43,23 +43,23 @@ with atheris.instrument_imports(
         released_generation,
     )
     from assignor.member_data import decode_member_data
-    from consumer_sdk.kafka_client.topic_ids import (
-        MetadataResponse_v12,
-        TopicIdsError,
-        topic_ids_in,
-    )
     from contract.capacity import CapacityReportError
     from contract.capacity import decode as decode_report
-    from contract.snapshot import SnapshotError
-    from contract.snapshot import decode as decode_snapshot
-    from sidecar.capacity import CapacityEstimate
-    from sidecar.share_groups.requests import (
+    from contract.kafka_client.share_requests import (
         DescribeShareGroupOffsetsResponse_v1,
         ShareGroupDescribeResponse_v1,
         ShareResponseError,
         share_group_description,
         share_offsets,
     )
+    from contract.kafka_client.topic_ids import (
+        MetadataResponse_v12,
+        TopicIdsError,
+        topic_ids_in,
+    )
+    from contract.snapshot import SnapshotError
+    from contract.snapshot import decode as decode_snapshot
+    from sidecar.capacity import CapacityEstimate
 
 
 def test_one_input(data: bytes) -> None:

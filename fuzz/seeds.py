@@ -118,7 +118,7 @@ def control_plane_seeds() -> list[bytes]:
         DrainRule(30.0, 5.0),
         2310.5,
     )
-    from sidecar.share_groups.requests import (
+    from contract.kafka_client.share_requests import (
         DescribeShareGroupOffsetsResponse_v1,
         ShareGroupDescribeResponse_v1,
     )
@@ -147,7 +147,7 @@ def control_plane_seeds() -> list[bytes]:
     member_data = MemberData("sink-0", "repair", 2310.5, 7, owned, True, False, False, True)
     assignment = encode_assignment_data(COOPERATIVE, True, 3, owned[:1], one_round=True)
     group = [member_data.encode(), assignment, mark_released('{"cap":1}', 7).encode()]
-    from consumer_sdk.kafka_client.topic_ids import MetadataResponse_v12
+    from contract.kafka_client.topic_ids import MetadataResponse_v12
 
     partition: tuple[object, ...] = (0, 0, 1, 4, [1], [1], [], {})
     metadata = MetadataResponse_v12(

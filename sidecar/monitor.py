@@ -19,26 +19,26 @@ from typing import Any, NamedTuple
 from aiokafka import AIOKafkaConsumer
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import IncompatibleBrokerVersion, KafkaError
-from aiokafka.protocol.commit import OffsetFetchRequest
 from aiokafka.structs import TopicPartition as KafkaTopicPartition
 
 from assignor import TopicPartition
 from assignor.backlog import DrainRule
 from assignor.plugin import partition_racks
 from assignor.types import partitions_by_topic
-from contract.metadata import topic_partitions
-from contract.settings import READ_COMMITTED
-from contract.snapshot import UNITS, PartitionStat, Snapshot
-from sidecar.log_dirs import DescribeLogDirsRequest, partition_sizes
-from sidecar.offset_fetch import OffsetFetchFailed, committed_offsets
-from sidecar.open_transactions import HeldOpen, OpenTransactions, held_open_line
-from sidecar.share_groups.requests import (
+from contract.kafka_client import requests as kafka_requests
+from contract.kafka_client.log_dirs import DescribeLogDirsRequest, partition_sizes
+from contract.kafka_client.metadata import topic_partitions
+from contract.kafka_client.share_requests import (
     DescribeShareGroupOffsetsRequest,
     ShareGroupDescribeRequest,
     ShareResponseError,
     share_group_description,
     share_offsets,
 )
+from contract.settings import READ_COMMITTED
+from contract.snapshot import UNITS, PartitionStat, Snapshot
+from sidecar.offset_fetch import OffsetFetchFailed, committed_offsets
+from sidecar.open_transactions import HeldOpen, OpenTransactions, held_open_line
 from sidecar.speed import SpeedTracker
 
 log = logging.getLogger(__name__)
@@ -244,7 +244,9 @@ class Monitor:
         if self.rack_locality != "none" and partitions:
             # The metadata the partitions were just read from: leaders, replicas, racks.
             reading.partition_racks = partition_racks(
-                self._consumer._client.cluster, self.topics, self.rack_locality == "replicas"
+                kafka_requests.cluster(self._consumer),
+                self.topics,
+                self.rack_locality == "replicas",
             )
         if partitions:
             try:
@@ -309,10 +311,10 @@ class Monitor:
         """The group's committed offsets and their metadata (the capacity reports), asked of
         its coordinator and read strictly (:mod:`sidecar.offset_fetch`)."""
         assert self._admin is not None
-        request = OffsetFetchRequest(self.group, partitions_by_topic(partitions))
+        request = kafka_requests.offset_fetch_request(self.group, partitions_by_topic(partitions))
         try:
             coordinator = await self._admin.find_coordinator(self.group)
-            response = await self._admin._client.send(coordinator, request)
+            response = await kafka_requests.send(self._admin, coordinator, request)
             committed = committed_offsets(
                 response, (TopicPartition(tp.topic, tp.partition) for tp in partitions)
             )
@@ -357,7 +359,7 @@ class Monitor:
         )
         try:
             offsets = share_offsets(
-                await self._admin._client.send(coordinator, request), self.group
+                await kafka_requests.send(self._admin, coordinator, request), self.group
             )
         except IncompatibleBrokerVersion:
             self.share_unsupported = (
@@ -389,8 +391,8 @@ class Monitor:
         the coordinator does not answer."""
         assert self._admin is not None
         try:
-            response = await self._admin._client.send(
-                coordinator, ShareGroupDescribeRequest([self.group])
+            response = await kafka_requests.send(
+                self._admin, coordinator, ShareGroupDescribeRequest([self.group])
             )
             described = share_group_description(response, self.group)
         except (KafkaError, ShareResponseError) as exc:
@@ -464,12 +466,11 @@ class Monitor:
     ) -> dict[TopicPartition, int]:
         """Bytes on disk per partition (largest current replica) from every broker."""
         assert self._consumer is not None
-        client = self._consumer._client
         request = DescribeLogDirsRequest((tp.topic, tp.partition) for tp in partitions)
         sizes: dict[TopicPartition, int] = {}
-        for broker in sorted(client.cluster.brokers(), key=lambda b: b.nodeId):
+        for node_id in kafka_requests.broker_ids(self._consumer):
             try:
-                response = await client.send(broker.nodeId, request)
+                response = await kafka_requests.send(self._consumer, node_id, request)
             except IncompatibleBrokerVersion:
                 self.log_dirs_supported = False
                 reading.problems.append(
@@ -477,7 +478,7 @@ class Monitor:
                 )
                 return {}
             except KafkaError as exc:
-                reading.problems.append(f"log dirs of broker {broker.nodeId} unavailable: {exc!r}")
+                reading.problems.append(f"log dirs of broker {node_id} unavailable: {exc!r}")
                 continue
             for (topic, partition), size in partition_sizes(response).items():
                 tp = TopicPartition(topic, partition)

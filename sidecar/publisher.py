@@ -12,7 +12,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError, TopicAlreadyExistsError
 from aiokafka.structs import TopicPartition as KafkaTopicPartition
 
-from contract.metadata import seek_to_tail, topic_partitions
+from contract.kafka_client.metadata import seek_to_tail, topic_partitions
 from contract.snapshot import Snapshot, decode, newest_of_group
 
 log = logging.getLogger(__name__)

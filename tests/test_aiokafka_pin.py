@@ -14,7 +14,7 @@ from aiokafka.consumer.subscription_state import SubscriptionState, TopicPartiti
 from aiokafka.errors import IncompatibleBrokerVersion
 from aiokafka.protocol.fetch import FetchRequest
 
-from sidecar.log_dirs import DescribeLogDirsRequest, DescribeLogDirsRequest_v1
+from contract.kafka_client.log_dirs import DescribeLogDirsRequest, DescribeLogDirsRequest_v1
 
 
 def test_pinned_minor_version() -> None:
@@ -38,7 +38,7 @@ def test_internals_we_use_still_exist() -> None:
 
 
 def test_internals_of_cooperative_rebalancing_still_exist() -> None:
-    # consumer_sdk.cooperative overrides the two join steps, called from these places.
+    # consumer_sdk.kafka_client.cooperative overrides the two join steps, called from these places.
     assert "_on_join_prepare(prev_assignment)" in inspect.getsource(
         GroupCoordinator.ensure_active_group
     )
@@ -82,7 +82,7 @@ def test_internals_of_cooperative_rebalancing_still_exist() -> None:
 
 
 def test_internals_of_the_fetch_budget_still_exist() -> None:
-    # consumer_sdk.records.fetch_budget: the fetch loop asks _get_actions_per_node for the
+    # consumer_sdk.kafka_client.fetch_budget: the fetch loop asks _get_actions_per_node for the
     # requests it starts (one per node, marked in _in_flight) and re-asks when records are
     # consumed; held results live in _records; a request's max bytes is read when it is built.
     routine = inspect.getsource(Fetcher._fetch_requests_routine)

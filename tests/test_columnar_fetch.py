@@ -1,4 +1,4 @@
-"""aiokafka fetching Arrow columns (consumer_sdk.records.columnar_fetch) on both Kafka legs:
+"""aiokafka fetching Arrow columns (consumer_sdk.kafka_client.columnar_fetch) on both Kafka legs:
 the same records as aiokafka's own ConsumerRecords, positions that follow, seek, and other consumers
 in the process untouched."""
 
@@ -17,7 +17,7 @@ from confluent_kafka import Producer
 from benchmarks.hostile_batches import built_batch, produce_raw
 from consumer_sdk.config import ConsumerConfig
 from consumer_sdk.consumer import AutoscalingConsumer
-from consumer_sdk.records.columnar_fetch import COLUMNAR, install
+from consumer_sdk.kafka_client.columnar_fetch import COLUMNAR, install
 from consumer_sdk.records.inflate import ZSTD
 from consumer_sdk.records.record_columns import RecordColumns
 from consumer_sdk.sink import REFUSED_HEADER, SINK_SCHEMA, CallbackSink, Record

@@ -208,7 +208,7 @@ def test_scale_out_and_in_stop_only_the_partitions_that_move(
     kafka = kafka_cluster_handle.bootstrap_servers
     with (
         caplog.at_level(logging.INFO, logger="consumer_sdk.consumer"),
-        caplog.at_level(logging.INFO, logger="consumer_sdk.cooperative"),
+        caplog.at_level(logging.INFO, logger="consumer_sdk.kafka_client.cooperative"),
         three_members(kafka, topic_factory, handover) as group,
     ):
         with group.load(3000):

@@ -1,4 +1,5 @@
-"""aiokafka's fetcher held to a byte budget (consumer_sdk.records.fetch_budget), on both Kafka legs:
+"""aiokafka's fetcher held to a byte budget (consumer_sdk.kafka_client.fetch_budget), on both
+Kafka legs:
 behind a consumer that takes nothing it stops at the budget (without one it holds a fetch of
 every partition), and every record still arrives once when the consumer reads."""
 
@@ -11,8 +12,8 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from confluent_kafka import Producer
 
-from consumer_sdk.records.columnar_fetch import COLUMNAR, install
-from consumer_sdk.records.fetch_budget import held_bytes, limit_fetch_ahead, wake_fetcher
+from consumer_sdk.kafka_client.columnar_fetch import COLUMNAR, install
+from consumer_sdk.kafka_client.fetch_budget import held_bytes, limit_fetch_ahead, wake_fetcher
 from consumer_sdk.records.fetch_sizes import MIN_FETCH_BYTES, PARTITION_FETCH_BYTES
 
 PARTITIONS = 8

@@ -1,7 +1,7 @@
 """The leader of a round that withholds partitions (and gives none) holds its SyncGroup back
 for the rest of the grace, so every follower's sync is answered with it; other rounds are
-answered at once (consumer_sdk.cooperative.leader_sync_wait and the coordinator's assignment
-step)."""
+answered at once (consumer_sdk.kafka_client.cooperative.leader_sync_wait and the coordinator's
+assignment step)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from aiokafka.consumer.group_coordinator import GroupCoordinator
 from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
 
-from consumer_sdk.cooperative import (
+from consumer_sdk.kafka_client.cooperative import (
     LEADER_SYNC_GRACE_S,
     CooperativeCoordinator,
     leader_sync_wait,

@@ -10,13 +10,13 @@ from types import SimpleNamespace
 import pytest
 from aiokafka import AIOKafkaClient
 
-from consumer_sdk.kafka_client.topic_ids import (
+from contract.kafka_client.kafka_uuid import ZERO_UUID
+from contract.kafka_client.topic_ids import (
     MetadataResponse_v12,
     TopicIdsError,
     fetch_topic_ids,
     topic_ids_in,
 )
-from contract.kafka_uuid import ZERO_UUID
 
 
 def test_each_known_topic_has_its_id_and_others_are_left_out() -> None:

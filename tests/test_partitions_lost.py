@@ -2,7 +2,7 @@
 that ended without it) loses its partitions, Kafka's ``onPartitionsLost``: the listener
 drops them at once, never flushing or committing them, and the member joins again claiming
 nothing, even when the refusal came in the middle of a cooperative rejoin that claimed them
-(consumer_sdk.cooperative)."""
+(consumer_sdk.kafka_client.cooperative)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from aiokafka.structs import TopicPartition as KafkaTopicPartition
 from assignor.member_data import decode_member_data
 from assignor.plugin import MemberState, build_assignor
 from assignor.types import TopicPartition
-from consumer_sdk.cooperative import CooperativeCoordinator
+from consumer_sdk.kafka_client.cooperative import CooperativeCoordinator
 
 OWNED = {KafkaTopicPartition("t", p) for p in range(3)}
 

@@ -10,15 +10,15 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from sidecar.app import Sidecar
-from sidecar.config import SidecarConfig
-from sidecar.join_watch import MemberFailure
-from sidecar.log_dirs import (
+from contract.kafka_client.log_dirs import (
     DescribeLogDirsRequest,
     DescribeLogDirsRequest_v1,
     DescribeLogDirsResponse_v1,
     partition_sizes,
 )
+from sidecar.app import Sidecar
+from sidecar.config import SidecarConfig
+from sidecar.join_watch import MemberFailure
 from sidecar.monitor import Monitor
 
 

@@ -12,10 +12,7 @@ from typing import Any
 import pytest
 
 from assignor import TopicPartition
-from sidecar.controller import Action, Controller, ControllerConfig, Observation, share_demand
-from sidecar.share_groups.loads import CHANGED, moved, partition_loads
-from sidecar.share_groups.publisher import share_max_size
-from sidecar.share_groups.requests import (
+from contract.kafka_client.share_requests import (
     GROUP_ID_NOT_FOUND,
     DescribeShareGroupOffsetsResponse_v0,
     DescribeShareGroupOffsetsResponse_v1,
@@ -24,6 +21,9 @@ from sidecar.share_groups.requests import (
     share_group_description,
     share_offsets,
 )
+from sidecar.controller import Action, Controller, ControllerConfig, Observation, share_demand
+from sidecar.share_groups.loads import CHANGED, moved, partition_loads
+from sidecar.share_groups.publisher import share_max_size
 
 CAPACITY = 100.0
 TOPIC_ID = "AAECAwQFBgcICQoLDA0ODw"

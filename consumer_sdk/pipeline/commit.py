@@ -12,7 +12,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Protocol
+from typing import Protocol
 
 from aiokafka.errors import (
     CommitFailedError,
@@ -25,6 +25,7 @@ from aiokafka.structs import TopicPartition as KafkaTopicPartition
 
 from assignor.cooperative import mark_released
 from consumer_sdk import metrics
+from consumer_sdk.kafka_client import group as membership
 
 log = logging.getLogger(__name__)
 # A commit still retrying after this long is given up and kept owed (retried with the next).
@@ -38,9 +39,8 @@ MEMBERSHIP_REFUSED = (UnknownMemberIdError, IllegalGenerationError, CommitFailed
 
 
 class CommitClient(Protocol):
-    """What the stage needs of the Kafka client (aiokafka's consumer has it)."""
-
-    _coordinator: Any
+    """What the stage needs of the Kafka client (aiokafka's consumer has it; its group
+    membership is read through :mod:`consumer_sdk.kafka_client.group`)."""
 
     async def commit(
         self, offsets: dict[KafkaTopicPartition, int] | dict[KafkaTopicPartition, OffsetAndMetadata]
@@ -139,7 +139,7 @@ class OffsetCommits:
         self.uncommitted = {}
         if client is None or not wanted:
             return
-        if getattr(client._coordinator, "rejoining", False):
+        if membership.rejoining(client):
             # A cooperative rejoin is in flight: brokers refuse commits until it completes.
             self.uncommitted = wanted
             return
@@ -207,9 +207,9 @@ class OffsetCommits:
             unknown = sorted(unmarked - offsets.keys())
             if unknown:
                 found = await asyncio.wait_for(
-                    client._coordinator.fetch_committed_offsets(unknown), COMMIT_TIMEOUT_S
+                    membership.committed_marks(client, unknown), COMMIT_TIMEOUT_S
                 )
-                offsets.update({tp: m.offset for tp, m in found.items() if m.offset >= 0})
+                offsets.update({tp: at for tp, (at, _) in found.items() if at >= 0})
             unknown_positions = unmarked - offsets.keys() - refused
             for tp in sorted(unknown_positions) if wrote_all else ():
                 offsets[tp] = await asyncio.wait_for(client.position(tp), POSITION_TIMEOUT_S)
@@ -278,7 +278,7 @@ class OffsetCommits:
             client = self._client()
             if client is None:
                 break
-            if getattr(client._coordinator, "rejoining", False):
+            if membership.rejoining(client):
                 await asyncio.sleep(0.05)  # the coordinator task completes the join
                 continue
             await self.commit({})

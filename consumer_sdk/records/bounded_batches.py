@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from consumer_sdk.kafka_client.record_batches import BatchRecord, build_batch
 from consumer_sdk.records.batch_header import (
     BATCH_HEADER_SIZE,
     BatchHeader,
@@ -75,25 +76,12 @@ def checked_batch(batch: memoryview, limit: int) -> Replacement | None:
 def refusal_batch(header: BatchHeader, refused: Refusal) -> bytes:
     """An uncompressed batch of one row standing for ``header``'s batch: at its last offset,
     of its producer and transaction, with ``refused``'s text in :data:`REFUSED_HEADER`."""
-    from aiokafka.record.default_records import DefaultRecordBatchBuilder
-
-    builder = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=0,
-        is_transactional=int(header.is_transactional),
-        producer_id=header.producer_id,
-        producer_epoch=-1 if header.producer_id < 0 else 0,
-        base_sequence=-1,
-        batch_size=1 << 20,
+    row = BatchRecord(
+        0, header.max_timestamp, None, None, [(REFUSED_HEADER, refused.describe().encode())]
     )
-    builder.append(
-        0,
-        timestamp=header.max_timestamp,
-        key=None,
-        value=None,
-        headers=[(REFUSED_HEADER, refused.describe().encode())],
+    built = build_batch(
+        [row], transactional=header.is_transactional, producer_id=header.producer_id
     )
-    built = builder.build()
     # The base offset is outside the CRC: the row sits at the batch's last offset.
     built[0:8] = refused.last_offset.to_bytes(8, "big", signed=True)
     return bytes(built)

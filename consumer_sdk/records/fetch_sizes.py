@@ -1,6 +1,6 @@
 """How much the Kafka client asks of each partition and may hold fetched ahead.
 
-Pure sizes; :mod:`consumer_sdk.records.fetch_budget` applies them to aiokafka's fetcher.
+Pure sizes; :mod:`consumer_sdk.kafka_client.fetch_budget` applies them to aiokafka's fetcher.
 
 A broker returns a partition's first record batch whole only for the first non-empty
 partition of a response; for every other partition it returns what fits in the

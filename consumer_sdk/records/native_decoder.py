@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from consumer_sdk.kafka_client.record_batches import portable_crc32c
 from consumer_sdk.records.batch_header import BatchHeader, CorruptRecords
 from consumer_sdk.sink import HEADERS, RECORD_FIXED_BYTES, RECORD_SCHEMA
 
@@ -102,9 +103,7 @@ def crc32c(data: bytes | memoryview, *, portable: bool = False) -> int:
     native table-driven code even where the CPU's instruction is available."""
     library = _native()
     if library is None:
-        from aiokafka.record.util import calc_crc32c
-
-        return int(calc_crc32c(bytes(data)))
+        return portable_crc32c(bytes(data))
     buffer = np.frombuffer(data, dtype=np.uint8)
     native = library.kar_crc32c_portable if portable else library.kar_crc32c
     return int(native(buffer.ctypes.data, len(buffer)))

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from consumer_sdk.kafka_client.record_batches import is_abort_marker, read_batch
 from consumer_sdk.records.batch_header import (
     BATCH_HEADER,
     BATCH_HEADER_SIZE,
@@ -216,7 +217,7 @@ def _batches(
             while pending_aborts and pending_aborts[0][1] <= header.base_offset:
                 aborting.add(pending_aborts.pop(0)[0])
             if header.is_control:
-                if _is_abort_marker(batch):
+                if is_abort_marker(bytes(batch)):
                     aborting.discard(header.producer_id)
                 yield past, None
                 continue
@@ -251,17 +252,6 @@ def _records(header: BatchHeader, body: memoryview, limit: int, piece_bytes: int
     large = LargeBatch(library, header, body, limit, piece_bytes)
     problem = large.problem()
     return large if problem is None else refusal(header, problem)
-
-
-def _is_abort_marker(batch: memoryview) -> bool:
-    from aiokafka.record.control_record import ABORT_MARKER, ControlRecord
-    from aiokafka.record.default_records import DefaultRecordBatch
-
-    try:
-        record = next(iter(DefaultRecordBatch(bytes(batch))), None)
-        return record is not None and ControlRecord.parse(record.key) == ABORT_MARKER
-    except Exception:  # a malformed control batch: it marks nothing
-        return False
 
 
 def decode_pieces(
@@ -414,8 +404,6 @@ def _decode_with_aiokafka(
 ) -> pa.RecordBatch:
     """The same columns from aiokafka's record reader (when the native decoder is missing),
     one section at a time: a section it cannot read is refused (``refuse(header, reason)``)."""
-    from aiokafka.record.default_records import DefaultRecordBatch
-
     columns: list[list[object]] = [[], [], [], [], []]
     for section in sections:
         header = section.header
@@ -439,7 +427,7 @@ def _decode_with_aiokafka(
         )
         rows: list[list[object]] = [[], [], [], [], []]
         try:
-            for record in DefaultRecordBatch(bytes(fixed) + section.records.tobytes()):
+            for record in read_batch(bytes(fixed) + section.records.tobytes()):
                 if record.offset < fetch_offset:
                     continue
                 for column, value in zip(
@@ -449,7 +437,7 @@ def _decode_with_aiokafka(
                         record.timestamp,
                         record.key,
                         record.value,
-                        list(record.headers),
+                        record.headers,
                     ),
                     strict=True,
                 ):

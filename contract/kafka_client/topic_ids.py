@@ -23,7 +23,7 @@ from aiokafka.protocol.types import (
     TaggedFields,
 )
 
-from contract.kafka_uuid import ZERO_UUID, Uuid
+from contract.kafka_client.kafka_uuid import ZERO_UUID, Uuid
 
 _TEXT = CompactString("utf-8")
 _REQUEST = Schema(

@@ -26,7 +26,7 @@ from aiokafka.protocol.types import (
 )
 
 from assignor.types import TopicPartition, partitions_by_topic
-from contract.kafka_uuid import Uuid
+from contract.kafka_client.kafka_uuid import Uuid
 
 GROUP_ID_NOT_FOUND = 69  # a share group nobody has joined yet
 

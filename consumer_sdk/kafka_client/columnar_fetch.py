@@ -1,14 +1,14 @@
 """aiokafka's fetcher handing over Arrow columns instead of a ConsumerRecord per record.
 
 An ``AIOKafkaConsumer`` created with ``key_deserializer=COLUMNAR`` (after :func:`install`)
-returns from ``getmany`` :class:`~.record_columns.RecordColumns`, each a piece of one
-partition's fetch response (``getmany(max_records=n)`` takes n pieces), decoded by
-:mod:`.record_columns` as it is taken. Everything else stays aiokafka's: fetch requests,
-positions (each piece moves the position to its ``next_offset``), pause, seek, rebalancing.
-A consumer created with ``key_deserializer=BoundedRecords(...)`` gets aiokafka's records,
-with compressed batches past the bound replaced by a dead-letter row
-(:mod:`.bounded_batches`). Other consumers in the process are untouched: the fetcher builds
-their records as before.
+returns from ``getmany`` :class:`~consumer_sdk.records.record_columns.RecordColumns`, each a
+piece of one partition's fetch response (``getmany(max_records=n)`` takes n pieces), decoded
+by :mod:`consumer_sdk.records.record_columns` as it is taken. Everything else stays
+aiokafka's: fetch requests, positions (each piece moves the position to its
+``next_offset``), pause, seek, rebalancing. A consumer created with
+``key_deserializer=BoundedRecords(...)`` gets aiokafka's records, with compressed batches
+past the bound replaced by a dead-letter row (:mod:`consumer_sdk.records.bounded_batches`).
+Other consumers in the process are untouched: the fetcher builds their records as before.
 
 How: the fetcher wraps each partition's bytes in ``MemoryRecords`` and iterates a
 ``PartitionRecords``; :func:`install` swaps both names in aiokafka's fetcher module for
@@ -71,8 +71,8 @@ COLUMNAR = ColumnarDecoding()
 class BoundedRecords:
     """Passed as ``key_deserializer`` to a consumer on aiokafka's records path: the fetcher
     replaces each compressed batch that would inflate past ``max_record_batch_bytes`` by a
-    dead-letter row (:mod:`.bounded_batches`) and hands keys over as they are (it is never
-    called)."""
+    dead-letter row (:mod:`consumer_sdk.records.bounded_batches`) and hands keys over as they
+    are (it is never called)."""
 
     def __init__(self, max_record_batch_bytes: int = DEFAULT_MAX_RECORD_BATCH_BYTES) -> None:
         self.max_record_batch_bytes = max_record_batch_bytes

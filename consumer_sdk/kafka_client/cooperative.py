@@ -276,6 +276,12 @@ class CooperativeCoordinator(GroupCoordinator):
             log.exception("rebalance listener %s of group %s failed", callback, self.group_id)
 
 
+def is_cooperative(consumer: object) -> bool:
+    """Whether ``consumer``'s coordinator has the cooperative join steps
+    (:func:`make_cooperative`)."""
+    return isinstance(getattr(consumer, "_coordinator", None), CooperativeCoordinator)
+
+
 def make_cooperative(consumer: AIOKafkaConsumer, state: MemberState) -> CooperativeCoordinator:
     """Give a started consumer's coordinator the cooperative join steps from the next
     rebalance on (its first join has nothing to keep)."""
