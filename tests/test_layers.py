@@ -6,14 +6,20 @@
   (a sink is handed batches), and the record path never imports the consumer or the sinks;
 - the local Kafka clusters and the local Kubernetes control plane (tests, demo, benchmarks)
   are never imported by the product;
+- aiokafka's internals (the names its own code keeps private, its modules past the public
+  API) are touched in one room per layer: the wire protocol below both sides
+  (``contract.kafka_client``), the consumer's fetcher and group coordinator
+  (``consumer_sdk.kafka_client``) and the assignor's aiokafka plugin (``assignor.plugin``);
 - no module imports itself through others, and no folder holds more than 20 modules."""
 
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
+import aiokafka
 import pytest
 
 ROOT = Path(__file__).parent.parent
@@ -27,7 +33,11 @@ PRODUCT = (
     "local_kube",
 )
 HARNESS = {"local_kafka", "local_kube"}
-THE_CONSUMER = {"consumer_sdk.consumer", "consumer_sdk.cli", "consumer_sdk.cooperative"}
+THE_CONSUMER = {
+    "consumer_sdk.consumer",
+    "consumer_sdk.cli",
+    "consumer_sdk.kafka_client.cooperative",
+}
 FORBIDDEN: dict[str, set[str]] = {
     "assignor": {"contract", "consumer_sdk", "sidecar", "kafka_autoscaler"} | HARNESS,
     "contract": {"consumer_sdk", "sidecar", "kafka_autoscaler"} | HARNESS,
@@ -48,6 +58,16 @@ FORBIDDEN: dict[str, set[str]] = {
     "local_kube": {"sidecar", "kafka_autoscaler", "consumer_sdk"},
 }
 MAX_MODULES_PER_FOLDER = 20
+AIOKAFKA_ROOMS = ("contract.kafka_client", "consumer_sdk.kafka_client", "assignor.plugin")
+AIOKAFKA_PUBLIC = {
+    "aiokafka",
+    "aiokafka.abc",
+    "aiokafka.admin",
+    "aiokafka.admin.config_resource",  # the resources the admin client's methods take
+    "aiokafka.errors",
+    "aiokafka.helpers",
+    "aiokafka.structs",
+}
 
 
 def module_name(path: Path) -> str:
@@ -178,3 +198,75 @@ def test_no_folder_holds_more_than_twenty_modules() -> None:
     }
     assert "consumer_sdk" in counts
     assert {folder: n for folder, n in counts.items() if n > MAX_MODULES_PER_FOLDER} == {}
+
+
+def aiokafka_private_names() -> set[str]:
+    """Every ``_name`` aiokafka's own code sets on its objects or defines as a method."""
+    names: set[str] = set()
+    for path in Path(aiokafka.__file__).parent.rglob("*.py"):
+        text = path.read_text()
+        names |= set(re.findall(r"self\.(_[a-z]\w*)", text))
+        names |= set(re.findall(r"^\s*(?:async\s+)?def (_[a-z]\w*)", text, re.MULTILINE))
+    return names
+
+
+def aiokafka_reaches(path: Path, private: set[str]) -> list[str]:
+    """Where ``path`` imports an aiokafka module past its public API or reaches one of
+    ``private`` on anything but its own ``self``/``cls`` (an attribute, or a name given to
+    getattr, setattr or hasattr)."""
+    found: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        line = getattr(node, "lineno", 0)
+        if isinstance(node, ast.ImportFrom) and not node.level:
+            modules = [node.module or ""]
+        elif isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+        else:
+            modules = []
+        found += [
+            f"line {line}: {module}"
+            for module in modules
+            if within(module, "aiokafka") and module not in AIOKAFKA_PUBLIC
+        ]
+        if isinstance(node, ast.Attribute) and node.attr in private:
+            owner = node.value
+            if not (isinstance(owner, ast.Name) and owner.id in {"self", "cls"}):
+                found.append(f"line {line}: .{node.attr}")
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in {"getattr", "setattr", "hasattr"}
+            and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant)
+            and node.args[1].value in private
+        ):
+            found.append(f"line {line}: {node.func.id} {node.args[1].value}")
+    return found
+
+
+def test_aiokafka_internals_are_touched_in_their_rooms_only() -> None:
+    private = aiokafka_private_names()
+    assert {"_coordinator", "_client", "_fetcher", "_get_actions_per_node"} <= private
+    reaches = {
+        name: found
+        for name, path in sorted(product_modules().items())
+        if not any(within(name, room) for room in AIOKAFKA_ROOMS)
+        and (found := aiokafka_reaches(path, private))
+    }
+    assert reaches == {}
+
+
+def test_a_reach_into_aiokafka_is_found(tmp_path: Path) -> None:
+    source = tmp_path / "reaching.py"
+    source.write_text(
+        "from aiokafka.consumer import fetcher\n"
+        "from aiokafka.errors import KafkaError\n"
+        "coordinator = consumer._coordinator\n"
+        "found = getattr(consumer, '_fetcher', None)\n"
+        "self._client = None\n"
+    )
+    assert aiokafka_reaches(source, {"_coordinator", "_fetcher", "_client"}) == [
+        "line 1: aiokafka.consumer",
+        "line 3: ._coordinator",
+        "line 4: getattr _fetcher",
+    ]
