@@ -21,7 +21,7 @@ import itertools
 import logging
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
@@ -44,6 +44,7 @@ from consumer_sdk.pipeline.commit import OffsetCommits
 from consumer_sdk.pipeline.drain import DrainMeter, backlog_behind
 from consumer_sdk.pipeline.fetch import AnyPending, BatchFiller
 from consumer_sdk.pipeline.markers import offsets_past_markers
+from consumer_sdk.pipeline.recreated import TopicIdentityWatch
 from consumer_sdk.pipeline.resume import ResumeLookups
 from consumer_sdk.pipeline.retry import RetryPolicy
 from consumer_sdk.pipeline.stuck import StuckPartitions
@@ -162,6 +163,7 @@ class AutoscalingConsumer:
             batch_bytes=config.batch_bytes,
             wait_time_secs=config.wait_time_secs,
             staleness_bound_s=config.staleness_bound_s,
+            rewound=lambda ktp, first: self._identity.rewound(ktp, first),
         )
         self.drain = DrainMeter()
         self._commits = OffsetCommits(
@@ -192,7 +194,19 @@ class AutoscalingConsumer:
             on_released=self._released_to_us,
             release_timeout_s=config.max_poll_interval_ms / 1000,
             on_reading=self._started_reading,
-            topic_ids=self._topic_ids,
+            topic_ids=lambda topics: self._identity.topic_ids(topics),
+        )
+        self._identity = TopicIdentityWatch(
+            group=config.group,
+            client=lambda: self._consumer,
+            fetch_ids=consumer_topic_ids,
+            holds=lambda partitions: bool(pending.first_offsets(partitions)),
+            wait_for_writes=self._writer.drain,
+            read_again=lambda client, partitions: self._resume.start(client, partitions),
+            read_from=self._fetch.read_from,
+            waiting=lambda: self._resume.waiting,
+            from_earliest=config.auto_offset_reset == "earliest",
+            retry=self.retry,
         )
         self.ownership_log: deque[OwnershipEvent] = deque(maxlen=10_000)
         self.overload = (
@@ -438,6 +452,7 @@ class AutoscalingConsumer:
         """Flush what is pending (best effort), commit, leave the group, stop readers."""
         self._stopping.set()
         await self._resume.close()
+        await self._identity.close()
         consumer = self._consumer
         if consumer is not None:
             async with self._lock:
@@ -795,11 +810,6 @@ class AutoscalingConsumer:
         self.state.awaiting = self.state.awaiting - {
             TopicPartition(tp.topic, tp.partition) for tp in partitions
         }
-
-    async def _topic_ids(self, topics: Sequence[str]) -> dict[str, str]:
-        """Kafka's current id of each of ``topics`` (none where the brokers predate ids)."""
-        consumer = self._consumer
-        return {} if consumer is None else await consumer_topic_ids(consumer, topics)
 
     def _declared_unread(self) -> set[KafkaTopicPartition]:
         """What the join in progress told the leader this member does not read."""

@@ -39,6 +39,12 @@ RESUME_LOOKUP_FAILURES = Counter(
     "Times the sink could not say where new partitions resume (retried; they stay paused)",
     ["group"],
 )
+TOPICS_RECREATED = Counter(
+    "autoscaler_consumer_topics_recreated_total",
+    "Topics found deleted and created again under their name while read (read again from "
+    "auto_offset_reset; the sink claims them under the new id)",
+    ["group", "topic"],
+)
 SINK_START_FAILURES = Counter(
     "autoscaler_consumer_sink_start_failures_total",
     "Times the sink could not start or make its tables before joining (retried; the "

@@ -612,6 +612,35 @@ def test_the_filler_cuts_a_batch_at_the_freshness_bound_long_before_the_wait() -
     assert asyncio.run(go()) == ({P0: [0, 1]}, 0)
 
 
+def test_the_filler_hands_a_jump_back_to_its_hook_before_taking_the_records() -> None:
+    async def go() -> tuple[list[tuple[KTP, int]], list[int], list[int]]:
+        client = FakeClient()
+        told: list[tuple[KTP, int]] = []
+
+        def rewound(ktp: KTP, first: int) -> bool:
+            told.append((ktp, first))
+            return False  # the hook moved the partition: not taken
+
+        pending: PendingRecords[KTP] = PendingRecords()
+        filler = BatchFiller(
+            pending, group="g-pipeline", batch_bytes=10_000, wait_time_secs=60, rewound=rewound
+        )
+        # Records of P0 up to 4, then (a reset) records from 2 again; P1 reads on.
+        client.polls = [
+            {P0: records(0, range(0, 5))},
+            {P0: records(0, range(2, 4)), P1: records(1, range(0, 2))},
+        ]
+        await filler.fill(lambda: client, lambda: bool(client.polls), asyncio.Event())
+        before = [r.offset for r in filler.pending.take().records[P0]]
+        filler.read_from([P0])  # checked: read on from wherever it is
+        client.polls = [{P0: records(0, range(2, 4))}]
+        await filler.fill(lambda: client, lambda: bool(client.polls), asyncio.Event())
+        after = [r.offset for r in filler.pending.take().records[P0]]
+        return told, before, after
+
+    assert asyncio.run(go()) == ([(P0, 2)], [0, 1, 2, 3, 4], [2, 3])
+
+
 # resume ----------------------------------------------------------------------------------
 class LookupSink:
     """Says partition 0 resumes at 30; its first ``failures`` lookups fail."""

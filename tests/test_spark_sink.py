@@ -187,6 +187,60 @@ def test_a_topic_created_again_under_its_name_is_not_taken_for_the_one_before(
     assert any("was deleted and created again" in r.getMessage() for r in caplog.records)
 
 
+def exists_again(kafka: str, topic: str) -> None:
+    """Delete one-partition ``topic`` and wait until it exists again under its name: created
+    by us, or by a member's own metadata request (aiokafka's allow auto-creation, and the
+    broker's default is one partition), a new topic either way."""
+    from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
+
+    admin = AdminClient({"bootstrap.servers": kafka})
+    admin.delete_topics([topic])[topic].result(timeout=30)
+
+    def exists() -> bool:
+        try:
+            admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=30)
+        except Exception as exc:  # being deleted, or auto-created already
+            if "marked for deletion" in str(exc):
+                return False
+            if "already exists" not in str(exc):
+                raise
+        found = admin.list_topics(topic, timeout=10).topics.get(topic)
+        return found is not None and found.error is None and len(found.partitions) == 1
+
+    assert wait_until(exists, timeout_s=60), f"{topic} does not exist again"
+
+
+@pytest.mark.needs_create_topics
+def test_a_topic_created_again_while_its_member_reads_is_not_taken_for_the_one_before(
+    kafka: str,
+    topic_factory: Callable[..., str],
+    sink_config: SparkSinkConfig,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The same, with the member reading throughout (not restarted): the new topic's
+    records, at offsets the table stored of the earlier one, land once."""
+    topic = topic_factory(1)
+    table = sink_config.table_for(topic)
+    member = ThreadedMember(
+        member_config(kafka, f"g-{topic}", [topic], "spark-0"), SparkTableSink(sink_config)
+    ).start()
+    try:
+        first = produce_tracked(kafka, topic, 40, 1)
+        assert wait_until(lambda: key_counts(sink_config, table) == Counter(first), 120)
+        with caplog.at_level(logging.WARNING):
+            exists_again(kafka, topic)
+            second = produce_tracked(kafka, topic, 20, 1)
+            assert second <= first  # offsets the table stored of the earlier topic
+            expected = Counter(first) + Counter(second)
+            assert wait_until(lambda: key_counts(sink_config, table) == expected, 120), (
+                f"table holds {sum(key_counts(sink_config, table).values())} rows, "
+                f"expected {sum(expected.values())}"
+            )
+    finally:
+        member.stop()
+    assert any("was deleted and created again" in r.getMessage() for r in caplog.records)
+
+
 def test_round_trip_rows_and_dead_letters_exactly_once(
     kafka: str, topic_factory: Callable[..., str], sink_config: SparkSinkConfig
 ) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from aiokafka.errors import KafkaError
@@ -67,6 +67,16 @@ def first_offset(fetched: Sequence[Any]) -> int | None:
     return None
 
 
+def next_offset(fetched: Sequence[Any]) -> int | None:
+    """The offset after a poll's records (or Arrow pieces) of one partition; None when it
+    holds none."""
+    for item in reversed(fetched):
+        if isinstance(item, RecordColumns):
+            return item.next_offset
+        return int(item.offset) + 1
+    return None
+
+
 class FetchClient(Protocol):
     """What the stage needs of the Kafka client (aiokafka's consumer has it)."""
 
@@ -87,8 +97,14 @@ class BatchFiller:
         batch_bytes: int,
         wait_time_secs: float,
         staleness_bound_s: float | None = None,
+        rewound: Callable[[KafkaTopicPartition, int], bool] | None = None,
     ) -> None:
         self.pending = pending
+        # Told of a partition whose records start below where its records taken so far
+        # ended (a reset after OffsetOutOfRange, or a seek back of ours), with their first
+        # offset; it says whether to take them (false: it has moved the partition).
+        self._rewound = rewound
+        self._read_to: dict[KafkaTopicPartition, int] = {}
         self._group = group
         self._batch_bytes = batch_bytes
         self._wait_time_s = wait_time_secs
@@ -140,11 +156,30 @@ class BatchFiller:
                 await asyncio.sleep(POLL_ERROR_PAUSE_S)
                 continue
             for ktp, messages in fetched.items():
-                if ktp not in self.revoking:
-                    self.pending.add(ktp, messages)
-                elif (first := first_offset(messages)) is not None:
-                    self.skipped.setdefault(ktp, first)
+                first = first_offset(messages)
+                if ktp in self.revoking:
+                    if first is not None:
+                        self.skipped.setdefault(ktp, first)
+                    continue
+                if self._went_back(ktp, first):
+                    continue
+                self.pending.add(ktp, messages)
+                if (end := next_offset(messages)) is not None:
+                    self._read_to[ktp] = end
             await asyncio.sleep(0)
+
+    def _went_back(self, ktp: KafkaTopicPartition, first: int | None) -> bool:
+        """Whether records of ``ktp`` starting at ``first`` are not to be taken: they start
+        below where it was read to, and the ``rewound`` hook has moved it."""
+        if first is None or self._rewound is None or first >= self._read_to.get(ktp, first):
+            return False
+        return not self._rewound(ktp, first)
+
+    def read_from(self, partitions: Iterable[KafkaTopicPartition]) -> None:
+        """``partitions`` are read from wherever they are now (a jump back checked, or a
+        new assignment): their next records are taken whatever their offsets."""
+        for ktp in partitions:
+            self._read_to.pop(ktp, None)
 
     def due_at(
         self, started: float, first_taken: float | None, write_time_s: Callable[[], float]
@@ -165,3 +200,4 @@ class BatchFiller:
         self.revoking -= partitions
         for tp in partitions:
             self.skipped.pop(tp, None)
+            self._read_to.pop(tp, None)
