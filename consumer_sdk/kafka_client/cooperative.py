@@ -57,6 +57,7 @@ from aiokafka.structs import TopicPartition as KafkaTopicPartition
 from assignor.cooperative import COOPERATIVE
 from assignor.plugin import MemberState
 from consumer_sdk import metrics
+from consumer_sdk.kafka_client import group
 
 log = logging.getLogger(__name__)
 REJOIN_RETRY_MS = 10
@@ -279,13 +280,13 @@ class CooperativeCoordinator(GroupCoordinator):
 def is_cooperative(consumer: object) -> bool:
     """Whether ``consumer``'s coordinator has the cooperative join steps
     (:func:`make_cooperative`)."""
-    return isinstance(getattr(consumer, "_coordinator", None), CooperativeCoordinator)
+    return isinstance(group.coordinator_of(consumer), CooperativeCoordinator)
 
 
 def make_cooperative(consumer: AIOKafkaConsumer, state: MemberState) -> CooperativeCoordinator:
     """Give a started consumer's coordinator the cooperative join steps from the next
     rebalance on (its first join has nothing to keep)."""
-    coordinator = consumer._coordinator
+    coordinator = group.coordinator_of(consumer)
     if not isinstance(coordinator, GroupCoordinator):
         raise TypeError("cooperative rebalancing needs a consumer with a group_id, started")
     coordinator.__class__ = CooperativeCoordinator

@@ -144,20 +144,6 @@ class TopicIdentityWatch:
     ) -> None:
         partitions = {tp for tp in client.assignment() if tp.topic == topic}
         client.pause(*partitions)
-        self._recreating.add(topic)
-        try:
-            await self._read_new_topic(client, topic, topic_id, before, partitions)
-        finally:
-            self._recreating.discard(topic)
-
-    async def _read_new_topic(
-        self,
-        client: WatchedClient,
-        topic: str,
-        topic_id: str,
-        before: str,
-        partitions: set[KafkaTopicPartition],
-    ) -> None:
         where = "start" if self._from_earliest else "end (auto_offset_reset latest)"
         log.warning(
             "topic %s was deleted and created again while group %s read it (id %s, before "
@@ -170,16 +156,21 @@ class TopicIdentityWatch:
             where,
         )
         metrics.TOPICS_RECREATED.labels(self._group, topic).inc()
-        # What was fetched of the earlier topic reaches the table under its id: the batches
-        # cut from the buffer (nothing new comes, the partitions are paused), their writes.
-        while self._holds(partitions) and self._client() is client:
-            await asyncio.sleep(PENDING_POLL_S)
-        await self._wait_for_writes(partitions)
-        if self._client() is not client:
-            return
-        if self._from_earliest:
-            await client.seek_to_beginning(*partitions)
-        else:
-            await client.seek_to_end(*partitions)
-        self._read_from(partitions)
-        self._read_again(client, partitions)  # the sink learns the new id as it claims them
+        self._recreating.add(topic)
+        try:
+            # What was fetched of the earlier topic reaches the table under its id: the
+            # batches cut from the buffer (nothing new comes, the partitions are paused),
+            # their writes.
+            while self._holds(partitions) and self._client() is client:
+                await asyncio.sleep(PENDING_POLL_S)
+            await self._wait_for_writes(partitions)
+            if self._client() is not client:
+                return
+            if self._from_earliest:
+                await client.seek_to_beginning(*partitions)
+            else:
+                await client.seek_to_end(*partitions)
+            self._read_from(partitions)
+            self._read_again(client, partitions)  # the sink learns the new id as it claims them
+        finally:
+            self._recreating.discard(topic)

@@ -9,6 +9,8 @@ from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import KafkaError
 from aiokafka.structs import TopicPartition
 
+from contract.kafka_client.requests import client_of
+
 
 async def topic_partitions(
     consumer: AIOKafkaConsumer, topics: Iterable[str]
@@ -19,7 +21,7 @@ async def topic_partitions(
     (stable across the pinned 0.14 series; tests/test_aiokafka_pin.py checks it), needed
     because a consumer without a subscription never refreshes metadata on its own.
     """
-    if not await consumer._client.force_metadata_update():
+    if not await client_of(consumer).force_metadata_update():
         raise KafkaError("cluster metadata unavailable from every known broker")
     found = {}
     for topic in topics:

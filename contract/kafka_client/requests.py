@@ -13,13 +13,13 @@ async def send(owner: object, node_id: int, request: Any) -> Any:
     """``request``'s response from broker ``node_id``, through ``owner``'s (an
     ``AIOKafkaConsumer``'s or ``AIOKafkaAdminClient``'s) client; raises aiokafka's errors
     (``IncompatibleBrokerVersion`` where the broker lacks every version of the request)."""
-    return await _client(owner).send(node_id, request)
+    return await client_of(owner).send(node_id, request)
 
 
 def cluster(owner: object) -> Any:
     """The cluster metadata ``owner``'s client keeps (brokers, partitions' leaders and
     replicas), as of its last refresh."""
-    return _client(owner).cluster
+    return client_of(owner).cluster
 
 
 def broker_ids(owner: object) -> list[int]:
@@ -34,5 +34,6 @@ def offset_fetch_request(group: str, partitions: Iterable[tuple[str, list[int]]]
     return OffsetFetchRequest(group, list(partitions))
 
 
-def _client(owner: object) -> Any:
+def client_of(owner: object) -> Any:
+    """The ``AIOKafkaClient`` an aiokafka consumer or admin client sends its requests with."""
     return owner._client  # type: ignore[attr-defined]

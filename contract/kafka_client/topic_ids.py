@@ -24,6 +24,7 @@ from aiokafka.protocol.types import (
 )
 
 from contract.kafka_client.kafka_uuid import ZERO_UUID, Uuid
+from contract.kafka_client.requests import client_of
 
 _TEXT = CompactString("utf-8")
 _REQUEST = Schema(
@@ -137,4 +138,4 @@ async def fetch_topic_ids(client: Any, topics: Iterable[str]) -> dict[str, str]:
 
 async def consumer_topic_ids(consumer: Any, topics: Iterable[str]) -> dict[str, str]:
     """:func:`fetch_topic_ids` through an ``AIOKafkaConsumer``'s own client."""
-    return await fetch_topic_ids(consumer._client, topics)
+    return await fetch_topic_ids(client_of(consumer), topics)
